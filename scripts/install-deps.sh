@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package kiln needs to build, test and benchmark.
+# Safe to re-run: apt-get skips what is already installed.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git
+  llvm-16-dev libzstd-dev zlib1g-dev libffi-dev libedit-dev libxml2-dev
+  libtbb-dev libgtest-dev libgmock-dev
+  nlohmann-json3-dev libsqlite3-dev libarchive-dev
+  libdnnl-dev clang-format
+)
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,275 @@
+#include "ir/expr.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "ir/tensor.h"
+
+namespace kiln::ir {
+
+Expr::Expr(int v) : Expr(make_int(v)) {}
+Expr::Expr(int64_t v) : Expr(make_int(v)) {}
+Expr::Expr(float v) : Expr(make_float(v)) {}
+Expr::Expr(double v) : Expr(make_float(v)) {}
+
+Var::Var(std::string name, DataType t)
+    : node_(std::make_shared<const VarNode>(std::move(name), t)) {}
+
+bool is_binary(ExprKind k) { return k >= ExprKind::Add && k <= ExprKind::Or; }
+bool is_comparison(ExprKind k) { return k >= ExprKind::EQ && k <= ExprKind::GE; }
+
+NotNode::NotNode(Expr x) : ExprNode(kKind, x.dtype()), a(std::move(x)) {}
+
+SelectNode::SelectNode(Expr c, Expr t, Expr f)
+    : ExprNode(kKind, t.dtype()), cond(std::move(c)), true_value(std::move(t)),
+      false_value(std::move(f)) {}
+
+const char* intrinsic_name(Intrinsic op) {
+  switch (op) {
+    case Intrinsic::Exp: return "exp";
+    case Intrinsic::Log: return "log";
+    case Intrinsic::Sqrt: return "sqrt";
+    case Intrinsic::Rsqrt: return "rsqrt";
+    case Intrinsic::Tanh: return "tanh";
+    case Intrinsic::Erf: return "erf";
+    case Intrinsic::Sigmoid: return "sigmoid";
+    case Intrinsic::Fabs: return "fabs";
+    case Intrinsic::Pow: return "pow";
+    case Intrinsic::Floor: return "floor";
+    case Intrinsic::Ceil: return "ceil";
+    case Intrinsic::Round: return "round";
+  }
+  return "?";
+}
+
+Buffer make_buffer(std::string name, DataType dtype, std::vector<Expr> shape, MemScope scope) {
+  auto b = std::make_shared<BufferNode>();
+  b->name = std::move(name);
+  b->dtype = dtype.element_of();
+  b->shape = std::move(shape);
+  b->scope = scope;
+  return b;
+}
+
+LoadNode::LoadNode(Buffer buf, Expr idx)
+    : ExprNode(kKind, buf->dtype.with_lanes(idx.dtype().lanes)), buffer(std::move(buf)),
+      index(std::move(idx)) {}
+
+RampNode::RampNode(Expr b, Expr s, int l)
+    : ExprNode(kKind, b.dtype().with_lanes(l)), base(std::move(b)), stride(std::move(s)), lanes(l) {}
+
+IterVar make_iter_var(Range dom, const std::string& name, IterKind kind) {
+  auto iv = std::make_shared<IterVarNode>();
+  iv->var = Var(name);
+  iv->dom = std::move(dom);
+  iv->kind = kind;
+  return iv;
+}
+
+TensorReadNode::TensorReadNode(Tensor t, std::vector<Expr> idx)
+    : ExprNode(kKind, t->dtype), tensor(std::move(t)), indices(std::move(idx)) {}
+
+// ---- constructors -----------------------------------------------------------
+
+Expr make_int(int64_t v, DataType t) { return make_expr<IntImmNode>(t, v); }
+Expr make_float(double v, DataType t) { return make_expr<FloatImmNode>(t, v); }
+Expr make_bool(bool v) { return make_expr<IntImmNode>(DataType::boolean(), v ? 1 : 0); }
+
+Expr make_const(DataType t, double value) {
+  Expr scalar = t.is_float() ? make_float(value, t.element_of())
+                             : make_expr<IntImmNode>(t.element_of(), static_cast<int64_t>(value));
+  return t.lanes > 1 ? broadcast(scalar, t.lanes) : scalar;
+}
+
+static bool is_imm(const Expr& e) {
+  return e.kind() == ExprKind::IntImm || e.kind() == ExprKind::FloatImm;
+}
+
+Expr cast(DataType t, Expr v) {
+  if (v.dtype() == t) return v;
+  if (v.dtype().lanes != t.lanes) {
+    if (v.dtype().lanes == 1) return broadcast(cast(t.element_of(), v), t.lanes);
+    throw std::invalid_argument("cast between different lane counts: " + v.dtype().str() +
+                                " -> " + t.str());
+  }
+  // Casting a literal folds immediately: it keeps printed IR readable.
+  if (t.lanes == 1) {
+    if (auto* i = v.as<IntImmNode>()) return make_const(t, static_cast<double>(i->value));
+    if (auto* f = v.as<FloatImmNode>()) {
+      if (t.is_float()) return make_float(f->value, t);
+    }
+  }
+  return make_expr<CastNode>(t, std::move(v));
+}
+
+// Aligns operand types of a binary operation (see the header).
+static void unify(Expr& a, Expr& b) {
+  DataType ta = a.dtype(), tb = b.dtype();
+  if (ta.element_of() != tb.element_of()) {
+    if (is_imm(a) && !is_imm(b)) {
+      a = cast(tb.element_of(), a);
+    } else if (is_imm(b) && !is_imm(a)) {
+      b = cast(ta.element_of(), b);
+    } else if (ta.is_float() != tb.is_float()) {
+      if (!(is_imm(a) && is_imm(b)))
+        throw std::invalid_argument("binary operands of different types: " + ta.str() + " and " +
+                                    tb.str() + " (insert a cast)");
+      if (ta.is_float()) b = cast(ta.element_of(), b); else a = cast(tb.element_of(), a);
+    } else if (ta.code == tb.code || (ta.is_integer() && tb.is_integer())) {
+      // Integer widening: int32 + int64 -> int64.
+      if (ta.bits < tb.bits) a = cast(tb.with_lanes(ta.lanes), a);
+      else b = cast(ta.with_lanes(tb.lanes), b);
+    } else {
+      throw std::invalid_argument("binary operands of different types: " + ta.str() + " and " +
+                                  tb.str());
+    }
+  }
+  int la = a.dtype().lanes, lb = b.dtype().lanes;
+  if (la != lb) {
+    if (la == 1) a = broadcast(a, lb);
+    else if (lb == 1) b = broadcast(b, la);
+    else throw std::invalid_argument("binary operands with different lanes");
+  }
+}
+
+Expr make_binary(ExprKind k, Expr a, Expr b) {
+  if (!a || !b) throw std::invalid_argument("binary operation on a null expression");
+  unify(a, b);
+  DataType t = a.dtype();
+  if (is_comparison(k)) t = DataType::boolean(t.lanes);
+  if (k == ExprKind::And || k == ExprKind::Or) {
+    if (!a.dtype().is_bool()) throw std::invalid_argument("&& / || need bool operands");
+  }
+  switch (k) {
+#define KILN_CASE(K) \
+  case ExprKind::K: return make_expr<BinaryOf<ExprKind::K>>(t, std::move(a), std::move(b));
+    KILN_CASE(Add) KILN_CASE(Sub) KILN_CASE(Mul) KILN_CASE(Div) KILN_CASE(Mod)
+    KILN_CASE(FloorDiv) KILN_CASE(FloorMod) KILN_CASE(Min) KILN_CASE(Max)
+    KILN_CASE(EQ) KILN_CASE(NE) KILN_CASE(LT) KILN_CASE(LE) KILN_CASE(GT) KILN_CASE(GE)
+    KILN_CASE(And) KILN_CASE(Or)
+#undef KILN_CASE
+    default: throw std::invalid_argument("make_binary: not a binary kind");
+  }
+}
+
+Expr select(Expr cond, Expr t, Expr f) {
+  unify(t, f);
+  if (!cond.dtype().is_bool()) throw std::invalid_argument("select condition must be bool");
+  if (cond.dtype().lanes == 1 && t.dtype().lanes > 1) cond = broadcast(cond, t.dtype().lanes);
+  if (t.dtype().lanes == 1 && cond.dtype().lanes > 1) {
+    t = broadcast(t, cond.dtype().lanes);
+    f = broadcast(f, cond.dtype().lanes);
+  }
+  return make_expr<SelectNode>(std::move(cond), std::move(t), std::move(f));
+}
+
+Expr call(Intrinsic op, std::vector<Expr> args) {
+  if (args.empty()) throw std::invalid_argument("intrinsic call without arguments");
+  if (op == Intrinsic::Pow) {
+    if (args.size() != 2) throw std::invalid_argument("pow takes two arguments");
+    unify(args[0], args[1]);
+  }
+  DataType t = args[0].dtype();
+  if (!t.is_float()) throw std::invalid_argument(std::string(intrinsic_name(op)) +
+                                                 " needs a float argument, got " + t.str());
+  return make_expr<CallNode>(t, op, std::move(args));
+}
+
+Expr ramp(Expr base, Expr stride, int lanes) {
+  stride = cast(base.dtype(), stride);
+  return make_expr<RampNode>(std::move(base), std::move(stride), lanes);
+}
+
+Expr broadcast(Expr value, int lanes) {
+  if (lanes == 1) return value;
+  if (value.dtype().lanes != 1) throw std::invalid_argument("broadcast of a vector");
+  return make_expr<BroadcastNode>(std::move(value), lanes);
+}
+
+Expr load(Buffer buf, Expr index) { return make_expr<LoadNode>(std::move(buf), std::move(index)); }
+
+Expr operator+(Expr a, Expr b) { return make_binary(ExprKind::Add, std::move(a), std::move(b)); }
+Expr operator-(Expr a, Expr b) { return make_binary(ExprKind::Sub, std::move(a), std::move(b)); }
+Expr operator-(Expr a) { return make_binary(ExprKind::Sub, make_const(a.dtype(), 0), a); }
+Expr operator*(Expr a, Expr b) { return make_binary(ExprKind::Mul, std::move(a), std::move(b)); }
+Expr operator/(Expr a, Expr b) { return make_binary(ExprKind::Div, std::move(a), std::move(b)); }
+Expr operator%(Expr a, Expr b) { return make_binary(ExprKind::Mod, std::move(a), std::move(b)); }
+Expr operator<(Expr a, Expr b) { return make_binary(ExprKind::LT, std::move(a), std::move(b)); }
+Expr operator<=(Expr a, Expr b) { return make_binary(ExprKind::LE, std::move(a), std::move(b)); }
+Expr operator>(Expr a, Expr b) { return make_binary(ExprKind::GT, std::move(a), std::move(b)); }
+Expr operator>=(Expr a, Expr b) { return make_binary(ExprKind::GE, std::move(a), std::move(b)); }
+Expr logical_and(Expr a, Expr b) { return make_binary(ExprKind::And, std::move(a), std::move(b)); }
+Expr logical_or(Expr a, Expr b) { return make_binary(ExprKind::Or, std::move(a), std::move(b)); }
+Expr logical_not(Expr a) {
+  if (!a.dtype().is_bool()) throw std::invalid_argument("! needs a bool operand");
+  return make_expr<NotNode>(std::move(a));
+}
+Expr eq(Expr a, Expr b) { return make_binary(ExprKind::EQ, std::move(a), std::move(b)); }
+Expr ne(Expr a, Expr b) { return make_binary(ExprKind::NE, std::move(a), std::move(b)); }
+Expr floordiv(Expr a, Expr b) { return make_binary(ExprKind::FloorDiv, std::move(a), std::move(b)); }
+Expr floormod(Expr a, Expr b) { return make_binary(ExprKind::FloorMod, std::move(a), std::move(b)); }
+Expr min(Expr a, Expr b) { return make_binary(ExprKind::Min, std::move(a), std::move(b)); }
+Expr max(Expr a, Expr b) { return make_binary(ExprKind::Max, std::move(a), std::move(b)); }
+
+Expr exp(Expr x) { return call(Intrinsic::Exp, {std::move(x)}); }
+Expr log(Expr x) { return call(Intrinsic::Log, {std::move(x)}); }
+Expr sqrt(Expr x) { return call(Intrinsic::Sqrt, {std::move(x)}); }
+Expr rsqrt(Expr x) { return call(Intrinsic::Rsqrt, {std::move(x)}); }
+Expr tanh(Expr x) { return call(Intrinsic::Tanh, {std::move(x)}); }
+Expr erf(Expr x) { return call(Intrinsic::Erf, {std::move(x)}); }
+Expr sigmoid(Expr x) { return call(Intrinsic::Sigmoid, {std::move(x)}); }
+Expr fabs(Expr x) { return call(Intrinsic::Fabs, {std::move(x)}); }
+Expr pow(Expr x, Expr y) { return call(Intrinsic::Pow, {std::move(x), std::move(y)}); }
+Expr floor(Expr x) { return call(Intrinsic::Floor, {std::move(x)}); }
+Expr ceil(Expr x) { return call(Intrinsic::Ceil, {std::move(x)}); }
+Expr round(Expr x) { return call(Intrinsic::Round, {std::move(x)}); }
+
+const int64_t* as_const_int(const Expr& e) {
+  if (!e) return nullptr;
+  if (auto* i = e.as<IntImmNode>()) return &i->value;
+  if (auto* b = e.as<BroadcastNode>()) return as_const_int(b->value);
+  return nullptr;
+}
+bool is_const_int(const Expr& e, int64_t value) {
+  const int64_t* v = as_const_int(e);
+  return v && *v == value;
+}
+bool is_zero(const Expr& e) { return is_const_int(e, 0); }
+bool is_one(const Expr& e) { return is_const_int(e, 1); }
+
+Expr max_value(DataType t) {
+  DataType s = t.element_of();
+  if (s.is_float()) {
+    double v = s.bits == 64 ? std::numeric_limits<double>::max()
+             : s.bits == 32 || s.code == TypeCode::BFloat ? std::numeric_limits<float>::max()
+                                                          : 65504.0;
+    return make_const(t, v);
+  }
+  if (s.is_bool()) return make_const(t, 1);
+  if (s.is_uint()) return make_expr<IntImmNode>(s, s.bits >= 64 ? -1 : int64_t((uint64_t(1) << s.bits) - 1));
+  return make_expr<IntImmNode>(s, s.bits >= 64 ? std::numeric_limits<int64_t>::max()
+                                               : (int64_t(1) << (s.bits - 1)) - 1);
+}
+
+Expr min_value(DataType t) {
+  DataType s = t.element_of();
+  if (s.is_float()) {
+    auto* f = max_value(s).as<FloatImmNode>();
+    return make_const(t, -f->value);
+  }
+  if (s.is_bool() || s.is_uint()) return make_const(t, 0);
+  return make_expr<IntImmNode>(s, s.bits >= 64 ? std::numeric_limits<int64_t>::min()
+                                               : -(int64_t(1) << (s.bits - 1)));
+}
+
+Expr reduce_identity(ReduceOp op, DataType t) {
+  switch (op) {
+    case ReduceOp::Sum: return make_const(t, 0);
+    case ReduceOp::Max: return t.is_float() ? make_const(t, -INFINITY) : min_value(t);
+    case ReduceOp::Min: return t.is_float() ? make_const(t, INFINITY) : max_value(t);
+  }
+  return Expr();
+}
+
+}  // namespace kiln::ir

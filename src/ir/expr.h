@@ -1,0 +1,336 @@
+// Expressions of kiln's IR: immutable, shared nodes behind the `Expr` handle.
+//
+// The same node types serve the tensor-expression level (TensorRead, Reduce)
+// and the loop IR (Load, Ramp, Broadcast). Variables compare by identity: two
+// `Var`s with the same name are different variables.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+
+namespace kiln::ir {
+
+enum class ExprKind : uint8_t {
+  IntImm, FloatImm, Var,
+  Add, Sub, Mul, Div, Mod, FloorDiv, FloorMod, Min, Max,
+  EQ, NE, LT, LE, GT, GE, And, Or, Not,
+  Select, Cast, Call, Let,
+  Load, Ramp, Broadcast,   // loop IR
+  TensorRead, Reduce,      // tensor expressions
+};
+
+struct ExprNode {
+  ExprKind kind;
+  DataType dtype;
+  ExprNode(ExprKind k, DataType t) : kind(k), dtype(t) {}
+  virtual ~ExprNode() = default;
+};
+
+class VarNode;
+class Var;
+
+// Handle to an immutable expression node. Null handles are allowed (optional
+// parts of a node) and test false.
+class Expr {
+ public:
+  Expr() = default;
+  explicit Expr(std::shared_ptr<const ExprNode> n) : node_(std::move(n)) {}
+  // Integer literals become int64 (the index type), float literals float32.
+  Expr(int v);      // NOLINT(google-explicit-constructor)
+  Expr(int64_t v);  // NOLINT(google-explicit-constructor)
+  Expr(float v);    // NOLINT(google-explicit-constructor)
+  Expr(double v);   // NOLINT(google-explicit-constructor)
+
+  const ExprNode* get() const { return node_.get(); }
+  const ExprNode* operator->() const { return node_.get(); }
+  explicit operator bool() const { return node_ != nullptr; }
+  ExprKind kind() const { return node_->kind; }
+  DataType dtype() const { return node_->dtype; }
+  bool same_as(const Expr& o) const { return node_ == o.node_; }
+
+  template <typename T>
+  const T* as() const {
+    return node_ && node_->kind == T::kKind ? static_cast<const T*>(node_.get()) : nullptr;
+  }
+
+ private:
+  std::shared_ptr<const ExprNode> node_;
+};
+
+template <typename T, typename... Args>
+Expr make_expr(Args&&... args) {
+  return Expr(std::make_shared<const T>(std::forward<Args>(args)...));
+}
+
+// ---- leaves -----------------------------------------------------------------
+
+struct IntImmNode : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::IntImm;
+  int64_t value;
+  IntImmNode(DataType t, int64_t v) : ExprNode(kKind, t), value(v) {}
+};
+
+struct FloatImmNode : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::FloatImm;
+  double value;
+  FloatImmNode(DataType t, double v) : ExprNode(kKind, t), value(v) {}
+};
+
+struct VarNode : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::Var;
+  std::string name;
+  VarNode(std::string n, DataType t) : ExprNode(kKind, t), name(std::move(n)) {}
+};
+
+// A variable handle; converts to Expr. Default type is int64, the index type.
+class Var {
+ public:
+  Var() = default;
+  explicit Var(std::string name, DataType t = DataType::i64());
+  explicit Var(std::shared_ptr<const VarNode> n) : node_(std::move(n)) {}
+  operator Expr() const { return Expr(node_); }  // NOLINT(google-explicit-constructor)
+  const VarNode* get() const { return node_.get(); }
+  const VarNode* operator->() const { return node_.get(); }
+  explicit operator bool() const { return node_ != nullptr; }
+  const std::string& name() const { return node_->name; }
+  DataType dtype() const { return node_->dtype; }
+  bool same_as(const Var& o) const { return node_ == o.node_; }
+  bool operator==(const Var& o) const { return node_ == o.node_; }
+  bool operator<(const Var& o) const { return node_ < o.node_; }
+
+ private:
+  std::shared_ptr<const VarNode> node_;
+};
+
+struct VarHash {
+  size_t operator()(const Var& v) const { return std::hash<const void*>()(v.get()); }
+};
+
+// ---- arithmetic, comparison, logic ------------------------------------------
+
+// All binary nodes share this layout; `kind` tells which operation it is.
+// Div and Mod truncate toward zero on integers (C semantics); FloorDiv and
+// FloorMod round toward negative infinity and are what index math uses.
+struct BinaryNode : ExprNode {
+  Expr a, b;
+  BinaryNode(ExprKind k, DataType t, Expr x, Expr y)
+      : ExprNode(k, t), a(std::move(x)), b(std::move(y)) {}
+};
+
+template <ExprKind K>
+struct BinaryOf : BinaryNode {
+  static constexpr ExprKind kKind = K;
+  BinaryOf(DataType t, Expr x, Expr y) : BinaryNode(K, t, std::move(x), std::move(y)) {}
+};
+using AddNode = BinaryOf<ExprKind::Add>;
+using SubNode = BinaryOf<ExprKind::Sub>;
+using MulNode = BinaryOf<ExprKind::Mul>;
+using DivNode = BinaryOf<ExprKind::Div>;
+using ModNode = BinaryOf<ExprKind::Mod>;
+using FloorDivNode = BinaryOf<ExprKind::FloorDiv>;
+using FloorModNode = BinaryOf<ExprKind::FloorMod>;
+using MinNode = BinaryOf<ExprKind::Min>;
+using MaxNode = BinaryOf<ExprKind::Max>;
+using EQNode = BinaryOf<ExprKind::EQ>;
+using NENode = BinaryOf<ExprKind::NE>;
+using LTNode = BinaryOf<ExprKind::LT>;
+using LENode = BinaryOf<ExprKind::LE>;
+using GTNode = BinaryOf<ExprKind::GT>;
+using GENode = BinaryOf<ExprKind::GE>;
+using AndNode = BinaryOf<ExprKind::And>;
+using OrNode = BinaryOf<ExprKind::Or>;
+
+bool is_binary(ExprKind k);
+bool is_comparison(ExprKind k);
+
+struct NotNode : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::Not;
+  Expr a;
+  explicit NotNode(Expr x);
+};
+
+struct SelectNode : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::Select;
+  Expr cond, true_value, false_value;
+  SelectNode(Expr c, Expr t, Expr f);
+};
+
+struct CastNode : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::Cast;
+  Expr value;
+  CastNode(DataType t, Expr v) : ExprNode(kKind, t), value(std::move(v)) {}
+};
+
+// Pure math functions. Codegen emits each as vector code where lanes > 1.
+enum class Intrinsic : uint8_t {
+  Exp, Log, Sqrt, Rsqrt, Tanh, Erf, Sigmoid, Fabs, Pow, Floor, Ceil, Round,
+};
+const char* intrinsic_name(Intrinsic op);
+
+struct CallNode : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::Call;
+  Intrinsic op;
+  std::vector<Expr> args;
+  CallNode(DataType t, Intrinsic o, std::vector<Expr> a)
+      : ExprNode(kKind, t), op(o), args(std::move(a)) {}
+};
+
+struct LetNode : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::Let;
+  Var var;
+  Expr value, body;
+  LetNode(Var v, Expr val, Expr b)
+      : ExprNode(kKind, b.dtype()), var(std::move(v)), value(std::move(val)), body(std::move(b)) {}
+};
+
+// ---- loop IR: buffers, loads, vectors -----------------------------------------
+
+enum class MemScope : uint8_t { Global, Local };
+
+// A flat array of elements. Kernel arguments and allocations are buffers;
+// identity (the node pointer) names the memory.
+struct BufferNode {
+  std::string name;
+  DataType dtype;              // element type (scalar)
+  std::vector<Expr> shape;     // logical shape, row-major; informational after flattening
+  MemScope scope = MemScope::Global;
+};
+using Buffer = std::shared_ptr<const BufferNode>;
+Buffer make_buffer(std::string name, DataType dtype, std::vector<Expr> shape,
+                   MemScope scope = MemScope::Global);
+
+// Reads buffer[index]; a vector index (a Ramp or any vector int) reads lanes.
+struct LoadNode : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::Load;
+  Buffer buffer;
+  Expr index;
+  LoadNode(Buffer buf, Expr idx);
+};
+
+// The vector base, base + stride, ..., base + (lanes-1) * stride.
+struct RampNode : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::Ramp;
+  Expr base, stride;
+  int lanes;
+  RampNode(Expr b, Expr s, int l);
+};
+
+struct BroadcastNode : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::Broadcast;
+  Expr value;
+  int lanes;
+  BroadcastNode(Expr v, int l)
+      : ExprNode(kKind, v.dtype().with_lanes(l)), value(std::move(v)), lanes(l) {}
+};
+
+// ---- tensor expressions -------------------------------------------------------
+
+struct Range {
+  Expr min, extent;
+};
+
+enum class IterKind : uint8_t { DataPar, Reduce };
+
+// A named iteration variable with its domain; axes of compute definitions and
+// the loops a schedule derives from them.
+struct IterVarNode {
+  Var var;
+  Range dom;
+  IterKind kind = IterKind::DataPar;
+};
+using IterVar = std::shared_ptr<const IterVarNode>;
+IterVar make_iter_var(Range dom, const std::string& name, IterKind kind = IterKind::DataPar);
+
+struct TensorNode;
+using Tensor = std::shared_ptr<const TensorNode>;
+
+// Reads tensor[indices...] inside a compute definition.
+struct TensorReadNode : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::TensorRead;
+  Tensor tensor;
+  std::vector<Expr> indices;
+  TensorReadNode(Tensor t, std::vector<Expr> idx);
+};
+
+enum class ReduceOp : uint8_t { Sum, Max, Min };
+
+// combiner over `axes` of `source`, starting from `identity`. Only valid as the
+// whole body of a compute definition.
+struct ReduceNode : ExprNode {
+  static constexpr ExprKind kKind = ExprKind::Reduce;
+  ReduceOp op;
+  Expr source;
+  std::vector<IterVar> axes;
+  Expr identity;
+  ReduceNode(ReduceOp o, Expr src, std::vector<IterVar> ax, Expr id)
+      : ExprNode(kKind, src.dtype()), op(o), source(std::move(src)), axes(std::move(ax)),
+        identity(std::move(id)) {}
+};
+
+// ---- constructors with type rules -------------------------------------------
+
+Expr make_const(DataType t, double value);  // int or float immediate of type t
+Expr make_int(int64_t v, DataType t = DataType::i64());
+Expr make_float(double v, DataType t = DataType::f32());
+Expr make_bool(bool v);
+Expr cast(DataType t, Expr v);
+// Binary op of kind k; an immediate operand is converted to the other side's
+// type, a scalar operand is broadcast to the other side's lanes.
+Expr make_binary(ExprKind k, Expr a, Expr b);
+Expr select(Expr cond, Expr t, Expr f);
+Expr call(Intrinsic op, std::vector<Expr> args);
+Expr ramp(Expr base, Expr stride, int lanes);
+Expr broadcast(Expr value, int lanes);
+Expr load(Buffer buf, Expr index);
+
+Expr operator+(Expr a, Expr b);
+Expr operator-(Expr a, Expr b);
+Expr operator-(Expr a);
+Expr operator*(Expr a, Expr b);
+Expr operator/(Expr a, Expr b);  // float division, or truncating integer division
+Expr operator%(Expr a, Expr b);
+Expr operator<(Expr a, Expr b);
+Expr operator<=(Expr a, Expr b);
+Expr operator>(Expr a, Expr b);
+Expr operator>=(Expr a, Expr b);
+// Logical operators are named functions, not && || !: overloading those on a
+// handle that also tests for null in `if (!e)` invites silent mistakes.
+Expr logical_and(Expr a, Expr b);
+Expr logical_or(Expr a, Expr b);
+Expr logical_not(Expr a);
+Expr eq(Expr a, Expr b);
+Expr ne(Expr a, Expr b);
+Expr floordiv(Expr a, Expr b);
+Expr floormod(Expr a, Expr b);
+Expr min(Expr a, Expr b);
+Expr max(Expr a, Expr b);
+
+Expr exp(Expr x);
+Expr log(Expr x);
+Expr sqrt(Expr x);
+Expr rsqrt(Expr x);
+Expr tanh(Expr x);
+Expr erf(Expr x);
+Expr sigmoid(Expr x);
+Expr fabs(Expr x);
+Expr pow(Expr x, Expr y);
+Expr floor(Expr x);
+Expr ceil(Expr x);
+Expr round(Expr x);
+
+// The value of an integer immediate (also a broadcast of one), or nullptr.
+const int64_t* as_const_int(const Expr& e);
+bool is_const_int(const Expr& e, int64_t value);
+bool is_zero(const Expr& e);
+bool is_one(const Expr& e);
+
+// The largest / smallest finite value of t and the identity of a reduction.
+Expr max_value(DataType t);
+Expr min_value(DataType t);
+Expr reduce_identity(ReduceOp op, DataType t);
+
+}  // namespace kiln::ir
