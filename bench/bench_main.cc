@@ -1,0 +1,120 @@
+// kiln_bench: kiln's kernels beside oneDNN on the shapes kiln is judged on.
+// For now only oneDNN's column is filled; kiln's kernels join the table as
+// rows with kiln_ms set.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "onednn_reference.h"
+
+namespace {
+
+using kiln::bench::onednn_conv2d_ms;
+using kiln::bench::onednn_sgemm_ms;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+struct Row {
+  std::string name;
+  double flops;    // floating-point operations of one run
+  double kiln_ms;  // NaN while kiln has no kernel for the row
+  double onednn_ms;
+};
+
+struct Options {
+  int threads = 2;  // the machine's two cores; MACHINE.md's peaks assume 2
+  int repeat = 0;   // 0: a per-shape default of roughly half a second
+};
+
+// fp32 zmm FMA peaks measured in MACHINE.md: 202 GFLOP/s on one core and
+// 400 on two; beyond that assume 200 per thread.
+double peak_gflops(int threads) { return threads == 1 ? 202.0 : 200.0 * threads; }
+
+double gflops(double flops, double ms) { return flops / (ms * 1e6); }
+
+// "-" for values that are not there yet (NaN), else the number.
+std::string cell(double v, const char* fmt) {
+  if (std::isnan(v)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+void print_table(const std::vector<Row>& rows, int threads) {
+  const double peak = peak_gflops(threads);
+  std::printf("threads: %d   peak: %.0f GFLOP/s (fp32 FMA zmm, MACHINE.md)   times: medians\n\n",
+              threads, peak);
+  std::printf("%-34s | %9s | %12s | %8s | %9s | %14s | %11s\n", "op", "kiln ms", "kiln GFLOP/s",
+              "% peak", "oneDNN ms", "oneDNN GFLOP/s", "kiln/oneDNN");
+  std::printf("%s\n", std::string(34 + 9 + 12 + 8 + 9 + 14 + 11 + 18, '-').c_str());
+  for (const Row& r : rows) {
+    double kiln_gf = gflops(r.flops, r.kiln_ms);
+    std::printf("%-34s | %9s | %12s | %8s | %9s | %14s | %11s\n", r.name.c_str(),
+                cell(r.kiln_ms, "%.3f").c_str(), cell(kiln_gf, "%.1f").c_str(),
+                cell(100.0 * kiln_gf / peak, "%.1f %%").c_str(), cell(r.onednn_ms, "%.3f").c_str(),
+                cell(gflops(r.flops, r.onednn_ms), "%.1f").c_str(),
+                // Time ratio: above 1 means kiln is slower than oneDNN.
+                cell(r.kiln_ms / r.onednn_ms, "%.2f").c_str());
+  }
+}
+
+Row dense_row(const std::string& name, int64_t M, int64_t N, int64_t K, int repeat) {
+  double flops = 2.0 * M * N * K;
+  return {name, flops, kNaN, onednn_sgemm_ms(M, N, K, repeat)};
+}
+
+Row conv_row(const std::string& name, int64_t N, int64_t C, int64_t H, int64_t W, int64_t OC,
+             int64_t KH, int64_t KW, int64_t stride, int64_t pad, int repeat) {
+  const int64_t OH = (H + 2 * pad - KH) / stride + 1, OW = (W + 2 * pad - KW) / stride + 1;
+  double flops = 2.0 * N * OC * OH * OW * C * KH * KW;
+  return {name, flops, kNaN, onednn_conv2d_ms(N, C, H, W, OC, KH, KW, stride, pad, repeat)};
+}
+
+int parse_positive(const char* flag, const char* text) {
+  char* end = nullptr;
+  long v = std::strtol(text, &end, 10);
+  if (*text == '\0' || *end != '\0' || v < 1 || v > 1 << 20) {
+    std::fprintf(stderr, "kiln_bench: %s needs a positive integer, got '%s'\n", flag, text);
+    std::exit(2);
+  }
+  return static_cast<int>(v);
+}
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if ((a == "--threads" || a == "--repeat") && i + 1 < argc) {
+      (a == "--threads" ? o.threads : o.repeat) = parse_positive(argv[i], argv[i + 1]);
+      ++i;
+    } else {
+      std::fprintf(stderr, "usage: kiln_bench [--threads N] [--repeat N]\n");
+      std::exit(a == "--help" || a == "-h" ? 0 : 2);
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt = parse_args(argc, argv);
+  int threads = kiln::bench::set_onednn_threads(opt.threads);
+  if (threads != opt.threads) {
+    std::fprintf(stderr, "kiln_bench: could not set %d OpenMP threads (got %d)\n", opt.threads,
+                 threads);
+    return 1;
+  }
+  auto rep = [&](int dflt) { return opt.repeat ? opt.repeat : dflt; };
+  std::vector<Row> rows;
+  rows.push_back(dense_row("dense 1024x1024x1024", 1024, 1024, 1024, rep(60)));
+  rows.push_back(dense_row("dense 1x2048 . 2048x1000", 1, 1000, 2048, rep(1000)));
+  rows.push_back(
+      conv_row("conv2d 256->256 3x3 p1, 14x14, N1", 1, 256, 14, 14, 256, 3, 3, 1, 1, rep(300)));
+  print_table(rows, threads);
+  return 0;
+}
