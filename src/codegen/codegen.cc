@@ -1,0 +1,291 @@
+// Driving LLVM: target machines, the O3 pipeline, the ORC JIT, object and
+// shared-library emission.
+#include "codegen/codegen.h"
+
+#include <fcntl.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+#include <llvm/TargetParser/Host.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+
+#include "codegen/llvm_init.h"
+#include "codegen/lower_llvm.h"
+
+extern char** environ;
+
+namespace kiln::codegen {
+
+namespace detail {
+
+std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target& target) {
+  initialize_llvm();
+  std::string err;
+  const llvm::Target* t = llvm::TargetRegistry::lookupTarget(target.triple, err);
+  if (!t) throw std::runtime_error("codegen: no LLVM target for '" + target.triple + "': " + err);
+  std::string features;
+  for (size_t i = 0; i < target.features.size(); ++i)
+    features += (i ? "," : "") + target.features[i];
+  llvm::TargetOptions opts;
+  if (target.fast_math) {
+    opts.UnsafeFPMath = true;
+    opts.NoInfsFPMath = true;
+    opts.NoNaNsFPMath = true;
+    opts.AllowFPOpFusion = llvm::FPOpFusion::Fast;
+  }
+  std::unique_ptr<llvm::TargetMachine> tm(
+      t->createTargetMachine(target.triple, target.cpu, features, opts, llvm::Reloc::PIC_,
+                             std::nullopt, llvm::CodeGenOpt::Aggressive));
+  if (!tm) throw std::runtime_error("codegen: cannot create a target machine for " + target.str());
+  return tm;
+}
+
+void optimize_module(llvm::Module& m, llvm::TargetMachine& tm) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions pto;
+  pto.LoopVectorization = true;
+  pto.SLPVectorization = true;
+  llvm::PassBuilder pb(&tm, pto);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+}
+
+}  // namespace detail
+
+namespace {
+
+// Module built, verified and optimized; owns its context.
+struct Built {
+  std::unique_ptr<llvm::LLVMContext> ctx;
+  std::unique_ptr<llvm::TargetMachine> tm;
+  std::unique_ptr<llvm::Module> module;
+};
+
+Built build(const std::vector<ir::LoweredFunc>& funcs, const Target& target, bool optimize) {
+  Built r;
+  r.ctx = std::make_unique<llvm::LLVMContext>();
+  r.tm = detail::make_target_machine(target);
+  r.module = detail::lower_to_llvm(funcs, target, *r.tm, *r.ctx);
+  if (optimize) detail::optimize_module(*r.module, *r.tm);
+  return r;
+}
+
+std::string emit_file(Built& b, llvm::CodeGenFileType kind) {
+  llvm::SmallVector<char, 0> buf;
+  llvm::raw_svector_ostream os(buf);
+  llvm::legacy::PassManager pm;
+  if (b.tm->addPassesToEmitFile(pm, os, nullptr, kind))
+    throw std::runtime_error("codegen: the target cannot emit this file type");
+  pm.run(*b.module);
+  return std::string(buf.begin(), buf.end());
+}
+
+std::string error_text(llvm::Error e) { return llvm::toString(std::move(e)); }
+
+}  // namespace
+
+// ---- JIT ------------------------------------------------------------------------
+
+struct JitModule::Impl {
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::map<std::string, kiln_kernel_fn> functions;
+};
+
+JitModule::JitModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+JitModule::~JitModule() = default;
+
+kiln_kernel_fn JitModule::get_function(const std::string& name) const {
+  auto it = impl_->functions.find(name);
+  if (it == impl_->functions.end())
+    throw std::runtime_error("JIT module has no kernel named '" + name + "'");
+  return it->second;
+}
+
+std::vector<std::string> JitModule::function_names() const {
+  std::vector<std::string> names;
+  for (const auto& kv : impl_->functions) names.push_back(kv.first);
+  return names;
+}
+
+namespace {
+
+// Generated code calls the kiln runtime and libm. The runtime's symbols are
+// defined by address (so they resolve even if the process loaded the runtime
+// RTLD_LOCAL); everything else comes from the process.
+void add_runtime_symbols(llvm::orc::LLJIT& jit) {
+  llvm::orc::JITDylib& jd = jit.getMainJITDylib();
+  auto flags = llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable;
+  llvm::orc::SymbolMap syms;
+  syms[jit.mangleAndIntern("kiln_parallel_for")] =
+      llvm::JITEvaluatedSymbol::fromPointer(&kiln_parallel_for, flags);
+  syms[jit.mangleAndIntern("kiln_workspace_alloc")] =
+      llvm::JITEvaluatedSymbol::fromPointer(&kiln_workspace_alloc, flags);
+  syms[jit.mangleAndIntern("kiln_workspace_free")] =
+      llvm::JITEvaluatedSymbol::fromPointer(&kiln_workspace_free, flags);
+  if (auto err = jd.define(llvm::orc::absoluteSymbols(std::move(syms))))
+    throw std::runtime_error("JIT: cannot define runtime symbols: " + error_text(std::move(err)));
+  auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      jit.getDataLayout().getGlobalPrefix());
+  if (!gen)
+    throw std::runtime_error("JIT: cannot search the process: " + error_text(gen.takeError()));
+  jd.addGenerator(std::move(*gen));
+}
+
+}  // namespace
+
+std::unique_ptr<JitModule> jit_compile(const std::vector<ir::LoweredFunc>& funcs,
+                                       const Target& target) {
+  if (llvm::Triple(target.triple).getArch() !=
+      llvm::Triple(llvm::sys::getProcessTriple()).getArch())
+    throw std::runtime_error("JIT: target " + target.str() + " cannot run on this machine");
+  Built b = build(funcs, target, true);
+
+  llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple(target.triple)};
+  jtmb.setCPU(target.cpu);
+  jtmb.addFeatures(target.features);
+  jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+  jtmb.setRelocationModel(llvm::Reloc::PIC_);
+  jtmb.getOptions() = b.tm->Options;
+  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create();
+  if (!jit) throw std::runtime_error("JIT: cannot create LLJIT: " + error_text(jit.takeError()));
+  add_runtime_symbols(**jit);
+  b.module->setDataLayout((*jit)->getDataLayout());
+  llvm::orc::ThreadSafeModule tsm(std::move(b.module), std::move(b.ctx));
+  if (auto err = (*jit)->addIRModule(std::move(tsm)))
+    throw std::runtime_error("JIT: cannot add module: " + error_text(std::move(err)));
+
+  auto impl = std::make_unique<JitModule::Impl>();
+  // Looking every kernel up now compiles the module here, not on first use.
+  for (const ir::LoweredFunc& f : funcs) {
+    auto addr = (*jit)->lookup(f.name);
+    if (!addr)
+      throw std::runtime_error("JIT: cannot compile '" + f.name +
+                               "': " + error_text(addr.takeError()));
+    impl->functions[f.name] = addr->toPtr<kiln_kernel_fn>();
+  }
+  impl->jit = std::move(*jit);
+  return std::make_unique<JitModule>(std::move(impl));
+}
+
+// ---- text ---------------------------------------------------------------------------
+
+std::string emit_llvm_ir(const std::vector<ir::LoweredFunc>& funcs, const Target& target,
+                         bool optimized) {
+  Built b = build(funcs, target, optimized);
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  b.module->print(os, nullptr);
+  return os.str();
+}
+
+std::string emit_assembly(const std::vector<ir::LoweredFunc>& funcs, const Target& target) {
+  Built b = build(funcs, target, true);
+  return emit_file(b, llvm::CGFT_AssemblyFile);
+}
+
+// ---- shared library --------------------------------------------------------------------
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A directory removed (with its contents) when this goes out of scope.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "kiln-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a temporary directory");
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Runs argv (no shell) with stdout+stderr to log; returns the exit status.
+int run_command(const std::vector<std::string>& argv, const fs::path& log) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+void build_shared_library(const std::vector<ir::LoweredFunc>& funcs, const Target& target,
+                          const std::string& path) {
+  Built b = build(funcs, target, true);
+  std::string obj = emit_file(b, llvm::CGFT_ObjectFile);
+
+  TempDir dir;
+  fs::path obj_path = dir.path / "kernels.o";
+  {
+    std::ofstream out(obj_path, std::ios::binary);
+    out.write(obj.data(), static_cast<std::streamsize>(obj.size()));
+    if (!out) throw std::runtime_error("cannot write " + obj_path.string());
+  }
+  // Link next to the destination, then rename: readers never see a partial file.
+  fs::path dest = fs::absolute(path);
+  fs::path tmp = dest;
+  tmp += ".tmp" + std::to_string(getpid());
+  fs::path log = dir.path / "link.log";
+  const char* cc = std::getenv("CC");
+  int rc = run_command(
+      {cc && *cc ? cc : "cc", "-shared", "-o", tmp.string(), obj_path.string(), "-lm"}, log);
+  if (rc != 0) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw std::runtime_error("linking " + path + " failed (exit " + std::to_string(rc) +
+                             "): " + read_text(log));
+  }
+  std::error_code ec;
+  fs::rename(tmp, dest, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw std::runtime_error("cannot write " + path + ": " + ec.message());
+  }
+}
+
+}  // namespace kiln::codegen

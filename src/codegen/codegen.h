@@ -1,0 +1,54 @@
+// Code generation: kiln's loop IR -> LLVM IR -> native code.
+//
+// Each LoweredFunc becomes `extern "C" int32_t name(void** args)` (see
+// runtime/c_runtime_api.h), returning 0 on success. Kernels call only the kiln
+// runtime (kiln_parallel_for, kiln_workspace_alloc/free) and libm.
+// This header is LLVM-free; errors are std::runtime_error.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/target.h"
+#include "ir/function.h"
+#include "runtime/c_runtime_api.h"
+
+namespace kiln::codegen {
+
+// Kernels compiled in memory (ORC LLJIT); the code lives as long as this object.
+class JitModule {
+ public:
+  ~JitModule();
+  JitModule(const JitModule&) = delete;
+  JitModule& operator=(const JitModule&) = delete;
+
+  // The kernel called `name`; throws std::runtime_error if there is none.
+  kiln_kernel_fn get_function(const std::string& name) const;
+  std::vector<std::string> function_names() const;
+
+  struct Impl;
+  explicit JitModule(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Compiles funcs (optimized at O3) for target, which must be the host's ISA or
+// a subset of it.
+std::unique_ptr<JitModule> jit_compile(const std::vector<ir::LoweredFunc>& funcs,
+                                       const Target& target);
+
+// Writes a shared library exporting one symbol per kernel. Runtime symbols stay
+// undefined and resolve when the loading process (linking libkiln_runtime.so)
+// dlopens it. Written atomically: on failure no file is left at `path`.
+void build_shared_library(const std::vector<ir::LoweredFunc>& funcs, const Target& target,
+                          const std::string& path);
+
+// Textual LLVM IR, before or after the O3 pipeline (for debugging and tests).
+std::string emit_llvm_ir(const std::vector<ir::LoweredFunc>& funcs, const Target& target,
+                         bool optimized = true);
+// Native assembly of the optimized module.
+std::string emit_assembly(const std::vector<ir::LoweredFunc>& funcs, const Target& target);
+
+}  // namespace kiln::codegen

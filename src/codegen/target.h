@@ -1,0 +1,43 @@
+// A code generation target: what LLVM may assume about the machine.
+//
+// Parsed from TVM-style strings, e.g.
+//   "llvm"                                        the host, features as detected
+//   "llvm -mcpu=skylake-avx512 -mattr=+avx2,+fma -mtriple=x86_64-linux-gnu"
+//   "llvm ... -fast-math"                         allow fast-math flags on float ops
+// Tuning records are keyed by the features, so str() prints every field.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kiln::codegen {
+
+struct Target {
+  std::string triple;                 // e.g. "x86_64-pc-linux-gnu"
+  std::string cpu;                    // e.g. "skylake-avx512"; empty = generic
+  std::vector<std::string> features;  // "+avx512f", "-avx512fp16", ...
+  bool fast_math = false;
+
+  // Throws std::invalid_argument naming the offending part of s.
+  static Target parse(const std::string& s);
+  // The machine this process runs on. Features come from the host's CPUID
+  // (llvm::sys::getHostCPUFeatures), not from the CPU name, which a VM may
+  // misreport; only enabled features are kept, sorted.
+  static Target host();
+
+  // "llvm -mtriple=... -mcpu=... -mattr=+a,+b [-fast-math]"; parse(str()) == *this.
+  std::string str() const;
+
+  // Whether the target has a feature ("avx512f", without '+'). An explicit
+  // "+x"/"-x" in `features` decides; otherwise the CPU's own feature set does.
+  bool has_feature(const std::string& name_without_plus) const;
+  // Widest profitable float vector: 512 with avx512f, 256 with avx2, else 128.
+  int vector_bits() const;
+
+  bool operator==(const Target& o) const {
+    return triple == o.triple && cpu == o.cpu && features == o.features && fast_math == o.fast_math;
+  }
+  bool operator!=(const Target& o) const { return !(*this == o); }
+};
+
+}  // namespace kiln::codegen
