@@ -1,6 +1,5 @@
-// kiln_bench: kiln's kernels beside oneDNN on the shapes kiln is judged on.
-// For now only oneDNN's column is filled; kiln's kernels join the table as
-// rows with kiln_ms set.
+// kiln_bench: kiln's hand-scheduled kernels beside oneDNN on the shapes kiln
+// is judged on, both measured in this run with the same thread count.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -9,14 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "kiln_kernels.h"
 #include "onednn_reference.h"
+#include "runtime/c_runtime_api.h"
 
 namespace {
 
 using kiln::bench::onednn_conv2d_ms;
 using kiln::bench::onednn_sgemm_ms;
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 struct Row {
   std::string name;
@@ -64,14 +64,19 @@ void print_table(const std::vector<Row>& rows, int threads) {
 
 Row dense_row(const std::string& name, int64_t M, int64_t N, int64_t K, int repeat) {
   double flops = 2.0 * M * N * K;
-  return {name, flops, kNaN, onednn_sgemm_ms(M, N, K, repeat)};
+  auto kiln = kiln::bench::kiln_dense_ms(M, N, K, repeat);
+  std::printf("%s: kiln config %s\n", name.c_str(), kiln.config.c_str());
+  return {name, flops, kiln.median_ms, onednn_sgemm_ms(M, N, K, repeat)};
 }
 
 Row conv_row(const std::string& name, int64_t N, int64_t C, int64_t H, int64_t W, int64_t OC,
              int64_t KH, int64_t KW, int64_t stride, int64_t pad, int repeat) {
   const int64_t OH = (H + 2 * pad - KH) / stride + 1, OW = (W + 2 * pad - KW) / stride + 1;
   double flops = 2.0 * N * OC * OH * OW * C * KH * KW;
-  return {name, flops, kNaN, onednn_conv2d_ms(N, C, H, W, OC, KH, KW, stride, pad, repeat)};
+  auto kiln = kiln::bench::kiln_conv2d_ms(N, C, H, W, OC, KH, KW, stride, pad, repeat);
+  std::printf("%s: kiln config %s\n", name.c_str(), kiln.config.c_str());
+  return {name, flops, kiln.median_ms,
+          onednn_conv2d_ms(N, C, H, W, OC, KH, KW, stride, pad, repeat)};
 }
 
 int parse_positive(const char* flag, const char* text) {
@@ -109,6 +114,7 @@ int main(int argc, char** argv) {
                  threads);
     return 1;
   }
+  kiln_set_num_threads(opt.threads);
   auto rep = [&](int dflt) { return opt.repeat ? opt.repeat : dflt; };
   std::vector<Row> rows;
   rows.push_back(dense_row("dense 1024x1024x1024", 1024, 1024, 1024, rep(60)));

@@ -8,7 +8,7 @@ PACKAGES=(
   llvm-16-dev libzstd-dev zlib1g-dev libffi-dev libedit-dev libxml2-dev
   libtbb-dev libgtest-dev libgmock-dev
   nlohmann-json3-dev libsqlite3-dev libarchive-dev
-  libdnnl-dev clang-format
+  libdnnl-dev ocl-icd-opencl-dev opencl-c-headers clang-format
 )
 
 SUDO=""

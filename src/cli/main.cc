@@ -1,2 +1,46 @@
+// The kiln command.
 #include <cstdio>
-int main() { std::puts("kiln"); return 0; }
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/demo.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: kiln <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  demo [--print-ir]   compile, verify and time a dense and a conv2d kernel\n"
+    "  version             print kiln's version\n"
+    "  help                this text\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  std::string cmd = argv[1];
+  std::vector<std::string> rest(argv + 2, argv + argc);
+  try {
+    if (cmd == "demo") return kiln::cli::run_demo(rest);
+    if (cmd == "version" || cmd == "--version") {
+      std::puts("kiln 0.1.0");
+      return 0;
+    }
+    if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    std::fprintf(stderr, "kiln: unknown command '%s'\n%s", cmd.c_str(), kUsage);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln %s: error: %s\n", cmd.c_str(), e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,28 @@
+// Plain C++ reference implementations: the ground truth every generated
+// kernel is compared against. Simple loops, no tricks, float accumulation in
+// double where it helps the comparison.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace kiln::ops::reference {
+
+// C[M, N] = A[M, K] * B[K, N], row-major.
+void dense(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K);
+
+struct Conv2DParams {
+  int64_t batch, in_channels, height, width;
+  int64_t out_channels, kernel_h, kernel_w;
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
+  int64_t out_height() const { return (height + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1; }
+  int64_t out_width() const { return (width + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1; }
+};
+
+// NCHW data, OIHW weights, NCHW output; zero padding.
+void conv2d_nchw(const float* data, const float* weight, float* out, const Conv2DParams& p);
+
+// Relative error max|a-b| / max(max|b|, tiny): one number for a whole tensor.
+double max_relative_error(const float* a, const float* b, int64_t n);
+
+}  // namespace kiln::ops::reference

@@ -1,0 +1,69 @@
+#include "schedule/lower.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <stdexcept>
+
+#include "ir/printer.h"
+#include "ir/simplify.h"
+#include "schedule/schedule_ops.h"
+#include "schedule/storage_flatten.h"
+#include "schedule/unroll_loops.h"
+#include "schedule/vectorize_loops.h"
+
+namespace kiln::schedule {
+
+using namespace kiln::ir;
+
+namespace {
+
+bool debug_lower() {
+  const char* v = std::getenv("KILN_DEBUG_LOWER");
+  return v && *v && std::string(v) != "0";
+}
+
+void trace(const char* pass, const Stmt& s) {
+  if (debug_lower()) std::cerr << "// ---- after " << pass << "\n" << to_string(s) << "\n";
+}
+
+std::map<const TensorNode*, Buffer> arg_buffers(const Schedule& sch, const std::vector<Tensor>& args,
+                                                std::vector<Buffer>& ordered) {
+  std::map<const TensorNode*, Buffer> m;
+  for (auto& t : args) {
+    sch[t];  // throws if t is not part of the schedule
+    Buffer b = make_buffer(t->name, t->dtype, t->shape, MemScope::Global);
+    if (!m.emplace(t.get(), b).second)
+      throw std::invalid_argument("tensor '" + t->name + "' is passed twice");
+    ordered.push_back(b);
+  }
+  for (auto& out : sch.outputs())
+    if (!m.count(out.get()))
+      throw std::invalid_argument("output '" + out->name + "' is not among the kernel arguments");
+  return m;
+}
+
+}  // namespace
+
+LoweredFunc lower(const Schedule& sch, const std::vector<Tensor>& args, const std::string& name) {
+  LoweredFunc f;
+  f.name = name;
+  auto buffers = arg_buffers(sch, args, f.args);
+
+  Stmt s = schedule_ops(sch);
+  trace("schedule_ops", s);
+  s = storage_flatten(s, buffers);
+  trace("storage_flatten", s);
+  s = simplify(s);
+  trace("simplify", s);
+  s = vectorize_loops(s);
+  trace("vectorize_loops", s);
+  s = unroll_loops(s);
+  trace("unroll_loops", s);
+  s = simplify(s);
+  trace("simplify", s);
+  f.body = s;
+  return f;
+}
+
+}  // namespace kiln::schedule

@@ -1,0 +1,17 @@
+// Lowering: a schedule becomes one kernel of flat loop IR.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/function.h"
+#include "schedule/schedule.h"
+
+namespace kiln::schedule {
+
+// args: the kernel's buffer arguments in order (placeholders and outputs).
+// Set KILN_DEBUG_LOWER=1 to print the IR after every pass.
+ir::LoweredFunc lower(const Schedule& sch, const std::vector<ir::Tensor>& args,
+                      const std::string& name);
+
+}  // namespace kiln::schedule

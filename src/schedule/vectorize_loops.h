@@ -1,0 +1,14 @@
+// Turns loops marked Vectorized into vector statements: the loop variable
+// becomes ramp(min, 1, lanes) and every expression that depends on it becomes
+// a vector expression. A loop whose body cannot be expressed lane-parallel
+// (a store to a location that does not depend on the loop, a lane-dependent
+// branch, an allocation, a scatter) stays a serial loop: correct, not fast.
+#pragma once
+
+#include "ir/stmt.h"
+
+namespace kiln::schedule {
+
+ir::Stmt vectorize_loops(const ir::Stmt& s);
+
+}  // namespace kiln::schedule
