@@ -51,7 +51,7 @@ bool report(const char* name, double err, double ms, double flops) {
   return ok;
 }
 
-bool demo_dense(const codegen::Target& target, bool print_ir) {
+bool demo_dense(const codegen::Target& target, bool print_ir, bool print_asm) {
   ops::DenseWorkload w{512, 512, 512};
   auto space = ops::dense_pack_space(w, schedule::SplitPolicy::Factors);
   auto cfg = schedule::Config::from_json(
@@ -59,6 +59,7 @@ bool demo_dense(const codegen::Target& target, bool print_ir) {
   auto kern = ops::dense_pack(w, cfg, /*pack_in_kernel=*/false);
   ir::LoweredFunc f = schedule::lower(kern.sch, kern.args, "dense_pack_512");
   if (print_ir) std::cout << ir::to_string(f) << "\n";
+  if (print_asm) std::cout << codegen::emit_assembly({f}, target) << "\n";
 
   auto A = random_floats(w.M * w.K, 1), B = random_floats(w.K * w.N, 2);
   auto Bp = ops::pack_dense_weight(B.data(), w.K, w.N, ops::dense_pack_block(cfg));
@@ -111,9 +112,10 @@ bool demo_conv(const codegen::Target& target) {
 }  // namespace
 
 int run_demo(const std::vector<std::string>& args) {
-  bool print_ir = false;
+  bool print_ir = false, print_asm = false;
   for (auto& a : args) {
     if (a == "--print-ir") print_ir = true;
+    else if (a == "--print-asm") print_asm = true;
     else {
       std::cerr << "kiln demo: unknown option '" << a << "'\n";
       return 2;
@@ -121,7 +123,7 @@ int run_demo(const std::vector<std::string>& args) {
   }
   codegen::Target target = codegen::Target::host();
   std::printf("kiln demo: target %s, %d threads\n", target.str().c_str(), kiln_get_num_threads());
-  bool ok = demo_dense(target, print_ir);
+  bool ok = demo_dense(target, print_ir, print_asm);
   ok &= demo_conv(target);
   std::printf(ok ? "kiln demo: all kernels match the reference\n" : "kiln demo: MISMATCH\n");
   return ok ? 0 : 1;

@@ -5,7 +5,7 @@
 
 namespace kiln::cli {
 
-// `kiln demo [--print-ir]`; returns the exit status.
+// `kiln demo [--print-ir] [--print-asm]`; returns the exit status.
 int run_demo(const std::vector<std::string>& args);
 
 }  // namespace kiln::cli

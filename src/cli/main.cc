@@ -14,7 +14,8 @@ const char* kUsage =
     "usage: kiln <command> [options]\n"
     "\n"
     "commands:\n"
-    "  demo [--print-ir]   compile, verify and time a dense and a conv2d kernel\n"
+    "  demo [--print-ir] [--print-asm]\n"
+    "                      compile, verify and time a dense and a conv2d kernel\n"
     "  version             print kiln's version\n"
     "  help                this text\n";
 

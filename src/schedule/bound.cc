@@ -32,11 +32,15 @@ std::optional<Interval> eval_binary(const BinaryNode* op, const IntervalMap& var
   if (!a || !b) return std::nullopt;
   const int64_t* cb = as_const_int(op->b);
   bool a_point = a->min.same_as(a->max), b_point = b->min.same_as(b->max);
+  // A point stays one shared expression, so that max - min simplifies to 0.
+  if (a_point && b_point) {
+    Expr v = make_binary(op->kind, a->min, b->min);
+    return Interval{v, v};
+  }
   switch (op->kind) {
     case ExprKind::Add: return Interval{a->min + b->min, a->max + b->max};
     case ExprKind::Sub: return Interval{a->min - b->max, a->max - b->min};
     case ExprKind::Mul:
-      if (a_point && b_point) return Interval{a->min * b->min, a->min * b->min};
       if (cb) return *cb >= 0 ? Interval{a->min * op->b, a->max * op->b}
                               : Interval{a->max * op->b, a->min * op->b};
       if (const int64_t* ca = as_const_int(op->a))
@@ -48,17 +52,12 @@ std::optional<Interval> eval_binary(const BinaryNode* op, const IntervalMap& var
       break;
     case ExprKind::FloorMod:
       if (cb && *cb > 0) {
-        if (a_point) return Interval{floormod(a->min, op->b), floormod(a->min, op->b)};
         return Interval{make_int(0), make_int(*cb - 1)};
       }
       break;
     case ExprKind::Min: return Interval{min(a->min, b->min), min(a->max, b->max)};
     case ExprKind::Max: return Interval{max(a->min, b->min), max(a->max, b->max)};
     default: break;
-  }
-  if (a_point && b_point) {
-    Expr v = make_binary(op->kind, a->min, b->min);
-    return Interval{v, v};
   }
   return std::nullopt;
 }
@@ -74,6 +73,7 @@ std::optional<Interval> eval_interval(const Expr& e, const IntervalMap& vars) {
   if (auto* s = e.as<SelectNode>()) {
     auto t = eval_interval(s->true_value, vars), f = eval_interval(s->false_value, vars);
     if (!t || !f) return std::nullopt;
+    if (t->min.same_as(t->max) && f->min.same_as(f->max) && t->min.same_as(f->min)) return t;
     return Interval{min(t->min, f->min), max(t->max, f->max)};
   }
   if (auto* c = e.as<CastNode>()) {
