@@ -181,3 +181,74 @@ TEST(Lower, ComputeAtProducerCoversConsumerWindow) {
 
 }  // namespace
 }  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+// A producer attached under a fused loop covers one tile, not the whole axis:
+// the fused loop's value is one point at the attach point.
+TEST(Lower, RegionUnderFusedLoopIsOneTile) {
+  auto d = make_dense(16, 64, 8);
+  auto sch = create_schedule({d.C});
+  Tensor CC = sch.cache_write(d.C, MemScope::Local);
+  auto s = sch[d.C];
+  auto t = s->tile(s->axis(0), s->axis(1), 4, 16);
+  auto fused = s->fuse(t[0], t[1]);
+  s->parallel(fused);
+  sch[CC]->compute_at(s, fused);
+  LoweredFunc f = lower(sch, {d.A, d.B, d.C}, "dense");
+  int64_t local_size = -1;
+  class Finder : public IRVisitor {
+   public:
+    int64_t size = -1;
+    void visit_allocate(const AllocateNode* op) override {
+      size = *as_const_int(op->size);
+      IRVisitor::visit_allocate(op);
+    }
+  } finder;
+  finder.visit(f.body);
+  local_size = finder.size;
+  EXPECT_EQ(local_size, 4 * 16) << to_string(f);
+  EXPECT_LE(run_dense(sch, d, 16, 64, 8), 1e-6);
+}
+
+// cache_read: the readers see a copy of the input, computed per tile.
+TEST(Lower, CacheReadCopyPerTile) {
+  for (int64_t f : {3, 4, 8}) {
+    auto d = make_dense(12, 20, 9);
+    auto sch = create_schedule({d.C});
+    Tensor AA = sch.cache_read(d.A, MemScope::Local, {d.C});
+    auto s = sch[d.C];
+    auto [io, ii] = s->split(s->axis(0), f);
+    sch[AA]->compute_at(s, io);
+    LoweredFunc fn = lower(sch, {d.A, d.B, d.C}, "dense");
+    bool reads_copy = false;
+    post_order_visit(fn.body, [&](const Expr& e) {
+      if (auto* l = e.as<LoadNode>()) reads_copy |= l->buffer->name == "A.local";
+    });
+    EXPECT_TRUE(reads_copy) << to_string(fn);
+    SCOPED_TRACE("factor " + std::to_string(f));
+    EXPECT_LE(run_dense(sch, d, 12, 20, 9), 1e-6);
+  }
+}
+
+// Bad schedules are refused with a message that names the stage.
+TEST(Schedule, PrimitivesRejectLoopsOfOtherStages) {
+  auto d = make_dense(8, 8, 8);
+  auto sch = create_schedule({d.C});
+  auto s = sch[d.C];
+  auto [o, i] = s->split(s->axis(0), 4);
+  EXPECT_THROW(s->split(s->axis(0), 2), std::invalid_argument);  // no longer a leaf
+  EXPECT_THROW(s->fuse(i, o), std::invalid_argument);              // not outer-then-inner
+  EXPECT_THROW(s->parallel(s->reduce_axis(0)), std::invalid_argument);
+  EXPECT_THROW(sch[d.C]->compute_inline(), std::invalid_argument);  // an output
+  try {
+    s->split(s->axis(0), 0);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'C'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kiln::test
