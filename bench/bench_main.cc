@@ -1,6 +1,7 @@
 // kiln_bench: kiln's hand-scheduled kernels beside oneDNN on the shapes kiln
 // is judged on, both measured in this run with the same thread count.
 #include <cmath>
+#include <exception>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -106,7 +107,7 @@ Options parse_args(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   Options opt = parse_args(argc, argv);
   int threads = kiln::bench::set_onednn_threads(opt.threads);
   if (threads != opt.threads) {
@@ -123,4 +124,13 @@ int main(int argc, char** argv) {
       conv_row("conv2d 256->256 3x3 p1, 14x14, N1", 1, 256, 14, 14, 256, 3, 3, 1, 1, rep(300)));
   print_table(rows, threads);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln_bench: error: %s\n", e.what());
+    return 1;
+  }
 }

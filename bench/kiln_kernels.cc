@@ -33,8 +33,8 @@ void check(const char* what, double err) {
 std::string dense_config(int64_t M, int64_t N, int64_t K) {
   if (M == 1)
     return R"({"knobs": {"tile_y": [1, 1, 1], "tile_x": [25, 1, 40], "tile_k": [)" +
-           std::to_string(K / 4) + R"(, 4]}})";
-  return R"({"knobs": {"tile_y": [16, 8, 8], "tile_x": [2, 16, 32], "tile_k": [256, 4]}})";
+           std::to_string(K / 4) + R"(, 4], "tile_order": 1}})";
+  return R"({"knobs": {"tile_y": [16, 8, 8], "tile_x": [2, 16, 32], "tile_k": [256, 4], "tile_order": 1}})";
 }
 
 }  // namespace

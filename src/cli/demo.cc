@@ -55,7 +55,7 @@ bool demo_dense(const codegen::Target& target, bool print_ir, bool print_asm) {
   ops::DenseWorkload w{512, 512, 512};
   auto space = ops::dense_pack_space(w, schedule::SplitPolicy::Factors);
   auto cfg = schedule::Config::from_json(
-      space, R"({"knobs": {"tile_y": [8, 8, 8], "tile_x": [4, 4, 32], "tile_k": [128, 4]}})");
+      space, R"({"knobs": {"tile_y": [8, 8, 8], "tile_x": [4, 4, 32], "tile_k": [128, 4], "tile_order": 1}})");
   auto kern = ops::dense_pack(w, cfg, /*pack_in_kernel=*/false);
   ir::LoweredFunc f = schedule::lower(kern.sch, kern.args, "dense_pack_512");
   if (print_ir) std::cout << ir::to_string(f) << "\n";

@@ -16,21 +16,28 @@ ConfigSpace dense_space(const DenseWorkload& w, SplitPolicy policy) {
   space.define_split("tile_y", w.M, 3, policy);
   space.define_split("tile_x", w.N, 3, policy);
   space.define_split("tile_k", w.K, 2, policy);
+  // Order of the register tiles inside a parallel task: 0 walks a row block
+  // across all column panels, 1 keeps one packed column panel hot in cache
+  // while it walks the row blocks.
+  space.define_knob("tile_order", {0, 1});
   return space;
 }
 
 // The schedule both templates share (the shape of TVM's dense_pack): C's
 // outer tiles are fused and parallel, a register tile tile_y[2] x tile_x[2]
-// accumulates in a local buffer over k, rows unrolled and columns vectorized.
+// accumulates in a local buffer over k, rows and the inner k unrolled,
+// columns vectorized.
 void schedule_dense(schedule::Schedule& sch, const Tensor& C, const Config& cfg) {
   Tensor CC = sch.cache_write(C, MemScope::Local);
   auto sc = sch[C];
   auto y = apply_split(sc, sc->axis(0), cfg.split("tile_y"));
   auto x = apply_split(sc, sc->axis(1), cfg.split("tile_x"));
-  sc->reorder({y[0], x[0], y[1], x[1], y[2], x[2]});
+  bool columns_outer = cfg.knob("tile_order") == 1;
+  if (columns_outer) sc->reorder({y[0], x[0], x[1], y[1], y[2], x[2]});
+  else sc->reorder({y[0], x[0], y[1], x[1], y[2], x[2]});
   auto outer = sc->fuse(y[0], x[0]);
   sc->parallel(outer);
-  auto tile = sc->fuse(y[1], x[1]);
+  auto tile = columns_outer ? sc->fuse(x[1], y[1]) : sc->fuse(y[1], x[1]);
   sc->unroll(y[2]);
   sc->vectorize(x[2]);
 
@@ -39,6 +46,7 @@ void schedule_dense(schedule::Schedule& sch, const Tensor& C, const Config& cfg)
   auto k = apply_split(scc, scc->reduce_axis(0), cfg.split("tile_k"));
   IterVar cy = scc->axis(0), cx = scc->axis(1);
   scc->reorder({k[0], k[1], cy, cx});
+  scc->unroll(k[1]);
   scc->unroll(cy);
   scc->vectorize(cx);
 }

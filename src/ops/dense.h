@@ -15,7 +15,8 @@ struct DenseWorkload {
   int64_t M, N, K;
 };
 
-// Knobs: tile_y (3 levels over M), tile_x (3 levels over N), tile_k (2 levels over K).
+// Knobs: tile_y (3 levels over M), tile_x (3 levels over N), tile_k (2 levels over K),
+// tile_order (0: row blocks outer, 1: column panels outer, inside a parallel task).
 schedule::ConfigSpace dense_nopack_space(const DenseWorkload& w, schedule::SplitPolicy policy);
 Kernel dense_nopack(const DenseWorkload& w, const schedule::Config& cfg);
 
