@@ -14,13 +14,6 @@ namespace kiln::bench {
 
 namespace {
 
-std::vector<float> random_floats(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 void check(const char* what, double err) {
   if (!(err <= 1e-4))
@@ -48,7 +41,7 @@ KilnResult kiln_dense_ms(int64_t M, int64_t N, int64_t K, int repeat) {
   auto mod = codegen::jit_compile({f}, codegen::Target::host());
   auto fn = mod->get_function(f.name);
 
-  auto A = random_floats(M * K, 1), B = random_floats(K * N, 2);
+  auto A = ops::reference::random_uniform(M * K, 1), B = ops::reference::random_uniform(K * N, 2);
   auto Bp = ops::pack_dense_weight(B.data(), K, N, ops::dense_pack_block(cfg));
   std::vector<float> C(M * N), ref(M * N);
   std::vector<void*> args{A.data(), Bp.data(), C.data()};
@@ -74,7 +67,7 @@ KilnResult kiln_conv2d_ms(int64_t N, int64_t C, int64_t H, int64_t W, int64_t OC
   auto fn = mod->get_function(f.name);
 
   int64_t icb = ops::conv2d_nchwc_ic_block(cfg), ocb = ops::conv2d_nchwc_oc_block(cfg);
-  auto x = random_floats(N * C * H * W, 3), wt = random_floats(OC * C * KH * KW, 4);
+  auto x = ops::reference::random_uniform(N * C * H * W, 3), wt = ops::reference::random_uniform(OC * C * KH * KW, 4);
   auto xb = ops::nchw_to_nchwc(x.data(), N, C, H, W, icb);
   auto wb = ops::oihw_to_blocked(wt.data(), OC, C, KH, KW, icb, ocb);
   int64_t out_n = N * OC * p.out_height() * ow;

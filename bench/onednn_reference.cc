@@ -1,5 +1,7 @@
 #include "onednn_reference.h"
 
+#include "ops/reference.h"
+
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -33,20 +35,12 @@ Context& context() {
   return ctx;
 }
 
-std::vector<float> random_floats(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
 // Memory in descriptor `md` filled with values in [-1, 1]: written plainly in
 // `plain` layout, then reordered when oneDNN chose another (blocked) layout.
 memory filled(const memory::desc& md, const memory::dims& dims, tag plain, uint32_t seed) {
   Context& ctx = context();
   memory user({dims, dt::f32, plain}, ctx.engine);
-  std::vector<float> values = random_floats(user.get_desc().get_size() / sizeof(float), seed);
+  std::vector<float> values = kiln::ops::reference::random_uniform(user.get_desc().get_size() / sizeof(float), seed);
   std::copy(values.begin(), values.end(), static_cast<float*>(user.get_data_handle()));
   if (md == user.get_desc()) return user;
   memory blocked(md, ctx.engine);
@@ -85,7 +79,7 @@ double onednn_sgemm_ms(int64_t M, int64_t N, int64_t K, int repeat) {
   // it is the faster of the two (1024^3: ~7% faster; M = 1: ~25% faster), and
   // the reference should be oneDNN's best. B stays the caller's row-major
   // matrix: oneDNN packs it on every call, as any sgemm does.
-  std::vector<float> a = random_floats(M * K, 1), b = random_floats(K * N, 2), c(M * N);
+  std::vector<float> a = kiln::ops::reference::random_uniform(M * K, 1), b = kiln::ops::reference::random_uniform(K * N, 2), c(M * N);
   auto run = [&] {
     dnnl_status_t st =
         dnnl_sgemm('N', 'N', M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, c.data(), N);

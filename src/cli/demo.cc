@@ -23,13 +23,6 @@ namespace kiln::cli {
 
 namespace {
 
-std::vector<float> random_floats(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 // Median wall time of `repeat` calls, in milliseconds.
 double median_ms(kiln_kernel_fn fn, std::vector<void*>& args, int repeat) {
@@ -61,7 +54,7 @@ bool demo_dense(const codegen::Target& target, bool print_ir, bool print_asm) {
   if (print_ir) std::cout << ir::to_string(f) << "\n";
   if (print_asm) std::cout << codegen::emit_assembly({f}, target) << "\n";
 
-  auto A = random_floats(w.M * w.K, 1), B = random_floats(w.K * w.N, 2);
+  auto A = ops::reference::random_uniform(w.M * w.K, 1), B = ops::reference::random_uniform(w.K * w.N, 2);
   auto Bp = ops::pack_dense_weight(B.data(), w.K, w.N, ops::dense_pack_block(cfg));
   std::vector<float> ref(w.M * w.N), C(w.M * w.N);
   ops::reference::dense(A.data(), B.data(), ref.data(), w.M, w.N, w.K);
@@ -94,8 +87,8 @@ bool demo_conv(const codegen::Target& target) {
   auto kern = ops::conv2d_nchwc(p, cfg);
   ir::LoweredFunc f = schedule::lower(kern.sch, kern.args, "conv2d_nchwc_64");
   int64_t icb = ops::conv2d_nchwc_ic_block(cfg), ocb = ops::conv2d_nchwc_oc_block(cfg);
-  auto x = random_floats(p.in_channels * p.height * p.width, 3);
-  auto wt = random_floats(p.out_channels * p.in_channels * 9, 4);
+  auto x = ops::reference::random_uniform(p.in_channels * p.height * p.width, 3);
+  auto wt = ops::reference::random_uniform(p.out_channels * p.in_channels * 9, 4);
   auto xb = ops::nchw_to_nchwc(x.data(), 1, p.in_channels, p.height, p.width, icb);
   auto wb = ops::oihw_to_blocked(wt.data(), p.out_channels, p.in_channels, 3, 3, icb, ocb);
   int64_t out_n = p.out_channels * p.out_height() * p.out_width();

@@ -13,21 +13,24 @@ using schedule::SplitPolicy;
 
 namespace {
 
-// pad(n, c, h, w) = data(n, c, h - ph, w - pw) inside, 0 outside. Out-of-range
+// Zero padding of dims 2 and 3 (H and W in NCHW and in NCHW[x]c): out-of-range
 // coordinates are clamped so that the (unselected) load stays in bounds.
-Tensor pad_nchw(const Tensor& data, int64_t ph, int64_t pw) {
-  const auto& s = data->shape;
-  int64_t H = *as_const_int(s[2]), W = *as_const_int(s[3]);
+Tensor pad_spatial(const Tensor& data, int64_t ph, int64_t pw, const std::string& name) {
+  std::vector<Expr> shape = data->shape;
+  int64_t H = *as_const_int(shape[2]), W = *as_const_int(shape[3]);
+  shape[2] = make_int(H + 2 * ph);
+  shape[3] = make_int(W + 2 * pw);
   return compute(
-      {s[0], s[1], make_int(H + 2 * ph), make_int(W + 2 * pw)},
+      shape,
       [&](const std::vector<Var>& i) {
         Expr h = i[2] - ph, w = i[3] - pw;
         Expr inside = logical_and(logical_and(h >= 0, h < H), logical_and(w >= 0, w < W));
-        Expr v = at(data, i[0], i[1], max(min(h, make_int(H - 1)), make_int(0)),
-                    max(min(w, make_int(W - 1)), make_int(0)));
-        return select(inside, v, make_float(0.0));
+        std::vector<Expr> idx(i.begin(), i.end());
+        idx[2] = max(min(h, make_int(H - 1)), make_int(0));
+        idx[3] = max(min(w, make_int(W - 1)), make_int(0));
+        return select(inside, read(data, idx), make_float(0.0));
       },
-      data->name + "_pad");
+      name);
 }
 
 void check(const Conv2DParams& p) {
@@ -53,7 +56,7 @@ Kernel conv2d_nchw(const Conv2DParams& p, const Config& cfg) {
   check(p);
   Tensor data = placeholder({p.batch, p.in_channels, p.height, p.width}, DataType::f32(), "data");
   Tensor weight = placeholder({p.out_channels, p.in_channels, p.kernel_h, p.kernel_w}, DataType::f32(), "weight");
-  Tensor pad = pad_nchw(data, p.pad_h, p.pad_w);
+  Tensor pad = pad_spatial(data, p.pad_h, p.pad_w, "data_pad");
   IterVar rc = reduce_axis(p.in_channels, "rc"), ry = reduce_axis(p.kernel_h, "ry"),
           rx = reduce_axis(p.kernel_w, "rx");
   Tensor out = compute(
@@ -109,19 +112,9 @@ Kernel conv2d_nchwc(const Conv2DParams& p, const Config& cfg) {
   if (p.in_channels % icb || p.out_channels % ocb)
     throw std::invalid_argument("conv2d_NCHWc: channel blocks must divide the channels");
   int64_t ICo = p.in_channels / icb, OCo = p.out_channels / ocb;
-  int64_t H = p.height, W = p.width, PH = H + 2 * p.pad_h, PW = W + 2 * p.pad_w;
-  Tensor data = placeholder({p.batch, ICo, H, W, icb}, DataType::f32(), "data");
+  Tensor data = placeholder({p.batch, ICo, p.height, p.width, icb}, DataType::f32(), "data");
   Tensor weight = placeholder({OCo, ICo, p.kernel_h, p.kernel_w, icb, ocb}, DataType::f32(), "weight");
-  Tensor pad = compute(
-      {p.batch, ICo, PH, PW, icb},
-      [&](const std::vector<Var>& i) {
-        Expr h = i[2] - p.pad_h, w = i[3] - p.pad_w;
-        Expr inside = logical_and(logical_and(h >= 0, h < H), logical_and(w >= 0, w < W));
-        Expr v = at(data, i[0], i[1], max(min(h, make_int(H - 1)), make_int(0)),
-                    max(min(w, make_int(W - 1)), make_int(0)), i[4]);
-        return select(inside, v, make_float(0.0));
-      },
-      "data_pad");
+  Tensor pad = pad_spatial(data, p.pad_h, p.pad_w, "data_pad");
   IterVar ico = reduce_axis(ICo, "ico"), kh = reduce_axis(p.kernel_h, "kh"),
           kw = reduce_axis(p.kernel_w, "kw"), ici = reduce_axis(icb, "ici");
   Tensor out = compute(

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 
 namespace kiln::ops::reference {
 
@@ -32,6 +33,14 @@ void conv2d_nchw(const float* data, const float* weight, float* out, const Conv2
               }
           out[((n * p.out_channels + oc) * OH + oh) * OW + ow] = static_cast<float>(acc);
         }
+}
+
+std::vector<float> random_uniform(size_t n, uint64_t seed, float lo, float hi) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
 }
 
 double max_relative_error(const float* a, const float* b, int64_t n) {

@@ -3,6 +3,7 @@
 // double where it helps the comparison.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct Conv2DParams {
 
 // NCHW data, OIHW weights, NCHW output; zero padding.
 void conv2d_nchw(const float* data, const float* weight, float* out, const Conv2DParams& p);
+
+// n floats drawn uniformly from [lo, hi) with a fixed seed.
+std::vector<float> random_uniform(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
 
 // Relative error max|a-b| / max(max|b|, tiny): one number for a whole tensor.
 double max_relative_error(const float* a, const float* b, int64_t n);

@@ -20,13 +20,6 @@ using namespace kiln::ir;
 using schedule::create_schedule;
 using schedule::lower;
 
-std::vector<float> random_floats(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 struct Dense {
   Tensor A, B, C;
@@ -46,7 +39,7 @@ Dense make_dense(int64_t M, int64_t N, int64_t K) {
 
 double run_dense(const schedule::Schedule& sch, const Dense& d, int64_t M, int64_t N, int64_t K) {
   LoweredFunc f = lower(sch, {d.A, d.B, d.C}, "dense");
-  auto A = random_floats(M * K, 1), B = random_floats(K * N, 2);
+  auto A = ops::reference::random_uniform(M * K, 1), B = ops::reference::random_uniform(K * N, 2);
   std::vector<float> C(M * N, NAN), ref(M * N);
   ops::reference::dense(A.data(), B.data(), ref.data(), M, N, K);
   Interpreter().run(f, {A.data(), B.data(), C.data()});
@@ -148,7 +141,7 @@ TEST(Lower, FusedAndInlinedStagesCompute) {
   s->vectorize(in);
   s->parallel(o);
   LoweredFunc f = lower(sch, {A, C}, "k");
-  auto a = random_floats(60, 3);
+  auto a = ops::reference::random_uniform(60, 3);
   std::vector<float> c(60);
   Interpreter().run(f, {a.data(), c.data()});
   for (int i = 0; i < 60; ++i) EXPECT_FLOAT_EQ(c[i], a[i] * 2 + 1);
@@ -169,7 +162,7 @@ TEST(Lower, ComputeAtProducerCoversConsumerWindow) {
     auto [o, in] = s->split(s->axis(0), f);
     sch[B]->compute_at(s, o);
     LoweredFunc fn = lower(sch, {A, C}, "stencil");
-    auto a = random_floats(20, 4);
+    auto a = ops::reference::random_uniform(20, 4);
     std::vector<float> c(20);
     Interpreter().run(fn, {a.data(), c.data()});
     for (int i = 0; i < 20; ++i) {
