@@ -1,10 +1,10 @@
 // kiln_bench: kiln's hand-scheduled kernels beside oneDNN on the shapes kiln
 // is judged on, both measured in this run with the same thread count.
 #include <cmath>
-#include <exception>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <string>
 #include <vector>
@@ -17,7 +17,6 @@ namespace {
 
 using kiln::bench::onednn_conv2d_ms;
 using kiln::bench::onednn_sgemm_ms;
-
 
 struct Row {
   std::string name;

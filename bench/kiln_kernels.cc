@@ -14,7 +14,6 @@ namespace kiln::bench {
 
 namespace {
 
-
 void check(const char* what, double err) {
   if (!(err <= 1e-4))
     throw std::runtime_error(std::string(what) + ": kernel output differs from the reference (" +
@@ -67,7 +66,8 @@ KilnResult kiln_conv2d_ms(int64_t N, int64_t C, int64_t H, int64_t W, int64_t OC
   auto fn = mod->get_function(f.name);
 
   int64_t icb = ops::conv2d_nchwc_ic_block(cfg), ocb = ops::conv2d_nchwc_oc_block(cfg);
-  auto x = ops::reference::random_uniform(N * C * H * W, 3), wt = ops::reference::random_uniform(OC * C * KH * KW, 4);
+  auto x = ops::reference::random_uniform(N * C * H * W, 3),
+       wt = ops::reference::random_uniform(OC * C * KH * KW, 4);
   auto xb = ops::nchw_to_nchwc(x.data(), N, C, H, W, icb);
   auto wb = ops::oihw_to_blocked(wt.data(), OC, C, KH, KW, icb, ocb);
   int64_t out_n = N * OC * p.out_height() * ow;

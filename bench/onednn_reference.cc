@@ -1,7 +1,5 @@
 #include "onednn_reference.h"
 
-#include "ops/reference.h"
-
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ops/reference.h"
 #include "timer.h"
 
 namespace kiln::bench {
@@ -40,7 +39,8 @@ Context& context() {
 memory filled(const memory::desc& md, const memory::dims& dims, tag plain, uint32_t seed) {
   Context& ctx = context();
   memory user({dims, dt::f32, plain}, ctx.engine);
-  std::vector<float> values = kiln::ops::reference::random_uniform(user.get_desc().get_size() / sizeof(float), seed);
+  std::vector<float> values =
+      kiln::ops::reference::random_uniform(user.get_desc().get_size() / sizeof(float), seed);
   std::copy(values.begin(), values.end(), static_cast<float*>(user.get_data_handle()));
   if (md == user.get_desc()) return user;
   memory blocked(md, ctx.engine);
@@ -79,7 +79,8 @@ double onednn_sgemm_ms(int64_t M, int64_t N, int64_t K, int repeat) {
   // it is the faster of the two (1024^3: ~7% faster; M = 1: ~25% faster), and
   // the reference should be oneDNN's best. B stays the caller's row-major
   // matrix: oneDNN packs it on every call, as any sgemm does.
-  std::vector<float> a = kiln::ops::reference::random_uniform(M * K, 1), b = kiln::ops::reference::random_uniform(K * N, 2), c(M * N);
+  std::vector<float> a = kiln::ops::reference::random_uniform(M * K, 1),
+                     b = kiln::ops::reference::random_uniform(K * N, 2), c(M * N);
   auto run = [&] {
     dnnl_status_t st =
         dnnl_sgemm('N', 'N', M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, c.data(), N);

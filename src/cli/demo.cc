@@ -23,7 +23,6 @@ namespace kiln::cli {
 
 namespace {
 
-
 // Median wall time of `repeat` calls, in milliseconds.
 double median_ms(kiln_kernel_fn fn, std::vector<void*>& args, int repeat) {
   std::vector<double> t;
@@ -31,7 +30,8 @@ double median_ms(kiln_kernel_fn fn, std::vector<void*>& args, int repeat) {
   for (int i = 0; i < repeat; ++i) {
     auto start = std::chrono::steady_clock::now();
     fn(args.data());
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                    .count());
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
@@ -48,13 +48,15 @@ bool demo_dense(const codegen::Target& target, bool print_ir, bool print_asm) {
   ops::DenseWorkload w{512, 512, 512};
   auto space = ops::dense_pack_space(w, schedule::SplitPolicy::Factors);
   auto cfg = schedule::Config::from_json(
-      space, R"({"knobs": {"tile_y": [8, 8, 8], "tile_x": [4, 4, 32], "tile_k": [128, 4], "tile_order": 1}})");
+      space,
+      R"({"knobs": {"tile_y": [8, 8, 8], "tile_x": [4, 4, 32], "tile_k": [128, 4], "tile_order": 1}})");
   auto kern = ops::dense_pack(w, cfg, /*pack_in_kernel=*/false);
   ir::LoweredFunc f = schedule::lower(kern.sch, kern.args, "dense_pack_512");
   if (print_ir) std::cout << ir::to_string(f) << "\n";
   if (print_asm) std::cout << codegen::emit_assembly({f}, target) << "\n";
 
-  auto A = ops::reference::random_uniform(w.M * w.K, 1), B = ops::reference::random_uniform(w.K * w.N, 2);
+  auto A = ops::reference::random_uniform(w.M * w.K, 1),
+       B = ops::reference::random_uniform(w.K * w.N, 2);
   auto Bp = ops::pack_dense_weight(B.data(), w.K, w.N, ops::dense_pack_block(cfg));
   std::vector<float> ref(w.M * w.N), C(w.M * w.N);
   ops::reference::dense(A.data(), B.data(), ref.data(), w.M, w.N, w.K);
@@ -63,7 +65,8 @@ bool demo_dense(const codegen::Target& target, bool print_ir, bool print_asm) {
 
   auto jit = codegen::jit_compile({f}, target);
   double ms = median_ms(jit->get_function(f.name), args, 20);
-  bool ok = report("dense 512x512x512 (JIT)", ops::reference::max_relative_error(C.data(), ref.data(), C.size()), ms, flops);
+  bool ok = report("dense 512x512x512 (JIT)",
+                   ops::reference::max_relative_error(C.data(), ref.data(), C.size()), ms, flops);
 
   auto dir = std::filesystem::temp_directory_path() / ("kiln-demo-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -73,7 +76,8 @@ bool demo_dense(const codegen::Target& target, bool print_ir, bool print_asm) {
     auto mod = runtime::Module::load(so);
     std::fill(C.begin(), C.end(), 0.0f);
     ms = median_ms(mod.get_function(f.name), args, 20);
-    ok &= report("dense 512x512x512 (shared lib)", ops::reference::max_relative_error(C.data(), ref.data(), C.size()), ms, flops);
+    ok &= report("dense 512x512x512 (shared lib)",
+                 ops::reference::max_relative_error(C.data(), ref.data(), C.size()), ms, flops);
   }
   std::filesystem::remove_all(dir);
   return ok;
@@ -83,7 +87,8 @@ bool demo_conv(const codegen::Target& target) {
   ops::Conv2DParams p{1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1};
   auto space = ops::conv2d_nchwc_space(p);
   auto cfg = schedule::Config::from_json(
-      space, R"({"knobs": {"tile_ic": [4, 16], "tile_oc": [2, 32], "tile_ow": [8, 7], "unroll_kw": 1}})");
+      space,
+      R"({"knobs": {"tile_ic": [4, 16], "tile_oc": [2, 32], "tile_ow": [8, 7], "unroll_kw": 1}})");
   auto kern = ops::conv2d_nchwc(p, cfg);
   ir::LoweredFunc f = schedule::lower(kern.sch, kern.args, "conv2d_nchwc_64");
   int64_t icb = ops::conv2d_nchwc_ic_block(cfg), ocb = ops::conv2d_nchwc_oc_block(cfg);
@@ -97,9 +102,11 @@ bool demo_conv(const codegen::Target& target) {
   std::vector<void*> args{xb.data(), wb.data(), out.data()};
   auto jit = codegen::jit_compile({f}, target);
   double ms = median_ms(jit->get_function(f.name), args, 20);
-  auto plain = ops::nchwc_to_nchw(out.data(), 1, p.out_channels, p.out_height(), p.out_width(), ocb);
+  auto plain =
+      ops::nchwc_to_nchw(out.data(), 1, p.out_channels, p.out_height(), p.out_width(), ocb);
   double flops = 2.0 * out_n * p.in_channels * 9;
-  return report("conv2d 64->64 3x3 56x56 NCHW16c", ops::reference::max_relative_error(plain.data(), ref.data(), out_n), ms, flops);
+  return report("conv2d 64->64 3x3 56x56 NCHW16c",
+                ops::reference::max_relative_error(plain.data(), ref.data(), out_n), ms, flops);
 }
 
 }  // namespace
@@ -107,8 +114,10 @@ bool demo_conv(const codegen::Target& target) {
 int run_demo(const std::vector<std::string>& args) {
   bool print_ir = false, print_asm = false;
   for (auto& a : args) {
-    if (a == "--print-ir") print_ir = true;
-    else if (a == "--print-asm") print_asm = true;
+    if (a == "--print-ir")
+      print_ir = true;
+    else if (a == "--print-asm")
+      print_asm = true;
     else {
       std::cerr << "kiln demo: unknown option '" << a << "'\n";
       return 2;

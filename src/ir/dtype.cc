@@ -19,7 +19,9 @@ std::string DataType::str() const {
 }
 
 DataType DataType::parse(const std::string& text) {
-  auto fail = [&]() -> DataType { throw std::invalid_argument("unknown data type '" + text + "'"); };
+  auto fail = [&]() -> DataType {
+    throw std::invalid_argument("unknown data type '" + text + "'");
+  };
   if (text == "handle") return handle();
   std::string s = text;
   int lanes = 1;
@@ -32,7 +34,10 @@ DataType DataType::parse(const std::string& text) {
     s = s.substr(0, x);
   }
   if (s == "bool") return boolean(lanes);
-  struct Prefix { const char* name; TypeCode code; };
+  struct Prefix {
+    const char* name;
+    TypeCode code;
+  };
   for (Prefix p : {Prefix{"uint", TypeCode::UInt}, Prefix{"int", TypeCode::Int},
                    Prefix{"bfloat", TypeCode::BFloat}, Prefix{"float", TypeCode::Float}}) {
     std::string name = p.name;

@@ -22,7 +22,9 @@ bool is_comparison(ExprKind k) { return k >= ExprKind::EQ && k <= ExprKind::GE; 
 NotNode::NotNode(Expr x) : ExprNode(kKind, x.dtype()), a(std::move(x)) {}
 
 SelectNode::SelectNode(Expr c, Expr t, Expr f)
-    : ExprNode(kKind, t.dtype()), cond(std::move(c)), true_value(std::move(t)),
+    : ExprNode(kKind, t.dtype()),
+      cond(std::move(c)),
+      true_value(std::move(t)),
       false_value(std::move(f)) {}
 
 const char* intrinsic_name(Intrinsic op) {
@@ -53,11 +55,15 @@ Buffer make_buffer(std::string name, DataType dtype, std::vector<Expr> shape, Me
 }
 
 LoadNode::LoadNode(Buffer buf, Expr idx)
-    : ExprNode(kKind, buf->dtype.with_lanes(idx.dtype().lanes)), buffer(std::move(buf)),
+    : ExprNode(kKind, buf->dtype.with_lanes(idx.dtype().lanes)),
+      buffer(std::move(buf)),
       index(std::move(idx)) {}
 
 RampNode::RampNode(Expr b, Expr s, int l)
-    : ExprNode(kKind, b.dtype().with_lanes(l)), base(std::move(b)), stride(std::move(s)), lanes(l) {}
+    : ExprNode(kKind, b.dtype().with_lanes(l)),
+      base(std::move(b)),
+      stride(std::move(s)),
+      lanes(l) {}
 
 IterVar make_iter_var(Range dom, const std::string& name, IterKind kind) {
   auto iv = std::make_shared<IterVarNode>();
@@ -90,8 +96,8 @@ Expr cast(DataType t, Expr v) {
   if (v.dtype() == t) return v;
   if (v.dtype().lanes != t.lanes) {
     if (v.dtype().lanes == 1) return broadcast(cast(t.element_of(), v), t.lanes);
-    throw std::invalid_argument("cast between different lane counts: " + v.dtype().str() +
-                                " -> " + t.str());
+    throw std::invalid_argument("cast between different lane counts: " + v.dtype().str() + " -> " +
+                                t.str());
   }
   // Casting a literal folds immediately: it keeps printed IR readable.
   if (t.lanes == 1) {
@@ -115,11 +121,16 @@ static void unify(Expr& a, Expr& b) {
       if (!(is_imm(a) && is_imm(b)))
         throw std::invalid_argument("binary operands of different types: " + ta.str() + " and " +
                                     tb.str() + " (insert a cast)");
-      if (ta.is_float()) b = cast(ta.element_of(), b); else a = cast(tb.element_of(), a);
+      if (ta.is_float())
+        b = cast(ta.element_of(), b);
+      else
+        a = cast(tb.element_of(), a);
     } else if (ta.code == tb.code || (ta.is_integer() && tb.is_integer())) {
       // Integer widening: int32 + int64 -> int64.
-      if (ta.bits < tb.bits) a = cast(tb.with_lanes(ta.lanes), a);
-      else b = cast(ta.with_lanes(tb.lanes), b);
+      if (ta.bits < tb.bits)
+        a = cast(tb.with_lanes(ta.lanes), a);
+      else
+        b = cast(ta.with_lanes(tb.lanes), b);
     } else {
       throw std::invalid_argument("binary operands of different types: " + ta.str() + " and " +
                                   tb.str());
@@ -127,9 +138,12 @@ static void unify(Expr& a, Expr& b) {
   }
   int la = a.dtype().lanes, lb = b.dtype().lanes;
   if (la != lb) {
-    if (la == 1) a = broadcast(a, lb);
-    else if (lb == 1) b = broadcast(b, la);
-    else throw std::invalid_argument("binary operands with different lanes");
+    if (la == 1)
+      a = broadcast(a, lb);
+    else if (lb == 1)
+      b = broadcast(b, la);
+    else
+      throw std::invalid_argument("binary operands with different lanes");
   }
 }
 
@@ -144,12 +158,12 @@ Expr make_binary(ExprKind k, Expr a, Expr b) {
   switch (k) {
 #define KILN_CASE(K) \
   case ExprKind::K: return make_expr<BinaryOf<ExprKind::K>>(t, std::move(a), std::move(b));
-    KILN_CASE(Add) KILN_CASE(Sub) KILN_CASE(Mul) KILN_CASE(Div) KILN_CASE(Mod)
-    KILN_CASE(FloorDiv) KILN_CASE(FloorMod) KILN_CASE(Min) KILN_CASE(Max)
-    KILN_CASE(EQ) KILN_CASE(NE) KILN_CASE(LT) KILN_CASE(LE) KILN_CASE(GT) KILN_CASE(GE)
-    KILN_CASE(And) KILN_CASE(Or)
+    KILN_CASE(Add)
+    KILN_CASE(Sub) KILN_CASE(Mul) KILN_CASE(Div) KILN_CASE(Mod) KILN_CASE(FloorDiv)
+        KILN_CASE(FloorMod) KILN_CASE(Min) KILN_CASE(Max) KILN_CASE(EQ) KILN_CASE(NE) KILN_CASE(LT)
+            KILN_CASE(LE) KILN_CASE(GT) KILN_CASE(GE) KILN_CASE(And) KILN_CASE(Or)
 #undef KILN_CASE
-    default: throw std::invalid_argument("make_binary: not a binary kind");
+                default : throw std::invalid_argument("make_binary: not a binary kind");
   }
 }
 
@@ -171,8 +185,9 @@ Expr call(Intrinsic op, std::vector<Expr> args) {
     unify(args[0], args[1]);
   }
   DataType t = args[0].dtype();
-  if (!t.is_float()) throw std::invalid_argument(std::string(intrinsic_name(op)) +
-                                                 " needs a float argument, got " + t.str());
+  if (!t.is_float())
+    throw std::invalid_argument(std::string(intrinsic_name(op)) + " needs a float argument, got " +
+                                t.str());
   return make_expr<CallNode>(t, op, std::move(args));
 }
 
@@ -207,8 +222,12 @@ Expr logical_not(Expr a) {
 }
 Expr eq(Expr a, Expr b) { return make_binary(ExprKind::EQ, std::move(a), std::move(b)); }
 Expr ne(Expr a, Expr b) { return make_binary(ExprKind::NE, std::move(a), std::move(b)); }
-Expr floordiv(Expr a, Expr b) { return make_binary(ExprKind::FloorDiv, std::move(a), std::move(b)); }
-Expr floormod(Expr a, Expr b) { return make_binary(ExprKind::FloorMod, std::move(a), std::move(b)); }
+Expr floordiv(Expr a, Expr b) {
+  return make_binary(ExprKind::FloorDiv, std::move(a), std::move(b));
+}
+Expr floormod(Expr a, Expr b) {
+  return make_binary(ExprKind::FloorMod, std::move(a), std::move(b));
+}
 Expr min(Expr a, Expr b) { return make_binary(ExprKind::Min, std::move(a), std::move(b)); }
 Expr max(Expr a, Expr b) { return make_binary(ExprKind::Max, std::move(a), std::move(b)); }
 
@@ -241,15 +260,16 @@ bool is_one(const Expr& e) { return is_const_int(e, 1); }
 Expr max_value(DataType t) {
   DataType s = t.element_of();
   if (s.is_float()) {
-    double v = s.bits == 64 ? std::numeric_limits<double>::max()
-             : s.bits == 32 || s.code == TypeCode::BFloat ? std::numeric_limits<float>::max()
-                                                          : 65504.0;
+    double v = s.bits == 64                                 ? std::numeric_limits<double>::max()
+               : s.bits == 32 || s.code == TypeCode::BFloat ? std::numeric_limits<float>::max()
+                                                            : 65504.0;
     return make_const(t, v);
   }
   if (s.is_bool()) return make_const(t, 1);
-  if (s.is_uint()) return make_expr<IntImmNode>(s, s.bits >= 64 ? -1 : int64_t((uint64_t(1) << s.bits) - 1));
-  return make_expr<IntImmNode>(s, s.bits >= 64 ? std::numeric_limits<int64_t>::max()
-                                               : (int64_t(1) << (s.bits - 1)) - 1);
+  if (s.is_uint())
+    return make_expr<IntImmNode>(s, s.bits >= 64 ? -1 : int64_t((uint64_t(1) << s.bits) - 1));
+  return make_expr<IntImmNode>(
+      s, s.bits >= 64 ? std::numeric_limits<int64_t>::max() : (int64_t(1) << (s.bits - 1)) - 1);
 }
 
 Expr min_value(DataType t) {
@@ -259,8 +279,8 @@ Expr min_value(DataType t) {
     return make_const(t, -f->value);
   }
   if (s.is_bool() || s.is_uint()) return make_const(t, 0);
-  return make_expr<IntImmNode>(s, s.bits >= 64 ? std::numeric_limits<int64_t>::min()
-                                               : -(int64_t(1) << (s.bits - 1)));
+  return make_expr<IntImmNode>(
+      s, s.bits >= 64 ? std::numeric_limits<int64_t>::min() : -(int64_t(1) << (s.bits - 1)));
 }
 
 Expr reduce_identity(ReduceOp op, DataType t) {

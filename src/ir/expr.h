@@ -15,12 +15,36 @@
 namespace kiln::ir {
 
 enum class ExprKind : uint8_t {
-  IntImm, FloatImm, Var,
-  Add, Sub, Mul, Div, Mod, FloorDiv, FloorMod, Min, Max,
-  EQ, NE, LT, LE, GT, GE, And, Or, Not,
-  Select, Cast, Call, Let,
-  Load, Ramp, Broadcast,   // loop IR
-  TensorRead, Reduce,      // tensor expressions
+  IntImm,
+  FloatImm,
+  Var,
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Mod,
+  FloorDiv,
+  FloorMod,
+  Min,
+  Max,
+  EQ,
+  NE,
+  LT,
+  LE,
+  GT,
+  GE,
+  And,
+  Or,
+  Not,
+  Select,
+  Cast,
+  Call,
+  Let,
+  Load,
+  Ramp,
+  Broadcast,  // loop IR
+  TensorRead,
+  Reduce,  // tensor expressions
 };
 
 struct ExprNode {
@@ -167,7 +191,18 @@ struct CastNode : ExprNode {
 
 // Pure math functions. Codegen emits each as vector code where lanes > 1.
 enum class Intrinsic : uint8_t {
-  Exp, Log, Sqrt, Rsqrt, Tanh, Erf, Sigmoid, Fabs, Pow, Floor, Ceil, Round,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Tanh,
+  Erf,
+  Sigmoid,
+  Fabs,
+  Pow,
+  Floor,
+  Ceil,
+  Round,
 };
 const char* intrinsic_name(Intrinsic op);
 
@@ -195,8 +230,8 @@ enum class MemScope : uint8_t { Global, Local };
 // identity (the node pointer) names the memory.
 struct BufferNode {
   std::string name;
-  DataType dtype;              // element type (scalar)
-  std::vector<Expr> shape;     // logical shape, row-major; informational after flattening
+  DataType dtype;           // element type (scalar)
+  std::vector<Expr> shape;  // logical shape, row-major; informational after flattening
   MemScope scope = MemScope::Global;
 };
 using Buffer = std::shared_ptr<const BufferNode>;
@@ -267,7 +302,10 @@ struct ReduceNode : ExprNode {
   std::vector<IterVar> axes;
   Expr identity;
   ReduceNode(ReduceOp o, Expr src, std::vector<IterVar> ax, Expr id)
-      : ExprNode(kKind, src.dtype()), op(o), source(std::move(src)), axes(std::move(ax)),
+      : ExprNode(kKind, src.dtype()),
+        op(o),
+        source(std::move(src)),
+        axes(std::move(ax)),
         identity(std::move(id)) {}
 };
 

@@ -43,35 +43,73 @@ void IRVisitor::visit(const Stmt& s) {
   }
 }
 
-void IRVisitor::visit_binary(const BinaryNode* op) { visit(op->a); visit(op->b); }
+void IRVisitor::visit_binary(const BinaryNode* op) {
+  visit(op->a);
+  visit(op->b);
+}
 void IRVisitor::visit_not(const NotNode* op) { visit(op->a); }
 void IRVisitor::visit_select(const SelectNode* op) {
-  visit(op->cond); visit(op->true_value); visit(op->false_value);
+  visit(op->cond);
+  visit(op->true_value);
+  visit(op->false_value);
 }
 void IRVisitor::visit_cast(const CastNode* op) { visit(op->value); }
-void IRVisitor::visit_call(const CallNode* op) { for (auto& a : op->args) visit(a); }
-void IRVisitor::visit_let(const LetNode* op) { visit(op->value); visit(op->body); }
-void IRVisitor::visit_load(const LoadNode* op) { visit(op->index); }
-void IRVisitor::visit_ramp(const RampNode* op) { visit(op->base); visit(op->stride); }
-void IRVisitor::visit_broadcast(const BroadcastNode* op) { visit(op->value); }
-void IRVisitor::visit_tensor_read(const TensorReadNode* op) { for (auto& i : op->indices) visit(i); }
-void IRVisitor::visit_reduce(const ReduceNode* op) { visit(op->source); visit(op->identity); }
-
-void IRVisitor::visit_for(const ForNode* op) { visit(op->min); visit(op->extent); visit(op->body); }
-void IRVisitor::visit_store(const StoreNode* op) { visit(op->value); visit(op->index); }
-void IRVisitor::visit_allocate(const AllocateNode* op) { visit(op->size); visit(op->body); }
-void IRVisitor::visit_let_stmt(const LetStmtNode* op) { visit(op->value); visit(op->body); }
-void IRVisitor::visit_if(const IfThenElseNode* op) {
-  visit(op->cond); visit(op->then_case); visit(op->else_case);
+void IRVisitor::visit_call(const CallNode* op) {
+  for (auto& a : op->args) visit(a);
 }
-void IRVisitor::visit_seq(const SeqNode* op) { for (auto& s : op->seq) visit(s); }
+void IRVisitor::visit_let(const LetNode* op) {
+  visit(op->value);
+  visit(op->body);
+}
+void IRVisitor::visit_load(const LoadNode* op) { visit(op->index); }
+void IRVisitor::visit_ramp(const RampNode* op) {
+  visit(op->base);
+  visit(op->stride);
+}
+void IRVisitor::visit_broadcast(const BroadcastNode* op) { visit(op->value); }
+void IRVisitor::visit_tensor_read(const TensorReadNode* op) {
+  for (auto& i : op->indices) visit(i);
+}
+void IRVisitor::visit_reduce(const ReduceNode* op) {
+  visit(op->source);
+  visit(op->identity);
+}
+
+void IRVisitor::visit_for(const ForNode* op) {
+  visit(op->min);
+  visit(op->extent);
+  visit(op->body);
+}
+void IRVisitor::visit_store(const StoreNode* op) {
+  visit(op->value);
+  visit(op->index);
+}
+void IRVisitor::visit_allocate(const AllocateNode* op) {
+  visit(op->size);
+  visit(op->body);
+}
+void IRVisitor::visit_let_stmt(const LetStmtNode* op) {
+  visit(op->value);
+  visit(op->body);
+}
+void IRVisitor::visit_if(const IfThenElseNode* op) {
+  visit(op->cond);
+  visit(op->then_case);
+  visit(op->else_case);
+}
+void IRVisitor::visit_seq(const SeqNode* op) {
+  for (auto& s : op->seq) visit(s);
+}
 void IRVisitor::visit_evaluate(const EvaluateNode* op) { visit(op->value); }
 void IRVisitor::visit_tensor_store(const TensorStoreNode* op) {
   for (auto& i : op->indices) visit(i);
   visit(op->value);
 }
 void IRVisitor::visit_realize(const RealizeNode* op) {
-  for (auto& r : op->bounds) { visit(r.min); visit(r.extent); }
+  for (auto& r : op->bounds) {
+    visit(r.min);
+    visit(r.extent);
+  }
   visit(op->body);
 }
 

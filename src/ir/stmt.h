@@ -13,8 +13,15 @@
 namespace kiln::ir {
 
 enum class StmtKind : uint8_t {
-  For, Store, Allocate, LetStmt, IfThenElse, Seq, Evaluate,
-  TensorStore, Realize,
+  For,
+  Store,
+  Allocate,
+  LetStmt,
+  IfThenElse,
+  Seq,
+  Evaluate,
+  TensorStore,
+  Realize,
 };
 
 struct StmtNode {
@@ -60,8 +67,12 @@ struct ForNode : StmtNode {
   ForKind for_kind;
   Stmt body;
   ForNode(Var v, Expr mn, Expr ext, ForKind k, Stmt b)
-      : StmtNode(kKind), var(std::move(v)), min(std::move(mn)), extent(std::move(ext)),
-        for_kind(k), body(std::move(b)) {}
+      : StmtNode(kKind),
+        var(std::move(v)),
+        min(std::move(mn)),
+        extent(std::move(ext)),
+        for_kind(k),
+        body(std::move(b)) {}
 };
 
 // buffer[index] = value; a vector index writes lanes.
@@ -132,7 +143,11 @@ struct RealizeNode : StmtNode {
   MemScope scope;
   Stmt body;
   RealizeNode(Tensor t, std::vector<Range> b, MemScope s, Stmt bd)
-      : StmtNode(kKind), tensor(std::move(t)), bounds(std::move(b)), scope(s), body(std::move(bd)) {}
+      : StmtNode(kKind),
+        tensor(std::move(t)),
+        bounds(std::move(b)),
+        scope(s),
+        body(std::move(bd)) {}
 };
 
 Stmt make_for(Var v, Expr min, Expr extent, ForKind kind, Stmt body);

@@ -55,7 +55,8 @@ ConfigSpace conv2d_nchw_space(const Conv2DParams& p, SplitPolicy policy) {
 Kernel conv2d_nchw(const Conv2DParams& p, const Config& cfg) {
   check(p);
   Tensor data = placeholder({p.batch, p.in_channels, p.height, p.width}, DataType::f32(), "data");
-  Tensor weight = placeholder({p.out_channels, p.in_channels, p.kernel_h, p.kernel_w}, DataType::f32(), "weight");
+  Tensor weight = placeholder({p.out_channels, p.in_channels, p.kernel_h, p.kernel_w},
+                              DataType::f32(), "weight");
   Tensor pad = pad_spatial(data, p.pad_h, p.pad_w, "data_pad");
   IterVar rc = reduce_axis(p.in_channels, "rc"), ry = reduce_axis(p.kernel_h, "ry"),
           rx = reduce_axis(p.kernel_w, "rx");
@@ -64,7 +65,8 @@ Kernel conv2d_nchw(const Conv2DParams& p, const Config& cfg) {
       [&](const std::vector<Var>& i) {
         Expr h = i[2] * p.stride_h + ry->var * p.dilation_h;
         Expr w = i[3] * p.stride_w + rx->var * p.dilation_w;
-        return sum(at(pad, i[0], rc->var, h, w) * at(weight, i[1], rc->var, ry->var, rx->var), {rc, ry, rx});
+        return sum(at(pad, i[0], rc->var, h, w) * at(weight, i[1], rc->var, ry->var, rx->var),
+                   {rc, ry, rx});
       },
       "conv");
   Kernel k{"conv2d_nchw", {data, weight, out}, schedule::create_schedule({out})};
@@ -81,7 +83,8 @@ Kernel conv2d_nchw(const Conv2DParams& p, const Config& cfg) {
   auto sc = sch[CC];
   sc->compute_at(so, ow[0]);
   auto ic = apply_split(sc, sc->reduce_axis(0), cfg.split("tile_ic"));
-  sc->reorder({ic[0], sc->reduce_axis(1), sc->reduce_axis(2), ic[1], sc->axis(1), sc->axis(2), sc->axis(3)});
+  sc->reorder({ic[0], sc->reduce_axis(1), sc->reduce_axis(2), ic[1], sc->axis(1), sc->axis(2),
+               sc->axis(3)});
   if (cfg.knob("unroll_inner")) sc->unroll(sc->axis(2));
   sc->vectorize(sc->axis(3));
 
@@ -113,7 +116,8 @@ Kernel conv2d_nchwc(const Conv2DParams& p, const Config& cfg) {
     throw std::invalid_argument("conv2d_NCHWc: channel blocks must divide the channels");
   int64_t ICo = p.in_channels / icb, OCo = p.out_channels / ocb;
   Tensor data = placeholder({p.batch, ICo, p.height, p.width, icb}, DataType::f32(), "data");
-  Tensor weight = placeholder({OCo, ICo, p.kernel_h, p.kernel_w, icb, ocb}, DataType::f32(), "weight");
+  Tensor weight =
+      placeholder({OCo, ICo, p.kernel_h, p.kernel_w, icb, ocb}, DataType::f32(), "weight");
   Tensor pad = pad_spatial(data, p.pad_h, p.pad_w, "data_pad");
   IterVar ico = reduce_axis(ICo, "ico"), kh = reduce_axis(p.kernel_h, "kh"),
           kw = reduce_axis(p.kernel_w, "kw"), ici = reduce_axis(icb, "ici");
@@ -149,7 +153,8 @@ Kernel conv2d_nchwc(const Conv2DParams& p, const Config& cfg) {
   return k;
 }
 
-std::vector<float> nchw_to_nchwc(const float* x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t cb) {
+std::vector<float> nchw_to_nchwc(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                 int64_t cb) {
   std::vector<float> out(static_cast<size_t>(n * c * h * w));
   for (int64_t a = 0; a < n; ++a)
     for (int64_t ch = 0; ch < c; ++ch)
@@ -160,7 +165,8 @@ std::vector<float> nchw_to_nchwc(const float* x, int64_t n, int64_t c, int64_t h
   return out;
 }
 
-std::vector<float> nchwc_to_nchw(const float* x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t cb) {
+std::vector<float> nchwc_to_nchw(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                 int64_t cb) {
   std::vector<float> out(static_cast<size_t>(n * c * h * w));
   for (int64_t a = 0; a < n; ++a)
     for (int64_t ch = 0; ch < c; ++ch)
@@ -178,7 +184,9 @@ std::vector<float> oihw_to_blocked(const float* wt, int64_t oc, int64_t ic, int6
     for (int64_t i = 0; i < ic; ++i)
       for (int64_t y = 0; y < kh; ++y)
         for (int64_t x = 0; x < kw; ++x) {
-          int64_t dst = (((((o / ocb) * (ic / icb) + i / icb) * kh + y) * kw + x) * icb + i % icb) * ocb + o % ocb;
+          int64_t dst =
+              (((((o / ocb) * (ic / icb) + i / icb) * kh + y) * kw + x) * icb + i % icb) * ocb +
+              o % ocb;
           out[dst] = wt[((o * ic + i) * kh + y) * kw + x];
         }
   return out;

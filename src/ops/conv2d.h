@@ -32,8 +32,10 @@ int64_t conv2d_nchwc_ic_block(const schedule::Config& cfg);
 int64_t conv2d_nchwc_oc_block(const schedule::Config& cfg);
 
 // Host-side layout changes for tests and benchmarks.
-std::vector<float> nchw_to_nchwc(const float* x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t cb);
-std::vector<float> nchwc_to_nchw(const float* x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t cb);
+std::vector<float> nchw_to_nchwc(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                 int64_t cb);
+std::vector<float> nchwc_to_nchw(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                 int64_t cb);
 std::vector<float> oihw_to_blocked(const float* w, int64_t oc, int64_t ic, int64_t kh, int64_t kw,
                                    int64_t icb, int64_t ocb);
 

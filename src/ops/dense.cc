@@ -33,8 +33,10 @@ void schedule_dense(schedule::Schedule& sch, const Tensor& C, const Config& cfg)
   auto y = apply_split(sc, sc->axis(0), cfg.split("tile_y"));
   auto x = apply_split(sc, sc->axis(1), cfg.split("tile_x"));
   bool columns_outer = cfg.knob("tile_order") == 1;
-  if (columns_outer) sc->reorder({y[0], x[0], x[1], y[1], y[2], x[2]});
-  else sc->reorder({y[0], x[0], y[1], x[1], y[2], x[2]});
+  if (columns_outer)
+    sc->reorder({y[0], x[0], x[1], y[1], y[2], x[2]});
+  else
+    sc->reorder({y[0], x[0], y[1], x[1], y[2], x[2]});
   auto outer = sc->fuse(y[0], x[0]);
   sc->parallel(outer);
   auto tile = columns_outer ? sc->fuse(x[1], y[1]) : sc->fuse(y[1], x[1]);
@@ -62,7 +64,10 @@ Kernel dense_nopack(const DenseWorkload& w, const Config& cfg) {
   Tensor B = placeholder({w.K, w.N}, DataType::f32(), "B");
   IterVar k = reduce_axis(w.K, "k");
   Tensor C = compute(
-      {w.M, w.N}, [&](const std::vector<Var>& i) { return sum(at(A, i[0], k->var) * at(B, k->var, i[1]), {k}); },
+      {w.M, w.N},
+      [&](const std::vector<Var>& i) {
+        return sum(at(A, i[0], k->var) * at(B, k->var, i[1]), {k});
+      },
       "C");
   Kernel kern{"dense_nopack", {A, B, C}, schedule::create_schedule({C})};
   schedule_dense(kern.sch, C, cfg);
@@ -97,7 +102,8 @@ Kernel dense_pack(const DenseWorkload& w, const Config& cfg, bool pack_in_kernel
   Tensor C = compute(
       {w.M, w.N},
       [&](const std::vector<Var>& i) {
-        return sum(at(A, i[0], k->var) * at(Bp, floordiv(i[1], bn), k->var, floormod(i[1], bn)), {k});
+        return sum(at(A, i[0], k->var) * at(Bp, floordiv(i[1], bn), k->var, floormod(i[1], bn)),
+                   {k});
       },
       "C");
   Kernel kern{"dense_pack", {A, pack_in_kernel ? B : Bp, C}, schedule::create_schedule({C})};

@@ -28,8 +28,9 @@ void conv2d_nchw(const float* data, const float* weight, float* out, const Conv2
                 int64_t ih = oh * p.stride_h - p.pad_h + kh * p.dilation_h;
                 int64_t iw = ow * p.stride_w - p.pad_w + kw * p.dilation_w;
                 if (ih < 0 || ih >= p.height || iw < 0 || iw >= p.width) continue;
-                acc += double(data[((n * p.in_channels + ic) * p.height + ih) * p.width + iw]) *
-                       double(weight[((oc * p.in_channels + ic) * p.kernel_h + kh) * p.kernel_w + kw]);
+                acc +=
+                    double(data[((n * p.in_channels + ic) * p.height + ih) * p.width + iw]) *
+                    double(weight[((oc * p.in_channels + ic) * p.kernel_h + kh) * p.kernel_w + kw]);
               }
           out[((n * p.out_channels + oc) * OH + oh) * OW + ow] = static_cast<float>(acc);
         }

@@ -16,8 +16,12 @@ struct Conv2DParams {
   int64_t batch, in_channels, height, width;
   int64_t out_channels, kernel_h, kernel_w;
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
-  int64_t out_height() const { return (height + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1; }
-  int64_t out_width() const { return (width + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1; }
+  int64_t out_height() const {
+    return (height + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1;
+  }
+  int64_t out_width() const {
+    return (width + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1;
+  }
 };
 
 // NCHW data, OIHW weights, NCHW output; zero padding.

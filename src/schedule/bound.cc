@@ -41,8 +41,9 @@ std::optional<Interval> eval_binary(const BinaryNode* op, const IntervalMap& var
     case ExprKind::Add: return Interval{a->min + b->min, a->max + b->max};
     case ExprKind::Sub: return Interval{a->min - b->max, a->max - b->min};
     case ExprKind::Mul:
-      if (cb) return *cb >= 0 ? Interval{a->min * op->b, a->max * op->b}
-                              : Interval{a->max * op->b, a->min * op->b};
+      if (cb)
+        return *cb >= 0 ? Interval{a->min * op->b, a->max * op->b}
+                        : Interval{a->max * op->b, a->min * op->b};
       if (const int64_t* ca = as_const_int(op->a))
         return *ca >= 0 ? Interval{op->a * b->min, op->a * b->max}
                         : Interval{op->a * b->max, op->a * b->min};
@@ -77,7 +78,8 @@ std::optional<Interval> eval_interval(const Expr& e, const IntervalMap& vars) {
     return Interval{min(t->min, f->min), max(t->max, f->max)};
   }
   if (auto* c = e.as<CastNode>()) {
-    if (c->dtype.is_integer() && c->value.dtype().is_integer()) return eval_interval(c->value, vars);
+    if (c->dtype.is_integer() && c->value.dtype().is_integer())
+      return eval_interval(c->value, vars);
   }
   // Anything else is a point if it mentions no ranged variable.
   bool ranged = false;
@@ -100,8 +102,9 @@ bool runs_inside(const Stage& q, const Stage& s, size_t k) {
   Stage cur = q;
   while (cur->attach == AttachKind::At) {
     Stage parent = cur->attach_stage.lock();
-    size_t pos = std::find(parent->leaf_iter_vars.begin(), parent->leaf_iter_vars.end(),
-                           cur->attach_ivar) - parent->leaf_iter_vars.begin();
+    size_t pos =
+        std::find(parent->leaf_iter_vars.begin(), parent->leaf_iter_vars.end(), cur->attach_ivar) -
+        parent->leaf_iter_vars.begin();
     if (parent == s) return pos >= k;
     cur = parent;
   }
@@ -122,7 +125,8 @@ StageBounds full_bounds(const StageNode& s, const Tensor& def) {
 // loop k: the host's loops inside k, and every loop of the reader and of the
 // stages between the reader and the host (they run whole inside k). Loops at
 // or outside k stay symbolic.
-IntervalMap reader_ranges(const LowerContext& ctx, const Stage& reader, const Stage& host, size_t k) {
+IntervalMap reader_ranges(const LowerContext& ctx, const Stage& reader, const Stage& host,
+                          size_t k) {
   IntervalMap m;
   auto add = [&](const Stage& s, size_t from) {
     const StageLoops& L = ctx.loops.at(s.get());
@@ -149,8 +153,9 @@ VarRanges host_ranges(const LowerContext& ctx, const Stage& host, size_t k) {
     }
     if (cur->attach != AttachKind::At) break;
     Stage parent = cur->attach_stage.lock();
-    limit = std::find(parent->leaf_iter_vars.begin(), parent->leaf_iter_vars.end(),
-                      cur->attach_ivar) - parent->leaf_iter_vars.begin();
+    limit =
+        std::find(parent->leaf_iter_vars.begin(), parent->leaf_iter_vars.end(), cur->attach_ivar) -
+        parent->leaf_iter_vars.begin();
     cur = parent;
   }
   return r;
@@ -165,7 +170,10 @@ StageBounds attached_bounds(LowerContext& ctx, const Stage& s) {
   std::vector<std::optional<Interval>> region(nd);
   bool ok = true;
   for (const Stage& q : ctx.readers(s)) {
-    if (q != host && !runs_inside(q, host, k)) { ok = false; break; }
+    if (q != host && !runs_inside(q, host, k)) {
+      ok = false;
+      break;
+    }
     const StageLoops& L = ctx.loops.at(q.get());
     const StageBounds& qb = ctx.bounds.at(q.get());
     IntervalMap ranges = reader_ranges(ctx, q, host, k);
@@ -178,9 +186,12 @@ StageBounds attached_bounds(LowerContext& ctx, const Stage& s) {
       if (!ok || !rd || rd->tensor != s->origin) return;
       for (size_t d = 0; d < nd; ++d) {
         auto iv = eval_interval(substitute(rd->indices[d], coords), ranges);
-        if (!iv) { ok = false; return; }
-        region[d] = region[d] ? Interval{min(region[d]->min, iv->min), max(region[d]->max, iv->max)}
-                              : *iv;
+        if (!iv) {
+          ok = false;
+          return;
+        }
+        region[d] =
+            region[d] ? Interval{min(region[d]->min, iv->min), max(region[d]->max, iv->max)} : *iv;
       }
     });
     if (!ok) break;
@@ -191,7 +202,9 @@ StageBounds attached_bounds(LowerContext& ctx, const Stage& s) {
   StageBounds b;
   for (size_t d = 0; d < nd; ++d) {
     if (!region[d]) {  // never read: compute nothing useful, but keep one element
-      b.min.push_back(make_int(0)); b.extent.push_back(1); b.may_exceed.push_back(false);
+      b.min.push_back(make_int(0));
+      b.extent.push_back(1);
+      b.may_exceed.push_back(false);
       continue;
     }
     Expr mn = simplify(region[d]->min, outer);
@@ -199,14 +212,16 @@ StageBounds attached_bounds(LowerContext& ctx, const Stage& s) {
     const int64_t* c = as_const_int(ext);
     int64_t e = c ? *c : const_int_bound(ext, outer).max_value.value_or(full.extent[d]);
     if (e >= full.extent[d]) {
-      b.min.push_back(make_int(0)); b.extent.push_back(full.extent[d]); b.may_exceed.push_back(false);
+      b.min.push_back(make_int(0));
+      b.extent.push_back(full.extent[d]);
+      b.may_exceed.push_back(false);
       continue;
     }
     b.min.push_back(mn);
     b.extent.push_back(e);
     ConstIntBound lo = const_int_bound(mn, outer);
-    bool in_shape = lo.min_value && *lo.min_value >= 0 && lo.max_value &&
-                    *lo.max_value + e <= full.extent[d];
+    bool in_shape =
+        lo.min_value && *lo.min_value >= 0 && lo.max_value && *lo.max_value + e <= full.extent[d];
     b.may_exceed.push_back(!in_shape);
   }
   return b;
@@ -223,8 +238,9 @@ void infer_bounds(LowerContext& ctx) {
     StageBounds b = s->attach == AttachKind::At ? attached_bounds(ctx, s) : full_bounds(*s, def);
     for (auto& iv : def->reduce_axis) {
       const int64_t* ext = as_const_int(iv->dom.extent);
-      if (!ext) throw std::invalid_argument("reduce axis '" + iv->var.name() + "' of '" + def->name +
-                                            "' has a non-constant extent");
+      if (!ext)
+        throw std::invalid_argument("reduce axis '" + iv->var.name() + "' of '" + def->name +
+                                    "' has a non-constant extent");
       b.min.push_back(iv->dom.min);
       b.extent.push_back(*ext);
     }

@@ -18,7 +18,8 @@ class InlineReads : public IRMutator {
     auto* rn = r.as<TensorReadNode>();
     if (rn->tensor != origin_) return r;
     std::vector<std::pair<Var, Expr>> sub;
-    for (size_t d = 0; d < def_->axis.size(); ++d) sub.emplace_back(def_->axis[d]->var, rn->indices[d]);
+    for (size_t d = 0; d < def_->axis.size(); ++d)
+      sub.emplace_back(def_->axis[d]->var, rn->indices[d]);
     return substitute(def_->body, sub);
   }
 

@@ -27,7 +27,8 @@ void trace(const char* pass, const Stmt& s) {
   if (debug_lower()) std::cerr << "// ---- after " << pass << "\n" << to_string(s) << "\n";
 }
 
-std::map<const TensorNode*, Buffer> arg_buffers(const Schedule& sch, const std::vector<Tensor>& args,
+std::map<const TensorNode*, Buffer> arg_buffers(const Schedule& sch,
+                                                const std::vector<Tensor>& args,
                                                 std::vector<Buffer>& ordered) {
   std::map<const TensorNode*, Buffer> m;
   for (auto& t : args) {

@@ -17,8 +17,9 @@ namespace {
 
 int64_t const_extent(const IterVar& iv) {
   const int64_t* v = as_const_int(iv->dom.extent);
-  if (!v) throw std::invalid_argument("iteration variable '" + iv->var.name() +
-                                      "' has a non-constant extent");
+  if (!v)
+    throw std::invalid_argument("iteration variable '" + iv->var.name() +
+                                "' has a non-constant extent");
   return *v;
 }
 
@@ -137,8 +138,9 @@ IterVar StageNode::fuse(const IterVar& outer, const IterVar& inner) {
   size_t po = leaf_position(outer), pi = leaf_position(inner);
   if (pi != po + 1) fail(*this, "fuse needs adjacent loops, outer first");
   if (outer->kind != inner->kind) fail(*this, "cannot fuse a data axis with a reduce axis");
-  IterVar fused = make_iter_var(Range{make_int(0), make_int(const_extent(outer) * const_extent(inner))},
-                                outer->var.name() + "." + inner->var.name() + ".f", outer->kind);
+  IterVar fused =
+      make_iter_var(Range{make_int(0), make_int(const_extent(outer) * const_extent(inner))},
+                    outer->var.name() + "." + inner->var.name() + ".f", outer->kind);
   relations.push_back({IterRelation::Fuse, nullptr, outer, inner, fused, 0, 0});
   leaf_iter_vars[po] = fused;
   leaf_iter_vars.erase(leaf_iter_vars.begin() + pi);
@@ -235,7 +237,8 @@ std::vector<Stage> Schedule::readers_of(const Tensor& t) const {
 
 Tensor Schedule::cache_write(const Tensor& t, MemScope scope) {
   Stage st = (*this)[t];
-  if (st->is_placeholder()) throw std::invalid_argument("cache_write of placeholder '" + t->name + "'");
+  if (st->is_placeholder())
+    throw std::invalid_argument("cache_write of placeholder '" + t->name + "'");
   if (!st->relations.empty())
     throw std::invalid_argument("cache_write of '" + t->name + "' after it was split or fused");
   const char* suffix = scope == MemScope::Local ? ".local" : ".global";
@@ -256,7 +259,8 @@ Tensor Schedule::cache_read(const Tensor& t, MemScope scope, const std::vector<T
   Stage src = (*this)[t];
   const char* suffix = scope == MemScope::Local ? ".local" : ".shared";
   Tensor cache = identity_compute(t, src->op->shape, t->name + suffix);
-  size_t pos = static_cast<size_t>(std::find(stages_.begin(), stages_.end(), src) - stages_.begin()) + 1;
+  size_t pos =
+      static_cast<size_t>(std::find(stages_.begin(), stages_.end(), src) - stages_.begin()) + 1;
   Stage cs = add_stage(cache, cache, pos);
   cs->set_scope(scope);
   for (auto& r : readers) {

@@ -90,7 +90,8 @@ class NestBuilder {
     if (!s->scope_set) {
       int64_t bytes = ctx_.definition(s)->dtype.bytes();
       for (auto e : b.extent) bytes *= e;
-      scope = s->attach == AttachKind::At && bytes <= 32 * 1024 ? MemScope::Local : MemScope::Global;
+      scope =
+          s->attach == AttachKind::At && bytes <= 32 * 1024 ? MemScope::Local : MemScope::Global;
     }
     return make_stmt<RealizeNode>(s->origin, std::move(bounds), scope, std::move(body));
   }
@@ -107,8 +108,7 @@ class NestBuilder {
   }
 
   // Loops over leaves [from, to) of s around body, innermost first.
-  Stmt wrap_loops(const Stage& s, size_t from, size_t to, Stmt body, bool data_only,
-                  bool attach) {
+  Stmt wrap_loops(const Stage& s, size_t from, size_t to, Stmt body, bool data_only, bool attach) {
     const StageLoops& L = ctx_.loops.at(s.get());
     for (size_t i = to; i-- > from;) {
       const IterVar& iv = s->leaf_iter_vars[i];
@@ -165,7 +165,7 @@ Stmt NestBuilder::build(const Stage& s) {
   Stmt update_nest = wrap_loops(s, p, n, update, false, true);
 
   Stmt init = guarded(data_guards, make_stmt<TensorStoreNode>(s->origin, out_index,
-                                                               cast(def->dtype, red->identity)));
+                                                              cast(def->dtype, red->identity)));
   Stmt init_nest = wrap_loops(s, p, n, init, true, false);
   // The init nest gets fresh copies of its loop variables: each loop binds its own.
   std::vector<std::pair<Var, Var>> fresh;

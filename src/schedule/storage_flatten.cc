@@ -34,11 +34,14 @@ class Flattener : public IRMutator {
     }
     Buffer buf = make_buffer(op->tensor->name, op->tensor->dtype, shape, op->scope);
     const TensorNode* key = op->tensor.get();
-    auto saved = layouts_.find(key) != layouts_.end() ? std::optional<Layout>(layouts_[key])
-                                                      : std::nullopt;
+    auto saved =
+        layouts_.find(key) != layouts_.end() ? std::optional<Layout>(layouts_[key]) : std::nullopt;
     layouts_[key] = row_major(buf, shape, mins);
     Stmt body = mutate(op->body);
-    if (saved) layouts_[key] = *saved; else layouts_.erase(key);
+    if (saved)
+      layouts_[key] = *saved;
+    else
+      layouts_.erase(key);
     return make_stmt<AllocateNode>(buf, size, body);
   }
 

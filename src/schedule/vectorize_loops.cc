@@ -14,7 +14,8 @@ struct CannotVectorize {};
 // Rewrites one loop body with the loop variable replaced by a ramp.
 class Vectorizer : public IRMutator {
  public:
-  Vectorizer(Var var, Expr ramp, int lanes) : var_(std::move(var)), ramp_(std::move(ramp)), lanes_(lanes) {}
+  Vectorizer(Var var, Expr ramp, int lanes)
+      : var_(std::move(var)), ramp_(std::move(ramp)), lanes_(lanes) {}
 
  protected:
   Expr mutate_var(const Expr& e, const VarNode* op) override {
@@ -35,7 +36,9 @@ class Vectorizer : public IRMutator {
     if (index.dtype().lanes == 1) {
       // Every lane would write the same element: order matters, keep the loop.
       if (value.dtype().lanes != 1) throw CannotVectorize();
-      return index.same_as(op->index) && value.same_as(op->value) ? s : make_store(op->buffer, value, index);
+      return index.same_as(op->index) && value.same_as(op->value)
+                 ? s
+                 : make_store(op->buffer, value, index);
     }
     // Lanes must write distinct elements (a ramp with a non-zero constant stride).
     auto* r = index.as<RampNode>();

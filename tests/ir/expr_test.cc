@@ -1,6 +1,7 @@
+#include "ir/expr.h"
+
 #include <gtest/gtest.h>
 
-#include "ir/expr.h"
 #include "ir/tensor.h"
 
 using namespace kiln::ir;
@@ -30,7 +31,8 @@ TEST(DataType, RoundTripsThroughText) {
 TEST(Tensor, ComputeRecordsAxesAndReduction) {
   Tensor A = placeholder({4, 8}, DataType::f32(), "A");
   IterVar k = reduce_axis(8, "k");
-  Tensor B = compute({4}, [&](const std::vector<Var>& i) { return sum(at(A, i[0], k->var), {k}); }, "B");
+  Tensor B = compute(
+      {4}, [&](const std::vector<Var>& i) { return sum(at(A, i[0], k->var), {k}); }, "B");
   EXPECT_EQ(B->axis.size(), 1u);
   EXPECT_EQ(B->reduce_axis.size(), 1u);
   auto order = post_order({B});

@@ -1,10 +1,11 @@
 // dense_nopack and dense_pack against the reference, over shapes (primes
 // among them) and configs drawn at random from spaces whose splits need not
 // divide the extents.
+#include "ops/dense.h"
+
 #include <gtest/gtest.h>
 
 #include "harness.h"
-#include "ops/dense.h"
 #include "ops/reference.h"
 
 namespace kiln::test {
@@ -25,8 +26,8 @@ void check_dense(const DenseWorkload& w, bool pack, std::mt19937_64& rng) {
   ops::reference::dense(A.data(), B.data(), ref.data(), w.M, w.N, w.K);
   for (int c = 0; c < kConfigsPerShape; ++c) {
     auto cfg = space.random(rng);
-    SCOPED_TRACE("M=" + std::to_string(w.M) + " N=" + std::to_string(w.N) + " K=" +
-                 std::to_string(w.K) + " config " + cfg.to_json());
+    SCOPED_TRACE("M=" + std::to_string(w.M) + " N=" + std::to_string(w.N) +
+                 " K=" + std::to_string(w.K) + " config " + cfg.to_json());
     auto kern = pack ? ops::dense_pack(w, cfg, /*pack_in_kernel=*/true) : ops::dense_nopack(w, cfg);
     std::vector<float> C(w.M * w.N, NAN);
     run_jit(kern, {A.data(), B.data(), C.data()});

@@ -21,8 +21,10 @@ using schedule::SplitPolicy;
 // mode 0: inline, 1: root, 2: inside `host` at loop `at`.
 void place(schedule::Schedule& sch, const Tensor& t, int64_t mode, const schedule::Stage& host,
            const IterVar& at) {
-  if (mode == 0) sch[t]->compute_inline();
-  else if (mode == 2) sch[t]->compute_at(host, at);
+  if (mode == 0)
+    sch[t]->compute_inline();
+  else if (mode == 2)
+    sch[t]->compute_at(host, at);
 }
 
 // Splits both axes of stage s by the config, parallel rows, vectorized (or
@@ -70,19 +72,24 @@ TEST(ElementwiseKernel, ChainMatchesReferenceOverRandomSchedules) {
     for (int c = 0; c < 8; ++c) {
       auto cfg = space.random(rng);
       SCOPED_TRACE(std::to_string(R) + "x" + std::to_string(C) + " config " + cfg.to_json());
-      Tensor A = placeholder({R, C}, DataType::f32(), "A"), B = placeholder({R, C}, DataType::f32(), "B");
+      Tensor A = placeholder({R, C}, DataType::f32(), "A"),
+             B = placeholder({R, C}, DataType::f32(), "B");
       auto ab = [&](auto f) {
         return [f](const std::vector<Var>& i) { return f(Expr(i[0]), Expr(i[1])); };
       };
-      Tensor T1 = compute({R, C}, ab([&](Expr i, Expr j) { return at(A, i, j) * at(B, i, j) + 1.0f; }), "T1");
-      Tensor T2 = compute({R, C}, ab([&](Expr i, Expr j) { return max(at(T1, i, j), make_float(0.0)); }), "T2");
-      Tensor T3 = compute({R, C}, ab([&](Expr i, Expr j) { return sigmoid(at(T2, i, j)) * tanh(at(A, i, j)); }), "T3");
-      Tensor D = compute(
-          {R, C}, ab([&](Expr i, Expr j) {
-            Expr av = at(A, i, j), bv = at(B, i, j);
-            return exp(-at(T3, i, j)) + sqrt(fabs(bv)) + erf(av) - log(bv * bv + 0.5f) + floor(av * 3.0f) / 4.0f;
-          }),
-          "D");
+      Tensor T1 = compute(
+          {R, C}, ab([&](Expr i, Expr j) { return at(A, i, j) * at(B, i, j) + 1.0f; }), "T1");
+      Tensor T2 = compute(
+          {R, C}, ab([&](Expr i, Expr j) { return max(at(T1, i, j), make_float(0.0)); }), "T2");
+      Tensor T3 = compute(
+          {R, C}, ab([&](Expr i, Expr j) { return sigmoid(at(T2, i, j)) * tanh(at(A, i, j)); }),
+          "T3");
+      Tensor D = compute({R, C}, ab([&](Expr i, Expr j) {
+                           Expr av = at(A, i, j), bv = at(B, i, j);
+                           return exp(-at(T3, i, j)) + sqrt(fabs(bv)) + erf(av) -
+                                  log(bv * bv + 0.5f) + floor(av * 3.0f) / 4.0f;
+                         }),
+                         "D");
       ops::Kernel k{"chain", {A, B, D}, schedule::create_schedule({D})};
       auto [ro, co] = tile_2d(k.sch[D], cfg);
       int64_t mode_t3 = cfg.knob("mode_a"), mode_t1 = cfg.knob("mode_b");
@@ -109,17 +116,25 @@ TEST(SoftmaxKernel, MatchesReferenceOverRandomSchedules) {
       double mx = -INFINITY, s = 0;
       for (int64_t c = 0; c < C; ++c) mx = std::max(mx, double(x[r * C + c]));
       for (int64_t c = 0; c < C; ++c) s += std::exp(double(x[r * C + c]) - mx);
-      for (int64_t c = 0; c < C; ++c) ref[r * C + c] = float(std::exp(double(x[r * C + c]) - mx) / s);
+      for (int64_t c = 0; c < C; ++c)
+        ref[r * C + c] = float(std::exp(double(x[r * C + c]) - mx) / s);
     }
     for (int c = 0; c < 8; ++c) {
       auto cfg = space.random(rng);
       SCOPED_TRACE(std::to_string(R) + "x" + std::to_string(C) + " config " + cfg.to_json());
       Tensor X = placeholder({R, C}, DataType::f32(), "X");
       IterVar k1 = reduce_axis(C, "k1"), k2 = reduce_axis(C, "k2");
-      Tensor M = compute({R}, [&](const std::vector<Var>& i) { return reduce_max(at(X, i[0], k1->var), {k1}); }, "max");
-      Tensor E = compute({R, C}, [&](const std::vector<Var>& i) { return exp(at(X, i[0], i[1]) - at(M, i[0])); }, "e");
-      Tensor S = compute({R}, [&](const std::vector<Var>& i) { return sum(at(E, i[0], k2->var), {k2}); }, "sum");
-      Tensor Y = compute({R, C}, [&](const std::vector<Var>& i) { return at(E, i[0], i[1]) / at(S, i[0]); }, "softmax");
+      Tensor M = compute(
+          {R}, [&](const std::vector<Var>& i) { return reduce_max(at(X, i[0], k1->var), {k1}); },
+          "max");
+      Tensor E = compute(
+          {R, C}, [&](const std::vector<Var>& i) { return exp(at(X, i[0], i[1]) - at(M, i[0])); },
+          "e");
+      Tensor S = compute(
+          {R}, [&](const std::vector<Var>& i) { return sum(at(E, i[0], k2->var), {k2}); }, "sum");
+      Tensor Y = compute(
+          {R, C}, [&](const std::vector<Var>& i) { return at(E, i[0], i[1]) / at(S, i[0]); },
+          "softmax");
       ops::Kernel k{"softmax", {X, Y}, schedule::create_schedule({Y})};
       auto [ro, co] = tile_2d(k.sch[Y], cfg);
       // The reductions must be complete before a row is normalized: at root or per row tile.
@@ -133,7 +148,8 @@ TEST(SoftmaxKernel, MatchesReferenceOverRandomSchedules) {
         k.sch[S]->compute_at(k.sch[Y], ro);
         k.sch[M]->compute_at(k.sch[Y], ro);
       }
-      if (cfg.knob("inner") == 1) k.sch[S]->vectorize(k.sch[S]->reduce_axis(0));  // falls back to serial
+      if (cfg.knob("inner") == 1)
+        k.sch[S]->vectorize(k.sch[S]->reduce_axis(0));  // falls back to serial
       std::vector<float> out(R * C, NAN);
       run_jit(k, {x.data(), out.data()});
       EXPECT_LE(ops::reference::max_relative_error(out.data(), ref.data(), out.size()), 1e-5);

@@ -15,7 +15,8 @@
 
 namespace kiln::test {
 
-inline std::vector<float> random_floats(size_t n, std::mt19937_64& rng, float lo = -1.0f, float hi = 1.0f) {
+inline std::vector<float> random_floats(size_t n, std::mt19937_64& rng, float lo = -1.0f,
+                                        float hi = 1.0f) {
   std::uniform_real_distribution<float> d(lo, hi);
   std::vector<float> v(n);
   for (auto& x : v) x = d(rng);

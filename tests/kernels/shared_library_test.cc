@@ -41,9 +41,9 @@ TEST(SharedLibraryKernels, DenseAndConvFromOneLibraryMatchReference) {
     auto dk = ops::dense_pack(dw, dcfg, true);
     auto ck = ops::conv2d_nchw(cp, ccfg);
     std::string so = dir.file("kernels" + std::to_string(round) + ".so");
-    codegen::build_shared_library({schedule::lower(dk.sch, dk.args, "dense"),
-                                   schedule::lower(ck.sch, ck.args, "conv")},
-                                  host_target(), so);
+    codegen::build_shared_library(
+        {schedule::lower(dk.sch, dk.args, "dense"), schedule::lower(ck.sch, ck.args, "conv")},
+        host_target(), so);
     auto mod = runtime::Module::load(so);
 
     auto A = random_floats(dw.M * dw.K, rng), B = random_floats(dw.K * dw.N, rng);
@@ -55,7 +55,8 @@ TEST(SharedLibraryKernels, DenseAndConvFromOneLibraryMatchReference) {
 
     auto x = random_floats(cp.in_channels * cp.height * cp.width, rng);
     auto w = random_floats(cp.out_channels * cp.in_channels * 9, rng);
-    std::vector<float> out(cp.out_channels * cp.out_height() * cp.out_width(), NAN), cref(out.size());
+    std::vector<float> out(cp.out_channels * cp.out_height() * cp.out_width(), NAN),
+        cref(out.size());
     ops::reference::conv2d_nchw(x.data(), w.data(), cref.data(), cp);
     std::vector<void*> cargs{x.data(), w.data(), out.data()};
     ASSERT_EQ(mod.get_function("conv")(cargs.data()), 0);

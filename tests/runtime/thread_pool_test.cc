@@ -73,7 +73,8 @@ TEST_F(ThreadPool, DefaultComesFromTheEnvironment) {
   EXPECT_EQ(kiln_get_num_threads(), 3);
   ::unsetenv("KILN_NUM_THREADS");
   kiln_set_num_threads(0);
-  EXPECT_EQ(kiln_get_num_threads(), static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency())));
+  EXPECT_EQ(kiln_get_num_threads(),
+            static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
 TEST_F(ThreadPool, BlockErrorPropagates) {

@@ -166,8 +166,10 @@ class Interpreter {
       exec(l->body);
       vars_.erase(l->var.get());
     } else if (auto* i = s.as<IfThenElseNode>()) {
-      if (eval(i->cond)[0] != 0) exec(i->then_case);
-      else exec(i->else_case);
+      if (eval(i->cond)[0] != 0)
+        exec(i->then_case);
+      else
+        exec(i->else_case);
     } else if (auto* q = s.as<SeqNode>()) {
       for (auto& x : q->seq) exec(x);
     } else if (s.as<EvaluateNode>()) {

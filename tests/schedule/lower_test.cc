@@ -1,5 +1,7 @@
 // Lowering without code generation: the interpreter runs the lowered IR and
 // checks every memory access; structural checks look at what each pass made.
+#include "schedule/lower.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
@@ -10,7 +12,6 @@
 #include "ir/tensor.h"
 #include "ops/dense.h"
 #include "ops/reference.h"
-#include "schedule/lower.h"
 #include "schedule/split_apply.h"
 
 namespace kiln::test {
@@ -19,7 +20,6 @@ namespace {
 using namespace kiln::ir;
 using schedule::create_schedule;
 using schedule::lower;
-
 
 struct Dense {
   Tensor A, B, C;
@@ -31,9 +31,12 @@ Dense make_dense(int64_t M, int64_t N, int64_t K) {
   d.A = placeholder({M, K}, DataType::f32(), "A");
   d.B = placeholder({K, N}, DataType::f32(), "B");
   d.k = reduce_axis(K, "k");
-  d.C = compute({M, N}, [&](const std::vector<Var>& i) {
-    return sum(at(d.A, i[0], d.k->var) * at(d.B, d.k->var, i[1]), {d.k});
-  }, "C");
+  d.C = compute(
+      {M, N},
+      [&](const std::vector<Var>& i) {
+        return sum(at(d.A, i[0], d.k->var) * at(d.B, d.k->var, i[1]), {d.k});
+      },
+      "C");
   return d;
 }
 
@@ -121,7 +124,10 @@ TEST(Lower, UnrolledLoopDisappears) {
   class Loops : public IRVisitor {
    public:
     int* n;
-    void visit_for(const ForNode* op) override { ++*n; IRVisitor::visit_for(op); }
+    void visit_for(const ForNode* op) override {
+      ++*n;
+      IRVisitor::visit_for(op);
+    }
   } v;
   v.n = &loops;
   v.visit(f.body);
@@ -131,8 +137,10 @@ TEST(Lower, UnrolledLoopDisappears) {
 
 TEST(Lower, FusedAndInlinedStagesCompute) {
   Tensor A = placeholder({6, 10}, DataType::f32(), "A");
-  Tensor B = compute({6, 10}, [&](const std::vector<Var>& i) { return at(A, i[0], i[1]) * 2.0f; }, "B");
-  Tensor C = compute({6, 10}, [&](const std::vector<Var>& i) { return at(B, i[0], i[1]) + 1.0f; }, "C");
+  Tensor B = compute(
+      {6, 10}, [&](const std::vector<Var>& i) { return at(A, i[0], i[1]) * 2.0f; }, "B");
+  Tensor C = compute(
+      {6, 10}, [&](const std::vector<Var>& i) { return at(B, i[0], i[1]) + 1.0f; }, "C");
   auto sch = create_schedule({C});
   sch[B]->compute_inline();
   auto s = sch[C];
@@ -150,12 +158,17 @@ TEST(Lower, FusedAndInlinedStagesCompute) {
 TEST(Lower, ComputeAtProducerCoversConsumerWindow) {
   // A 1-D 3-tap stencil with the producer computed per output tile.
   Tensor A = placeholder({20}, DataType::f32(), "A");
-  Tensor B = compute({22}, [&](const std::vector<Var>& i) {
-    Expr j = i[0] - 1;
-    return select(logical_and(j >= 0, j < 20), at(A, max(min(j, make_int(19)), make_int(0))), make_float(0.0));
-  }, "B");
+  Tensor B = compute(
+      {22},
+      [&](const std::vector<Var>& i) {
+        Expr j = i[0] - 1;
+        return select(logical_and(j >= 0, j < 20), at(A, max(min(j, make_int(19)), make_int(0))),
+                      make_float(0.0));
+      },
+      "B");
   IterVar r = reduce_axis(3, "r");
-  Tensor C = compute({20}, [&](const std::vector<Var>& i) { return sum(at(B, i[0] + r->var), {r}); }, "C");
+  Tensor C = compute(
+      {20}, [&](const std::vector<Var>& i) { return sum(at(B, i[0] + r->var), {r}); }, "C");
   for (int64_t f : {1, 3, 4, 7, 20}) {
     auto sch = create_schedule({C});
     auto s = sch[C];
@@ -232,7 +245,7 @@ TEST(Schedule, PrimitivesRejectLoopsOfOtherStages) {
   auto s = sch[d.C];
   auto [o, i] = s->split(s->axis(0), 4);
   EXPECT_THROW(s->split(s->axis(0), 2), std::invalid_argument);  // no longer a leaf
-  EXPECT_THROW(s->fuse(i, o), std::invalid_argument);              // not outer-then-inner
+  EXPECT_THROW(s->fuse(i, o), std::invalid_argument);            // not outer-then-inner
   EXPECT_THROW(s->parallel(s->reduce_axis(0)), std::invalid_argument);
   EXPECT_THROW(sch[d.C]->compute_inline(), std::invalid_argument);  // an output
   try {
