@@ -1,9 +1,13 @@
-// Helpers shared by the kernel tests: random data, compile-and-run through
-// the JIT or a shared library, and comparison against references.
+// Helpers shared by the kernel tests: random data, and compile-and-run
+// through both the JIT and an emitted shared library.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -11,6 +15,7 @@
 #include "codegen/codegen.h"
 #include "ir/function.h"
 #include "ops/kernel.h"
+#include "runtime/module.h"
 #include "schedule/lower.h"
 
 namespace kiln::test {
@@ -28,12 +33,41 @@ inline const codegen::Target& host_target() {
   return t;
 }
 
-// Lowers, JIT-compiles and runs the kernel once on the given buffers.
+inline int64_t element_count(const ir::Tensor& t) {
+  int64_t n = 1;
+  for (auto& d : t->shape) n *= *ir::as_const_int(d);
+  return n;
+}
+
+// Lowers the kernel and runs it once on the given buffers through the JIT;
+// then builds it as a shared library, loads that through the runtime, runs
+// it on copies of the same inputs and expects bit-identical buffers: the two
+// deployment paths must not differ.
 inline void run_jit(const ops::Kernel& k, const std::vector<float*>& buffers) {
   ir::LoweredFunc f = schedule::lower(k.sch, k.args, k.name);
+  ASSERT_EQ(buffers.size(), k.args.size());
+  std::vector<std::vector<float>> copies;
+  for (size_t i = 0; i < buffers.size(); ++i)
+    copies.emplace_back(buffers[i], buffers[i] + element_count(k.args[i]));
+
   auto mod = codegen::jit_compile({f}, host_target());
   std::vector<void*> args(buffers.begin(), buffers.end());
   ASSERT_EQ(mod->get_function(k.name)(args.data()), 0);
+
+  static int counter = 0;
+  auto so = std::filesystem::temp_directory_path() /
+            ("kiln-kernel-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".so");
+  codegen::build_shared_library({f}, host_target(), so.string());
+  {
+    auto lib = runtime::Module::load(so.string());
+    std::vector<void*> copy_args;
+    for (auto& c : copies) copy_args.push_back(c.data());
+    ASSERT_EQ(lib.get_function(k.name)(copy_args.data()), 0);
+  }
+  std::filesystem::remove(so);
+  for (size_t i = 0; i < buffers.size(); ++i)
+    EXPECT_EQ(0, std::memcmp(copies[i].data(), buffers[i], copies[i].size() * sizeof(float)))
+        << "buffer " << k.args[i]->name << " differs between the JIT and the shared library";
 }
 
 }  // namespace kiln::test
