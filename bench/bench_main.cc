@@ -22,7 +22,7 @@ using kiln::bench::onednn_sgemm_ms;
 
 struct Row {
   std::string name;
-  double flops;    // floating-point operations of one run
+  double flops;  // floating-point operations of one run
   double kiln_ms;
   double onednn_ms;
   double ratio;  // kiln time / oneDNN time (median of per-round ratios)
