@@ -6,6 +6,7 @@
 // loops inside range over their whole extent. Index expressions are evaluated
 // over those ranges with interval arithmetic; the extent must come out a
 // constant (or have a constant upper bound), since it sizes a buffer.
+#include <algorithm>
 #include <optional>
 #include <stdexcept>
 
@@ -227,6 +228,46 @@ StageBounds attached_bounds(LowerContext& ctx, const Stage& s) {
   return b;
 }
 
+// Whether computing an attached stage past its tensor's shape along `axis`
+// is harmless: every read it makes, at every coordinate its loops reach on
+// that axis (the other axes kept in shape by their guards), stays inside a
+// fully realized tensor. Then the extra elements are scratch in its own
+// region-sized buffer, never read by anyone, and need no guard (which would
+// otherwise sit in the innermost, often vectorized, loop).
+bool overrun_is_harmless(const LowerContext& ctx, const Stage& s, const StageBounds& b,
+                         const StageLoops& L, size_t axis) {
+  Stage host = s->attach_stage.lock();
+  size_t k = std::find(host->leaf_iter_vars.begin(), host->leaf_iter_vars.end(), s->attach_ivar) -
+             host->leaf_iter_vars.begin();
+  VarRanges ranges = host_ranges(ctx, host, k);
+  for (auto& iv : s->leaf_iter_vars) ranges[iv->var] = ConstIntBound{0, L.extent.at(iv.get()) - 1};
+  std::vector<std::pair<Var, Expr>> coords;
+  const Tensor& def = ctx.definition(s);
+  for (size_t r = 0; r < s->root_iter_vars.size(); ++r) {
+    Expr c = b.min[r] + L.value.at(s->root_iter_vars[r].get());
+    if (r != axis && r < b.may_exceed.size() && b.may_exceed[r])
+      c = max(min(c, def->shape[r] - 1), make_int(0));  // what the guard allows
+    coords.emplace_back(s->root_iter_vars[r]->var, c);
+  }
+  bool safe = true;
+  post_order_visit(def->body, [&](const Expr& e) {
+    auto* rd = e.as<TensorReadNode>();
+    if (!safe || !rd) return;
+    Stage src = (*ctx.sch)[rd->tensor];
+    if (!src->is_placeholder() && src->attach != AttachKind::Root) {
+      safe = false;  // its buffer holds only a region: no shape to check against
+      return;
+    }
+    for (size_t d = 0; d < rd->indices.size() && safe; ++d) {
+      ConstIntBound bound = const_int_bound(simplify(substitute(rd->indices[d], coords)), ranges);
+      const int64_t* extent = as_const_int(rd->tensor->shape[d]);
+      safe = extent && bound.min_value && *bound.min_value >= 0 && bound.max_value &&
+             *bound.max_value < *extent;
+    }
+  });
+  return safe;
+}
+
 }  // namespace
 
 void infer_bounds(LowerContext& ctx) {
@@ -244,7 +285,12 @@ void infer_bounds(LowerContext& ctx) {
       b.min.push_back(iv->dom.min);
       b.extent.push_back(*ext);
     }
-    ctx.loops[s.get()] = derive_stage_loops(*s, b.extent);
+    StageLoops loops = derive_stage_loops(*s, b.extent);
+    // One axis at a time: each check sees the axes already freed unclamped,
+    // so the last check to succeed covers all freed axes together.
+    for (size_t d = 0; d < b.may_exceed.size(); ++d)
+      if (b.may_exceed[d] && overrun_is_harmless(ctx, s, b, loops, d)) b.may_exceed[d] = false;
+    ctx.loops[s.get()] = std::move(loops);
     ctx.bounds[s.get()] = std::move(b);
   }
 }

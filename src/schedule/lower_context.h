@@ -16,8 +16,9 @@ namespace kiln::schedule {
 struct StageBounds {
   std::vector<ir::Expr> min;
   std::vector<int64_t> extent;
-  // Per data axis: the region may reach past the tensor's shape, so each
-  // element is guarded with coordinate < shape.
+  // Per data axis: the region may reach past the tensor's shape and reads
+  // there could leave their tensors, so each element is guarded with
+  // 0 <= coordinate < shape.
   std::vector<bool> may_exceed;
 };
 

@@ -258,3 +258,42 @@ TEST(Schedule, PrimitivesRejectLoopsOfOtherStages) {
 
 }  // namespace
 }  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+// A register tile over packed (padded) weights whose width does not divide N:
+// the tile's reads stay inside the padded buffer, so its lanes past N need no
+// guard and the accumulation stays vectorized; only the copy-out is guarded.
+TEST(Lower, HarmlessOverrunKeepsTileVectorized) {
+  ops::DenseWorkload w{10, 20, 12};
+  auto space = ops::dense_pack_space(w, schedule::SplitPolicy::All);
+  auto cfg = schedule::Config::from_json(
+      space,
+      R"({"knobs": {"tile_y": [3, 1, 4], "tile_x": [3, 1, 8], "tile_k": [3, 4], "tile_order": 0}})");
+  auto kern = ops::dense_pack(w, cfg, /*pack_in_kernel=*/false);
+  LoweredFunc f = lower(kern.sch, kern.args, "dense");
+  int vector_tile_updates = 0;
+  class Stores : public IRVisitor {
+   public:
+    int* n;
+    void visit_store(const StoreNode* op) override {
+      if (op->buffer->name == "C.local" && op->index.as<RampNode>()) ++*n;
+      IRVisitor::visit_store(op);
+    }
+  } stores;
+  stores.n = &vector_tile_updates;
+  stores.visit(f.body);
+  EXPECT_GT(vector_tile_updates, 0) << to_string(f);
+
+  auto A = ops::reference::random_uniform(w.M * w.K, 5),
+       B = ops::reference::random_uniform(w.K * w.N, 6);
+  auto Bp = ops::pack_dense_weight(B.data(), w.K, w.N, 8);
+  std::vector<float> C(w.M * w.N, NAN), ref(w.M * w.N);
+  ops::reference::dense(A.data(), B.data(), ref.data(), w.M, w.N, w.K);
+  Interpreter().run(f, {A.data(), Bp.data(), C.data()});
+  EXPECT_LE(ops::reference::max_relative_error(C.data(), ref.data(), C.size()), 1e-6);
+}
+
+}  // namespace
+}  // namespace kiln::test
