@@ -297,3 +297,46 @@ TEST(Lower, HarmlessOverrunKeepsTileVectorized) {
 
 }  // namespace
 }  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+// A vectorized loop under a split that does not divide: full tiles run as
+// vectors, the last one through the serial copy of the loop.
+TEST(Lower, NonDividingVectorLoopRunsFullTilesAsVectors) {
+  for (int64_t n : {37, 64, 100}) {
+    Tensor A = placeholder({n}, DataType::f32(), "A");
+    Tensor B = compute(
+        {n}, [&](const std::vector<Var>& i) { return at(A, i[0]) * 3.0f; }, "B");
+    auto sch = create_schedule({B});
+    auto s = sch[B];
+    auto [o, in] = s->split(s->axis(0), 16);
+    s->vectorize(in);
+    LoweredFunc f = lower(sch, {A, B}, "scale");
+    int vector_stores = 0, ifs = 0;
+    class Count : public IRVisitor {
+     public:
+      int *stores, *ifs;
+      void visit_store(const StoreNode* op) override {
+        *stores += op->index.as<RampNode>() != nullptr;
+        IRVisitor::visit_store(op);
+      }
+      void visit_if(const IfThenElseNode* op) override {
+        ++*ifs;
+        IRVisitor::visit_if(op);
+      }
+    } count;
+    count.stores = &vector_stores;
+    count.ifs = &ifs;
+    count.visit(f.body);
+    EXPECT_EQ(vector_stores, 1) << to_string(f);
+    EXPECT_EQ(ifs > 0, n % 16 != 0) << to_string(f);
+    auto a = ops::reference::random_uniform(n, 7);
+    std::vector<float> b(n, NAN);
+    Interpreter().run(f, {a.data(), b.data()});
+    for (int64_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(b[i], a[i] * 3.0f) << n << " " << i;
+  }
+}
+
+}  // namespace
+}  // namespace kiln::test
