@@ -41,7 +41,7 @@ TEST(Conv2dKernel, NchwMatchesReferenceOverRandomConfigs) {
     auto x = random_floats(p.batch * p.in_channels * p.height * p.width, rng);
     auto w = random_floats(p.out_channels * p.in_channels * p.kernel_h * p.kernel_w, rng);
     auto ref = reference_output(p, x, w);
-    for (int c = 0; c < 6; ++c) {
+    for (int c = 0; c < configs_per_shape(6); ++c) {
       auto cfg = space.random(rng);
       SCOPED_TRACE(describe(p) + " config " + cfg.to_json());
       std::vector<float> out(ref.size(), NAN);
@@ -63,7 +63,7 @@ TEST(Conv2dKernel, NchwcMatchesReferenceOverRandomConfigs) {
     auto x = random_floats(p.batch * p.in_channels * p.height * p.width, rng);
     auto w = random_floats(p.out_channels * p.in_channels * p.kernel_h * p.kernel_w, rng);
     auto ref = reference_output(p, x, w);
-    for (int c = 0; c < 6; ++c) {
+    for (int c = 0; c < configs_per_shape(6); ++c) {
       auto cfg = space.random(rng);
       SCOPED_TRACE(describe(p) + " config " + cfg.to_json());
       int64_t icb = ops::conv2d_nchwc_ic_block(cfg), ocb = ops::conv2d_nchwc_oc_block(cfg);

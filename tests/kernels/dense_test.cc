@@ -16,7 +16,7 @@ using ops::DenseWorkload;
 const DenseWorkload kShapes[] = {
     {1, 1, 1}, {7, 13, 5}, {16, 32, 64}, {33, 17, 29}, {64, 48, 40}, {1, 1000, 96}, {31, 64, 7},
 };
-constexpr int kConfigsPerShape = 6;
+const int kConfigsPerShape = configs_per_shape(6);
 
 void check_dense(const DenseWorkload& w, bool pack, std::mt19937_64& rng) {
   auto space = pack ? ops::dense_pack_space(w, schedule::SplitPolicy::All)

@@ -69,7 +69,7 @@ TEST(ElementwiseKernel, ChainMatchesReferenceOverRandomSchedules) {
     auto a = random_floats(R * C, rng, -2.0f, 2.0f), b = random_floats(R * C, rng, -2.0f, 2.0f);
     std::vector<float> ref(R * C);
     for (int64_t i = 0; i < R * C; ++i) ref[i] = chain_reference(a[i], b[i]);
-    for (int c = 0; c < 8; ++c) {
+    for (int c = 0; c < configs_per_shape(8); ++c) {
       auto cfg = space.random(rng);
       SCOPED_TRACE(std::to_string(R) + "x" + std::to_string(C) + " config " + cfg.to_json());
       Tensor A = placeholder({R, C}, DataType::f32(), "A"),
@@ -119,7 +119,7 @@ TEST(SoftmaxKernel, MatchesReferenceOverRandomSchedules) {
       for (int64_t c = 0; c < C; ++c)
         ref[r * C + c] = float(std::exp(double(x[r * C + c]) - mx) / s);
     }
-    for (int c = 0; c < 8; ++c) {
+    for (int c = 0; c < configs_per_shape(8); ++c) {
       auto cfg = space.random(rng);
       SCOPED_TRACE(std::to_string(R) + "x" + std::to_string(C) + " config " + cfg.to_json());
       Tensor X = placeholder({R, C}, DataType::f32(), "X");

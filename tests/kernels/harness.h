@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -26,6 +27,14 @@ inline std::vector<float> random_floats(size_t n, std::mt19937_64& rng, float lo
   std::vector<float> v(n);
   for (auto& x : v) x = d(rng);
   return v;
+}
+
+// Random configs drawn per shape: `fallback`, or KILN_TEST_CONFIGS when set
+// (a nightly job can sweep many more than CI does).
+inline int configs_per_shape(int fallback) {
+  const char* env = std::getenv("KILN_TEST_CONFIGS");
+  int n = env ? std::atoi(env) : 0;
+  return n > 0 ? n : fallback;
 }
 
 inline const codegen::Target& host_target() {
