@@ -9,6 +9,7 @@ PACKAGES=(
   libtbb-dev libgtest-dev libgmock-dev
   nlohmann-json3-dev libsqlite3-dev libarchive-dev
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers clang-format
+  libonnx-dev libprotobuf-dev protobuf-compiler
 )
 
 SUDO=""

@@ -1,0 +1,347 @@
+// import_onnx: parse -> opset -> operator support -> checker -> bind input
+// shapes -> shape inference -> graph::Graph. Inner steps throw without the
+// file name; import_onnx prefixes it once, so every message names the file.
+#include "frontend/onnx_import.h"
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "frontend/onnx_convert.h"
+#include "frontend/op_support.h"
+
+namespace kiln::frontend {
+namespace {
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
+onnx::ModelProto read_model(const std::string& path) {
+  if (std::filesystem::is_directory(path)) throw ImportError("is a directory, not an ONNX file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ImportError(std::string("cannot open file: ") + std::strerror(errno));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  const std::string data = bytes.str();
+  if (data.empty()) throw ImportError("the file is empty");
+  onnx::ModelProto model;
+  // Protobuf says only yes or no: a cut inside any nested message fails here.
+  if (!model.ParseFromString(data))
+    throw ImportError("not a valid ONNX model (truncated, or not an ONNX protobuf file)");
+  // Arbitrary bytes can parse as a protobuf of unknown fields: require the
+  // fields every ONNX exporter writes.
+  if (model.ir_version() <= 0 || !model.has_graph())
+    throw ImportError("not an ONNX model (no ir_version or no graph; truncated or not ONNX?)");
+  return model;
+}
+
+int64_t default_opset(const onnx::ModelProto& model) {
+  for (const auto& o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
+  throw ImportError("the model imports no default-domain (ai.onnx) opset");
+}
+
+void check_opset(const onnx::ModelProto& model) {
+  const int64_t v = default_opset(model);
+  if (v < kMinOpset || v > kMaxOpset)
+    throw ImportError("opset " + std::to_string(v) + " is not supported (kiln accepts opsets " +
+                      std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
+                      "; re-export the model with one of them)");
+}
+
+// Operators added or redefined in opset 18 (ONNX 1.13): ReduceMean & co.
+// take their axes as an input, Split gains num_outputs, Pad axes, Resize
+// antialias.
+const std::set<std::string>& new_in_opset18() {
+  static const std::set<std::string> ops = {"BitwiseAnd",
+                                            "BitwiseNot",
+                                            "BitwiseOr",
+                                            "BitwiseXor",
+                                            "CenterCropPad",
+                                            "Col2Im",
+                                            "GroupNormalization",
+                                            "LpPool",
+                                            "Mish",
+                                            "OptionalGetElement",
+                                            "OptionalHasElement",
+                                            "Pad",
+                                            "ReduceL1",
+                                            "ReduceL2",
+                                            "ReduceLogSum",
+                                            "ReduceLogSumExp",
+                                            "ReduceMax",
+                                            "ReduceMean",
+                                            "ReduceMin",
+                                            "ReduceProd",
+                                            "ReduceSumSquare",
+                                            "Resize",
+                                            "ScatterElements",
+                                            "ScatterND",
+                                            "Split"};
+  return ops;
+}
+
+// Debian 12's ONNX 1.12 knows opsets up to 17. An opset-18 model is checked
+// and inferred with the newest schemas the library has, which is right for
+// every operator that opset 18 left alone; the others would fail deep in the
+// checker, so name them here.
+void check_library_knows(const onnx::ModelProto& model, const std::vector<std::string>& names) {
+  const int64_t opset = default_opset(model);
+  const int64_t known =
+      onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at(onnx::ONNX_DOMAIN).second;
+  if (opset <= known) return;
+  std::vector<std::string> bad;
+  const auto& g = model.graph();
+  for (int i = 0; i < g.node_size(); ++i)
+    if (new_in_opset18().count(g.node(i).op_type()))
+      bad.push_back("'" + names[i] + "' (" + g.node(i).op_type() + ")");
+  if (!bad.empty())
+    throw ImportError(
+        "opset " + std::to_string(opset) + " redefines the operator of " + join(bad, ", ") +
+        ", but the ONNX library kiln was built with knows opsets "
+        "up to " +
+        std::to_string(known) + "; re-export the model at opset " + std::to_string(known));
+}
+
+// ONNX node names are optional and need not be unique; errors and later
+// passes need a unique one, so a nameless or repeated node gets
+// "<op_type>_<index>".
+std::vector<std::string> node_names(const onnx::GraphProto& g) {
+  std::vector<std::string> names;
+  std::set<std::string> used;
+  for (int i = 0; i < g.node_size(); ++i) {
+    std::string name = g.node(i).name();
+    if (name.empty() || used.count(name)) name = g.node(i).op_type() + "_" + std::to_string(i);
+    while (used.count(name)) name += "_";
+    used.insert(name);
+    names.push_back(name);
+  }
+  return names;
+}
+
+void check_operators(const onnx::GraphProto& g, const std::vector<std::string>& names) {
+  graph::Graph skeleton;
+  for (int i = 0; i < g.node_size(); ++i) {
+    graph::Node n;
+    n.op_type = g.node(i).op_type();
+    n.domain = g.node(i).domain() == "ai.onnx" ? "" : g.node(i).domain();
+    n.name = names[i];
+    skeleton.nodes.push_back(std::move(n));
+  }
+  std::vector<std::string> bad = unsupported_nodes(skeleton);
+  if (!bad.empty())
+    throw ImportError(std::to_string(bad.size()) +
+                      " node(s) use operators kiln does not support: " + join(bad, ", "));
+}
+
+std::set<std::string> initializer_names(const onnx::GraphProto& g) {
+  std::set<std::string> names;
+  for (const auto& t : g.initializer()) names.insert(t.name());
+  return names;
+}
+
+// Graph inputs that are fed at run time: before IR version 4 initializers
+// were listed as inputs too.
+std::vector<onnx::ValueInfoProto*> runtime_inputs(onnx::GraphProto* g) {
+  const std::set<std::string> inits = initializer_names(*g);
+  std::vector<onnx::ValueInfoProto*> out;
+  for (auto& in : *g->mutable_input())
+    if (!inits.count(in.name())) out.push_back(&in);
+  return out;
+}
+
+std::string dim_str(const onnx::TensorShapeProto::Dimension& d) {
+  if (d.has_dim_value()) return std::to_string(d.dim_value());
+  return d.has_dim_param() ? "'" + d.dim_param() + "'" : "?";
+}
+
+// Sets `shape` to `dims`, or returns why it cannot (rank, static axis).
+std::string bind_one(const std::string& name, onnx::TypeProto_Tensor* tt,
+                     const std::vector<int64_t>& dims) {
+  auto* shape = tt->mutable_shape();
+  if (shape->dim_size() == 0 && tt->has_shape() && !dims.empty())
+    return "input '" + name + "' is a scalar but --input-shapes gives " + graph::shape_str(dims);
+  if (shape->dim_size() != 0 && shape->dim_size() != static_cast<int>(dims.size()))
+    return "input '" + name + "' has rank " + std::to_string(shape->dim_size()) +
+           " but --input-shapes gives " + graph::shape_str(dims) + " (rank " +
+           std::to_string(dims.size()) + ")";
+  for (int i = 0; i < shape->dim_size(); ++i) {
+    const auto& d = shape->dim(i);
+    if (d.has_dim_value() && d.dim_value() != dims[i])
+      return "input '" + name + "' axis " + std::to_string(i) + " is fixed at " +
+             std::to_string(d.dim_value()) + " but --input-shapes gives " + std::to_string(dims[i]);
+  }
+  shape->clear_dim();
+  for (int64_t v : dims) shape->add_dim()->set_dim_value(v);
+  return "";
+}
+
+// Lists every dynamic axis of an unbound input.
+void check_static(const std::string& name, const onnx::TypeProto_Tensor& tt,
+                  std::vector<std::string>* problems) {
+  if (!tt.has_shape()) {
+    problems->push_back("input '" + name + "' has no shape");
+    return;
+  }
+  for (int i = 0; i < tt.shape().dim_size(); ++i)
+    if (!tt.shape().dim(i).has_dim_value())
+      problems->push_back("input '" + name + "' axis " + std::to_string(i) + " (" +
+                          dim_str(tt.shape().dim(i)) + ") is dynamic");
+}
+
+void bind_input_shapes(onnx::GraphProto* g, const InputShapes& shapes) {
+  std::vector<onnx::ValueInfoProto*> inputs = runtime_inputs(g);
+  std::vector<std::string> names;
+  for (auto* in : inputs) names.push_back("'" + in->name() + "'");
+  for (const auto& [key, dims] : shapes) {
+    bool found = false;
+    for (auto* in : inputs) found |= in->name() == key;
+    if (!found)
+      throw ImportError("--input-shapes names '" + key +
+                        "', which is not an input of the model; its inputs are " +
+                        join(names, ", "));
+  }
+  std::vector<std::string> problems;
+  for (auto* in : inputs) {
+    if (!in->type().has_tensor_type())
+      throw ImportError("input '" + in->name() + "' is not a tensor");
+    auto* tt = in->mutable_type()->mutable_tensor_type();
+    auto it = shapes.find(in->name());
+    if (it == shapes.end()) {
+      check_static(in->name(), *tt, &problems);
+    } else if (std::string why = bind_one(in->name(), tt, it->second); !why.empty()) {
+      problems.push_back(why);
+    }
+  }
+  if (!problems.empty())
+    throw ImportError(join(problems, "; ") +
+                      " (bind every dynamic axis with --input-shapes \"name:[d0,d1,...]\")");
+}
+
+// Strict ONNX shape inference: node-level errors throw, and Shape->...->Reshape
+// chains are propagated so that Reshape outputs get static shapes.
+void infer_shapes(onnx::ModelProto* model) {
+  auto* g = model->mutable_graph();
+  // The exporter's value_info and output shapes may carry symbolic axes that
+  // the bound inputs now fix; drop them so inference writes concrete ones.
+  g->clear_value_info();
+  for (auto& out : *g->mutable_output())
+    if (out.type().has_tensor_type()) out.mutable_type()->mutable_tensor_type()->clear_shape();
+  onnx::ShapeInferenceOptions options(/*check_type=*/true, /*strict_mode=*/1,
+                                      /*data_prop=*/true);
+  onnx::shape_inference::InferShapes(*model, onnx::OpSchemaRegistry::Instance(), options);
+}
+
+// A Constant node's value as a tensor named after its output.
+onnx::TensorProto constant_tensor(const onnx::NodeProto& n, const std::string& what) {
+  using TP = onnx::TensorProto;
+  onnx::TensorProto t;
+  for (const auto& a : n.attribute()) {
+    if (a.name() == "value") {
+      t = a.t();
+    } else if (a.name() == "value_float" || a.name() == "value_floats") {
+      t.set_data_type(TP::FLOAT);
+      if (a.name() == "value_floats") t.add_dims(a.floats_size());
+      if (a.name() == "value_float") t.add_float_data(a.f());
+      for (float f : a.floats()) t.add_float_data(f);
+    } else if (a.name() == "value_int" || a.name() == "value_ints") {
+      t.set_data_type(TP::INT64);
+      if (a.name() == "value_ints") t.add_dims(a.ints_size());
+      if (a.name() == "value_int") t.add_int64_data(a.i());
+      for (int64_t i : a.ints()) t.add_int64_data(i);
+    } else {
+      throw ImportError(what + ": attribute '" + a.name() + "' is not supported");
+    }
+  }
+  t.set_name(n.output(0));
+  return t;
+}
+
+// Constant nodes become initializers, before shape inference: ONNX infers
+// Reshape/Expand/Slice outputs from initializer data but (in 1.12) not from
+// Constant outputs, and later passes then see one kind of constant.
+// `names` stays parallel to the graph's nodes.
+void fold_constant_nodes(onnx::GraphProto* g, std::vector<std::string>* names) {
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  std::vector<std::string> kept_names;
+  for (int i = 0; i < g->node_size(); ++i) {
+    const onnx::NodeProto& n = g->node(i);
+    const bool onnx_domain = n.domain().empty() || n.domain() == "ai.onnx";
+    if (onnx_domain && n.op_type() == "Constant" && n.output_size() == 1) {
+      *g->add_initializer() = constant_tensor(n, "node '" + (*names)[i] + "' (Constant)");
+    } else {
+      *kept.Add() = n;
+      kept_names.push_back((*names)[i]);
+    }
+  }
+  g->mutable_node()->Swap(&kept);
+  *names = std::move(kept_names);
+}
+
+void convert_values(const onnx::GraphProto& g, graph::Graph* out) {
+  for (const auto& t : g.initializer()) {
+    out->initializers[t.name()] = convert_tensor(t, "initializer '" + t.name() + "'");
+    out->value_info[t.name()] = out->initializers[t.name()].type;
+  }
+  for (const auto& in : g.input()) {
+    if (out->initializers.count(in.name())) continue;
+    graph::ValueInfo vi{in.name(), {}};
+    convert_type(in.type(), "input '" + in.name() + "'", &vi.type);  // static once bound
+    out->inputs.push_back(vi);
+  }
+  for (const auto& o : g.output()) out->outputs.push_back(o.name());
+  for (const auto* list : {&g.input(), &g.value_info(), &g.output()})
+    for (const auto& vi : *list) {
+      graph::TensorType t;
+      if (convert_type(vi.type(), "value '" + vi.name() + "'", &t)) out->value_info[vi.name()] = t;
+    }
+}
+
+void convert_nodes(const onnx::GraphProto& g, const std::vector<std::string>& names,
+                   graph::Graph* out) {
+  for (int i = 0; i < g.node_size(); ++i) {
+    out->nodes.push_back(convert_node(g.node(i), names[i]));
+  }
+}
+
+graph::Graph import_model(const std::string& path, const InputShapes& input_shapes) {
+  onnx::ModelProto model = read_model(path);
+  check_opset(model);
+  std::vector<std::string> names = node_names(model.graph());
+  check_operators(model.graph(), names);
+  check_library_knows(model, names);
+  onnx::checker::check_model(model);
+  fold_constant_nodes(model.mutable_graph(), &names);
+  bind_input_shapes(model.mutable_graph(), input_shapes);
+  infer_shapes(&model);
+  graph::Graph g;
+  convert_values(model.graph(), &g);
+  convert_nodes(model.graph(), names, &g);
+  return g;
+}
+
+}  // namespace
+
+graph::Graph import_onnx(const std::string& path, const InputShapes& input_shapes) {
+  try {
+    return import_model(path, input_shapes);
+  } catch (const onnx::checker::ValidationError& e) {
+    throw ImportError(path + ": ONNX checker: " + e.what());
+  } catch (const onnx::InferenceError& e) {
+    throw ImportError(path + ": ONNX shape inference: " + e.what());
+  } catch (const std::exception& e) {
+    throw ImportError(path + ": " + e.what());
+  }
+}
+
+}  // namespace kiln::frontend

@@ -1,0 +1,178 @@
+// Every bad input ends in one ImportError whose message names the file and
+// the offending node, tensor or input (design invariant 5).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "frontend/onnx_builder.h"
+#include "frontend/onnx_import.h"
+
+using kiln::frontend::import_onnx;
+using kiln::frontend::ImportError;
+using kiln::frontend::InputShapes;
+using kiln::test::OnnxBuilder;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+namespace {
+
+// The message of the ImportError that importing `path` throws ("" if none).
+std::string import_error(const std::string& path, const InputShapes& shapes = {}) {
+  try {
+    import_onnx(path, shapes);
+  } catch (const ImportError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "importing " << path << " did not throw";
+  return "";
+}
+
+OnnxBuilder relu_model(int64_t opset = 17) {
+  OnnxBuilder b(opset);
+  b.input("x", {"1", "4"});
+  b.output("y", {"1", "4"});
+  b.init_f32("w", {1, 4}, {1, 2, 3, 4});
+  b.node("Mul", "scale", {"x", "w"}, {"s"});
+  b.node("Relu", "relu", {"s"}, {"y"});
+  return b;
+}
+
+TEST(ImportErrors, MissingFile) {
+  const std::string path = "/nonexistent/kiln/model.onnx";
+  EXPECT_THAT(import_error(path),
+              AllOf(HasSubstr(path), HasSubstr("cannot open file"), HasSubstr("No such file")));
+}
+
+TEST(ImportErrors, EmptyFile) {
+  const std::string path = OnnxBuilder::write_bytes("empty.onnx", "");
+  EXPECT_THAT(import_error(path), AllOf(HasSubstr(path), HasSubstr("empty")));
+}
+
+TEST(ImportErrors, TruncatedFile) {
+  const std::string bytes = relu_model().bytes();
+  // Cut at several points: each must fail cleanly, never import half a model.
+  for (size_t cut : {bytes.size() / 4, bytes.size() / 2, bytes.size() - 3}) {
+    const std::string path =
+        OnnxBuilder::write_bytes("truncated" + std::to_string(cut) + ".onnx", bytes.substr(0, cut));
+    EXPECT_THAT(import_error(path), AllOf(HasSubstr(path), HasSubstr("truncated"))) << cut;
+  }
+}
+
+TEST(ImportErrors, NotOnnx) {
+  std::mt19937 rng(42);
+  std::string noise(4096, '\0');
+  for (char& c : noise) c = static_cast<char>(rng());
+  const std::string path = OnnxBuilder::write_bytes("noise.onnx", noise);
+  EXPECT_THAT(import_error(path), AllOf(HasSubstr(path), HasSubstr("ONNX model")));
+  // Text that happens to parse as protobuf fields is still not a model.
+  const std::string text = OnnxBuilder::write_bytes("text.onnx", "hello, not a model\n");
+  EXPECT_THAT(import_error(text), AllOf(HasSubstr(text), HasSubstr("ONNX model")));
+}
+
+TEST(ImportErrors, EveryUnsupportedOperatorInOneMessage) {
+  OnnxBuilder b;
+  b.input("x", {"1", "4"});
+  b.output("y", {"1", "4"});
+  b.node("FancyOp", "fancy1", {"x"}, {"a"});
+  b.node("Relu", "relu", {"a"}, {"b"});
+  b.node("OtherOp", "", {"b"}, {"c"});
+  b.node("FusedGelu", "ms", {"c"}, {"y"})->set_domain("com.microsoft");
+  const std::string path = b.write("unsupported.onnx");
+  EXPECT_THAT(import_error(path),
+              AllOf(HasSubstr(path), HasSubstr("3 node(s)"), HasSubstr("'fancy1' (FancyOp)"),
+                    HasSubstr("'OtherOp_2' (OtherOp)"), HasSubstr("'ms' (com.microsoft.FusedGelu)"),
+                    Not(HasSubstr("Relu"))));
+}
+
+TEST(ImportErrors, OpsetOutOfRange) {
+  for (int64_t opset : {10, 19}) {
+    const std::string path = relu_model(opset).write("opset_bad" + std::to_string(opset) + ".onnx");
+    EXPECT_THAT(import_error(path),
+                AllOf(HasSubstr(path), HasSubstr("opset " + std::to_string(opset) + " is not"),
+                      HasSubstr("11 to 18")));
+  }
+}
+
+TEST(ImportErrors, CheckerFailureNamesTheNode) {
+  OnnxBuilder b;
+  b.input("x", {"1", "4"});
+  b.output("y", {"1", "4"});
+  b.node("Conv", "lonely_conv", {"x"}, {"y"});  // Conv needs a weight input
+  const std::string path = b.write("checker.onnx");
+  EXPECT_THAT(import_error(path),
+              AllOf(HasSubstr(path), HasSubstr("checker"), HasSubstr("lonely_conv")));
+}
+
+TEST(ImportErrors, ShapeInferenceFailureNamesTheNode) {
+  OnnxBuilder b;
+  b.input("x", {"2", "3"});
+  b.output("y", {"2", "5"});
+  b.init_f32("w", {4, 5}, std::vector<float>(20, 1.f));
+  b.node("MatMul", "bad_mm", {"x", "w"}, {"y"});  // 3 != 4
+  const std::string path = b.write("infer.onnx");
+  EXPECT_THAT(import_error(path),
+              AllOf(HasSubstr(path), HasSubstr("shape inference"), HasSubstr("bad_mm")));
+}
+
+OnnxBuilder two_dynamic_inputs() {
+  OnnxBuilder b;
+  b.input("ids", {"batch", "seq"});
+  b.input("mask", {"batch", "128"});
+  b.output("y", {"batch", "128"});
+  b.node("Add", "add", {"ids", "mask"}, {"y"});
+  return b;
+}
+
+TEST(ImportErrors, UnboundDynamicAxesAreAllNamed) {
+  const std::string path = two_dynamic_inputs().write("unbound.onnx");
+  EXPECT_THAT(import_error(path, {{"ids", {1, 128}}}),
+              AllOf(HasSubstr(path), HasSubstr("input 'mask' axis 0 ('batch') is dynamic"),
+                    Not(HasSubstr("'ids'")), HasSubstr("--input-shapes")));
+  EXPECT_THAT(import_error(path), AllOf(HasSubstr("input 'ids' axis 0 ('batch')"),
+                                        HasSubstr("input 'ids' axis 1 ('seq')"),
+                                        HasSubstr("input 'mask' axis 0 ('batch')")));
+}
+
+TEST(ImportErrors, InputShapesKeyNamingNoInput) {
+  const std::string path = two_dynamic_inputs().write("misnamed.onnx");
+  EXPECT_THAT(import_error(path, {{"input_ids", {1, 128}}, {"mask", {1, 128}}}),
+              AllOf(HasSubstr(path), HasSubstr("'input_ids'"), HasSubstr("not an input"),
+                    HasSubstr("'ids', 'mask'")));
+}
+
+TEST(ImportErrors, InputShapesRankAndStaticAxisMismatch) {
+  const std::string path = two_dynamic_inputs().write("mismatch.onnx");
+  EXPECT_THAT(import_error(path, {{"ids", {1, 128, 1}}, {"mask", {1, 128}}}),
+              AllOf(HasSubstr(path), HasSubstr("input 'ids' has rank 2"), HasSubstr("rank 3")));
+  EXPECT_THAT(import_error(path, {{"ids", {1, 128}}, {"mask", {1, 64}}}),
+              HasSubstr("input 'mask' axis 1 is fixed at 128 but --input-shapes gives 64"));
+}
+
+TEST(ImportErrors, BoundShapesThatDisagreeFailInference) {
+  const std::string path = two_dynamic_inputs().write("disagree.onnx");
+  // Add broadcasts [1,128] with [2,128] fine, but [3,128] with [2,128] not.
+  EXPECT_THAT(import_error(path, {{"ids", {3, 128}}, {"mask", {2, 128}}}),
+              AllOf(HasSubstr(path), HasSubstr("add")));
+}
+
+}  // namespace
+
+namespace {
+
+// ONNX 1.12 (Debian 12) knows opsets up to 17. An opset-18 model whose
+// operators did not change in 18 imports (AcceptsOpsetsElevenToEighteen);
+// one that uses an operator redefined in 18 (ReduceMean takes its axes as
+// an input there) must say why, not fail deep in the checker.
+TEST(ImportErrors, Opset18OperatorsNewerThanTheOnnxLibrary) {
+  OnnxBuilder b(18);
+  b.input("x", {"2", "3"});
+  b.output("y", {"2", "1"});
+  b.init_i64("axes", {1}, {1});
+  b.node("ReduceMean", "mean", {"x", "axes"}, {"y"});
+  const std::string path = b.write("opset18_reduce.onnx");
+  EXPECT_THAT(import_error(path), AllOf(HasSubstr(path), HasSubstr("'mean' (ReduceMean)")));
+}
+
+}  // namespace
