@@ -56,10 +56,11 @@ KilnResult kiln_conv2d_ms(int64_t N, int64_t C, int64_t H, int64_t W, int64_t OC
                           int64_t KW, int64_t stride, int64_t pad, int repeat) {
   ops::Conv2DParams p{N, C, H, W, OC, KH, KW, stride, stride, pad, pad, 1, 1};
   auto space = ops::conv2d_nchwc_space(p);
+  // Register tile: 7 output columns x 64 output channels (28 zmm accumulators).
   int64_t ow = p.out_width();
   auto cfg = schedule::Config::from_json(
       space, R"({"knobs": {"tile_ic": [)" + std::to_string(C / 16) + R"(, 16], "tile_oc": [)" +
-                 std::to_string(OC / 32) + R"(, 32], "tile_ow": [)" + std::to_string(ow / 7) +
+                 std::to_string(OC / 64) + R"(, 64], "tile_ow": [)" + std::to_string(ow / 7) +
                  R"(, 7], "unroll_kw": 1}})");
   auto kern = ops::conv2d_nchwc(p, cfg);
   auto f = schedule::lower(kern.sch, kern.args, "conv2d_nchwc");
