@@ -124,7 +124,8 @@ int run_demo(const std::vector<std::string>& args) {
     }
   }
   codegen::Target target = codegen::Target::host();
-  std::printf("kiln demo: target %s, %d threads\n", target.str().c_str(), kiln_get_num_threads());
+  std::printf("kiln demo: target %s -mcpu=%s (%d-bit vectors), %d threads\n", target.triple.c_str(),
+              target.cpu.c_str(), target.vector_bits(), kiln_get_num_threads());
   bool ok = demo_dense(target, print_ir, print_asm);
   ok &= demo_conv(target);
   std::printf(ok ? "kiln demo: all kernels match the reference\n" : "kiln demo: MISMATCH\n");
