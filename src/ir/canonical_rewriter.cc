@@ -54,17 +54,13 @@ int64_t ceildiv_i(int64_t a, int64_t b) { return floordiv_i(a, b) + (floormod_i(
 
 // ---- constant folding -----------------------------------------------------------
 
-std::optional<int64_t> fold_unsigned(ExprKind k, uint64_t a, uint64_t b) {
+// min/max, comparisons and logic: the same for signed and unsigned operands
+// once they are compared in their own type.
+template <typename T>
+std::optional<int64_t> fold_order_and_logic(ExprKind k, T a, T b) {
   switch (k) {
-    case ExprKind::Add: return a + b;
-    case ExprKind::Sub: return a - b;
-    case ExprKind::Mul: return a * b;
-    case ExprKind::Div:
-    case ExprKind::FloorDiv: return b ? std::optional<int64_t>(a / b) : std::nullopt;
-    case ExprKind::Mod:
-    case ExprKind::FloorMod: return b ? std::optional<int64_t>(a % b) : std::nullopt;
-    case ExprKind::Min: return std::min(a, b);
-    case ExprKind::Max: return std::max(a, b);
+    case ExprKind::Min: return static_cast<int64_t>(std::min(a, b));
+    case ExprKind::Max: return static_cast<int64_t>(std::max(a, b));
     case ExprKind::EQ: return a == b;
     case ExprKind::NE: return a != b;
     case ExprKind::LT: return a < b;
@@ -74,6 +70,19 @@ std::optional<int64_t> fold_unsigned(ExprKind k, uint64_t a, uint64_t b) {
     case ExprKind::And: return a && b;
     case ExprKind::Or: return a || b;
     default: return std::nullopt;
+  }
+}
+
+std::optional<int64_t> fold_unsigned(ExprKind k, uint64_t a, uint64_t b) {
+  switch (k) {
+    case ExprKind::Add: return a + b;
+    case ExprKind::Sub: return a - b;
+    case ExprKind::Mul: return a * b;
+    case ExprKind::Div:
+    case ExprKind::FloorDiv: return b ? std::optional<int64_t>(a / b) : std::nullopt;
+    case ExprKind::Mod:
+    case ExprKind::FloorMod: return b ? std::optional<int64_t>(a % b) : std::nullopt;
+    default: return fold_order_and_logic(k, a, b);
   }
 }
 
@@ -89,17 +98,7 @@ std::optional<int64_t> fold_signed(ExprKind k, int64_t a, int64_t b) {
     case ExprKind::Mod: return a % b;
     case ExprKind::FloorDiv: return floordiv_i(a, b);
     case ExprKind::FloorMod: return floormod_i(a, b);
-    case ExprKind::Min: return std::min(a, b);
-    case ExprKind::Max: return std::max(a, b);
-    case ExprKind::EQ: return a == b;
-    case ExprKind::NE: return a != b;
-    case ExprKind::LT: return a < b;
-    case ExprKind::LE: return a <= b;
-    case ExprKind::GT: return a > b;
-    case ExprKind::GE: return a >= b;
-    case ExprKind::And: return a && b;
-    case ExprKind::Or: return a || b;
-    default: return std::nullopt;
+    default: return fold_order_and_logic(k, a, b);
   }
 }
 

@@ -313,7 +313,29 @@ class Substituter : public IRMutator {
  private:
   const std::vector<std::pair<Var, Expr>>& map_;
 };
+class TensorReadReplacer : public IRMutator {
+ public:
+  TensorReadReplacer(const Tensor& t, const std::function<Expr(const std::vector<Expr>&)>& f)
+      : tensor_(t), rewrite_(f) {}
+
+ protected:
+  Expr mutate_tensor_read(const Expr& e, const TensorReadNode* op) override {
+    Expr r = IRMutator::mutate_tensor_read(e, op);
+    auto* rn = r.as<TensorReadNode>();
+    return rn->tensor == tensor_ ? rewrite_(rn->indices) : r;
+  }
+
+ private:
+  const Tensor& tensor_;
+  const std::function<Expr(const std::vector<Expr>&)>& rewrite_;
+};
 }  // namespace
+
+Expr replace_tensor_reads(const Expr& e, const Tensor& t,
+                          const std::function<Expr(const std::vector<Expr>&)>& rewrite) {
+  TensorReadReplacer r(t, rewrite);
+  return r.mutate(e);
+}
 
 void post_order_visit(const Expr& e, const std::function<void(const Expr&)>& f) {
   FnVisitor v(f);

@@ -87,6 +87,11 @@ void post_order_visit(const Stmt& s, const std::function<void(const Expr&)>& f);
 Expr substitute(const Expr& e, const std::vector<std::pair<Var, Expr>>& map);
 Stmt substitute(const Stmt& s, const std::vector<std::pair<Var, Expr>>& map);
 
+// Replaces every read of `t` under e by rewrite(indices of that read); the
+// indices are already rewritten themselves.
+Expr replace_tensor_reads(const Expr& e, const Tensor& t,
+                          const std::function<Expr(const std::vector<Expr>&)>& rewrite);
+
 // Whether e (or s) mentions v.
 bool uses_var(const Expr& e, const Var& v);
 bool uses_var(const Stmt& s, const Var& v);

@@ -153,27 +153,35 @@ Kernel conv2d_nchwc(const Conv2DParams& p, const Config& cfg) {
   return k;
 }
 
-std::vector<float> nchw_to_nchwc(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
-                                 int64_t cb) {
-  std::vector<float> out(static_cast<size_t>(n * c * h * w));
+namespace {
+
+// Calls f(plain offset, blocked offset) for every element of an NCHW tensor
+// and its NCHW[cb]c counterpart.
+template <typename F>
+void for_each_nchwc_pair(int64_t n, int64_t c, int64_t h, int64_t w, int64_t cb, F f) {
   for (int64_t a = 0; a < n; ++a)
     for (int64_t ch = 0; ch < c; ++ch)
       for (int64_t y = 0; y < h; ++y)
         for (int64_t z = 0; z < w; ++z)
-          out[((((a * (c / cb) + ch / cb) * h + y) * w + z) * cb) + ch % cb] =
-              x[((a * c + ch) * h + y) * w + z];
+          f(((a * c + ch) * h + y) * w + z,
+            ((((a * (c / cb) + ch / cb) * h + y) * w + z) * cb) + ch % cb);
+}
+
+}  // namespace
+
+std::vector<float> nchw_to_nchwc(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                 int64_t cb) {
+  std::vector<float> out(static_cast<size_t>(n * c * h * w));
+  for_each_nchwc_pair(n, c, h, w, cb,
+                      [&](int64_t plain, int64_t blocked) { out[blocked] = x[plain]; });
   return out;
 }
 
 std::vector<float> nchwc_to_nchw(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
                                  int64_t cb) {
   std::vector<float> out(static_cast<size_t>(n * c * h * w));
-  for (int64_t a = 0; a < n; ++a)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t y = 0; y < h; ++y)
-        for (int64_t z = 0; z < w; ++z)
-          out[((a * c + ch) * h + y) * w + z] =
-              x[((((a * (c / cb) + ch / cb) * h + y) * w + z) * cb) + ch % cb];
+  for_each_nchwc_pair(n, c, h, w, cb,
+                      [&](int64_t plain, int64_t blocked) { out[plain] = x[blocked]; });
   return out;
 }
 

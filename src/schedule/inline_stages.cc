@@ -8,24 +8,12 @@ using namespace kiln::ir;
 
 namespace {
 
-class InlineReads : public IRMutator {
- public:
-  InlineReads(const Tensor& origin, const Tensor& def) : origin_(origin), def_(def) {}
-
- protected:
-  Expr mutate_tensor_read(const Expr& e, const TensorReadNode* op) override {
-    Expr r = IRMutator::mutate_tensor_read(e, op);
-    auto* rn = r.as<TensorReadNode>();
-    if (rn->tensor != origin_) return r;
-    std::vector<std::pair<Var, Expr>> sub;
-    for (size_t d = 0; d < def_->axis.size(); ++d)
-      sub.emplace_back(def_->axis[d]->var, rn->indices[d]);
-    return substitute(def_->body, sub);
-  }
-
- private:
-  Tensor origin_, def_;
-};
+// def's body with its axes replaced by the indices of one read.
+Expr inline_read(const Tensor& def, const std::vector<Expr>& indices) {
+  std::vector<std::pair<Var, Expr>> sub;
+  for (size_t d = 0; d < def->axis.size(); ++d) sub.emplace_back(def->axis[d]->var, indices[d]);
+  return substitute(def->body, sub);
+}
 
 Tensor with_body(const Tensor& t, Expr body) {
   auto c = std::make_shared<TensorNode>(*t);
@@ -54,11 +42,12 @@ void inline_stages(LowerContext& ctx) {
   // already substituted when it is substituted into its readers.
   for (auto& s : ctx.sch->stages()) {
     if (s->attach != AttachKind::Inline) continue;
-    InlineReads inl(s->origin, ctx.def[s.get()]);
+    const Tensor def = ctx.def[s.get()];
     for (auto& r : ctx.sch->stages()) {
       if (r->is_placeholder() || r == s) continue;
       const Tensor& d = ctx.def[r.get()];
-      Expr body = inl.mutate(d->body);
+      Expr body = replace_tensor_reads(
+          d->body, s->origin, [&](const std::vector<Expr>& idx) { return inline_read(def, idx); });
       if (!body.same_as(d->body)) ctx.def[r.get()] = with_body(d, body);
     }
   }

@@ -61,23 +61,10 @@ Tensor identity_compute(const Tensor& in, const std::vector<Expr>& shape, const 
 
 // Rewrites reads of `from` into reads of `to` in t's body (same iteration variables).
 Tensor replace_reads(const Tensor& t, const Tensor& from, const Tensor& to) {
-  class Replacer : public IRMutator {
-   public:
-    Replacer(const Tensor& f, const Tensor& t) : from_(f), to_(t) {}
-
-   protected:
-    Expr mutate_tensor_read(const Expr& e, const TensorReadNode* op) override {
-      Expr r = IRMutator::mutate_tensor_read(e, op);
-      auto* rn = r.as<TensorReadNode>();
-      if (rn->tensor != from_) return r;
-      return make_expr<TensorReadNode>(to_, rn->indices);
-    }
-
-   private:
-    Tensor from_, to_;
-  } replacer(from, to);
   auto c = std::make_shared<TensorNode>(*t);
-  c->body = replacer.mutate(t->body);
+  c->body = replace_tensor_reads(t->body, from, [&](const std::vector<Expr>& idx) {
+    return make_expr<TensorReadNode>(to, idx);
+  });
   return c;
 }
 
