@@ -1,0 +1,51 @@
+#include "graph/op_registry.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+namespace kiln::graph {
+namespace {
+
+std::map<std::string, OpDef>& table() {
+  static std::map<std::string, OpDef> t;
+  return t;
+}
+
+void ensure_registered() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_elementwise_ops();
+    register_shape_ops();
+    register_reduce_ops();
+    register_nn_ops();
+  });
+}
+
+}  // namespace
+
+void register_op(OpDef def) {
+  std::string name = def.op_type;
+  if (!table().emplace(name, std::move(def)).second)
+    throw std::logic_error("operator registered twice: " + name);
+}
+
+const OpDef* find_op(const std::string& op_type) {
+  ensure_registered();
+  auto it = table().find(op_type);
+  return it == table().end() ? nullptr : &it->second;
+}
+
+const OpDef& get_op(const std::string& op_type) {
+  if (const OpDef* d = find_op(op_type)) return *d;
+  throw OpError("kiln has no operator " + op_type);
+}
+
+std::vector<std::string> registered_op_types() {
+  ensure_registered();
+  std::vector<std::string> names;
+  for (auto& [k, v] : table()) names.push_back(k);
+  return names;
+}
+
+}  // namespace kiln::graph

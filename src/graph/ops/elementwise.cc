@@ -1,0 +1,6 @@
+// Placeholder registration (filled in by its owner).
+#include "graph/op_registry.h"
+
+namespace kiln::graph {
+void register_elementwise_ops() {}
+}  // namespace kiln::graph

@@ -1,0 +1,61 @@
+#include "ops/generic_schedule.h"
+
+namespace kiln::ops {
+
+using schedule::Stage;
+
+namespace {
+
+int64_t extent_of(const ir::IterVar& iv) {
+  const int64_t* e = ir::as_const_int(iv->dom.extent);
+  return e ? *e : 0;
+}
+
+int64_t spatial_elements(const Stage& s) {
+  int64_t n = 1;
+  for (auto& a : s->op->axis) n *= extent_of(a);
+  return n;
+}
+
+void fuse_and_parallelize(const Stage& s, const std::vector<ir::IterVar>& outer, bool parallel) {
+  if (outer.empty()) return;
+  ir::IterVar fused = outer.size() == 1 ? outer[0] : s->fuse(outer);
+  if (parallel) s->parallel(fused);
+}
+
+}  // namespace
+
+void schedule_loops(const Stage& s) {
+  const auto& axis = s->op->axis;
+  if (axis.empty()) return;
+  bool parallel = spatial_elements(s) >= kMinParallelElements;
+  if (!s->op->reduce_axis.empty()) {
+    fuse_and_parallelize(s, std::vector<ir::IterVar>(axis.begin(), axis.end()), parallel);
+    return;
+  }
+  std::vector<ir::IterVar> outer(axis.begin(), axis.end() - 1);
+  ir::IterVar last = axis.back();
+  if (extent_of(last) >= kVectorLanes) {
+    auto [lo, li] = s->split(last, kVectorLanes);
+    outer.push_back(lo);
+    s->vectorize(li);
+  } else {
+    outer.push_back(last);
+  }
+  fuse_and_parallelize(s, outer, parallel);
+}
+
+schedule::Schedule schedule_generic(const std::vector<ir::Tensor>& outputs) {
+  schedule::Schedule sch = schedule::create_schedule(outputs);
+  for (const Stage& s : sch.stages()) {
+    if (s->is_placeholder()) continue;
+    if (!s->is_output && s->op->reduce_axis.empty()) {
+      s->compute_inline();
+      continue;
+    }
+    schedule_loops(s);
+  }
+  return sch;
+}
+
+}  // namespace kiln::ops
