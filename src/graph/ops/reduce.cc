@@ -132,7 +132,7 @@ ComputeFn reduce_compute(ReduceKind kind) {
 
         std::vector<IterVar> raxes;
         for (size_t d = 0; d < shape.size(); ++d)
-          if (p.reduced[d]) raxes.push_back(ir::reduce_axis(shape[d], "r" + std::to_string(d)));
+          if (p.reduced[d]) raxes.push_back(ir::reduce_axis(shape[d], std::string("r").append(std::to_string(d))));
         // The input index of output index i (with reduce vars along reduced dims).
         auto source = [&](const std::vector<Var>& i) {
           std::vector<Expr> idx;
@@ -559,7 +559,7 @@ ComputeFn global_pool_compute(PoolKind kind) {
         std::vector<IterVar> r;
         for (size_t d = 2; d < shape.size(); ++d) {
           area *= shape[d];
-          r.push_back(ir::reduce_axis(shape[d], "r" + std::to_string(d)));
+          r.push_back(ir::reduce_axis(shape[d], std::string("r").append(std::to_string(d))));
         }
         if (area == 0) fail(node, "empty spatial dims");
         Tensor red = ir::compute(
