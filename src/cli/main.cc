@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/build_command.h"
 #include "cli/demo.h"
 #include "cli/run_command.h"
 
@@ -21,6 +22,9 @@ const char* kUsage =
     "                      as output_0, output_1, ...\n"
     "  demo [--print-ir] [--print-asm]\n"
     "                      compile, verify and time a dense and a conv2d kernel\n"
+    "  build MODEL.onnx [-o OUT] [--target T] [--input-shapes S] [--output-format tar|so]\n"
+    "                      [--config FILE]\n"
+    "                      compile an ONNX model into a package (kiln build --help)\n"
     "  version             print kiln's version\n"
     "  help                this text\n";
 
@@ -35,6 +39,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> rest(argv + 2, argv + argc);
   try {
     if (cmd == "demo") return kiln::cli::run_demo(rest);
+    if (cmd == "build") return kiln::cli::run_build(rest);
     if (cmd == "run") return kiln::cli::run_run(rest);
     if (cmd == "version" || cmd == "--version") {
       std::puts("kiln 0.1.0");
