@@ -10,6 +10,10 @@ PACKAGES=(
   nlohmann-json3-dev libsqlite3-dev libarchive-dev
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers clang-format
   libonnx-dev libprotobuf-dev protobuf-compiler
+  # bench/models and tests/e2e: PyTorch makes the models and is a timed peer; OpenBLAS replaces
+  # the reference BLAS that Debian's PyTorch would otherwise call for its matmuls; node runs
+  # the ONNX Runtime peer (bench/models/ort_bench.js).
+  python3-torch python3-torchvision python3-onnx python3-numpy libopenblas0-openmp nodejs
 )
 
 SUDO=""
@@ -19,6 +23,9 @@ missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+
+# npm ships inside NodeSource's nodejs but is its own package in Debian's.
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"

@@ -1,0 +1,227 @@
+#!/usr/bin/python3
+"""End-to-end benchmark: kiln against ONNX Runtime and PyTorch on the generated models.
+
+Usage:
+  run_bench.py [--kiln build/kiln] [--models resnet18,...] [--models-dir DIR] [--work DIR]
+               [--rounds 3] [--repeat 30] [--warmup 5] [--threads 2] [--out results.md]
+               [--kiln-build-args "..."] [--skip kiln,torch,ort]
+
+For each model (generated into --models-dir by generate.py when missing): `kiln build` with
+the fallback configs (no tuning log), one `kiln run --output` checked against expected.npz with
+compare.py, then --rounds rounds that each time kiln (`kiln run --repeat N --print-time`),
+ONNX Runtime (ort_bench.js) and PyTorch (torch_bench.py) once, in a rotating order so that load
+on this shared machine hits all three alike. A peer's time is the median over rounds of its
+per-round medians. Prints a markdown table (and writes it to --out): model, kiln ms, ORT ms,
+PyTorch ms, kiln/ORT, kiln/PyTorch, and kiln's relative error against PyTorch's outputs.
+Every engine runs with --threads threads (kiln through KILN_NUM_THREADS).
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON = "/usr/bin/python3"
+DEFAULT_MODELS = "resnet18,resnet50,mobilenet_v2,squeezenet1_1,encoder"
+UNITS_MS = {"s": 1e3, "ms": 1.0, "us": 1e-3, "µs": 1e-3}
+ENGINES = ["kiln", "ort", "torch"]
+
+
+def parse_median_ms(text):
+    """Finds the median time in a benchmark's output, in ms. Understands a column table
+    ('mean (ms)   median (ms)  max (ms) ...' with the numbers on the next line, kiln run's
+    and tvmc's format) and inline forms ('median 12.3 ms', 'median: 12.3ms', 'median=12.3')."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        cols = re.findall(r"\b(mean|median|max|min|std)\s*\(\s*(ms|us|µs|s)\s*\)", line, re.I)
+        if not any(c[0].lower() == "median" for c in cols):
+            continue
+        for values_line in lines[i + 1:i + 3]:
+            nums = re.findall(r"[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?", values_line)
+            if len(nums) >= len(cols):
+                k = [c[0].lower() for c in cols].index("median")
+                return float(nums[k]) * UNITS_MS[cols[k][1].lower()]
+    m = re.search(r"\bmedian\b\s*(?:\(\s*(ms|us|µs|s)\s*\))?\s*[:=]?\s*"
+                  r"(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)\s*(ms|us|µs|s)?\b", text, re.I)
+    if m:
+        unit = (m.group(1) or m.group(3) or "ms").lower()
+        return float(m.group(2)) * UNITS_MS[unit]
+    return None
+
+
+def run(cmd, timeout, env=None):
+    """Runs cmd; returns (ok, combined output). Never raises for a failing command."""
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=timeout, env=env)
+        return p.returncode == 0, p.stdout
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return False, out + f"\n(timed out after {timeout} s)"
+    except OSError as e:
+        return False, str(e)
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def last_lines(text, n=6):
+    return "\n".join("    " + l for l in text.strip().splitlines()[-n:])
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.env = dict(os.environ, KILN_NUM_THREADS=str(args.threads),
+                        OMP_NUM_THREADS=str(args.threads))
+
+    def model_dir(self, name):
+        return os.path.join(self.args.models_dir, name)
+
+    def ensure_models(self, names):
+        missing = [n for n in names if not all(
+            os.path.exists(os.path.join(self.model_dir(n), f))
+            for f in ("model.onnx", "input.npz", "expected.npz"))]
+        if missing:
+            log(f"generating {', '.join(missing)} into {self.args.models_dir}")
+            subprocess.run([PYTHON, os.path.join(HERE, "generate.py"), "--out",
+                            self.args.models_dir, "--models", ",".join(missing)], check=True)
+
+    def kiln_prepare(self, name):
+        """kiln build + a checked run. Returns (package path or None, status text)."""
+        d = self.model_dir(name)
+        work = os.path.join(self.args.work, name)
+        os.makedirs(work, exist_ok=True)
+        package = os.path.join(work, "model.tar")
+        cmd = [self.args.kiln, "build", os.path.join(d, "model.onnx"), "-o", package]
+        cmd += shlex.split(self.args.kiln_build_args)
+        ok, out = run(cmd, self.args.timeout, self.env)
+        if not ok:
+            log(f"  {name}: kiln build failed:\n{last_lines(out)}")
+            return None, "build failed"
+        got = os.path.join(work, "out.npz")
+        ok, out = run([self.args.kiln, "run", package, "--inputs", os.path.join(d, "input.npz"),
+                       "--output", got], self.args.timeout, self.env)
+        if not ok:
+            log(f"  {name}: kiln run failed:\n{last_lines(out)}")
+            return None, "run failed"
+        ok, out = run([PYTHON, os.path.join(HERE, "compare.py"), os.path.join(d, "expected.npz"),
+                       got, "--rtol", str(self.args.rtol)], 300)
+        errs = re.findall(r"rel err (\S+)", out)
+        status = ("max " + max(errs, key=float)) if errs else "?"
+        if not ok:
+            log(f"  {name}: kiln output differs from expected:\n{last_lines(out)}")
+            status += " FAIL"
+        return package, status
+
+    def time_once(self, engine, name, package):
+        a, d = self.args, self.model_dir(name)
+        if engine == "kiln":
+            cmd = [a.kiln, "run", package, "--inputs", os.path.join(d, "input.npz"),
+                   "--repeat", str(a.repeat), "--print-time"]
+        elif engine == "ort":
+            cmd = ["node", os.path.join(HERE, "ort_bench.js"), os.path.join(d, "model.onnx"),
+                   os.path.join(d, "input.npz"), "--threads", str(a.threads),
+                   "--warmup", str(a.warmup), "--repeat", str(a.repeat)]
+        else:
+            cmd = [PYTHON, os.path.join(HERE, "torch_bench.py"), d, "--threads", str(a.threads),
+                   "--warmup", str(a.warmup), "--repeat", str(a.repeat)]
+        ok, out = run(cmd, a.timeout, self.env)
+        ms = parse_median_ms(out) if ok else None
+        if ms is None:
+            log(f"  {name}/{engine}: no time ({'no median in output' if ok else 'failed'}):\n"
+                f"{last_lines(out)}")
+        return ms
+
+
+def fmt_ms(x):
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def fmt_ratio(a, b):
+    return "n/a" if a is None or b is None else f"{a / b:.2f}"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--kiln", default=os.path.join(HERE, "..", "..", "build", "kiln"))
+    p.add_argument("--models", default=DEFAULT_MODELS)
+    p.add_argument("--models-dir", default=os.path.join(HERE, "..", "..", "build", "models"))
+    p.add_argument("--work", default=None, help="packages and outputs (default: MODELS_DIR/kiln)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rtol", type=float, default=1e-4)
+    p.add_argument("--timeout", type=int, default=1800, help="seconds per command")
+    p.add_argument("--kiln-build-args", default="", help="extra arguments for kiln build")
+    p.add_argument("--skip", default="", help="engines to leave out: kiln,ort,torch")
+    p.add_argument("--out", help="also write the markdown table here")
+    args = p.parse_args()
+    args.work = args.work or os.path.join(args.models_dir, "kiln")
+    skip = {s for s in args.skip.split(",") if s}
+    if skip - set(ENGINES):
+        p.error(f"--skip: unknown engine(s) {', '.join(sorted(skip - set(ENGINES)))}")
+    if "kiln" not in skip and not os.access(args.kiln, os.X_OK):
+        p.error(f"no kiln executable at {args.kiln} (pass --kiln PATH, or --skip kiln)")
+    names = [m for m in args.models.split(",") if m]
+
+    bench = Bench(args)
+    bench.ensure_models(names)
+    packages, status = {}, {}
+    if "kiln" not in skip:
+        for name in names:
+            log(f"kiln build {name}")
+            packages[name], status[name] = bench.kiln_prepare(name)
+
+    engines = [e for e in ENGINES if e not in skip]
+    times = {(n, e): [] for n in names for e in engines}
+    for r in range(args.rounds):
+        for i, name in enumerate(names):
+            k = (r + i) % len(engines)
+            for engine in engines[k:] + engines[:k]:  # rotate who runs first
+                if engine == "kiln" and packages.get(name) is None:
+                    continue
+                ms = bench.time_once(engine, name, packages.get(name))
+                log(f"round {r + 1}/{args.rounds} {name:14s} {engine:5s} "
+                    f"{'failed' if ms is None else f'{ms:.3f} ms'}")
+                if ms is not None:
+                    times[(name, engine)].append(ms)
+
+    def med(name, engine):
+        t = times.get((name, engine))
+        return statistics.median(t) if t else None
+
+    load = os.getloadavg()
+    lines = [
+        f"kiln vs ONNX Runtime vs PyTorch, {args.threads} threads, median of {args.rounds} "
+        f"rounds x {args.repeat} runs; {datetime.datetime.now():%Y-%m-%d %H:%M}, "
+        f"{platform.node()}, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}",
+        "",
+        "| model | kiln ms | ORT ms | PyTorch ms | kiln/ORT | kiln/PyTorch | kiln rel err |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for name in names:
+        k, o, t = med(name, "kiln"), med(name, "ort"), med(name, "torch")
+        err = "skipped" if "kiln" in skip else status.get(name, "?")
+        lines.append(f"| {name} | {fmt_ms(k)} | {fmt_ms(o)} | {fmt_ms(t)} | {fmt_ratio(k, o)} | "
+                     f"{fmt_ratio(k, t)} | {err} |")
+    table = "\n".join(lines) + "\n"
+    print(table, end="")
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(table)
+    failed = any(packages.get(n) is None or "FAIL" in status.get(n, "") for n in names) \
+        if "kiln" not in skip else False
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,11 @@
+# End-to-end model tests: PyTorch model -> ONNX -> kiln build -> kiln run -> compare with
+# PyTorch's outputs. Included from tests/CMakeLists.txt when KILN_E2E_TESTS is ON. They need
+# python3-torch, python3-torchvision, python3-onnx and python3-numpy (scripts/install-deps.sh);
+# without them they fail with a message saying so. Generated models are cached in build/e2e.
+set(KILN_E2E_MODELS resnet18 encoder)
+foreach(model ${KILN_E2E_MODELS})
+  add_test(NAME e2e_${model}
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_model.sh $<TARGET_FILE:kiln> ${model}
+            ${CMAKE_BINARY_DIR}/e2e 1e-4)
+  set_tests_properties(e2e_${model} PROPERTIES TIMEOUT 1800 LABELS e2e)
+endforeach()
