@@ -111,6 +111,8 @@ TEST(ShapeEval, FlattenSqueezeUnsqueeze) {
   Node sq_attr = make_node("Squeeze", 1);
   sq_attr.attrs["axes"] = std::vector<int64_t>{2};
   EXPECT_EQ(eval(sq_attr, {&y})[0].type.shape, (Shape{1, 3, 2, 1}));
+  Initializer none = ints({});
+  EXPECT_EQ(eval(make_node("Squeeze", 2), {&y, &none})[0].type.shape, (Shape{3, 2}));
   Initializer bad = ints({1});
   EXPECT_THROW(eval(make_node("Squeeze", 2), {&y, &bad}), graph::OpError);
 
