@@ -217,7 +217,7 @@ TEST(GraphExecutor, CorruptPackagesFailWithOneMessageNamingTheCulprit) {
        },
        "mod.params: array 'p': is int32 [3, 12345] but mod.json's tensor 'p' is float32 [3, "
        "12345]"},
-      {"missing param", [](PackageParts& p) { p.params[0].name = "q"; },
+      {"missing param", [](PackageParts& p) { p.params[0].name.assign(1, 'q'); },
        "mod.params: array 'p': missing (mod.json lists it as a param of float32 [3, 12345])"},
       {"extra param",
        [](PackageParts& p) {
@@ -251,7 +251,8 @@ TEST(GraphExecutor, BrokenTarsFailWithOneMessageNamingTheMember) {
     return error_of([&] { GraphExecutor::load(path); });
   };
   auto prefix = [&](const std::string& name) {
-    return "corrupt package '" + dir.file(name) + "': ";
+    std::string file = dir.file(name);
+    return "corrupt package '" + file + "': ";
   };
 
   // Truncated in mod.so's data (first member): libarchive reports the truncation.
@@ -303,8 +304,8 @@ TEST(GraphExecutor, BrokenTarsFailWithOneMessageNamingTheMember) {
               0),
       0u)
       << e;
-  EXPECT_EQ(error_of([&] { GraphExecutor::load(dir.file("nope.tar")); }),
-            "package '" + dir.file("nope.tar") + "': no such file");
+  std::string nope = dir.file("nope.tar");
+  EXPECT_EQ(error_of([&] { GraphExecutor::load(nope); }), "package '" + nope + "': no such file");
 }
 
 }  // namespace
