@@ -497,6 +497,80 @@ TEST_F(Passes, DefaultPipelineOnASmallResidualClassifier) {
   }
 }
 
+// Random DAGs of convs, BNs, per-channel constants, no-ops, constant chains
+// and joins, with values read by several nodes and intermediate graph
+// outputs: every pass and the pipeline keep the outputs and the invariants.
+TEST_F(Passes, RandomGraphsKeepTheirOutputsThroughEveryPass) {
+  std::mt19937_64 pick(77);
+  for (int trial = 0; trial < 150; ++trial) {
+    GraphBuilder b(1000 + trial);
+    std::vector<std::pair<std::string, int64_t>> pool;  // value, channels ([1, C, 5, 5])
+    pool.push_back({b.input("x", {1, 3, 5, 5}), 3});
+    int steps = 4 + pick() % 10;
+    for (int k = 0; k < steps; ++k) {
+      // Mostly extend the chain (so that anchors have single readers), sometimes branch.
+      auto [v, c] = pick() % 3 ? pool.back() : pool[pick() % pool.size()];
+      std::string p = "k" + std::to_string(k);
+      std::string out;
+      int64_t oc = c;
+      switch (pick() % 8) {
+        case 0: {
+          oc = 2 + pick() % 3;
+          std::vector<std::string> in = {v, b.random_constant(p + "_w", {oc, c, 3, 3})};
+          if (pick() % 2) in.push_back(b.random_constant(p + "_b", {oc}));
+          out = b.node("Conv", in, {{"pads", std::vector<int64_t>(4, 1)}});
+          break;
+        }
+        case 1: out = batch_norm(b, v, p, c); break;
+        case 2: {
+          std::vector<std::vector<int64_t>> shapes = {{c, 1, 1}, {1}, {1, c, 1, 1}, {}};
+          std::string cst = b.random_constant(p + "_c", shapes[pick() % shapes.size()], 0.5, 1.5);
+          const char* ops[] = {"Mul", "Add", "Sub", "Div"};
+          out = b.node(ops[pick() % 4], {v, cst});
+          break;
+        }
+        case 3: out = b.node(pick() % 2 ? "Identity" : "Dropout", {v}); break;
+        case 4: out = b.node("Relu", {v}); break;
+        case 5: {
+          std::string a = b.random_constant(p + "_a", {c, 1, 1});
+          std::string s = b.node("Mul", {a, b.random_constant(p + "_s", {1})});
+          out = b.node("Add", {v, b.node("Identity", {s})});
+          break;
+        }
+        default: {
+          std::vector<std::string> same;
+          for (auto& [u, uc] : pool)
+            if (uc == c) same.push_back(u);
+          out = b.node("Add", {v, same[pick() % same.size()]});
+        }
+      }
+      pool.push_back({out, oc});
+    }
+    b.output(pool.back().first);
+    if (pick() % 2) b.output(pool[1 + pick() % (pool.size() - 1)].first);
+    if (b.graph().outputs.size() == 2 && b.graph().outputs[0] == b.graph().outputs[1])
+      b.graph().outputs.pop_back();
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const Graph& g = b.graph();
+    auto in = b.inputs();
+    check_pass_preserves(g, in, [](Graph& h) { passes::simplify(h); });
+    check_pass_preserves(g, in, [](Graph& h) { passes::fold_constants(h); });
+    check_pass_preserves(g, in, [](Graph& h) { passes::fold_batch_norm(h); });
+    check_pass_preserves(g, in, [](Graph& h) { passes::eliminate_dead_code(h); });
+    Graph after = check_pass_preserves(g, in, passes::run_default_passes, 1e-4);
+    EXPECT_EQ(after.outputs, g.outputs);
+    EXPECT_EQ(count_op(after, "Dropout"), 0);
+    for (const auto& n : after.nodes) {  // a copy stays only where two names must both exist
+      if (n.op_type != "Identity") continue;
+      const std::string& src = n.inputs[0];
+      bool needed = src == "x" || after.initializers.count(src) ||
+                    std::count(after.outputs.begin(), after.outputs.end(), src);
+      EXPECT_TRUE(needed) << n.name << " copies " << src;
+    }
+    if (HasFailure()) return;
+  }
+}
+
 // ---- memory_plan -------------------------------------------------------------
 
 // Live range of every value as [first step, last step] (externals: the whole run).
