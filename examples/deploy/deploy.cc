@@ -35,7 +35,8 @@ std::string first_values(const kiln::runtime::NDArray& a, int64_t n) {
       std::snprintf(buf, sizeof(buf), "%d", a.data_as<uint8_t>()[i]);
     else
       std::snprintf(buf, sizeof(buf), "?");
-    s += (i ? " " : "") + std::string(buf);
+    if (i) s += ' ';
+    s += buf;
   }
   return s;
 }

@@ -277,9 +277,10 @@ std::vector<NamedArray> read_members(struct archive* a, const std::string& file)
     std::string what = file + ": member '" + member + "'";
     if (archive_entry_filetype(entry) == AE_IFDIR) continue;
     if (archive_entry_filetype(entry) != AE_IFREG) fail(what, "not a regular file");
-    if (member.size() < 5 || member.compare(member.size() - 4, 4, ".npy") != 0)
-      fail(what, "an .npz member must be a .npy file");
-    std::string name = member.substr(0, member.size() - 4);
+    // numpy names members "<name>.npy" but reads members without the suffix too.
+    bool suffix = member.size() > 4 && member.compare(member.size() - 4, 4, ".npy") == 0;
+    std::string name = suffix ? member.substr(0, member.size() - 4) : member;
+    if (name.empty()) fail(what, "empty array name");
     if (!names.insert(name).second) fail(what, "duplicate array name '" + name + "'");
     int64_t available = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : -1;
     ReadFn read = [&](void* buf, size_t n) -> size_t {

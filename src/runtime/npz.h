@@ -24,8 +24,9 @@ struct NamedArray {
   NDArray array;
 };
 
-// Arrays in the order of the archive's members. Members may be stored or
-// deflated. A member not ending in ".npy" is an error.
+// Arrays in the order of the archive's members, named without ".npy" (a
+// member without the suffix is read as .npy too, as numpy does). Members may
+// be stored or deflated.
 std::vector<NamedArray> read_npz(const std::string& path);
 // The same from an .npz in memory; `what` names it in errors (a file name).
 std::vector<NamedArray> read_npz_memory(const void* data, size_t size, const std::string& what);

@@ -55,6 +55,46 @@ TEST_F(Interpreter, DiamondMatchesHandComputation) {
   }
 }
 
+// Registry operators end to end: Gemm -> Relu -> MatMul -> Add -> Softmax
+// against plain loops in double.
+TEST_F(Interpreter, MlpWithRegistryOpsMatchesPlainLoops) {
+  for (int64_t m : {1, 3}) {
+    const int64_t k = 5, h = 4, n = 3;
+    GraphBuilder b(m + 100);
+    std::string x = b.input("x", {m, k});
+    std::string w1 = b.random_constant("w1", {h, k}), b1 = b.random_constant("b1", {h});
+    std::string w2 = b.random_constant("w2", {h, n}), b2 = b.random_constant("b2", {n});
+    std::string y = b.node("Gemm", {x, w1, b1}, {{"transB", int64_t{1}}});
+    y = b.node("Relu", {y});
+    y = b.node("Add", {b.node("MatMul", {y, w2}), b2});
+    y = b.node("Softmax", {y}, {{"axis", int64_t{-1}}});
+    b.output(y);
+    auto in = b.inputs();
+    auto out = graph::run_graph(b.graph(), in);
+    const auto& init = b.graph().initializers;
+    std::vector<float> xv = in[x].as<float>(), w1v = init.at(w1).as<float>(),
+                       b1v = init.at(b1).as<float>(), w2v = init.at(w2).as<float>(),
+                       b2v = init.at(b2).as<float>(), yv = out[y].as<float>();
+    ASSERT_EQ(yv.size(), static_cast<size_t>(m * n));
+    for (int64_t i = 0; i < m; ++i) {
+      std::vector<double> hid(h), logits(n);
+      for (int64_t j = 0; j < h; ++j) {
+        double acc = b1v[j];
+        for (int64_t q = 0; q < k; ++q) acc += double(xv[i * k + q]) * w1v[j * k + q];
+        hid[j] = std::max(acc, 0.0);
+      }
+      double total = 0;
+      for (int64_t c = 0; c < n; ++c) {
+        double acc = b2v[c];
+        for (int64_t j = 0; j < h; ++j) acc += hid[j] * w2v[j * n + c];
+        logits[c] = std::exp(acc);
+        total += logits[c];
+      }
+      for (int64_t c = 0; c < n; ++c) EXPECT_NEAR(yv[i * n + c], logits[c] / total, 1e-6);
+    }
+  }
+}
+
 TEST_F(Interpreter, OutputsThatAreInputsOrConstantsAndMultiOutputNodes) {
   GraphBuilder b;
   std::string x = b.input("x", {6});

@@ -308,6 +308,18 @@ TEST(Npz, BadArchivesAreErrorsNamingTheFile) {
   }
 }
 
+TEST(Npz, ADamagedMemberFailsItsChecksum) {
+  for (NpzCompression c : {NpzCompression::Stored, NpzCompression::Deflated}) {
+    std::mt19937_64 rng(5);
+    NDArray a = random_array({1000}, DType::f32(), rng);
+    std::string zip = runtime::write_npz_memory({{"w", &a}}, c);
+    zip[zip.size() / 2] ^= 0x10;  // inside the data of the one member
+    std::string e = error_of([&] { runtime::read_npz_memory(zip.data(), zip.size(), "d.npz"); });
+    EXPECT_EQ(e.rfind("d.npz: member 'w.npy': ", 0), 0u) << e;
+    EXPECT_NE(e.find("CRC"), std::string::npos) << e;
+  }
+}
+
 TEST(Npz, FailedWriteLeavesNoFileAndKeepsTheOldOne) {
   TempDir dir;
   std::vector<NamedArray> dup;
@@ -332,17 +344,26 @@ TEST(Npz, FailedWriteLeavesNoFileAndKeepsTheOldOne) {
   EXPECT_NE(e.find("no/such/dir/x.npz"), std::string::npos) << e;
 }
 
-TEST(Npz, MembersMustBeNpyFiles) {
-  // A zip member without the .npy suffix (libarchive writes one for us).
+TEST(Npz, MembersWithoutTheNpySuffixAreReadAsNpy) {
+  // Members renamed in place (local and central headers): "xx.npy" -> "xx.npz"
+  // is an array "xx.npz"; "yy.npy" + "yy.np_" renamed onto "yy" clashes.
   NDArray a = NDArray::empty({1}, DType::u8());
   a.data_as<uint8_t>()[0] = 3;
-  std::string zip = runtime::write_npz_memory({{"x", &a}});
-  // Rename "x.npy" to "x.npz" in both local and central headers.
-  for (size_t p = zip.find("x.npy"); p != std::string::npos; p = zip.find("x.npy", p + 1))
-    zip[p + 4] = 'z';
-  std::string e = error_of([&] { runtime::read_npz_memory(zip.data(), zip.size(), "m.npz"); });
-  EXPECT_NE(e.find("m.npz: member 'x.npz'"), std::string::npos) << e;
-  EXPECT_NE(e.find(".npy"), std::string::npos) << e;
+  std::string zip = runtime::write_npz_memory({{"xx", &a}});
+  for (size_t p = zip.find("xx.npy"); p != std::string::npos; p = zip.find("xx.npy", p + 1))
+    zip[p + 5] = 'z';
+  auto arrays = runtime::read_npz_memory(zip.data(), zip.size(), "m.npz");
+  ASSERT_EQ(arrays.size(), 1u);
+  EXPECT_EQ(arrays[0].name, "xx.npz");
+  EXPECT_EQ(arrays[0].array.data_as<uint8_t>()[0], 3);
+
+  // Content that is not .npy is an error naming the member.
+  std::string text = runtime::write_npz_memory({{"txt", &a}});
+  size_t data = text.find("\x93NUMPY");
+  ASSERT_NE(data, std::string::npos);
+  text[data + 1] = 'X';
+  std::string e = error_of([&] { runtime::read_npz_memory(text.data(), text.size(), "t.npz"); });
+  EXPECT_NE(e.find("t.npz: member 'txt.npy'"), std::string::npos) << e;
 }
 
 }  // namespace

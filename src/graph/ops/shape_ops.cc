@@ -56,8 +56,7 @@ Initializer reshaped(const Initializer& in, Shape shape) {
 
 // Row-major reinterpretation of x as out_shape. When the two shapes differ
 // only by unit axes, axes map one to one (no division in the index math).
-ir::Tensor compute_reshape(const Node& node, const ir::Tensor& x, const Shape& out_shape,
-                           const std::string& dtype) {
+ir::Tensor compute_reshape(const Node& node, const ir::Tensor& x, const Shape& out_shape) {
   Shape in_shape = static_shape(x);
   if (numel(in_shape) != numel(out_shape))
     fail(node, "cannot reshape " + shape_str(in_shape) + " to " + shape_str(out_shape));
@@ -70,7 +69,6 @@ ir::Tensor compute_reshape(const Node& node, const ir::Tensor& x, const Shape& o
   std::vector<size_t> ia = non_unit(in_shape), oa = non_unit(out_shape);
   bool same = ia.size() == oa.size();
   for (size_t k = 0; same && k < ia.size(); ++k) same = in_shape[ia[k]] == out_shape[oa[k]];
-  (void)dtype;
   return ir::compute(
       shape_exprs(out_shape),
       [&](const std::vector<ir::Var>& i) {
@@ -92,8 +90,8 @@ void reg_reshape_like(const std::string& op, std::function<Shape(const Node&, co
         return std::vector<Initializer>{reshaped(req_input(node, ins, 0), shape(node, ins))};
       },
       [](const Node& node, const ComputeInputs& in, const Outputs& out_types) {
-        return std::vector<ir::Tensor>{compute_reshape(
-            node, req_tensor(node, in, 0), out_types.at(0).shape, out_types.at(0).dtype)};
+        return std::vector<ir::Tensor>{
+            compute_reshape(node, req_tensor(node, in, 0), out_types.at(0).shape)};
       },
       std::move(consts));
 }
@@ -148,7 +146,8 @@ Shape squeeze_shape(const Node& node, const Inputs& ins) {
   const Shape& in = req_input(node, ins, 0).type.shape;
   int64_t r = static_cast<int64_t>(in.size());
   std::vector<bool> drop(in.size(), false);
-  if (auto axes = axes_of(node, ins, 1)) {
+  // An empty axes list squeezes every unit axis, as ONNX Runtime does.
+  if (auto axes = axes_of(node, ins, 1); axes && !axes->empty()) {
     for (int64_t a : *axes) {
       a = norm_axis(node, a, r);
       if (in[a] != 1)

@@ -14,6 +14,7 @@
 // New weights get new initializer names (a weight may be shared); the old
 // ones are left for eliminate_dead_code. A BatchNormalization that follows no
 // such anchor is left alone: the elementwise BatchNormalization op runs it.
+// ConvTranspose is not an anchor here (its weight is [IC, OC/group, ...]).
 #pragma once
 
 #include "graph/graph.h"

@@ -17,6 +17,7 @@ namespace kiln::graph::passes {
 //   4. fold_constants       again: folding BN can leave constant chains (rare, cheap);
 //   5. eliminate_dead_code  drop nodes and initializers nobody reads any more
 //                           (the original weights of folded anchors, folded inputs).
+// KILN_DEBUG_PASSES=1 prints each pass's effect to stderr.
 void run_default_passes(Graph& g);
 
 }  // namespace kiln::graph::passes
