@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "driver/lower_group.h"
+#include "graph/passes/alter_layout.h"
 #include "graph/passes/fuse_ops.h"
 #include "graph/passes/memory_plan.h"
 #include "graph/passes/pipeline.h"
@@ -110,13 +111,27 @@ json describe(const Graph& g, const std::vector<GroupKernel>& kernels,
   return j;
 }
 
+// Counts template uses per workload key, in first-use order.
+std::vector<WorkloadUse> count_workloads(const std::vector<graph::TemplateUse>& uses) {
+  std::vector<WorkloadUse> out;
+  for (const auto& u : uses) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const WorkloadUse& w) { return w.key == u.workload; });
+    if (it == out.end()) {
+      out.push_back({u.workload, 1, u.configured});
+    } else {
+      ++it->count;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 // The whole pipeline after import, in order.
 BuiltModule build_module(Graph g, const BuildOptions& options) {
   BuiltModule m;
   graph::passes::run_default_passes(g);
-  // ALTER_LAYOUT
+  m.workloads = count_workloads(graph::alter_layout(g, options.configs));
   std::vector<graph::FusedGroup> groups = graph::fuse_ops(g);
 
   std::vector<GroupKernel> kernels;

@@ -6,6 +6,7 @@
 
 #include "graph/op_registry.h"
 #include "ops/generic_schedule.h"
+#include "ops/op_template.h"
 #include "schedule/lower.h"
 
 namespace kiln::driver {
@@ -71,15 +72,32 @@ int64_t to_int(const ir::Expr& e) {
 }
 
 // t read with the indices of another shape of the same element count (a
-// reshape that costs nothing once inlined and simplified).
+// reshape that costs nothing once inlined). When the shapes differ only by
+// dimensions of size 1 (batch 1: [1, 128, N] against [128, N]) indices map
+// one to one; otherwise through the flat offset, which bound inference
+// tracks less precisely.
 ir::Tensor reshape_view(const ir::Tensor& t, const std::vector<ir::Expr>& shape,
                         const std::string& name) {
+  auto non_unit = [](const std::vector<ir::Expr>& s) {
+    std::vector<size_t> dims;
+    for (size_t d = 0; d < s.size(); ++d)
+      if (to_int(s[d]) != 1) dims.push_back(d);
+    return dims;
+  };
+  std::vector<size_t> from = non_unit(shape), to = non_unit(t->shape);
+  bool one_to_one = from.size() == to.size();
+  for (size_t i = 0; one_to_one && i < from.size(); ++i)
+    one_to_one = to_int(shape[from[i]]) == to_int(t->shape[to[i]]);
   return ir::compute(
       shape,
       [&](const std::vector<ir::Var>& i) {
+        std::vector<ir::Expr> idx(t->shape.size(), ir::Expr(int64_t{0}));
+        if (one_to_one) {
+          for (size_t k = 0; k < from.size(); ++k) idx[to[k]] = i[from[k]];
+          return ir::read(t, idx);
+        }
         ir::Expr flat = ir::Expr(int64_t{0});
         for (size_t d = 0; d < i.size(); ++d) flat = flat * shape[d] + i[d];
-        std::vector<ir::Expr> idx(t->shape.size());
         for (size_t d = t->shape.size(); d-- > 0;) {
           idx[d] = d == 0 ? flat : ir::floormod(flat, t->shape[d]);
           flat = ir::floordiv(flat, t->shape[d]);
@@ -188,6 +206,47 @@ struct GroupBuilder {
   }
 };
 
+GroupKernel lower_group_template(const Graph& g, const graph::FusedGroup& group,
+                                 const std::string& func_name) {
+  const Node& anchor = g.nodes[static_cast<size_t>(group.anchor)];
+  const ops::OpTemplate& t = ops::get_template(*anchor.attr<std::string>("template"));
+  ops::Workload w = ops::Workload::parse(*anchor.attr<std::string>("workload"));
+  schedule::Config cfg =
+      schedule::Config::from_json(t.space(w), *anchor.attr<std::string>("config"));
+  ops::TemplateInstance inst = t.compute(w, cfg);
+
+  GroupBuilder b{g, group, {}, {}, {}};
+  // Template inputs take the graph values' memory as is (same element count,
+  // possibly another shape: a free reshape).
+  for (size_t i = 0; i < anchor.inputs.size(); ++i) b.bind_argument(anchor.inputs[i], inst.inputs.at(i));
+  const graph::TensorType& yt = type_or_throw(g, anchor.outputs.at(0));
+  std::vector<ir::Expr> graph_shape = shape_exprs(yt.shape);
+  b.tensors[anchor.outputs[0]] = same_shape(graph_shape, inst.anchor->shape)
+                                     ? inst.anchor
+                                     : reshape_view(inst.anchor, graph_shape, "anchor_view");
+  b.k.op_types.push_back(t.name());
+  b.bind_external_inputs();
+  for (size_t ni : group.nodes)
+    if (static_cast<int64_t>(ni) != group.anchor) b.compute_node(g.nodes[ni]);
+
+  if (group.outputs.size() != 1)
+    throw std::runtime_error("node '" + anchor.name + "': a template group has one output");
+  ir::Tensor out = b.tensors.at(group.outputs[0]);
+  if (out != inst.anchor && !same_shape(out->shape, inst.anchor->shape))
+    out = reshape_view(out, inst.anchor->shape, "out_view");
+  b.drop_unread_inputs({out});
+  b.arg_tensors.push_back(out);
+  b.k.args.push_back(group.outputs[0]);
+  b.k.outputs.push_back(group.outputs[0]);
+
+  schedule::Schedule sch = schedule::create_schedule({out});
+  t.schedule(sch, inst, out, cfg);
+  b.k.workload = w.key();
+  b.k.flops = t.flops(w);
+  b.k.func = schedule::lower(sch, b.arg_tensors, func_name);
+  return b.k;
+}
+
 }  // namespace
 
 GroupKernel lower_group_generic(const Graph& g, const graph::FusedGroup& group,
@@ -210,7 +269,8 @@ GroupKernel lower_group_generic(const Graph& g, const graph::FusedGroup& group,
 
 GroupKernel lower_group(const Graph& g, const graph::FusedGroup& group,
                         const std::string& func_name) {
-  // TEMPLATE_DISPATCH
+  if (group.anchor >= 0 && g.nodes[static_cast<size_t>(group.anchor)].op_type == "kiln.Template")
+    return lower_group_template(g, group, func_name);
   return lower_group_generic(g, group, func_name);
 }
 

@@ -20,6 +20,7 @@ void ensure_registered() {
     register_reduce_ops();
     register_nn_ops();
     register_layout_ops();
+    register_template_ops();
   });
 }
 

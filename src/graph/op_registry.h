@@ -85,5 +85,6 @@ void register_shape_ops();
 void register_reduce_ops();
 void register_nn_ops();
 void register_layout_ops();
+void register_template_ops();
 
 }  // namespace kiln::graph
