@@ -29,15 +29,18 @@ class BatchMatmul final : public OpTemplate {
     ConfigSpace space;
     space.define_split("tile_y", s.M, 3, SplitPolicy::All, 0,
                        innermost_at_most(detail::kMaxTileRows));
-    space.define_split("tile_x", s.N, 3, SplitPolicy::All, 0,
+    space.define_split("tile_x", s.N, 3, SplitPolicy::Factors, 0,
                        innermost_at_most(detail::kMaxTileCols));
-    space.define_split("tile_k", s.K, 2, SplitPolicy::All, 0, innermost_at_most(detail::kMaxTileK));
+    space.define_split("tile_k", s.K, 2, SplitPolicy::Factors, 0,
+                       innermost_at_most(detail::kMaxTileK));
     return space;
   }
 
   Config fallback(const Workload& w) const override {
     BatchMatmulShape s = shape(w);
-    return detail::config_from_knobs(space(w), detail::dense_fallback_knobs(s.M, s.N, s.K));
+    detail::KnobValues knobs;
+    detail::dense_fallback_knobs(s.M, s.N, s.K, true, knobs);
+    return knobs.in(space(w));
   }
 
   TemplateInstance compute(const Workload& w, const Config& cfg) const override {

@@ -85,15 +85,12 @@ class Conv2dNCHWc final : public OpTemplate {
     int64_t icb = detail::fallback_channel_block(a.in_channels);
     int64_t ocb = detail::fallback_channel_block(a.out_channels);
     int64_t owt = detail::fallback_ow_tile(a.out_width(), ocb);
-    auto split2 = [](int64_t extent, int64_t inner) {
-      return "[" + std::to_string((extent + inner - 1) / inner) + ", " + std::to_string(inner) +
-             "]";
-    };
-    return detail::config_from_knobs(
-        space(w), "\"tile_ic\": " + split2(a.in_channels, icb) +
-                      ", \"tile_oc\": " + split2(a.out_channels, ocb) +
-                      ", \"tile_ow\": " + split2(a.out_width(), owt) +
-                      ", \"unroll_kw\": " + (a.kernel_w <= 3 ? "1" : "0"));
+    return detail::KnobValues()
+        .split("tile_ic", a.in_channels, {icb})
+        .split("tile_oc", a.out_channels, {ocb})
+        .split("tile_ow", a.out_width(), {owt})
+        .knob("unroll_kw", a.kernel_w <= 3)
+        .in(space(w));
   }
 
   TemplateInstance compute(const Workload& w, const Config& cfg) const override {
@@ -181,9 +178,11 @@ class Conv2dNCHWc final : public OpTemplate {
                     int64_t ih = oh * a.stride_h + kh * a.dilation_h - a.pad_top;
                     int64_t iw = ow * a.stride_w + kw * a.dilation_w - a.pad_left;
                     if (ih < 0 || ih >= a.height || iw < 0 || iw >= a.width) continue;
-                    const float* x = data + (((n * ICo + ico) * a.height + ih) * a.width + iw) * icb;
+                    const float* x =
+                        data + (((n * ICo + ico) * a.height + ih) * a.width + iw) * icb;
                     const float* k =
-                        weight + (((oco * ICo + ico) * a.kernel_h + kh) * a.kernel_w + kw) * icb * ocb;
+                        weight +
+                        (((oco * ICo + ico) * a.kernel_h + kh) * a.kernel_w + kw) * icb * ocb;
                     for (int64_t ici = 0; ici < icb; ++ici)
                       acc += double(x[ici]) * double(k[ici * ocb + oci]);
                   }
@@ -201,8 +200,8 @@ class Conv2dNCHWc final : public OpTemplate {
                                      const Config& cfg) const {
     int64_t icb = conv2d_nchwc_ic_block(cfg), ocb = conv2d_nchwc_oc_block(cfg);
     if (icb < 1 || ocb < 1 || a.in_channels % icb || a.out_channels % ocb)
-      detail::bad_workload(w, "channel blocks " + std::to_string(icb) + "/" +
-                                  std::to_string(ocb) + " must divide the channels");
+      detail::bad_workload(w, "channel blocks " + std::to_string(icb) + "/" + std::to_string(ocb) +
+                                  " must divide the channels");
     return {icb, ocb};
   }
 };
@@ -228,8 +227,8 @@ Conv2DAttrs conv2d_attrs(const Workload& w) {
   auto d = expect_list(w, "data", 4), k = expect_list(w, "kernel", 4),
        s = expect_list(w, "strides", 2), p = expect_list(w, "pads", 4),
        dl = expect_list(w, "dilation", 2);
-  Conv2DAttrs a{d[0], d[1], d[2], d[3], k[0], k[2], k[3], s[0], s[1],
-                p[0], p[1], p[2], p[3], dl[0], dl[1], 1};
+  Conv2DAttrs a{d[0], d[1], d[2], d[3], k[0], k[2],  k[3],  s[0],
+                s[1], p[0], p[1], p[2], p[3], dl[0], dl[1], 1};
   for (int64_t v : {d[0], d[1], d[2], d[3], k[0], k[1], k[2], k[3], s[0], s[1], dl[0], dl[1]})
     if (v < 1) detail::bad_workload(w, "sizes, strides and dilations must be positive");
   for (int64_t v : p)

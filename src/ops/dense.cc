@@ -14,41 +14,39 @@ using schedule::SplitPolicy;
 
 namespace detail {
 
-std::string dense_fallback_knobs(int64_t M, int64_t N, int64_t K) {
+void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, KnobValues& knobs) {
   int64_t bn = 0;
   for (int64_t c : {32, 48, 40, 24, 16})
     if (N % c == 0) {
       bn = c;
       break;
     }
-  if (!bn) bn = N >= 32 ? 32 : N >= 16 ? 16 : N;
+  if (!bn) bn = exact_columns ? largest_divisor_at_most(N, 64) : N >= 32 ? 32 : N >= 16 ? 16 : N;
   int64_t rows = std::min<int64_t>(M, 8);
   auto pow2_at_most = [](int64_t limit) {
     int64_t p = 1;
     while (p * 2 <= limit) p *= 2;
     return p;
   };
-  int64_t x1 = M == 1 ? 1 : pow2_at_most(std::min<int64_t>(N, 256) / bn);
+  int64_t x1 = 1;
+  if (M > 1)
+    x1 = N % bn == 0 ? largest_divisor_at_most(N / bn, std::max<int64_t>(1, 256 / bn))
+                     : pow2_at_most(std::min<int64_t>(N, 256) / bn);
   int64_t y1 = pow2_at_most(std::min<int64_t>(M, 64) / rows);
   int64_t kk = largest_divisor_at_most(K, M == 1 ? 16 : 4);
-  auto split = [](int64_t extent, std::vector<int64_t> inner) {
-    int64_t p = 1;
-    for (int64_t f : inner) p *= f;
-    std::string s = "[" + std::to_string((extent + p - 1) / p);
-    for (int64_t f : inner) s += ", " + std::to_string(f);
-    return s + "]";
-  };
-  return "\"tile_y\": " + split(M, {y1, rows}) + ", \"tile_x\": " + split(N, {x1, bn}) +
-         ", \"tile_k\": " + split(K, {kk});
+  knobs.split("tile_y", M, {y1, rows}).split("tile_x", N, {x1, bn}).split("tile_k", K, {kk});
 }
 
 }  // namespace detail
 
 namespace {
 
-// The knobs of both dense templates; `limit` bounds the register tile (the
-// registered templates) or not (the legacy spaces).
-ConfigSpace dense_space(const DenseWorkload& w, SplitPolicy policy, bool limit) {
+// The knobs of both dense templates. `limit` (the registered templates):
+// bounded register tiles, exact k splits, and exact column splits unless B is
+// packed (zero-padded, so a partial column tile reads in bounds and needs no
+// per-lane guard inside the register tile). Otherwise (the legacy spaces) the
+// policy alone.
+ConfigSpace dense_space(const DenseWorkload& w, SplitPolicy policy, bool limit, bool packed) {
   using detail::kMaxTileCols, detail::kMaxTileK, detail::kMaxTileRows;
   auto innermost_at_most = [limit](int64_t cap) -> schedule::SplitFilter {
     if (!limit) return {};
@@ -56,8 +54,9 @@ ConfigSpace dense_space(const DenseWorkload& w, SplitPolicy policy, bool limit) 
   };
   ConfigSpace space;
   space.define_split("tile_y", w.M, 3, policy, 0, innermost_at_most(kMaxTileRows));
-  space.define_split("tile_x", w.N, 3, policy, 0, innermost_at_most(kMaxTileCols));
-  space.define_split("tile_k", w.K, 2, policy, 0, innermost_at_most(kMaxTileK));
+  SplitPolicy exact = limit ? SplitPolicy::Factors : policy;
+  space.define_split("tile_x", w.N, 3, packed ? policy : exact, 0, innermost_at_most(kMaxTileCols));
+  space.define_split("tile_k", w.K, 2, exact, 0, innermost_at_most(kMaxTileK));
   // Order of the register tiles inside a parallel task: 0 walks a row block
   // across all column panels, 1 keeps one packed column panel hot in cache
   // while it walks the row blocks.
@@ -109,13 +108,14 @@ class DenseTemplate final : public OpTemplate {
   std::string name() const override { return pack_ ? "dense_pack.x86" : "dense_nopack.x86"; }
 
   ConfigSpace space(const Workload& w) const override {
-    return dense_space(shape(w), SplitPolicy::All, true);
+    return dense_space(shape(w), SplitPolicy::All, true, pack_);
   }
 
   Config fallback(const Workload& w) const override {
     DenseWorkload d = shape(w);
-    return detail::config_from_knobs(
-        space(w), detail::dense_fallback_knobs(d.M, d.N, d.K) + ", \"tile_order\": 1");
+    detail::KnobValues knobs;
+    detail::dense_fallback_knobs(d.M, d.N, d.K, !pack_, knobs);
+    return knobs.knob("tile_order", 1).in(space(w));
   }
 
   TemplateInstance compute(const Workload& w, const Config& cfg) const override {
@@ -202,7 +202,7 @@ std::vector<float> pack_weight(const Workload& w, const Config& cfg, const float
 }
 
 ConfigSpace dense_nopack_space(const DenseWorkload& w, SplitPolicy policy) {
-  return dense_space(w, policy, false);
+  return dense_space(w, policy, false, false);
 }
 
 Kernel dense_nopack(const DenseWorkload& w, const Config& cfg) {
@@ -212,7 +212,7 @@ Kernel dense_nopack(const DenseWorkload& w, const Config& cfg) {
 }
 
 ConfigSpace dense_pack_space(const DenseWorkload& w, SplitPolicy policy) {
-  return dense_space(w, policy, false);
+  return dense_space(w, policy, false, false);
 }
 
 int64_t dense_pack_block(const Config& cfg) { return cfg.split("tile_x").back(); }

@@ -16,16 +16,22 @@
 // packed column panel stays hot in cache); a register tile of
 // tile_y[2] x tile_x[2] accumulates over k in registers, rows and the inner k
 // unrolled, columns vectorized; an epilogue output is applied per tile.
-// Knobs: tile_y (3 levels over M, innermost <= 16), tile_x (3 levels over N,
-// innermost <= 64), tile_k (2 levels over K, inner <= 32), tile_order (0/1);
-// split candidates are divisors and powers of two (a partial last tile is guarded).
+// Knobs: tile_y (3 levels over M, innermost <= 16; divisors and powers of two,
+// a partial last row tile is guarded), tile_x (3 levels over N, innermost <= 64;
+// dense_pack: divisors and powers of two, since the zero-padded packed B keeps a
+// partial column tile's reads in bounds; dense_nopack: exact factors of N, since
+// a partial tile would need a per-lane guard on every statement of the unrolled
+// register tile, slow to compile and to run), tile_k (2 levels, exact factors of
+// K, inner <= 32), tile_order (0/1).
 //
 // Fallback rule (AVX-512 float32, 16 lanes), also used by batch_matmul.x86:
-//   bn = tile_x[2] = the first of 32, 48, 40, 24, 16 that divides N, else 32 if
-//        N >= 32, else 16 if N >= 16, else N;
+//   bn = tile_x[2] = the first of 32, 48, 40, 24, 16 that divides N, else
+//        (dense_pack) 32 if N >= 32, 16 if N >= 16, else N;
+//        (exact column splits) the largest divisor of N <= 64;
 //   rows = tile_y[2] = min(M, 8)  (rows x ceil(bn / 16) <= 24 zmm accumulators);
-//   tile_x[1] = 1 if M = 1 (GEMV: many column tasks), else the largest power of
-//        two p with p * bn <= min(N, 256); tile_y[1] = the largest power of two p
+//   tile_x[1] = 1 if M = 1 (GEMV: many column tasks), else (bn | N) the largest
+//        divisor p of N / bn with p * bn <= 256, or (bn does not divide N) the
+//        largest power of two p with p * bn <= min(N, 256); tile_y[1] = the largest power of two p
 //        with p * rows <= min(M, 64)  (a parallel task covers <= 64 x 256 of C);
 //   tile_k[1] = the largest divisor of K <= 16 if M = 1 (many loads in flight),
 //        else <= 4;
@@ -65,8 +71,9 @@ int64_t dense_pack_block(const schedule::Config& cfg);
 std::vector<float> pack_dense_weight(const float* B, int64_t K, int64_t N, int64_t bn);
 
 namespace detail {
-// The fallback values of tile_y, tile_x, tile_k (rule above) as JSON knob text.
-std::string dense_fallback_knobs(int64_t M, int64_t N, int64_t K);
+// Adds the fallback values of tile_y, tile_x, tile_k (rule above) to knobs.
+// exact_columns: tile_x is an exact-factor split (dense_nopack, batch_matmul).
+void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, KnobValues& knobs);
 // The register-tile size limits of the dense and batch_matmul spaces.
 inline constexpr int64_t kMaxTileRows = 16, kMaxTileCols = 64, kMaxTileK = 32;
 }  // namespace detail

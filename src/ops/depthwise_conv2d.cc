@@ -30,14 +30,11 @@ class DepthwiseConv2dNCHWc final : public OpTemplate {
     Conv2DAttrs a = attrs(w);
     int64_t cb = detail::fallback_channel_block(a.in_channels);
     int64_t owt = detail::fallback_ow_tile(a.out_width(), cb);
-    auto split2 = [](int64_t extent, int64_t inner) {
-      return "[" + std::to_string((extent + inner - 1) / inner) + ", " + std::to_string(inner) +
-             "]";
-    };
-    return detail::config_from_knobs(space(w), "\"tile_c\": " + split2(a.in_channels, cb) +
-                                                    ", \"tile_ow\": " + split2(a.out_width(), owt) +
-                                                    ", \"unroll_kw\": " +
-                                                    (a.kernel_w <= 5 ? "1" : "0"));
+    return detail::KnobValues()
+        .split("tile_c", a.in_channels, {cb})
+        .split("tile_ow", a.out_width(), {owt})
+        .knob("unroll_kw", a.kernel_w <= 5)
+        .in(space(w));
   }
 
   TemplateInstance compute(const Workload& w, const Config& cfg) const override {
@@ -53,8 +50,9 @@ class DepthwiseConv2dNCHWc final : public OpTemplate {
         [&](const std::vector<Var>& i) {
           Expr h = i[2] * a.stride_h + kh->var * a.dilation_h;
           Expr x = i[3] * a.stride_w + kw->var * a.dilation_w;
-          return sum(at(pad, i[0], i[1], h, x, i[4]) * at(weight, i[1], 0, kh->var, kw->var, 0, i[4]),
-                     {kh, kw});
+          return sum(
+              at(pad, i[0], i[1], h, x, i[4]) * at(weight, i[1], 0, kh->var, kw->var, 0, i[4]),
+              {kh, kw});
         },
         "depthwise_conv");
     return {{data, weight}, out};
@@ -82,8 +80,7 @@ class DepthwiseConv2dNCHWc final : public OpTemplate {
 
   double flops(const Workload& w) const override {
     Conv2DAttrs a = attrs(w);
-    return 2.0 * a.batch * a.in_channels * a.out_height() * a.out_width() * a.kernel_h *
-           a.kernel_w;
+    return 2.0 * a.batch * a.in_channels * a.out_height() * a.out_width() * a.kernel_h * a.kernel_w;
   }
 
   std::vector<std::vector<int64_t>> input_shapes(const Workload& w,

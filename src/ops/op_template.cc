@@ -97,6 +97,27 @@ schedule::Config config_from_knobs(const schedule::ConfigSpace& space, const std
   return schedule::Config::from_json(space, "{\"knobs\": {" + knobs + "}}");
 }
 
+KnobValues& KnobValues::split(const std::string& name, int64_t extent,
+                              const std::vector<int64_t>& inner) {
+  int64_t p = 1;
+  for (int64_t f : inner) p *= f;
+  std::string v = std::to_string((extent + p - 1) / p);
+  for (int64_t f : inner) v += ", " + std::to_string(f);
+  if (!text_.empty()) text_ += ", ";
+  text_ += "\"" + name + "\": [" + v + "]";
+  return *this;
+}
+
+KnobValues& KnobValues::knob(const std::string& name, int64_t value) {
+  if (!text_.empty()) text_ += ", ";
+  text_ += "\"" + name + "\": " + std::to_string(value);
+  return *this;
+}
+
+schedule::Config KnobValues::in(const schedule::ConfigSpace& space) const {
+  return config_from_knobs(space, text_);
+}
+
 void bad_workload(const Workload& w, const std::string& what) {
   throw std::invalid_argument("workload " + w.key() + ": " + what);
 }

@@ -24,8 +24,9 @@
 namespace kiln::ops {
 
 struct TemplateInstance {
-  std::vector<ir::Tensor> inputs;  // placeholders in kernel-argument order, in the template's layouts
-  ir::Tensor anchor;               // the template's main output (e.g. conv result in NCHW[oc_bn]c)
+  std::vector<ir::Tensor>
+      inputs;         // placeholders in kernel-argument order, in the template's layouts
+  ir::Tensor anchor;  // the template's main output (e.g. conv result in NCHW[oc_bn]c)
 };
 
 class OpTemplate {
@@ -88,8 +89,20 @@ std::vector<int64_t> const_shape(const ir::Tensor& t);
 int64_t largest_divisor_at_most(int64_t n, int64_t cap);
 
 // The config of `space` whose split/knob values are given as JSON knobs text
-// (the same format as Config::to_json's "knobs"); used by fallback().
+// (the same format as Config::to_json's "knobs", without braces).
 schedule::Config config_from_knobs(const schedule::ConfigSpace& space, const std::string& knobs);
+
+// Knob values by name, for fallback(): splits by their inner factors (the
+// outermost is derived), then the point of a space (throws if not a point).
+class KnobValues {
+ public:
+  KnobValues& split(const std::string& name, int64_t extent, const std::vector<int64_t>& inner);
+  KnobValues& knob(const std::string& name, int64_t value);
+  schedule::Config in(const schedule::ConfigSpace& space) const;
+
+ private:
+  std::string text_;
+};
 
 [[noreturn]] void bad_workload(const Workload& w, const std::string& what);
 

@@ -36,8 +36,7 @@ void conv2d_nchw(const float* data, const float* weight, float* out, const Conv2
         }
 }
 
-void conv2d_nchw_grouped(const float* data, const float* weight, float* out,
-                         const Conv2DAttrs& p) {
+void conv2d_nchw_grouped(const float* data, const float* weight, float* out, const Conv2DAttrs& p) {
   int64_t OH = p.out_height(), OW = p.out_width();
   int64_t icg = p.in_channels / p.groups, ocg = p.out_channels / p.groups;
   for (int64_t n = 0; n < p.batch; ++n)

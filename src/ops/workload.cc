@@ -66,7 +66,10 @@ std::string Workload::key() const {
   std::string s = template_name + "(";
   for (const auto& [name, values] : params) {
     s += name + "=[";
-    for (size_t i = 0; i < values.size(); ++i) s += (i ? "," : "") + std::to_string(values[i]);
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (i) s += ',';
+      s += std::to_string(values[i]);
+    }
     s += "],";
   }
   return s + "dtype=" + dtype + ")";

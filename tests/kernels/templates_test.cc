@@ -1,0 +1,498 @@
+// The operator-template registry: every registered template over odd
+// workloads, its fallback config and random configs from its space, alone and
+// with a fused epilogue (bias + relu, + residual for the convolutions),
+// against the template's own reference; that reference against the plain
+// logical references of ops/reference.h; workload keys; fallback rules; and
+// the lowered IR of epilogue kernels (tile-sized anchor buffer, vector stores).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+
+#include "harness.h"
+#include "ir/stmt.h"
+#include "ops/batch_matmul.h"
+#include "ops/conv2d.h"
+#include "ops/dense.h"
+#include "ops/depthwise_conv2d.h"
+#include "ops/op_template.h"
+#include "ops/reference.h"
+#include "ops/workload.h"
+
+namespace kiln::test {
+namespace {
+
+using ops::Conv2DAttrs;
+using ops::OpTemplate;
+using ops::Workload;
+using schedule::Config;
+
+const char* const kNames[] = {"conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86", "dense_pack.x86",
+                              "dense_nopack.x86", "batch_matmul.x86"};
+
+int64_t product(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::vector<ir::Expr> exprs(const std::vector<int64_t>& s) {
+  return std::vector<ir::Expr>(s.begin(), s.end());
+}
+
+Workload conv(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t kh, int64_t kw,
+              std::vector<int64_t> strides, std::vector<int64_t> pads,
+              std::vector<int64_t> dilation) {
+  return Workload{"conv2d_NCHWc.x86",
+                  {{"data", {n, c, h, w}},
+                   {"kernel", {oc, c, kh, kw}},
+                   {"strides", strides},
+                   {"pads", pads},
+                   {"dilation", dilation}}};
+}
+
+Workload depthwise(int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                   std::vector<int64_t> strides, std::vector<int64_t> pads,
+                   std::vector<int64_t> dilation) {
+  return Workload{"depthwise_conv2d_NCHWc.x86",
+                  {{"data", {n, c, h, w}},
+                   {"kernel", {c, 1, kh, kw}},
+                   {"strides", strides},
+                   {"pads", pads},
+                   {"dilation", dilation}}};
+}
+
+Workload dense(const char* name, int64_t m, int64_t n, int64_t k) {
+  return ops::dense_workload(name, {m, n, k});
+}
+
+Workload bmm(int64_t b, int64_t m, int64_t k, int64_t bb, int64_t n) {
+  return Workload{"batch_matmul.x86", {{"a", {b, m, k}}, {"b", {bb, k, n}}}};
+}
+
+// Workloads per template: odd widths (7, 13, 56), C = 3, OC 24/40/72/1000,
+// stride 2, dilation 2, asymmetric pads, M = 1, N not a multiple of 16,
+// broadcast weights.
+std::vector<Workload> workloads_of(const std::string& name) {
+  if (name == "conv2d_NCHWc.x86")
+    return {conv(1, 3, 13, 13, 24, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}),
+            conv(1, 16, 7, 7, 40, 3, 3, {1, 1}, {0, 1, 2, 1}, {1, 1}),
+            conv(2, 8, 10, 13, 16, 3, 3, {1, 1}, {2, 2, 2, 2}, {2, 2}),
+            conv(1, 32, 3, 3, 1000, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}),
+            conv(1, 16, 3, 56, 32, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}),
+            conv(1, 24, 5, 9, 72, 3, 2, {2, 1}, {1, 0, 1, 1}, {1, 1})};
+  if (name == "depthwise_conv2d_NCHWc.x86")
+    return {depthwise(1, 24, 13, 13, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}),
+            depthwise(1, 40, 9, 14, 5, 5, {2, 2}, {2, 2, 1, 1}, {1, 1}),
+            depthwise(2, 16, 8, 8, 3, 3, {1, 1}, {2, 2, 2, 2}, {2, 2}),
+            depthwise(1, 3, 7, 56, 3, 3, {1, 1}, {0, 1, 0, 1}, {1, 1})};
+  if (name == "dense_pack.x86" || name == "dense_nopack.x86")
+    return {dense(name.c_str(), 1, 1000, 96), dense(name.c_str(), 7, 5, 13),
+            dense(name.c_str(), 33, 17, 29), dense(name.c_str(), 64, 48, 40)};
+  if (name == "batch_matmul.x86")
+    return {bmm(2, 7, 13, 2, 20), bmm(3, 16, 24, 1, 33), bmm(4, 1, 64, 4, 16)};
+  ADD_FAILURE() << "no workloads for " << name;
+  return {};
+}
+
+// Host data for the template's inputs (physical layouts): random logical
+// tensors converted where the layout is blocked or packed, so that the same
+// logical data also feeds the logical references.
+struct Inputs {
+  std::vector<std::vector<float>> logical, physical;
+};
+
+Inputs make_inputs(const OpTemplate& t, const Workload& w, const Config& cfg,
+                   std::mt19937_64& rng) {
+  Inputs in;
+  auto shapes = t.input_shapes(w, cfg);
+  const std::string name = t.name();
+  if (name == "conv2d_NCHWc.x86" || name == "depthwise_conv2d_NCHWc.x86") {
+    Conv2DAttrs a = ops::conv2d_attrs(w);
+    int64_t icb = shapes[0][4], ocb = shapes[1][5];
+    int64_t wic = a.in_channels / a.groups;
+    in.logical = {random_floats(a.batch * a.in_channels * a.height * a.width, rng),
+                  random_floats(a.out_channels * wic * a.kernel_h * a.kernel_w, rng)};
+    in.physical = {
+        ops::nchw_to_nchwc(in.logical[0].data(), a.batch, a.in_channels, a.height, a.width, icb),
+        ops::oihw_to_blocked(in.logical[1].data(), a.out_channels, wic, a.kernel_h, a.kernel_w,
+                             a.groups == 1 ? icb : 1, ocb)};
+  } else if (name == "dense_pack.x86") {
+    const auto &d = w.get("data"), &b = w.get("weight");
+    in.logical = {random_floats(product(d), rng), random_floats(product(b), rng)};
+    in.physical = {in.logical[0], ops::pack_weight(w, cfg, in.logical[1].data())};
+  } else {
+    for (auto& s : shapes) in.logical.push_back(random_floats(product(s), rng));
+    in.physical = in.logical;
+  }
+  for (size_t i = 0; i < shapes.size(); ++i)
+    EXPECT_EQ(in.physical[i].size(), size_t(product(shapes[i]))) << "input " << i;
+  return in;
+}
+
+// The template's reference output in its physical layout.
+std::vector<float> template_reference(const OpTemplate& t, const Workload& w, const Config& cfg,
+                                      const Inputs& in) {
+  std::vector<float> out(product(t.output_shape(w, cfg)), NAN);
+  std::vector<const float*> ptrs;
+  for (auto& v : in.physical) ptrs.push_back(v.data());
+  t.reference(w, cfg, ptrs, out.data());
+  return out;
+}
+
+// The template reference converted to the logical layout vs ops/reference.h.
+void expect_reference_matches_logical(const OpTemplate& t, const Workload& w, const Config& cfg,
+                                      std::mt19937_64& rng) {
+  Inputs in = make_inputs(t, w, cfg, rng);
+  auto out = template_reference(t, w, cfg, in);
+  std::vector<float> logical, expected;
+  const std::string name = t.name();
+  if (name == "conv2d_NCHWc.x86" || name == "depthwise_conv2d_NCHWc.x86") {
+    Conv2DAttrs a = ops::conv2d_attrs(w);
+    int64_t ocb = t.output_shape(w, cfg)[4];
+    logical =
+        ops::nchwc_to_nchw(out.data(), a.batch, a.out_channels, a.out_height(), a.out_width(), ocb);
+    expected.resize(logical.size());
+    ops::reference::conv2d_nchw_grouped(in.logical[0].data(), in.logical[1].data(), expected.data(),
+                                        a);
+    if (a.groups == 1 && a.pad_top == a.pad_bottom && a.pad_left == a.pad_right) {
+      // The original symmetric-padding reference agrees too.
+      ops::Conv2DParams p{a.batch,    a.in_channels, a.height,    a.width,    a.out_channels,
+                          a.kernel_h, a.kernel_w,    a.stride_h,  a.stride_w, a.pad_top,
+                          a.pad_left, a.dilation_h,  a.dilation_w};
+      std::vector<float> plain(logical.size());
+      ops::reference::conv2d_nchw(in.logical[0].data(), in.logical[1].data(), plain.data(), p);
+      EXPECT_LE(ops::reference::max_relative_error(plain.data(), expected.data(), plain.size()),
+                1e-6);
+    }
+  } else if (name == "batch_matmul.x86") {
+    const auto &a = w.get("a"), &b = w.get("b");
+    logical = out;
+    expected.resize(out.size());
+    ops::reference::batch_matmul(in.logical[0].data(), in.logical[1].data(), expected.data(), a[0],
+                                 b[0], a[1], b[2], a[2]);
+  } else {
+    const auto& d = w.get("data");
+    int64_t N = w.get("weight")[1];
+    logical = out;
+    expected.resize(out.size());
+    ops::reference::dense(in.logical[0].data(), in.logical[1].data(), expected.data(), d[0], N,
+                          d[1]);
+  }
+  EXPECT_LE(ops::reference::max_relative_error(logical.data(), expected.data(), expected.size()),
+            1e-6);
+}
+
+// The epilogue out = relu(anchor + bias[channel] (+ residual)), written as two
+// stages so that the template must inline the intermediate one. Bias covers
+// the channel axes: [C/cb, cb] of a conv output, [N] of a (batched) matmul.
+struct Epilogue {
+  ir::Tensor output;
+  std::vector<ir::Tensor> extra_inputs;  // bias (, residual)
+};
+
+std::vector<int64_t> bias_shape(const std::vector<int64_t>& s) {
+  if (s.size() == 5) return {s[1], s[4]};
+  return {s.back()};
+}
+
+int64_t bias_index(const std::vector<int64_t>& s, int64_t flat) {
+  if (s.size() == 5) return (flat / (s[2] * s[3] * s[4])) % s[1] * s[4] + flat % s[4];
+  return flat % s.back();
+}
+
+Epilogue make_epilogue(const ir::Tensor& anchor, bool residual) {
+  auto shape = ops::detail::const_shape(anchor);
+  ir::Tensor bias = ir::placeholder(exprs(bias_shape(shape)), ir::DataType::f32(), "bias");
+  ir::Tensor res =
+      residual ? ir::placeholder(exprs(shape), ir::DataType::f32(), "residual") : nullptr;
+  ir::Tensor biased = ir::compute(
+      exprs(shape),
+      [&](const std::vector<ir::Var>& i) {
+        std::vector<ir::Expr> idx(i.begin(), i.end());
+        ir::Expr b = shape.size() == 5 ? ir::at(bias, i[1], i[4]) : ir::at(bias, i.back());
+        ir::Expr v = ir::read(anchor, idx) + b;
+        return res ? v + ir::read(res, idx) : v;
+      },
+      "biased");
+  ir::Tensor out = ir::compute(
+      exprs(shape),
+      [&](const std::vector<ir::Var>& i) {
+        return ir::max(ir::read(biased, std::vector<ir::Expr>(i.begin(), i.end())),
+                       ir::make_float(0.0));
+      },
+      "relu");
+  Epilogue e{out, {bias}};
+  if (res) e.extra_inputs.push_back(res);
+  return e;
+}
+
+// Walks the lowered body: allocations (name, size) and whether some store to
+// `out` writes a vector.
+void inspect(const ir::Stmt& s, const std::string& out,
+             std::vector<std::pair<std::string, int64_t>>& allocs, bool& vector_store) {
+  if (!s) return;
+  if (auto* f = s.as<ir::ForNode>()) return inspect(f->body, out, allocs, vector_store);
+  if (auto* a = s.as<ir::AllocateNode>()) {
+    const int64_t* n = ir::as_const_int(a->size);
+    allocs.emplace_back(a->buffer->name, n ? *n : -1);
+    return inspect(a->body, out, allocs, vector_store);
+  }
+  if (auto* l = s.as<ir::LetStmtNode>()) return inspect(l->body, out, allocs, vector_store);
+  if (auto* i = s.as<ir::IfThenElseNode>()) {
+    inspect(i->then_case, out, allocs, vector_store);
+    return inspect(i->else_case, out, allocs, vector_store);
+  }
+  if (auto* q = s.as<ir::SeqNode>()) {
+    for (auto& x : q->seq) inspect(x, out, allocs, vector_store);
+    return;
+  }
+  if (auto* st = s.as<ir::StoreNode>())
+    if (st->buffer->name == out && st->value.dtype().lanes > 1) vector_store = true;
+}
+
+struct Built {
+  ir::LoweredFunc plain, fused;
+  std::vector<ir::Tensor> fused_args;
+  ir::Tensor anchor;
+};
+
+Built build(const OpTemplate& t, const Workload& w, const Config& cfg, bool residual) {
+  Built b;
+  ops::Kernel k = ops::make_kernel(t, w, cfg);
+  b.plain = schedule::lower(k.sch, k.args, "plain");
+
+  ops::TemplateInstance inst = t.compute(w, cfg);
+  Epilogue e = make_epilogue(inst.anchor, residual);
+  schedule::Schedule sch = schedule::create_schedule({e.output});
+  t.schedule(sch, inst, e.output, cfg);
+  b.fused_args = inst.inputs;
+  b.fused_args.insert(b.fused_args.end(), e.extra_inputs.begin(), e.extra_inputs.end());
+  b.fused_args.push_back(e.output);
+  b.fused = schedule::lower(sch, b.fused_args, "fused");
+  b.anchor = inst.anchor;
+  return b;
+}
+
+// Runs the template alone and with the epilogue, both against the reference,
+// and checks the fused kernel's IR.
+void check_config(const OpTemplate& t, const Workload& w, const Config& cfg, std::mt19937_64& rng) {
+  SCOPED_TRACE(w.key() + " config " + cfg.to_json());
+  auto t0 = std::chrono::steady_clock::now();
+  struct Timer {
+    std::string what;
+    std::chrono::steady_clock::time_point t0;
+    ~Timer() {
+      if (std::getenv("KILN_TEST_TIMES"))
+        fprintf(stderr, "%8.1f ms %s\n",
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count(),
+                what.c_str());
+    }
+  } timer{w.key() + " " + cfg.to_json(), t0};
+  bool residual = t.output_shape(w, cfg).size() == 5;
+  Built b = build(t, w, cfg, residual);
+  auto mod = codegen::jit_compile({b.plain, b.fused}, host_target());
+
+  Inputs in = make_inputs(t, w, cfg, rng);
+  auto ref = template_reference(t, w, cfg, in);
+  std::vector<float> out(ref.size(), NAN);
+  std::vector<void*> args;
+  for (auto& v : in.physical) args.push_back(v.data());
+  args.push_back(out.data());
+  ASSERT_EQ(mod->get_function("plain")(args.data()), 0);
+  EXPECT_LE(ops::reference::max_relative_error(out.data(), ref.data(), ref.size()), 1e-5);
+
+  auto shape = t.output_shape(w, cfg);
+  auto bias = random_floats(product(bias_shape(shape)), rng);
+  auto res = random_floats(residual ? ref.size() : 0, rng);
+  std::vector<float> expected(ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    float v = ref[i] + bias[bias_index(shape, i)] + (residual ? res[i] : 0.0f);
+    expected[i] = std::max(v, 0.0f);
+  }
+  std::fill(out.begin(), out.end(), NAN);
+  args.pop_back();
+  args.push_back(bias.data());
+  if (residual) args.push_back(res.data());
+  args.push_back(out.data());
+  ASSERT_EQ(mod->get_function("fused")(args.data()), 0);
+  EXPECT_LE(ops::reference::max_relative_error(out.data(), expected.data(), expected.size()), 1e-5);
+
+  // The anchor lives only as a register tile inside the epilogue's loops: no
+  // buffer as large as the output, and the epilogue stores vectors.
+  std::vector<std::pair<std::string, int64_t>> allocs;
+  bool vector_store = false;
+  inspect(b.fused.body, "relu", allocs, vector_store);
+  bool conv = shape.size() == 5;
+  int64_t lanes = conv ? shape.back() : cfg.split("tile_x").back();
+  int64_t tile = lanes * (conv ? cfg.split("tile_ow").back() : cfg.split("tile_y").back());
+  for (auto& [name, size] : allocs) {
+    EXPECT_GT(size, 0) << name;
+    if (name == b.anchor->name) {
+      EXPECT_LE(size, tile) << "anchor buffer " << name << " is larger than its register tile";
+    }
+    EXPECT_EQ(name.find("biased"), std::string::npos) << "epilogue stage was not inlined";
+  }
+  if (lanes > 1) {
+    EXPECT_TRUE(vector_store) << "epilogue is not vectorized";
+  }
+}
+
+void check_template(const std::string& name, uint64_t seed) {
+  const OpTemplate& t = ops::get_template(name);
+  std::mt19937_64 rng(seed);
+  for (const Workload& w : workloads_of(name)) {
+    auto space = t.space(w);
+    std::vector<Config> configs = {t.fallback(w)};
+    for (int i = 0; i < configs_per_shape(3); ++i) configs.push_back(space.random(rng));
+    expect_reference_matches_logical(t, w, configs[0], rng);
+    expect_reference_matches_logical(t, w, configs[1], rng);
+    for (const Config& cfg : configs) check_config(t, w, cfg, rng);
+  }
+}
+
+TEST(Templates, Conv2dNCHWc) { check_template("conv2d_NCHWc.x86", 101); }
+TEST(Templates, DepthwiseConv2dNCHWc) { check_template("depthwise_conv2d_NCHWc.x86", 102); }
+TEST(Templates, DensePack) { check_template("dense_pack.x86", 103); }
+TEST(Templates, DenseNopack) { check_template("dense_nopack.x86", 104); }
+TEST(Templates, BatchMatmul) { check_template("batch_matmul.x86", 105); }
+
+TEST(Templates, RegistryFindsEveryTemplate) {
+  EXPECT_EQ(ops::template_names(), std::vector<std::string>(std::begin(kNames), std::end(kNames)));
+  for (const char* n : kNames) {
+    const OpTemplate* t = ops::find_template(n);
+    ASSERT_NE(t, nullptr) << n;
+    EXPECT_EQ(t->name(), n);
+    EXPECT_EQ(&ops::get_template(n), t);
+  }
+  EXPECT_EQ(ops::find_template("conv2d_NCHWc.arm"), nullptr);
+  EXPECT_THROW(ops::get_template("nope.x86"), std::invalid_argument);
+}
+
+TEST(Templates, WorkloadKeyRoundTrip) {
+  Workload w = conv(1, 64, 56, 56, 64, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1});
+  EXPECT_EQ(w.key(),
+            "conv2d_NCHWc.x86(data=[1,64,56,56],kernel=[64,64,3,3],strides=[1,1],"
+            "pads=[1,1,1,1],dilation=[1,1],dtype=float32)");
+  for (const char* n : kNames)
+    for (const Workload& x : workloads_of(n)) {
+      EXPECT_EQ(Workload::parse(x.key()), x) << x.key();
+      EXPECT_EQ(Workload::parse(x.key()).key(), x.key());
+    }
+  Workload odd{"t.x", {{"e", {}}, {"neg", {-3, 0, 12345678901}}}, "int8"};
+  EXPECT_EQ(Workload::parse(odd.key()), odd);
+  EXPECT_EQ(odd.get("neg")[2], 12345678901);
+  EXPECT_THROW(odd.get("missing"), std::invalid_argument);
+  for (const char* bad :
+       {"", "t(", "t()", "t(a=[1],)", "t(a=[1,],dtype=float32)", "t(a=[1]dtype=float32)",
+        "t(a=[1],dtype=float32)x", "t(a=[x],dtype=f)", "t(a=[1],a=[2],dtype=float32)",
+        "(a=[1],dtype=float32)", "t(a=[99999999999999999999],dtype=float32)"}) {
+    EXPECT_THROW(Workload::parse(bad), std::invalid_argument) << bad;
+    try {
+      Workload::parse(bad);
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Templates, FallbackRules) {
+  auto cfg = [](const Workload& w) { return ops::get_template(w.template_name).fallback(w); };
+  // First layer: C = 3 -> ic_bn 3; OW 112 has no divisor in [8, 24] but 16.
+  Config c1 = cfg(conv(1, 3, 224, 224, 64, 7, 7, {2, 2}, {3, 3, 3, 3}, {1, 1}));
+  EXPECT_EQ(c1.split("tile_ic").back(), 3);
+  EXPECT_EQ(c1.split("tile_oc").back(), 16);
+  EXPECT_EQ(c1.split("tile_ow").back(), 16);
+  EXPECT_EQ(c1.knob("unroll_kw"), 0);
+  Config c2 = cfg(conv(1, 64, 56, 56, 64, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}));
+  EXPECT_EQ(c2.split("tile_ic").back(), 16);
+  EXPECT_EQ(c2.split("tile_ow").back(), 14);
+  EXPECT_EQ(c2.knob("unroll_kw"), 1);
+  // OC 1000 -> 8; OC 24 -> 8; C 20 -> 10; a prime width gets a partial power-of-two tile.
+  Config c3 = cfg(conv(1, 20, 149, 149, 1000, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}));
+  EXPECT_EQ(c3.split("tile_oc").back(), 8);
+  EXPECT_EQ(c3.split("tile_ic").back(), 10);
+  EXPECT_EQ(c3.split("tile_ow"), (std::vector<int64_t>{10, 16}));
+  EXPECT_EQ(cfg(conv(1, 16, 7, 7, 24, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1})).split("tile_oc").back(),
+            8);
+  Config d1 = cfg(depthwise(1, 72, 13, 13, 5, 5, {1, 1}, {2, 2, 2, 2}, {1, 1}));
+  EXPECT_EQ(d1.split("tile_c").back(), 8);
+  EXPECT_EQ(d1.split("tile_ow").back(), 13);
+  EXPECT_EQ(d1.knob("unroll_kw"), 1);
+  // GEMV: 40 columns (divides 1000), one row, deep k unroll, many column tasks.
+  Config g = cfg(dense("dense_pack.x86", 1, 1000, 2048));
+  EXPECT_EQ(g.split("tile_x"), (std::vector<int64_t>{25, 1, 40}));
+  EXPECT_EQ(g.split("tile_y"), (std::vector<int64_t>{1, 1, 1}));
+  EXPECT_EQ(g.split("tile_k"), (std::vector<int64_t>{128, 16}));
+  Config m = cfg(dense("dense_nopack.x86", 1024, 1024, 1024));
+  EXPECT_EQ(m.split("tile_x"), (std::vector<int64_t>{4, 8, 32}));
+  EXPECT_EQ(m.split("tile_y"), (std::vector<int64_t>{16, 8, 8}));
+  EXPECT_EQ(m.split("tile_k"), (std::vector<int64_t>{256, 4}));
+  EXPECT_EQ(m.knob("tile_order"), 1);
+  Config b = cfg(bmm(12, 128, 64, 12, 128));
+  EXPECT_EQ(b.split("tile_x").back(), 32);
+  EXPECT_EQ(b.split("tile_y").back(), 8);
+  // Every template's fallback is a point of its space for many shapes.
+  for (int64_t n : {1, 2, 3, 5, 7, 13, 16, 24, 40, 72, 100, 1000})
+    for (int64_t s : {1, 2}) {
+      for (const Workload& w : {conv(1, n, 9, n + 2, n, 3, 3, {s, s}, {1, 0, 1, 2}, {1, 1}),
+                                depthwise(1, n, 9, n + 2, 3, 3, {s, s}, {1, 1, 0, 0}, {1, 1}),
+                                dense("dense_pack.x86", n, n + s, 3 * n),
+                                dense("dense_nopack.x86", s, n, n), bmm(s, n, n + 1, 1, n + 2)}) {
+        const OpTemplate& t = ops::get_template(w.template_name);
+        Config f = t.fallback(w);
+        EXPECT_EQ(Config::from_json(t.space(w), f.to_json()), f) << w.key();
+        EXPECT_GT(t.flops(w), 0);
+      }
+    }
+}
+
+TEST(Templates, ShapesMatchComputeAndErrorsNameTheWorkload) {
+  for (const char* n : kNames) {
+    const OpTemplate& t = ops::get_template(n);
+    for (const Workload& w : workloads_of(n)) {
+      Config cfg = t.fallback(w);
+      auto inst = t.compute(w, cfg);
+      auto shapes = t.input_shapes(w, cfg);
+      ASSERT_EQ(inst.inputs.size(), shapes.size());
+      for (size_t i = 0; i < shapes.size(); ++i)
+        EXPECT_EQ(ops::detail::const_shape(inst.inputs[i]), shapes[i]) << w.key();
+      EXPECT_EQ(ops::detail::const_shape(inst.anchor), t.output_shape(w, cfg));
+    }
+  }
+  auto expect_error = [](const char* name, const Workload& w, const std::string& text) {
+    try {
+      ops::get_template(name).space(w);
+      ADD_FAILURE() << "no error for " << w.key();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  Workload grouped = conv(1, 8, 5, 5, 8, 3, 3, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  grouped.params[1].second[1] = 4;
+  expect_error("conv2d_NCHWc.x86", grouped, "groups = 1");
+  expect_error("conv2d_NCHWc.x86", conv(1, 8, 2, 2, 8, 3, 3, {1, 1}, {0, 0, 0, 0}, {1, 1}),
+               "empty output");
+  expect_error("dense_pack.x86", dense("dense_nopack.x86", 2, 2, 2), "is not a dense_pack.x86");
+  expect_error("batch_matmul.x86", bmm(3, 2, 2, 2, 2), "batch must be 1");
+  Workload f16 = dense("dense_pack.x86", 2, 2, 2);
+  f16.dtype = "float16";
+  expect_error("dense_pack.x86", f16, "float32 only");
+}
+
+// A register tile whose split does not divide the width (OW 13 by 4) and an
+// output channel count not a multiple of 16, with the fused epilogue.
+TEST(Templates, PartialTilesWithEpilogue) {
+  const OpTemplate& t = ops::get_template("conv2d_NCHWc.x86");
+  Workload w = conv(1, 8, 4, 13, 24, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1});
+  auto cfg = ops::detail::config_from_knobs(
+      t.space(w), R"("tile_ic": [1, 8], "tile_oc": [1, 24], "tile_ow": [4, 4], "unroll_kw": 1)");
+  std::mt19937_64 rng(7);
+  check_config(t, w, cfg, rng);
+}
+
+}  // namespace
+}  // namespace kiln::test
