@@ -83,6 +83,7 @@ struct Rewriter {
 
   bool rewrite_conv(const Node& n);
   bool rewrite_dense(const Node& n);
+  bool rewrite_batch_matmul(const Node& n);
 };
 
 std::vector<float> floats_of(const Initializer& init) { return init.as<float>(); }
@@ -240,6 +241,35 @@ bool Rewriter::rewrite_dense(const Node& n) {
     add.outputs = {n.outputs[0]};
     emit(std::move(add));
   }
+  uses.push_back({t.name(), w.key(), configured});
+  return true;
+}
+
+// MatMul of two activations (attention's Q K^T and P V): batch_matmul.x86
+// when the batch dimensions match or the right operand has none to broadcast.
+bool Rewriter::rewrite_batch_matmul(const Node& n) {
+  if (n.op_type != "MatMul" || n.inputs.size() != 2) return false;
+  const TensorType* at = g.type_of(n.inputs[0]);
+  const TensorType* bt = g.type_of(n.inputs[1]);
+  const TensorType* yt = g.type_of(n.outputs.at(0));
+  if (!at || !bt || !yt || at->dtype != "float32" || bt->dtype != "float32" ||
+      at->shape.size() < 3 || bt->shape.size() < 2)
+    return false;
+  std::vector<int64_t> a_batch(at->shape.begin(), at->shape.end() - 2);
+  std::vector<int64_t> b_batch(bt->shape.begin(), bt->shape.end() - 2);
+  int64_t M = at->shape[at->shape.size() - 2], K = at->shape.back();
+  int64_t N = bt->shape.back();
+  if (bt->shape[bt->shape.size() - 2] != K) return false;
+  int64_t B = product(a_batch), Bb = product(b_batch);
+  if (Bb != 1 && b_batch != a_batch) return false;
+
+  const ops::OpTemplate& t = ops::get_template("batch_matmul.x86");
+  ops::Workload w;
+  w.template_name = t.name();
+  w.params = {{"a", {B, M, K}}, {"b", {Bb, K, N}}};
+  bool configured = false;
+  schedule::Config cfg = config_for(t, w, &configured);
+  emit(template_node(n, t, w, cfg, {n.inputs[0], n.inputs[1]}, n.outputs[0], yt->shape));
   uses.push_back({t.name(), w.key(), configured});
   return true;
 }
@@ -409,6 +439,7 @@ std::vector<TemplateUse> alter_layout(Graph& g, const std::map<std::string, std:
     bool done = false;
     if (n.op_type == "Conv") done = rw.rewrite_conv(n);
     if (n.op_type == "Gemm" || n.op_type == "MatMul") done = rw.rewrite_dense(n);
+    if (!done && n.op_type == "MatMul") done = rw.rewrite_batch_matmul(n);
     if (!done) rw.emit(n);
   }
   g.nodes = std::move(rw.out);
