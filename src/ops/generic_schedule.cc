@@ -30,7 +30,10 @@ void schedule_loops(const Stage& s) {
   if (axis.empty()) return;
   bool parallel = spatial_elements(s) >= kMinParallelElements;
   if (!s->op->reduce_axis.empty()) {
-    fuse_and_parallelize(s, std::vector<ir::IterVar>(axis.begin(), axis.end()), parallel);
+    // The innermost spatial loop stays its own loop: indices inside the
+    // reduction then need no division by the fused extents.
+    std::vector<ir::IterVar> outer(axis.begin(), axis.end() - (axis.size() > 1 ? 1 : 0));
+    fuse_and_parallelize(s, outer, parallel);
     return;
   }
   std::vector<ir::IterVar> outer(axis.begin(), axis.end() - 1);

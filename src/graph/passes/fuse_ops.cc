@@ -35,6 +35,15 @@ struct Builder {
   std::vector<FusedGroup> groups;
   std::vector<std::vector<int64_t>> group_shape;  // shape of each group's last output
 
+  // A reduction re-reads its input (pooling windows overlap): a layout
+  // transform inlined into it would redo its index arithmetic per read and
+  // read with a stride of the channel block, so it stays a kernel of its own.
+  bool has_layout_transform(const FusedGroup& grp) const {
+    return std::any_of(grp.nodes.begin(), grp.nodes.end(), [&](size_t ni) {
+      return g.nodes[ni].op_type == "kiln.LayoutTransform";
+    });
+  }
+
   // The group `n` may join through its input `x`, or -1.
   int64_t joinable_group(const Node& n, const std::string& x) {
     auto it = producer_group.find(x);
@@ -52,6 +61,7 @@ struct Builder {
       case OpPattern::kElemWise:
       case OpPattern::kBroadcast:
       case OpPattern::kInjective:
+        if (p == OpPattern::kReduction && has_layout_transform(grp)) return -1;
         return is_injective(p) || p == OpPattern::kReduction ? static_cast<int64_t>(it->second) : -1;
       case OpPattern::kOpaque: return -1;
     }
