@@ -84,6 +84,20 @@ def build_model(name):
     return model, inputs, opset
 
 
+def export(model, inputs, path, opset):
+    """generate.export, except that ViT's nn.MultiheadAttention must be traced with grad enabled:
+    under no_grad, eval mode takes the fused aten::_native_multi_head_attention fast path, which
+    torch 1.13 cannot export. The traced graph computes the same function."""
+    if not any(isinstance(m, nn.MultiheadAttention) for m in model.modules()):
+        return generate.export(model, inputs, path, opset)
+    no_grad = generate.torch.no_grad
+    generate.torch.no_grad = torch.enable_grad
+    try:
+        return generate.export(model, inputs, path, opset)
+    finally:
+        generate.torch.no_grad = no_grad
+
+
 def write(name, out_dir):
     model, inputs, opset = build_model(name)
     with torch.no_grad():
@@ -93,7 +107,7 @@ def write(name, out_dir):
     final = os.path.join(out_dir, name)
     tmp = tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir)
     try:
-        proto = generate.export(model, inputs, os.path.join(tmp, "model.onnx"), opset)
+        proto = export(model, inputs, os.path.join(tmp, "model.onnx"), opset)
         np.savez(os.path.join(tmp, "input.npz"), **{k: v.numpy() for k, v in inputs.items()})
         np.savez(
             os.path.join(tmp, "expected.npz"),
