@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "frontend/legacy_ops.h"
 #include "frontend/onnx_convert.h"
 #include "frontend/op_support.h"
 #include "frontend/shape_folding.h"
@@ -333,6 +334,7 @@ graph::Graph import_model(const std::string& path, const InputShapes& input_shap
   graph::Graph g;
   convert_values(model.graph(), &g);
   convert_nodes(model.graph(), names, &g);
+  upgrade_legacy_ops(&g, default_opset(model));
   return g;
 }
 
