@@ -80,6 +80,11 @@ def build_model(name):
     with torch.no_grad():
         # Also covers ConvNeXt's LayerNorm2d (an nn.LayerNorm over the channel axis).
         generate.randomize_norm_stats(model, gen)
+        # ViT zero-initializes its classifier head (and class token): its output would be all
+        # zeros and match anything. Give every all-zero weight (rank >= 2) random values.
+        for p in model.parameters():
+            if p.dim() >= 2 and not p.any():
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
     model.eval()
     return model, inputs, opset
 
