@@ -87,7 +87,11 @@ struct TempDir {
 void write_tar(const BuiltModule& m, const codegen::Target& target, const std::string& path) {
   TempDir dir;
   fs::path so = dir.path / "mod.so";
-  codegen::build_shared_library(m.funcs, target, so.string());
+  try {
+    codegen::build_shared_library(m.funcs, target, so.string());
+  } catch (const std::exception& e) {  // name the package, not the temporary mod.so
+    throw std::runtime_error("cannot write " + path + ": " + e.what());
+  }
   fs::path dest = fs::absolute(path);
   fs::path tmp = dest;
   tmp += ".tmp" + std::to_string(getpid());
