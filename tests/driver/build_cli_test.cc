@@ -31,7 +31,9 @@ OnnxBuilder small_model(float bias = 0.25f, const std::string& batch = "N") {
 class KilnBuild : public ::testing::Test {
  protected:
   // Runs `kiln ARGS`; TMPDIR points at tmp_ so leftovers are visible.
-  CommandResult kiln(const std::string& args) { return run_kiln(args, tmp_, capture_); }
+  CommandResult kiln(const std::string& args, const std::string& env = "") {
+    return run_kiln(args, tmp_, capture_, env);
+  }
 
   std::string write_model(const std::string& name, const OnnxBuilder& b) {
     std::string path = work_.file(name);
@@ -137,11 +139,11 @@ TEST_F(KilnBuild, UnknownOperatorsAreAllNamed) {
 // ---- --input-shapes -------------------------------------------------------------
 
 TEST_F(KilnBuild, InputShapesErrors) {
-  write_model("dyn.onnx", small_model());
-  expect_build_fails("dyn.onnx", "--input-shapes 'z:[1,3,7,9]'", {"'z'", "'x'", "not an input"});
-  expect_build_fails("dyn.onnx", "--input-shapes 'x:[1,3,7]'", {"'x'", "rank 4", "rank 3"});
-  expect_build_fails("dyn.onnx", "--input-shapes 'x:[2,3,7,10]'", {"'x'", "axis 3", "9", "10"});
-  expect_build_fails("dyn.onnx", "", {"'x'", "axis 0", "'N'", "dynamic", "--input-shapes"});
+  const std::string f = write_model("dyn.onnx", small_model());
+  expect_build_fails("dyn.onnx", "--input-shapes 'z:[1,3,7,9]'", {f, "'z'", "'x'", "not an input"});
+  expect_build_fails("dyn.onnx", "--input-shapes 'x:[1,3,7]'", {f, "'x'", "rank 4", "rank 3"});
+  expect_build_fails("dyn.onnx", "--input-shapes 'x:[2,3,7,10]'", {f, "'x'", "axis 3", "9", "10"});
+  expect_build_fails("dyn.onnx", "", {f, "'x'", "axis 0", "'N'", "dynamic", "--input-shapes"});
   expect_build_fails("dyn.onnx", "--input-shapes 'x:1,3,7,9'", {"--input-shapes", "'['"});
   expect_build_fails("dyn.onnx", "--input-shapes 'x:[1,-3,7,9]'", {"--input-shapes", "-3"});
   expect_files({"dyn.onnx"});
@@ -204,6 +206,21 @@ TEST_F(KilnBuild, UnwritableOutputPath) {
   }
   EXPECT_TRUE(fs::is_empty(work_.file("a_dir")));
   expect_files({"a_dir", "m.onnx", "plain_file"});
+}
+
+// A failure while the package is being written (here: linking, with a
+// failing linker) leaves no partial package and no temporary file.
+TEST_F(KilnBuild, FailedLinkLeavesNothing) {
+  write_model("m.onnx", small_model(0.25f, "1"));
+  for (const char* format : {"tar", "so"}) {
+    SCOPED_TRACE(format);
+    std::string out = work_.file(std::string("m.") + format);
+    CommandResult r = kiln(
+        "build " + quote(work_.file("m.onnx")) + " -o " + quote(out) + " --output-format " + format,
+        "CC=false");
+    expect_one_error(r, {"linking", out});
+  }
+  expect_files({"m.onnx"});
 }
 
 TEST_F(KilnBuild, BadOptions) {
@@ -313,6 +330,9 @@ TEST_F(KilnBuildAndRun, ReplacesOnSuccessKeepsOnFailure) {
     expect_one_error(
         kiln("build " + quote(work_.file("a.onnx")) + fmt + " --config " + quote(work_.file("x"))),
         {work_.file("x")});
+    // A failure while linking the kernels (the linker is $CC).
+    expect_one_error(kiln("build " + quote(work_.file("a.onnx")) + fmt, "CC=false"),
+                     {"linking", pkg});
     EXPECT_EQ(read_bytes(pkg), before);
     run_and_compare(pkg, reference(x, -0.5f));
   }

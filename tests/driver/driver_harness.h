@@ -305,11 +305,12 @@ struct CommandResult {
 // Runs the kiln binary with `args` (already shell-quoted) under /bin/sh with
 // TMPDIR=`tmp` (so that temporary files it leaves behind can be seen),
 // capturing stdout and stderr in `capture`.
+// `env` is prepended to the command ("CC=false").
 inline CommandResult run_kiln(const std::string& args, const ScratchDir& tmp,
-                              const ScratchDir& capture) {
+                              const ScratchDir& capture, const std::string& env = "") {
   std::string out = capture.file("stdout"), err = capture.file("stderr");
-  std::string cmd = "TMPDIR='" + tmp.path().string() + "' '" + KILN_BINARY + "' " + args + " >'" +
-                    out + "' 2>'" + err + "'";
+  std::string cmd = env + " TMPDIR='" + tmp.path().string() + "' '" + KILN_BINARY + "' " + args +
+                    " >'" + out + "' 2>'" + err + "'";
   int status = std::system(cmd.c_str());
   CommandResult r;
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
