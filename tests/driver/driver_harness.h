@@ -181,6 +181,12 @@ inline graph::Initializer random_input(const graph::TensorType& t, const InputRa
     std::vector<int64_t> v(n);
     for (int64_t& x : v) x = d(rng);
     std::memcpy(init.data.data(), v.data(), init.data.size());
+  } else if (t.dtype == "int32") {
+    std::uniform_int_distribution<int32_t> d(static_cast<int32_t>(r.lo),
+                                             static_cast<int32_t>(r.hi) - 1);
+    std::vector<int32_t> v(n);
+    for (int32_t& x : v) x = d(rng);
+    std::memcpy(init.data.data(), v.data(), init.data.size());
   } else if (t.dtype == "bool") {
     for (uint8_t& x : init.data) x = static_cast<uint8_t>(rng() & 1);
   } else {
