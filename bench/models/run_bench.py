@@ -4,7 +4,7 @@
 Usage:
   run_bench.py [--kiln build/kiln] [--models resnet18,...] [--models-dir DIR] [--work DIR]
                [--rounds 3] [--repeat 30] [--warmup 5] [--threads 2] [--out results.md]
-               [--kiln-build-args "..."] [--skip kiln,torch,ort]
+               [--kiln-build-args "..."] [--skip kiln,torch,ort] [--peers-spin]
 
 For each model (generated into --models-dir by generate.py when missing): `kiln build` with
 the fallback configs (no tuning log), one `kiln run --output` checked against expected.npz with
@@ -13,7 +13,10 @@ ONNX Runtime (ort_bench.js) and PyTorch (torch_bench.py) once, in a rotating ord
 on this shared machine hits all three alike. A peer's time is the median over rounds of its
 per-round medians. Prints a markdown table (and writes it to --out): model, kiln ms, ORT ms,
 PyTorch ms, kiln/ORT, kiln/PyTorch, and kiln's relative error against PyTorch's outputs.
-Every engine runs with --threads threads (kiln through KILN_NUM_THREADS).
+Every engine runs with --threads threads (kiln through KILN_NUM_THREADS). The peers' worker
+threads sleep rather than spin when idle (ORT allow_spinning=0, OMP_WAIT_POLICY=passive), their
+faster setting on this busy shared machine (see ort_bench.js and torch_bench.py); --peers-spin
+gives them their spinning defaults, for a quiet machine.
 """
 
 import argparse
@@ -135,10 +138,12 @@ class Bench:
         elif engine == "ort":
             cmd = ["node", os.path.join(HERE, "ort_bench.js"), os.path.join(d, "model.onnx"),
                    os.path.join(d, "input.npz"), "--threads", str(a.threads),
-                   "--warmup", str(a.warmup), "--repeat", str(a.repeat)]
+                   "--warmup", str(a.warmup), "--repeat", str(a.repeat),
+                   "--spin", "1" if a.peers_spin else "0"]
         else:
             cmd = [PYTHON, os.path.join(HERE, "torch_bench.py"), d, "--threads", str(a.threads),
-                   "--warmup", str(a.warmup), "--repeat", str(a.repeat)]
+                   "--warmup", str(a.warmup), "--repeat", str(a.repeat),
+                   "--omp-wait-policy", "active" if a.peers_spin else "passive"]
         ok, out = run(cmd, a.timeout, self.env)
         ms = parse_median_ms(out) if ok else None
         if ms is None:
@@ -170,6 +175,8 @@ def main():
     p.add_argument("--timeout", type=int, default=1800, help="seconds per command")
     p.add_argument("--kiln-build-args", default="", help="extra arguments for kiln build")
     p.add_argument("--skip", default="", help="engines to leave out: kiln,ort,torch")
+    p.add_argument("--peers-spin", action="store_true",
+                   help="let ORT and PyTorch threads spin when idle (their defaults)")
     p.add_argument("--out", help="also write the markdown table here")
     args = p.parse_args()
     args.work = args.work or os.path.join(args.models_dir, "kiln")
@@ -216,7 +223,9 @@ def main():
     load = os.getloadavg()
     lines = [
         f"kiln vs ONNX Runtime vs PyTorch, {args.threads} threads, median of {args.rounds} "
-        f"rounds x {args.repeat} runs; {datetime.datetime.now():%Y-%m-%d %H:%M}, "
+        f"rounds x {args.repeat} runs, peer threads "
+        f"{'spinning' if args.peers_spin else 'not spinning'}; "
+        f"{datetime.datetime.now():%Y-%m-%d %H:%M}, "
         f"{platform.node()}, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}",
         "",
         "| model | kiln ms | ORT ms | PyTorch ms | kiln/ORT | kiln/PyTorch | kiln rel err |",
