@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/build_command.h"
 #include "cli/demo.h"
+#include "cli/run_command.h"
 
 namespace {
 
@@ -14,8 +16,15 @@ const char* kUsage =
     "usage: kiln <command> [options]\n"
     "\n"
     "commands:\n"
+    "  run MODEL.tar --inputs INPUT.npz [--output OUT.npz] [--repeat N] [--print-time]\n"
+    "      [--profile]     run a package (.tar or self-contained .so) on the arrays of\n"
+    "                      INPUT.npz named by the model's inputs; outputs go to OUT.npz\n"
+    "                      as output_0, output_1, ...\n"
     "  demo [--print-ir] [--print-asm]\n"
     "                      compile, verify and time a dense and a conv2d kernel\n"
+    "  build MODEL.onnx [-o OUT] [--target T] [--input-shapes S] [--output-format tar|so]\n"
+    "                      [--config FILE]\n"
+    "                      compile an ONNX model into a package (kiln build --help)\n"
     "  version             print kiln's version\n"
     "  help                this text\n";
 
@@ -30,6 +39,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> rest(argv + 2, argv + argc);
   try {
     if (cmd == "demo") return kiln::cli::run_demo(rest);
+    if (cmd == "build") return kiln::cli::run_build(rest);
+    if (cmd == "run") return kiln::cli::run_run(rest);
     if (cmd == "version" || cmd == "--version") {
       std::puts("kiln 0.1.0");
       return 0;

@@ -6,6 +6,8 @@
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/GlobalVariable.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
@@ -102,6 +104,22 @@ std::string emit_file(Built& b, llvm::CodeGenFileType kind) {
     throw std::runtime_error("codegen: the target cannot emit this file type");
   pm.run(*b.module);
   return std::string(buf.begin(), buf.end());
+}
+
+// Each blob becomes `const uint8_t name[]` (64-byte aligned) and
+// `const uint64_t name_size`, both exported.
+void add_data_symbols(llvm::Module& m, const std::vector<DataSymbol>& data) {
+  llvm::LLVMContext& ctx = m.getContext();
+  for (const DataSymbol& d : data) {
+    llvm::Constant* bytes = llvm::ConstantDataArray::getRaw(d.bytes, d.bytes.size(),
+                                                            llvm::Type::getInt8Ty(ctx));
+    auto* gv = new llvm::GlobalVariable(m, bytes->getType(), true,
+                                        llvm::GlobalValue::ExternalLinkage, bytes, d.name);
+    gv->setAlignment(llvm::Align(64));
+    auto* size = llvm::ConstantInt::get(llvm::Type::getInt64Ty(ctx), d.bytes.size());
+    new llvm::GlobalVariable(m, size->getType(), true, llvm::GlobalValue::ExternalLinkage, size,
+                             d.name + "_size");
+  }
 }
 
 std::string error_text(llvm::Error e) { return llvm::toString(std::move(e)); }
@@ -255,8 +273,9 @@ int run_command(const std::vector<std::string>& argv, const fs::path& log) {
 }  // namespace
 
 void build_shared_library(const std::vector<ir::LoweredFunc>& funcs, const Target& target,
-                          const std::string& path) {
+                          const std::string& path, const std::vector<DataSymbol>& data) {
   Built b = build(funcs, target, true);
+  add_data_symbols(*b.module, data);
   std::string obj = emit_file(b, llvm::CGFT_ObjectFile);
 
   TempDir dir;

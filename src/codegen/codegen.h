@@ -42,8 +42,15 @@ std::unique_ptr<JitModule> jit_compile(const std::vector<ir::LoweredFunc>& funcs
 // Writes a shared library exporting one symbol per kernel. Runtime symbols stay
 // undefined and resolve when the loading process (linking libkiln_runtime.so)
 // dlopens it. Written atomically: on failure no file is left at `path`.
+// data: bytes to embed as exported read-only symbols `name` (uint8_t[]) and
+// `name_size` (uint64_t) — a self-contained package carries its graph and
+// weights this way.
+struct DataSymbol {
+  std::string name;
+  std::string bytes;
+};
 void build_shared_library(const std::vector<ir::LoweredFunc>& funcs, const Target& target,
-                          const std::string& path);
+                          const std::string& path, const std::vector<DataSymbol>& data = {});
 
 // Textual LLVM IR, before or after the O3 pipeline (for debugging and tests).
 std::string emit_llvm_ir(const std::vector<ir::LoweredFunc>& funcs, const Target& target,

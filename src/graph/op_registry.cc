@@ -19,6 +19,7 @@ void ensure_registered() {
     register_shape_ops();
     register_reduce_ops();
     register_nn_ops();
+    register_layout_ops();
   });
 }
 

@@ -84,5 +84,6 @@ void register_elementwise_ops();
 void register_shape_ops();
 void register_reduce_ops();
 void register_nn_ops();
+void register_layout_ops();
 
 }  // namespace kiln::graph

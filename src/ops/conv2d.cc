@@ -11,19 +11,19 @@ using schedule::Config;
 using schedule::ConfigSpace;
 using schedule::SplitPolicy;
 
-namespace {
+namespace detail {
 
-// Zero padding of dims 2 and 3 (H and W in NCHW and in NCHW[x]c): out-of-range
-// coordinates are clamped so that the (unselected) load stays in bounds.
-Tensor pad_spatial(const Tensor& data, int64_t ph, int64_t pw, const std::string& name) {
+Tensor pad_spatial(const Tensor& data, int64_t top, int64_t left, int64_t bottom, int64_t right,
+                   const std::string& name) {
+  if (top == 0 && left == 0 && bottom == 0 && right == 0) return data;
   std::vector<Expr> shape = data->shape;
   int64_t H = *as_const_int(shape[2]), W = *as_const_int(shape[3]);
-  shape[2] = make_int(H + 2 * ph);
-  shape[3] = make_int(W + 2 * pw);
+  shape[2] = make_int(H + top + bottom);
+  shape[3] = make_int(W + left + right);
   return compute(
       shape,
       [&](const std::vector<Var>& i) {
-        Expr h = i[2] - ph, w = i[3] - pw;
+        Expr h = i[2] - top, w = i[3] - left;
         Expr inside = logical_and(logical_and(h >= 0, h < H), logical_and(w >= 0, w < W));
         std::vector<Expr> idx(i.begin(), i.end());
         idx[2] = max(min(h, make_int(H - 1)), make_int(0));
@@ -33,12 +33,220 @@ Tensor pad_spatial(const Tensor& data, int64_t ph, int64_t pw, const std::string
       name);
 }
 
+int64_t fallback_channel_block(int64_t channels) {
+  if (channels % 16 == 0) return 16;
+  if (channels % 8 == 0) return 8;
+  return largest_divisor_at_most(channels, 16);
+}
+
+int64_t fallback_ow_tile(int64_t out_width, int64_t channel_block) {
+  int64_t zmm_per_column = (channel_block + 15) / 16;
+  int64_t cap = std::max<int64_t>(1, std::min<int64_t>(out_width, 24 / zmm_per_column));
+  int64_t d = largest_divisor_at_most(out_width, cap);
+  if (d >= 8 || d == out_width) return d;
+  int64_t p = 1;
+  while (p * 2 <= cap) p *= 2;
+  return std::max(p, d);
+}
+
+}  // namespace detail
+
+namespace {
+
 void check(const Conv2DParams& p) {
   if (p.out_height() < 1 || p.out_width() < 1)
     throw std::invalid_argument("conv2d: empty output for these sizes");
 }
 
+std::vector<int64_t> expect_list(const Workload& w, const std::string& name, size_t n) {
+  const auto& v = w.get(name);
+  if (v.size() != n)
+    detail::bad_workload(w, "'" + name + "' needs " + std::to_string(n) + " values");
+  return v;
+}
+
+// conv2d_NCHWc.x86 (see conv2d.h).
+class Conv2dNCHWc final : public OpTemplate {
+ public:
+  std::string name() const override { return "conv2d_NCHWc.x86"; }
+
+  ConfigSpace space(const Workload& w) const override {
+    Conv2DAttrs a = conv2d_attrs(checked(w));
+    ConfigSpace space;
+    space.define_split("tile_ic", a.in_channels, 2, SplitPolicy::Factors, 64);
+    space.define_split("tile_oc", a.out_channels, 2, SplitPolicy::Factors, 64);
+    space.define_split("tile_ow", a.out_width(), 2, SplitPolicy::All, 32);
+    space.define_knob("unroll_kw", {0, 1});
+    return space;
+  }
+
+  Config fallback(const Workload& w) const override {
+    Conv2DAttrs a = conv2d_attrs(checked(w));
+    int64_t icb = detail::fallback_channel_block(a.in_channels);
+    int64_t ocb = detail::fallback_channel_block(a.out_channels);
+    int64_t owt = detail::fallback_ow_tile(a.out_width(), ocb);
+    auto split2 = [](int64_t extent, int64_t inner) {
+      return "[" + std::to_string((extent + inner - 1) / inner) + ", " + std::to_string(inner) +
+             "]";
+    };
+    return detail::config_from_knobs(
+        space(w), "\"tile_ic\": " + split2(a.in_channels, icb) +
+                      ", \"tile_oc\": " + split2(a.out_channels, ocb) +
+                      ", \"tile_ow\": " + split2(a.out_width(), owt) +
+                      ", \"unroll_kw\": " + (a.kernel_w <= 3 ? "1" : "0"));
+  }
+
+  TemplateInstance compute(const Workload& w, const Config& cfg) const override {
+    Conv2DAttrs a = conv2d_attrs(checked(w));
+    auto [icb, ocb] = blocks(w, a, cfg);
+    int64_t ICo = a.in_channels / icb, OCo = a.out_channels / ocb;
+    Tensor data = placeholder({a.batch, ICo, a.height, a.width, icb}, DataType::f32(), "data");
+    Tensor weight =
+        placeholder({OCo, ICo, a.kernel_h, a.kernel_w, icb, ocb}, DataType::f32(), "weight");
+    Tensor pad =
+        detail::pad_spatial(data, a.pad_top, a.pad_left, a.pad_bottom, a.pad_right, "data_pad");
+    IterVar ico = reduce_axis(ICo, "ico"), kh = reduce_axis(a.kernel_h, "kh"),
+            kw = reduce_axis(a.kernel_w, "kw"), ici = reduce_axis(icb, "ici");
+    Tensor out = ir::compute(
+        {a.batch, OCo, a.out_height(), a.out_width(), ocb},
+        [&](const std::vector<Var>& i) {
+          Expr h = i[2] * a.stride_h + kh->var * a.dilation_h;
+          Expr x = i[3] * a.stride_w + kw->var * a.dilation_w;
+          return sum(at(pad, i[0], ico->var, h, x, ici->var) *
+                         at(weight, i[1], ico->var, kh->var, kw->var, ici->var, i[4]),
+                     {ico, kh, kw, ici});
+        },
+        "conv");
+    return {{data, weight}, out};
+  }
+
+  void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
+                const Config& cfg) const override {
+    auto [tile, out] = detail::prepare_anchor(sch, inst.anchor, output, name());
+    for (auto& t : input_tensors(inst.anchor)) {
+      if (t->is_placeholder) continue;
+      auto sp = sch[t];  // the padding stage: at root, rows in parallel
+      sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)}));
+      sp->vectorize(sp->axis(4));
+    }
+    auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
+    out->parallel(out->fuse({out->axis(0), out->axis(1), out->axis(2)}));
+    out->vectorize(out->axis(4));
+
+    tile->compute_at(out, ow[0]);
+    tile->reorder({tile->reduce_axis(0), tile->reduce_axis(1), tile->reduce_axis(2),
+                   tile->reduce_axis(3), tile->axis(3), tile->axis(4)});
+    if (cfg.knob("unroll_kw")) tile->unroll(tile->reduce_axis(2));
+    tile->unroll(tile->axis(3));
+    tile->vectorize(tile->axis(4));
+  }
+
+  double flops(const Workload& w) const override {
+    Conv2DAttrs a = conv2d_attrs(checked(w));
+    return 2.0 * a.batch * a.out_channels * a.out_height() * a.out_width() * a.in_channels *
+           a.kernel_h * a.kernel_w;
+  }
+
+  std::vector<std::vector<int64_t>> input_shapes(const Workload& w,
+                                                 const Config& cfg) const override {
+    Conv2DAttrs a = conv2d_attrs(checked(w));
+    auto [icb, ocb] = blocks(w, a, cfg);
+    return {{a.batch, a.in_channels / icb, a.height, a.width, icb},
+            {a.out_channels / ocb, a.in_channels / icb, a.kernel_h, a.kernel_w, icb, ocb}};
+  }
+
+  std::vector<int64_t> output_shape(const Workload& w, const Config& cfg) const override {
+    Conv2DAttrs a = conv2d_attrs(checked(w));
+    auto [icb, ocb] = blocks(w, a, cfg);
+    return {a.batch, a.out_channels / ocb, a.out_height(), a.out_width(), ocb};
+  }
+
+  void reference(const Workload& w, const Config& cfg, const std::vector<const float*>& inputs,
+                 float* output) const override {
+    Conv2DAttrs a = conv2d_attrs(checked(w));
+    auto [icb, ocb] = blocks(w, a, cfg);
+    if (inputs.size() != 2) detail::bad_workload(w, "reference needs data and weight");
+    const float *data = inputs[0], *weight = inputs[1];
+    int64_t ICo = a.in_channels / icb, OCo = a.out_channels / ocb;
+    int64_t OH = a.out_height(), OW = a.out_width();
+    for (int64_t n = 0; n < a.batch; ++n)
+      for (int64_t oco = 0; oco < OCo; ++oco)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow)
+            for (int64_t oci = 0; oci < ocb; ++oci) {
+              double acc = 0;
+              for (int64_t ico = 0; ico < ICo; ++ico)
+                for (int64_t kh = 0; kh < a.kernel_h; ++kh)
+                  for (int64_t kw = 0; kw < a.kernel_w; ++kw) {
+                    int64_t ih = oh * a.stride_h + kh * a.dilation_h - a.pad_top;
+                    int64_t iw = ow * a.stride_w + kw * a.dilation_w - a.pad_left;
+                    if (ih < 0 || ih >= a.height || iw < 0 || iw >= a.width) continue;
+                    const float* x = data + (((n * ICo + ico) * a.height + ih) * a.width + iw) * icb;
+                    const float* k =
+                        weight + (((oco * ICo + ico) * a.kernel_h + kh) * a.kernel_w + kw) * icb * ocb;
+                    for (int64_t ici = 0; ici < icb; ++ici)
+                      acc += double(x[ici]) * double(k[ici * ocb + oci]);
+                  }
+              output[(((n * OCo + oco) * OH + oh) * OW + ow) * ocb + oci] = static_cast<float>(acc);
+            }
+  }
+
+ private:
+  const Workload& checked(const Workload& w) const {
+    if (w.template_name != name()) detail::bad_workload(w, "is not a " + name() + " workload");
+    if (w.dtype != "float32") detail::bad_workload(w, name() + " supports float32 only");
+    return w;
+  }
+  std::pair<int64_t, int64_t> blocks(const Workload& w, const Conv2DAttrs& a,
+                                     const Config& cfg) const {
+    int64_t icb = conv2d_nchwc_ic_block(cfg), ocb = conv2d_nchwc_oc_block(cfg);
+    if (icb < 1 || ocb < 1 || a.in_channels % icb || a.out_channels % ocb)
+      detail::bad_workload(w, "channel blocks " + std::to_string(icb) + "/" +
+                                  std::to_string(ocb) + " must divide the channels");
+    return {icb, ocb};
+  }
+};
+
 }  // namespace
+
+const OpTemplate& conv2d_nchwc_template() {
+  static const Conv2dNCHWc t;
+  return t;
+}
+
+Workload conv2d_workload(const std::string& template_name, const Conv2DAttrs& a) {
+  return Workload{template_name,
+                  {{"data", {a.batch, a.in_channels, a.height, a.width}},
+                   {"kernel", {a.out_channels, a.in_channels / a.groups, a.kernel_h, a.kernel_w}},
+                   {"strides", {a.stride_h, a.stride_w}},
+                   {"pads", {a.pad_top, a.pad_left, a.pad_bottom, a.pad_right}},
+                   {"dilation", {a.dilation_h, a.dilation_w}}},
+                  "float32"};
+}
+
+Conv2DAttrs conv2d_attrs(const Workload& w) {
+  auto d = expect_list(w, "data", 4), k = expect_list(w, "kernel", 4),
+       s = expect_list(w, "strides", 2), p = expect_list(w, "pads", 4),
+       dl = expect_list(w, "dilation", 2);
+  Conv2DAttrs a{d[0], d[1], d[2], d[3], k[0], k[2], k[3], s[0], s[1],
+                p[0], p[1], p[2], p[3], dl[0], dl[1], 1};
+  for (int64_t v : {d[0], d[1], d[2], d[3], k[0], k[1], k[2], k[3], s[0], s[1], dl[0], dl[1]})
+    if (v < 1) detail::bad_workload(w, "sizes, strides and dilations must be positive");
+  for (int64_t v : p)
+    if (v < 0) detail::bad_workload(w, "pads must not be negative");
+  bool depthwise = w.template_name.rfind("depthwise", 0) == 0;
+  if (depthwise) {
+    if (k[1] != 1 || k[0] != d[1])
+      detail::bad_workload(w, "a depthwise kernel must be [C, 1, KH, KW] (multiplier 1)");
+    a.groups = d[1];
+  } else if (k[1] != d[1]) {
+    detail::bad_workload(w, "kernel input channels must equal the data channels (groups = 1)");
+  }
+  if (a.out_height() < 1 || a.out_width() < 1) detail::bad_workload(w, "empty output");
+  return a;
+}
+
+// ---- conv2d_nchw (baseline, not registered) ------------------------------------
 
 ConfigSpace conv2d_nchw_space(const Conv2DParams& p, SplitPolicy policy) {
   check(p);
@@ -57,7 +265,7 @@ Kernel conv2d_nchw(const Conv2DParams& p, const Config& cfg) {
   Tensor data = placeholder({p.batch, p.in_channels, p.height, p.width}, DataType::f32(), "data");
   Tensor weight = placeholder({p.out_channels, p.in_channels, p.kernel_h, p.kernel_w},
                               DataType::f32(), "weight");
-  Tensor pad = pad_spatial(data, p.pad_h, p.pad_w, "data_pad");
+  Tensor pad = detail::pad_spatial(data, p.pad_h, p.pad_w, p.pad_h, p.pad_w, "data_pad");
   IterVar rc = reduce_axis(p.in_channels, "rc"), ry = reduce_axis(p.kernel_h, "ry"),
           rx = reduce_axis(p.kernel_w, "rx");
   Tensor out = compute(
@@ -88,70 +296,40 @@ Kernel conv2d_nchw(const Conv2DParams& p, const Config& cfg) {
   if (cfg.knob("unroll_inner")) sc->unroll(sc->axis(2));
   sc->vectorize(sc->axis(3));
 
-  switch (cfg.knob("pad_mode")) {
-    case 0: sch[pad]->compute_inline(); break;
-    case 1: break;  // root: the whole padded input first
-    default: sch[pad]->compute_at(sc, ic[0]); break;
+  if (pad != data) {
+    switch (cfg.knob("pad_mode")) {
+      case 0: sch[pad]->compute_inline(); break;
+      case 1: break;  // root: the whole padded input first
+      default: sch[pad]->compute_at(sc, ic[0]); break;
+    }
   }
   return k;
 }
 
-ConfigSpace conv2d_nchwc_space(const Conv2DParams& p) {
+// ---- conv2d_NCHWc through the template ---------------------------------------------
+
+namespace {
+Workload nchwc_workload(const Conv2DParams& p) {
   check(p);
-  ConfigSpace space;
-  space.define_split("tile_ic", p.in_channels, 2, SplitPolicy::Factors);
-  space.define_split("tile_oc", p.out_channels, 2, SplitPolicy::Factors);
-  space.define_split("tile_ow", p.out_width(), 2, SplitPolicy::Factors);
-  space.define_knob("unroll_kw", {0, 1});
-  return space;
+  return conv2d_workload("conv2d_NCHWc.x86",
+                         Conv2DAttrs{p.batch, p.in_channels, p.height, p.width, p.out_channels,
+                                     p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h,
+                                     p.pad_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, 1});
+}
+}  // namespace
+
+ConfigSpace conv2d_nchwc_space(const Conv2DParams& p) {
+  return conv2d_nchwc_template().space(nchwc_workload(p));
+}
+
+Kernel conv2d_nchwc(const Conv2DParams& p, const Config& cfg) {
+  Kernel k = make_kernel(conv2d_nchwc_template(), nchwc_workload(p), cfg);
+  k.name = "conv2d_NCHWc";
+  return k;
 }
 
 int64_t conv2d_nchwc_ic_block(const Config& cfg) { return cfg.split("tile_ic").back(); }
 int64_t conv2d_nchwc_oc_block(const Config& cfg) { return cfg.split("tile_oc").back(); }
-
-Kernel conv2d_nchwc(const Conv2DParams& p, const Config& cfg) {
-  check(p);
-  int64_t icb = conv2d_nchwc_ic_block(cfg), ocb = conv2d_nchwc_oc_block(cfg);
-  if (p.in_channels % icb || p.out_channels % ocb)
-    throw std::invalid_argument("conv2d_NCHWc: channel blocks must divide the channels");
-  int64_t ICo = p.in_channels / icb, OCo = p.out_channels / ocb;
-  Tensor data = placeholder({p.batch, ICo, p.height, p.width, icb}, DataType::f32(), "data");
-  Tensor weight =
-      placeholder({OCo, ICo, p.kernel_h, p.kernel_w, icb, ocb}, DataType::f32(), "weight");
-  Tensor pad = pad_spatial(data, p.pad_h, p.pad_w, "data_pad");
-  IterVar ico = reduce_axis(ICo, "ico"), kh = reduce_axis(p.kernel_h, "kh"),
-          kw = reduce_axis(p.kernel_w, "kw"), ici = reduce_axis(icb, "ici");
-  Tensor out = compute(
-      {p.batch, OCo, p.out_height(), p.out_width(), ocb},
-      [&](const std::vector<Var>& i) {
-        Expr h = i[2] * p.stride_h + kh->var * p.dilation_h;
-        Expr w = i[3] * p.stride_w + kw->var * p.dilation_w;
-        return sum(at(pad, i[0], ico->var, h, w, ici->var) *
-                       at(weight, i[1], ico->var, kh->var, kw->var, ici->var, i[4]),
-                   {ico, kh, kw, ici});
-      },
-      "conv");
-  Kernel k{"conv2d_NCHWc", {data, weight, out}, schedule::create_schedule({out})};
-  auto& sch = k.sch;
-  auto sp = sch[pad];
-  sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)}));
-  sp->vectorize(sp->axis(4));
-
-  Tensor CC = sch.cache_write(out, MemScope::Local);
-  auto so = sch[out];
-  auto ow = apply_split(so, so->axis(3), cfg.split("tile_ow"));
-  so->parallel(so->fuse({so->axis(0), so->axis(1), so->axis(2)}));
-  so->vectorize(so->axis(4));
-
-  auto sc = sch[CC];
-  sc->compute_at(so, ow[0]);
-  sc->reorder({sc->reduce_axis(0), sc->reduce_axis(1), sc->reduce_axis(2), sc->reduce_axis(3),
-               sc->axis(3), sc->axis(4)});
-  if (cfg.knob("unroll_kw")) sc->unroll(sc->reduce_axis(2));
-  sc->unroll(sc->axis(3));
-  sc->vectorize(sc->axis(4));
-  return k;
-}
 
 namespace {
 

@@ -2,31 +2,61 @@
 //
 // conv2d_nchw: plain NCHW data and OIHW weights, any stride, padding and
 // dilation; a padding stage that the config inlines, computes at root, or
-// computes per input-channel tile.
+// computes per input-channel tile. (Not in the registry: a baseline.)
 //
-// conv2d_NCHWc.x86: data [N, C/ic_bn, H, W, ic_bn], weights
-// [OC/oc_bn, IC/ic_bn, KH, KW, ic_bn, oc_bn], output [N, OC/oc_bn, OH, OW, oc_bn]
-// (NeoCPU's layout): a register tile of ow_tile x oc_bn accumulates over input
-// channel blocks and kernel taps, the output-channel block vectorized.
+// conv2d_NCHWc.x86 (registered, see op_template.h): NeoCPU's layout.
+//   Workload params, in order: data=[N,C,H,W] (logical), kernel=[OC,C,KH,KW],
+//   strides=[sh,sw], pads=[top,left,bottom,right], dilation=[dh,dw]; float32, groups 1.
+//   Inputs: data [N, C/ic_bn, H, W, ic_bn] (unpadded: padding is a stage of the
+//   kernel, computed at root in parallel; none when all pads are 0) and weight
+//   [OC/oc_bn, C/ic_bn, KH, KW, ic_bn, oc_bn]. Output [N, OC/oc_bn, OH, OW, oc_bn].
+//   Schedule: the output's (n, oc block, oh) loops fused and parallel; ow split
+//   by tile_ow; a register tile of ow_tile x oc_bn accumulators (ow unrolled,
+//   oc_bn vectorized) computed at the ow-tile loop, reducing over ic blocks,
+//   kh, kw (unrolled if unroll_kw) and ic_bn outside it. An epilogue output
+//   reads that tile while it is hot.
+//   Knobs: tile_ic (2 levels, exact factors <= 64; ic_bn = inner), tile_oc (2
+//   levels, exact factors <= 64; oc_bn = inner), tile_ow (2 levels over OW,
+//   divisors and powers of two <= 32, a partial last tile is guarded),
+//   unroll_kw (0/1).
+//   Fallback rule (AVX-512 float32, 16 lanes):
+//     block(X) = 16 if 16 | X, else 8 if 8 | X, else the largest divisor of X <= 16
+//     (C = 3 -> 3, OC = 1000 -> 8, OC = 24 -> 8, OC = 20 -> 10);
+//     ic_bn = block(C), oc_bn = block(OC);
+//     cap = min(OW, 24 / ceil(oc_bn / 16)) accumulators in zmm registers;
+//     ow_tile = the largest divisor d of OW with d <= cap if d >= 8 or d == OW,
+//     else the largest power of two <= cap (a partial last tile);
+//     unroll_kw = 1 if KW <= 3 else 0.
 #pragma once
 
 #include "ops/kernel.h"
+#include "ops/op_template.h"
 #include "ops/reference.h"
 #include "schedule/config_space.h"
 
 namespace kiln::ops {
 
 using Conv2DParams = reference::Conv2DParams;
+using Conv2DAttrs = reference::Conv2DAttrs;
+
+const OpTemplate& conv2d_nchwc_template();
+
+// The workload of a conv template ("conv2d_NCHWc.x86" or "depthwise_conv2d_NCHWc.x86")
+// for logical attributes: data=[N,C,H,W], kernel=[OC,C/groups,KH,KW], strides, pads,
+// dilation.
+Workload conv2d_workload(const std::string& template_name, const Conv2DAttrs& a);
+// The attributes of such a workload, checked (positive sizes, a non-empty output,
+// groups = 1 or depthwise as the template requires); throws std::invalid_argument.
+Conv2DAttrs conv2d_attrs(const Workload& w);
 
 // Knobs: tile_oc, tile_oh, tile_ow (2 levels), tile_ic (2 levels), pad_mode
 // (0 inline, 1 root, 2 at the input-channel tile), unroll_inner (0/1).
 schedule::ConfigSpace conv2d_nchw_space(const Conv2DParams& p, schedule::SplitPolicy policy);
 Kernel conv2d_nchw(const Conv2DParams& p, const schedule::Config& cfg);
 
-// Knobs: tile_ic (2 levels over IC; ic_bn = inner), tile_oc (2 levels; oc_bn = inner),
-// tile_ow (2 levels; the register tile width), unroll_kw (0/1).
+// conv2d_NCHWc.x86 for symmetric padding, through the template (space, and the
+// kernel with output = anchor).
 schedule::ConfigSpace conv2d_nchwc_space(const Conv2DParams& p);
-// Stride and dilation as in p; padding is a stage of the kernel.
 Kernel conv2d_nchwc(const Conv2DParams& p, const schedule::Config& cfg);
 int64_t conv2d_nchwc_ic_block(const schedule::Config& cfg);
 int64_t conv2d_nchwc_oc_block(const schedule::Config& cfg);
@@ -36,7 +66,21 @@ std::vector<float> nchw_to_nchwc(const float* x, int64_t n, int64_t c, int64_t h
                                  int64_t cb);
 std::vector<float> nchwc_to_nchw(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
                                  int64_t cb);
+// OIHW -> [OC/ocb, IC/icb, KH, KW, icb, ocb]. A depthwise weight [C,1,KH,KW] with
+// ic = icb = 1, ocb = cb gives the depthwise layout [C/cb, 1, KH, KW, 1, cb].
 std::vector<float> oihw_to_blocked(const float* w, int64_t oc, int64_t ic, int64_t kh, int64_t kw,
                                    int64_t icb, int64_t ocb);
+
+namespace detail {
+// Zero padding of dims 2 and 3 (H, W in NCHW and NCHW[x]c); data itself when
+// every pad is 0. Out-of-range coordinates are clamped so that the
+// (unselected) load stays in bounds.
+ir::Tensor pad_spatial(const ir::Tensor& data, int64_t top, int64_t left, int64_t bottom,
+                       int64_t right, const std::string& name);
+// The channel block rule of the conv fallbacks (see above).
+int64_t fallback_channel_block(int64_t channels);
+// The ow register-tile rule of the conv fallbacks (see above).
+int64_t fallback_ow_tile(int64_t out_width, int64_t channel_block);
+}  // namespace detail
 
 }  // namespace kiln::ops

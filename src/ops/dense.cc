@@ -1,5 +1,8 @@
 #include "ops/dense.h"
 
+#include <algorithm>
+#include <stdexcept>
+
 #include "schedule/split_apply.h"
 
 namespace kiln::ops {
@@ -9,13 +12,52 @@ using schedule::Config;
 using schedule::ConfigSpace;
 using schedule::SplitPolicy;
 
+namespace detail {
+
+std::string dense_fallback_knobs(int64_t M, int64_t N, int64_t K) {
+  int64_t bn = 0;
+  for (int64_t c : {32, 48, 40, 24, 16})
+    if (N % c == 0) {
+      bn = c;
+      break;
+    }
+  if (!bn) bn = N >= 32 ? 32 : N >= 16 ? 16 : N;
+  int64_t rows = std::min<int64_t>(M, 8);
+  auto pow2_at_most = [](int64_t limit) {
+    int64_t p = 1;
+    while (p * 2 <= limit) p *= 2;
+    return p;
+  };
+  int64_t x1 = M == 1 ? 1 : pow2_at_most(std::min<int64_t>(N, 256) / bn);
+  int64_t y1 = pow2_at_most(std::min<int64_t>(M, 64) / rows);
+  int64_t kk = largest_divisor_at_most(K, M == 1 ? 16 : 4);
+  auto split = [](int64_t extent, std::vector<int64_t> inner) {
+    int64_t p = 1;
+    for (int64_t f : inner) p *= f;
+    std::string s = "[" + std::to_string((extent + p - 1) / p);
+    for (int64_t f : inner) s += ", " + std::to_string(f);
+    return s + "]";
+  };
+  return "\"tile_y\": " + split(M, {y1, rows}) + ", \"tile_x\": " + split(N, {x1, bn}) +
+         ", \"tile_k\": " + split(K, {kk});
+}
+
+}  // namespace detail
+
 namespace {
 
-ConfigSpace dense_space(const DenseWorkload& w, SplitPolicy policy) {
+// The knobs of both dense templates; `limit` bounds the register tile (the
+// registered templates) or not (the legacy spaces).
+ConfigSpace dense_space(const DenseWorkload& w, SplitPolicy policy, bool limit) {
+  using detail::kMaxTileCols, detail::kMaxTileK, detail::kMaxTileRows;
+  auto innermost_at_most = [limit](int64_t cap) -> schedule::SplitFilter {
+    if (!limit) return {};
+    return [cap](const std::vector<int64_t>& f) { return f.back() <= cap; };
+  };
   ConfigSpace space;
-  space.define_split("tile_y", w.M, 3, policy);
-  space.define_split("tile_x", w.N, 3, policy);
-  space.define_split("tile_k", w.K, 2, policy);
+  space.define_split("tile_y", w.M, 3, policy, 0, innermost_at_most(kMaxTileRows));
+  space.define_split("tile_x", w.N, 3, policy, 0, innermost_at_most(kMaxTileCols));
+  space.define_split("tile_k", w.K, 2, policy, 0, innermost_at_most(kMaxTileK));
   // Order of the register tiles inside a parallel task: 0 walks a row block
   // across all column panels, 1 keeps one packed column panel hot in cache
   // while it walks the row blocks.
@@ -23,13 +65,10 @@ ConfigSpace dense_space(const DenseWorkload& w, SplitPolicy policy) {
   return space;
 }
 
-// The schedule both templates share (the shape of TVM's dense_pack): C's
-// outer tiles are fused and parallel, a register tile tile_y[2] x tile_x[2]
-// accumulates in a local buffer over k, rows and the inner k unrolled,
-// columns vectorized.
-void schedule_dense(schedule::Schedule& sch, const Tensor& C, const Config& cfg) {
-  Tensor CC = sch.cache_write(C, MemScope::Local);
-  auto sc = sch[C];
+// out's outer tiles fused and parallel, the register tile tile_y[2] x
+// tile_x[2] of `tile` computed at out's tile loop, accumulating over k.
+void schedule_dense_tiles(const detail::TileStages& st, const Config& cfg) {
+  auto& sc = st.out;
   auto y = apply_split(sc, sc->axis(0), cfg.split("tile_y"));
   auto x = apply_split(sc, sc->axis(1), cfg.split("tile_x"));
   bool columns_outer = cfg.knob("tile_order") == 1;
@@ -37,13 +76,12 @@ void schedule_dense(schedule::Schedule& sch, const Tensor& C, const Config& cfg)
     sc->reorder({y[0], x[0], x[1], y[1], y[2], x[2]});
   else
     sc->reorder({y[0], x[0], y[1], x[1], y[2], x[2]});
-  auto outer = sc->fuse(y[0], x[0]);
-  sc->parallel(outer);
+  sc->parallel(sc->fuse(y[0], x[0]));
   auto tile = columns_outer ? sc->fuse(x[1], y[1]) : sc->fuse(y[1], x[1]);
   sc->unroll(y[2]);
   sc->vectorize(x[2]);
 
-  auto scc = sch[CC];
+  auto& scc = st.tile;
   scc->compute_at(sc, tile);
   auto k = apply_split(scc, scc->reduce_axis(0), cfg.split("tile_k"));
   IterVar cy = scc->axis(0), cx = scc->axis(1);
@@ -53,66 +91,157 @@ void schedule_dense(schedule::Schedule& sch, const Tensor& C, const Config& cfg)
   scc->vectorize(cx);
 }
 
+Tensor dense_compute(const DenseWorkload& w, const Tensor& A, const Tensor& B, int64_t bn) {
+  IterVar k = reduce_axis(w.K, "k");
+  return compute(
+      {w.M, w.N},
+      [&](const std::vector<Var>& i) {
+        Expr b = bn ? at(B, floordiv(i[1], bn), k->var, floormod(i[1], bn)) : at(B, k->var, i[1]);
+        return sum(at(A, i[0], k->var) * b, {k});
+      },
+      "C");
+}
+
+// dense_pack.x86 and dense_nopack.x86 (see dense.h).
+class DenseTemplate final : public OpTemplate {
+ public:
+  explicit DenseTemplate(bool pack) : pack_(pack) {}
+  std::string name() const override { return pack_ ? "dense_pack.x86" : "dense_nopack.x86"; }
+
+  ConfigSpace space(const Workload& w) const override {
+    return dense_space(shape(w), SplitPolicy::All, true);
+  }
+
+  Config fallback(const Workload& w) const override {
+    DenseWorkload d = shape(w);
+    return detail::config_from_knobs(
+        space(w), detail::dense_fallback_knobs(d.M, d.N, d.K) + ", \"tile_order\": 1");
+  }
+
+  TemplateInstance compute(const Workload& w, const Config& cfg) const override {
+    DenseWorkload d = shape(w);
+    auto shapes = input_shapes(w, cfg);
+    Tensor A = placeholder({shapes[0][0], shapes[0][1]}, DataType::f32(), "A");
+    std::vector<Expr> bshape(shapes[1].begin(), shapes[1].end());
+    Tensor B = placeholder(bshape, DataType::f32(), pack_ ? "B_packed" : "B");
+    return {{A, B}, dense_compute(d, A, B, pack_ ? dense_pack_block(cfg) : 0)};
+  }
+
+  void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
+                const Config& cfg) const override {
+    schedule_dense_tiles(detail::prepare_anchor(sch, inst.anchor, output, name()), cfg);
+  }
+
+  double flops(const Workload& w) const override {
+    DenseWorkload d = shape(w);
+    return 2.0 * d.M * d.N * d.K;
+  }
+
+  std::vector<std::vector<int64_t>> input_shapes(const Workload& w,
+                                                 const Config& cfg) const override {
+    DenseWorkload d = shape(w);
+    if (!pack_) return {{d.M, d.K}, {d.K, d.N}};
+    int64_t bn = dense_pack_block(cfg);
+    if (bn < 1 || bn > d.N) detail::bad_workload(w, "pack block " + std::to_string(bn));
+    return {{d.M, d.K}, {(d.N + bn - 1) / bn, d.K, bn}};
+  }
+
+  std::vector<int64_t> output_shape(const Workload& w, const Config& cfg) const override {
+    DenseWorkload d = shape(w);
+    return {d.M, d.N};
+  }
+
+  void reference(const Workload& w, const Config& cfg, const std::vector<const float*>& inputs,
+                 float* output) const override {
+    DenseWorkload d = shape(w);
+    if (inputs.size() != 2) detail::bad_workload(w, "reference needs A and B");
+    int64_t bn = pack_ ? dense_pack_block(cfg) : 0;
+    const float *A = inputs[0], *B = inputs[1];
+    for (int64_t m = 0; m < d.M; ++m)
+      for (int64_t n = 0; n < d.N; ++n) {
+        double acc = 0;
+        for (int64_t k = 0; k < d.K; ++k) {
+          float b = bn ? B[((n / bn) * d.K + k) * bn + n % bn] : B[k * d.N + n];
+          acc += double(A[m * d.K + k]) * double(b);
+        }
+        output[m * d.N + n] = static_cast<float>(acc);
+      }
+  }
+
+  DenseWorkload shape(const Workload& w) const {
+    if (w.template_name != name()) detail::bad_workload(w, "is not a " + name() + " workload");
+    if (w.dtype != "float32") detail::bad_workload(w, name() + " supports float32 only");
+    const auto &a = w.get("data"), &b = w.get("weight");
+    if (a.size() != 2 || b.size() != 2 || a[1] != b[0])
+      detail::bad_workload(w, "needs data=[M,K] and weight=[K,N]");
+    if (a[0] < 1 || a[1] < 1 || b[1] < 1) detail::bad_workload(w, "sizes must be positive");
+    return {a[0], b[1], a[1]};
+  }
+
+ private:
+  bool pack_;
+};
+
+const DenseTemplate& dense_template(bool pack) {
+  static const DenseTemplate packed(true), plain(false);
+  return pack ? packed : plain;
+}
+
 }  // namespace
 
+const OpTemplate& dense_pack_template() { return dense_template(true); }
+const OpTemplate& dense_nopack_template() { return dense_template(false); }
+
+Workload dense_workload(const std::string& template_name, const DenseWorkload& d) {
+  return Workload{template_name, {{"data", {d.M, d.K}}, {"weight", {d.K, d.N}}}, "float32"};
+}
+
+std::vector<float> pack_weight(const Workload& w, const Config& cfg, const float* B_KN) {
+  DenseWorkload d = dense_template(true).shape(w);
+  return pack_dense_weight(B_KN, d.K, d.N, dense_pack_block(cfg));
+}
+
 ConfigSpace dense_nopack_space(const DenseWorkload& w, SplitPolicy policy) {
-  return dense_space(w, policy);
+  return dense_space(w, policy, false);
 }
 
 Kernel dense_nopack(const DenseWorkload& w, const Config& cfg) {
-  Tensor A = placeholder({w.M, w.K}, DataType::f32(), "A");
-  Tensor B = placeholder({w.K, w.N}, DataType::f32(), "B");
-  IterVar k = reduce_axis(w.K, "k");
-  Tensor C = compute(
-      {w.M, w.N},
-      [&](const std::vector<Var>& i) {
-        return sum(at(A, i[0], k->var) * at(B, k->var, i[1]), {k});
-      },
-      "C");
-  Kernel kern{"dense_nopack", {A, B, C}, schedule::create_schedule({C})};
-  schedule_dense(kern.sch, C, cfg);
-  return kern;
+  Kernel k = make_kernel(dense_nopack_template(), dense_workload("dense_nopack.x86", w), cfg);
+  k.name = "dense_nopack";
+  return k;
 }
 
 ConfigSpace dense_pack_space(const DenseWorkload& w, SplitPolicy policy) {
-  return dense_space(w, policy);
+  return dense_space(w, policy, false);
 }
 
 int64_t dense_pack_block(const Config& cfg) { return cfg.split("tile_x").back(); }
 
 Kernel dense_pack(const DenseWorkload& w, const Config& cfg, bool pack_in_kernel) {
+  if (!pack_in_kernel) {
+    Kernel k = make_kernel(dense_pack_template(), dense_workload("dense_pack.x86", w), cfg);
+    k.name = "dense_pack";
+    return k;
+  }
   int64_t bn = dense_pack_block(cfg);
   int64_t nb = (w.N + bn - 1) / bn;
   Tensor A = placeholder({w.M, w.K}, DataType::f32(), "A");
-  Tensor B, Bp;
-  if (pack_in_kernel) {
-    B = placeholder({w.K, w.N}, DataType::f32(), "B");
-    // Columns past N read a clamped (valid) address and are zeroed.
-    Bp = compute(
-        {nb, w.K, bn},
-        [&](const std::vector<Var>& i) {
-          Expr n = i[0] * bn + i[2];
-          return select(n < w.N, at(B, i[1], min(n, make_int(w.N - 1))), make_float(0.0));
-        },
-        "B_packed");
-  } else {
-    Bp = placeholder({nb, w.K, bn}, DataType::f32(), "B_packed");
-  }
-  IterVar k = reduce_axis(w.K, "k");
-  Tensor C = compute(
-      {w.M, w.N},
+  Tensor B = placeholder({w.K, w.N}, DataType::f32(), "B");
+  // Columns past N read a clamped (valid) address and are zeroed.
+  Tensor Bp = compute(
+      {nb, w.K, bn},
       [&](const std::vector<Var>& i) {
-        return sum(at(A, i[0], k->var) * at(Bp, floordiv(i[1], bn), k->var, floormod(i[1], bn)),
-                   {k});
+        Expr n = i[0] * bn + i[2];
+        return select(n < w.N, at(B, i[1], min(n, make_int(w.N - 1))), make_float(0.0));
       },
-      "C");
-  Kernel kern{"dense_pack", {A, pack_in_kernel ? B : Bp, C}, schedule::create_schedule({C})};
-  if (pack_in_kernel) {
-    auto sp = kern.sch[Bp];
-    sp->parallel(sp->axis(0));
-    if (bn > 1) sp->vectorize(sp->axis(2));
-  }
-  schedule_dense(kern.sch, C, cfg);
+      "B_packed");
+  Tensor C = dense_compute(w, A, Bp, bn);
+  Kernel kern{"dense_pack", {A, B, C}, schedule::create_schedule({C})};
+  auto sp = kern.sch[Bp];
+  sp->parallel(sp->axis(0));
+  if (bn > 1) sp->vectorize(sp->axis(2));
+  Tensor CC = kern.sch.cache_write(C, MemScope::Local);
+  schedule_dense_tiles({kern.sch[CC], kern.sch[C]}, cfg);
   return kern;
 }
 

@@ -1,31 +1,74 @@
 // Dense (matrix multiply) templates: C[M, N] = A[M, K] * B[K, N].
 //
-// dense_nopack.x86 reads B as given; dense_pack.x86 reads B re-laid out as
-// Bp[ceil(N / bn), K, bn] so that the bn output columns of a register tile
-// load one contiguous vector per k. The pack is either a stage of the kernel
-// (pack_in_kernel) or done once at build time (then Bp is the argument).
+// Registered templates (see op_template.h), workload params in order:
+// data=[M,K], weight=[K,N]; float32.
+//
+// dense_pack.x86: inputs A [M, K] and B packed as Bp[ceil(N / bn), K, bn]
+// (bn = the innermost tile_x factor; columns past N are zero) so that the bn
+// output columns of a register tile load one contiguous vector per k. The
+// pack is done at build time by the caller with pack_weight(). Output [M, N].
+//
+// dense_nopack.x86: inputs A [M, K] and B [K, N] as given; output [M, N].
+//
+// Schedule (both, the shape of TVM's dense_pack): C's outer tiles
+// (tile_y[0] x tile_x[0]) fused and parallel; inside a task the register
+// tiles walk rows then columns (tile_order 0) or columns then rows (1: one
+// packed column panel stays hot in cache); a register tile of
+// tile_y[2] x tile_x[2] accumulates over k in registers, rows and the inner k
+// unrolled, columns vectorized; an epilogue output is applied per tile.
+// Knobs: tile_y (3 levels over M, innermost <= 16), tile_x (3 levels over N,
+// innermost <= 64), tile_k (2 levels over K, inner <= 32), tile_order (0/1);
+// split candidates are divisors and powers of two (a partial last tile is guarded).
+//
+// Fallback rule (AVX-512 float32, 16 lanes), also used by batch_matmul.x86:
+//   bn = tile_x[2] = the first of 32, 48, 40, 24, 16 that divides N, else 32 if
+//        N >= 32, else 16 if N >= 16, else N;
+//   rows = tile_y[2] = min(M, 8)  (rows x ceil(bn / 16) <= 24 zmm accumulators);
+//   tile_x[1] = 1 if M = 1 (GEMV: many column tasks), else the largest power of
+//        two p with p * bn <= min(N, 256); tile_y[1] = the largest power of two p
+//        with p * rows <= min(M, 64)  (a parallel task covers <= 64 x 256 of C);
+//   tile_k[1] = the largest divisor of K <= 16 if M = 1 (many loads in flight),
+//        else <= 4;
+//   tile_order = 1.
 #pragma once
 
 #include "ops/kernel.h"
+#include "ops/op_template.h"
 #include "schedule/config_space.h"
 
 namespace kiln::ops {
+
+const OpTemplate& dense_pack_template();
+const OpTemplate& dense_nopack_template();
 
 struct DenseWorkload {
   int64_t M, N, K;
 };
 
-// Knobs: tile_y (3 levels over M), tile_x (3 levels over N), tile_k (2 levels over K),
-// tile_order (0: row blocks outer, 1: column panels outer, inside a parallel task).
+// The workload of template "dense_pack.x86" / "dense_nopack.x86" for C[M,N] = A[M,K] B[K,N].
+Workload dense_workload(const std::string& template_name, const DenseWorkload& d);
+
+// B[K, N] (row-major, logical) packed for dense_pack.x86 under cfg.
+std::vector<float> pack_weight(const Workload& w, const schedule::Config& cfg, const float* B_KN);
+
+// Legacy entry points (kernels with output = C), kept for bench and demo:
+// the same compute and schedule with spaces of a chosen split policy and no size limits.
 schedule::ConfigSpace dense_nopack_space(const DenseWorkload& w, schedule::SplitPolicy policy);
 Kernel dense_nopack(const DenseWorkload& w, const schedule::Config& cfg);
-
-// Same knobs; bn = innermost tile_x factor.
 schedule::ConfigSpace dense_pack_space(const DenseWorkload& w, schedule::SplitPolicy policy);
+// pack_in_kernel: B [K, N] is the argument and the pack a stage of the kernel;
+// else Bp is the argument.
 Kernel dense_pack(const DenseWorkload& w, const schedule::Config& cfg, bool pack_in_kernel);
 int64_t dense_pack_block(const schedule::Config& cfg);
 
 // Host-side packing of a row-major B[K, N] into Bp[ceil(N/bn), K, bn] (zero fill).
 std::vector<float> pack_dense_weight(const float* B, int64_t K, int64_t N, int64_t bn);
+
+namespace detail {
+// The fallback values of tile_y, tile_x, tile_k (rule above) as JSON knob text.
+std::string dense_fallback_knobs(int64_t M, int64_t N, int64_t K);
+// The register-tile size limits of the dense and batch_matmul spaces.
+inline constexpr int64_t kMaxTileRows = 16, kMaxTileCols = 64, kMaxTileK = 32;
+}  // namespace detail
 
 }  // namespace kiln::ops

@@ -50,4 +50,11 @@ kiln_kernel_fn Module::get_function(const std::string& name) const {
   return reinterpret_cast<kiln_kernel_fn>(sym);
 }
 
+void* Module::find_symbol(const std::string& name) const {
+  if (!handle_) return nullptr;
+  dlerror();
+  void* sym = dlsym(handle_, name.c_str());
+  return dlerror() ? nullptr : sym;
+}
+
 }  // namespace kiln::runtime

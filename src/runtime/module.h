@@ -24,6 +24,8 @@ class Module {
 
   // The kernel `name`; throws std::runtime_error naming the symbol and path.
   kiln_kernel_fn get_function(const std::string& name) const;
+  // The address of symbol `name` (function or data), or nullptr if absent.
+  void* find_symbol(const std::string& name) const;
   const std::string& path() const { return path_; }
   bool loaded() const { return handle_ != nullptr; }
 

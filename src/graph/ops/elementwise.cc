@@ -1,6 +1,618 @@
-// Placeholder registration (filled in by its owner).
+// Elementwise and broadcasting operators: arithmetic, math functions,
+// activations, comparisons, Where, Cast, inference BatchNormalization,
+// Identity and Dropout.
+//
+// evaluate() computes in the element type itself (float ops in float, integer
+// ops in the integer type) so that it matches what a kernel computes, except
+// for transcendental functions, which it computes in double and rounds once:
+// the reference is at least as accurate as the kernel.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+
 #include "graph/op_registry.h"
+#include "graph/ops/ew_util.h"
 
 namespace kiln::graph {
-void register_elementwise_ops() {}
+namespace {
+
+using namespace ew;  // NOLINT(google-build-using-namespace): this file's helpers
+using ir::Expr;
+
+// Which element types an operator accepts in evaluate().
+enum class Types { kFloat, kNumeric, kAll };
+
+template <Types kTypes, typename T>
+constexpr bool accepts() {
+  if constexpr (kTypes == Types::kFloat) return std::is_floating_point_v<T>;
+  if constexpr (kTypes == Types::kNumeric) return !std::is_same_v<T, bool>;
+  return true;
+}
+
+std::vector<Shape> shapes_of(const std::vector<const Initializer*>& ins) {
+  std::vector<Shape> s;
+  for (auto* t : ins) s.push_back(t->type.shape);
+  return s;
+}
+
+// All inputs present and of one dtype (ONNX's single type parameter T).
+void check_same_dtype(const Node& node, const std::vector<const Initializer*>& ins) {
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (!ins[i]) fail(node, "input " + std::to_string(i) + " is missing");
+    if (ins[i]->type.dtype != ins[0]->type.dtype)
+      fail(node,
+           "inputs have different dtypes " + ins[0]->type.dtype + " and " + ins[i]->type.dtype);
+  }
+}
+
+// out[o] = op(v) where v[k] is input k's (broadcast) element, all inputs of
+// one dtype T. The result has dtype T, or bool when kBoolOut.
+template <Types kTypes, bool kBoolOut = false, typename Op>
+Initializer eval_map(const Node& node, const std::vector<const Initializer*>& ins, Op op) {
+  check_same_dtype(node, ins);
+  if (ins.empty()) fail(node, "no inputs");
+  std::vector<Shape> shapes = shapes_of(ins);
+  Shape out_shape = broadcast_shapes(node, shapes);
+  const std::string& dt = ins[0]->type.dtype;
+  return visit_dtype(node, dt, [&](auto tag) -> Initializer {
+    using T = decltype(tag);
+    if constexpr (!accepts<kTypes, T>()) {
+      fail(node, "dtype " + dt + " is not supported");
+    } else {
+      using R = std::conditional_t<kBoolOut, bool, T>;
+      Initializer out = make_host(dtype_of<R>(), out_shape);
+      R* o = ptr<R>(out);
+      std::vector<const T*> src;
+      for (auto* t : ins) src.push_back(ptr<T>(*t));
+      auto v = std::make_unique<T[]>(ins.size());  // not vector<T>: T may be bool
+      for_each_broadcast(out_shape, shapes, [&](int64_t i, const std::vector<int64_t>& offs) {
+        for (size_t k = 0; k < ins.size(); ++k) v[k] = src[k][offs[k]];
+        o[i] = static_cast<R>(op(v.get()));
+      });
+      return out;
+    }
+  });
+}
+
+// A transcendental function on float types, computed in double.
+template <typename F>
+EvaluateFn eval_float_fn(F f) {
+  return [f](const Node& node, const std::vector<const Initializer*>& ins) {
+    return std::vector<Initializer>{eval_map<Types::kFloat>(
+        node, {&req_input(node, ins, 0)}, [&](auto* v) { return f(static_cast<double>(v[0])); })};
+  };
+}
+
+// ---- compute helpers ------------------------------------------------------------
+
+using ExprFn = std::function<Expr(const std::vector<Expr>&)>;
+
+// One output of out_types[0] whose element reads every input in `tensors`
+// with broadcasting and combines them with f.
+ir::Tensor compute_map(const std::vector<TensorType>& out_types,
+                       const std::vector<ir::Tensor>& tensors, const ExprFn& f,
+                       const std::string& name) {
+  const TensorType& ot = out_types.at(0);
+  ir::DataType odt = ir_dtype(ot.dtype);
+  return ir::compute(
+      shape_exprs(ot.shape),
+      [&](const std::vector<ir::Var>& i) {
+        std::vector<Expr> v;
+        for (auto& t : tensors) v.push_back(read_broadcast(t, i));
+        Expr r = f(v);
+        return r.dtype() == odt ? r : ir::cast(odt, r);
+      },
+      name);
+}
+
+// The first n inputs as TE tensors (all required).
+std::vector<ir::Tensor> first_tensors(const Node& node, const ComputeInputs& in, size_t n) {
+  std::vector<ir::Tensor> t;
+  for (size_t i = 0; i < n; ++i) t.push_back(req_tensor(node, in, i));
+  return t;
+}
+
+ComputeFn map_compute(size_t n_inputs, ExprFn f) {
+  return [n_inputs, f](const Node& node, const ComputeInputs& in,
+                       const std::vector<TensorType>& out_types) {
+    return std::vector<ir::Tensor>{
+        compute_map(out_types, first_tensors(node, in, n_inputs), f, node.op_type)};
+  };
+}
+
+Expr konst(const Expr& like, double v) { return ir::make_const(like.dtype(), v); }
+
+// ---- registration helpers ---------------------------------------------------------
+
+void reg(const std::string& op, EvaluateFn ev, ComputeFn cp, std::vector<int> consts = {}) {
+  register_op(OpDef{op, OpPattern::kBroadcast, std::move(ev), std::move(cp), std::move(consts)});
+}
+
+// A unary operator: evaluate op(x) over the given types, compute f(x).
+template <Types kTypes, typename Op>
+void reg_unary(const std::string& name, Op op, ExprFn f) {
+  reg(
+      name,
+      [op](const Node& node, const std::vector<const Initializer*>& ins) {
+        return std::vector<Initializer>{
+            eval_map<kTypes>(node, {&req_input(node, ins, 0)}, [&](auto* v) { return op(v[0]); })};
+      },
+      map_compute(1, std::move(f)));
+}
+
+template <Types kTypes, bool kBoolOut = false, typename Op>
+void reg_binary(const std::string& name, Op op, ExprFn f) {
+  reg(
+      name,
+      [op](const Node& node, const std::vector<const Initializer*>& ins) {
+        if (ins.size() != 2) fail(node, "expects 2 inputs");
+        return std::vector<Initializer>{
+            eval_map<kTypes, kBoolOut>(node, ins, [&](auto* v) { return op(v[0], v[1], node); })};
+      },
+      map_compute(2, std::move(f)));
+}
+
+// ---- Arithmetic -------------------------------------------------------------------
+
+// Integer Div truncates toward zero (C semantics, like ONNX Runtime).
+template <typename T>
+T div_op(T a, T b, const Node& node) {
+  if constexpr (std::is_integral_v<T>) {
+    if (b == 0) fail(node, "integer division by zero");
+    if constexpr (std::is_signed_v<T>)
+      if (b == -1) return static_cast<T>(-a);  // no trap on INT_MIN / -1
+  }
+  return static_cast<T>(a / b);
+}
+
+// Integer division in a kernel cannot throw: a zero divisor gives 0 instead
+// of a trap (the constant folder reports it as an error first).
+Expr div_expr(const Expr& a, const Expr& b) {
+  if (a.dtype().is_float()) return a / b;
+  Expr zero = konst(b, 0);
+  Expr safe = ir::select(ir::eq(b, zero), konst(b, 1), b);
+  return ir::select(ir::eq(b, zero), zero, a / safe);
+}
+
+void register_arithmetic() {
+  reg_binary<Types::kNumeric>(
+      "Add", [](auto a, auto b, const Node&) { return a + b; },
+      [](const std::vector<Expr>& v) { return v[0] + v[1]; });
+  reg_binary<Types::kNumeric>(
+      "Sub", [](auto a, auto b, const Node&) { return a - b; },
+      [](const std::vector<Expr>& v) { return v[0] - v[1]; });
+  reg_binary<Types::kNumeric>(
+      "Mul", [](auto a, auto b, const Node&) { return a * b; },
+      [](const std::vector<Expr>& v) { return v[0] * v[1]; });
+  reg_binary<Types::kNumeric>(
+      "Div", [](auto a, auto b, const Node& n) { return div_op(a, b, n); },
+      [](const std::vector<Expr>& v) { return div_expr(v[0], v[1]); });
+}
+
+// Pow: the exponent may have another dtype than the base (T1, T2). Integer
+// results go through double and truncate (as ONNX Runtime does).
+std::vector<Initializer> eval_pow(const Node& node, const std::vector<const Initializer*>& ins) {
+  const Initializer& x = req_input(node, ins, 0);
+  const Initializer& y = req_input(node, ins, 1);
+  Shape out_shape = broadcast_shapes(node, {x.type.shape, y.type.shape});
+  std::vector<double> yv = to_doubles(node, y);
+  return {visit_dtype(node, x.type.dtype, [&](auto tag) -> Initializer {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>) {
+      fail(node, "bool base is not supported");
+    } else {
+      Initializer out = make_host(x.type.dtype, out_shape);
+      const T* xp = ptr<T>(x);
+      T* o = ptr<T>(out);
+      for_each_broadcast(out_shape, {x.type.shape, y.type.shape},
+                         [&](int64_t i, const std::vector<int64_t>& offs) {
+                           double e = yv[offs[1]];
+                           if constexpr (std::is_same_v<T, float>)
+                             o[i] = std::pow(xp[offs[0]], static_cast<float>(e));
+                           else
+                             o[i] = static_cast<T>(std::pow(static_cast<double>(xp[offs[0]]), e));
+                         });
+      return out;
+    }
+  })};
+}
+
+// When the exponent is one constant value, small integer powers become
+// multiplications (x*x for the common Pow(x, 2)) and 0.5 becomes sqrt.
+std::vector<ir::Tensor> compute_pow(const Node& node, const ComputeInputs& in,
+                                    const std::vector<TensorType>& out_types) {
+  const ir::Tensor& x = req_tensor(node, in, 0);
+  std::optional<double> k;
+  if (const Initializer* c = const_input(in, 1)) {
+    std::vector<double> v = to_doubles(node, *c);
+    if (!v.empty() && std::all_of(v.begin(), v.end(), [&](double e) { return e == v[0]; }))
+      k = v[0];
+  }
+  bool fl = x->dtype.is_float();
+  if (k && fl && (*k == 1 || *k == 2 || *k == 3 || *k == 0.5)) {
+    double e = *k;
+    return {compute_map(
+        out_types, {x},
+        [e](const std::vector<Expr>& v) {
+          if (e == 0.5) return ir::sqrt(v[0]);
+          Expr r = v[0];
+          for (int i = 1; i < static_cast<int>(e); ++i) r = r * v[0];
+          return r;
+        },
+        "Pow")};
+  }
+  const ir::Tensor& y = req_tensor(node, in, 1);
+  return {compute_map(
+      out_types, {x, y},
+      [fl](const std::vector<Expr>& v) {
+        if (fl) return ir::pow(v[0], ir::cast(v[0].dtype(), v[1]));
+        ir::DataType d = ir::DataType::f64();
+        return ir::cast(v[0].dtype(), ir::pow(ir::cast(d, v[0]), ir::cast(d, v[1])));
+      },
+      "Pow")};
+}
+
+// ---- Unary math and activations -------------------------------------------------
+
+template <typename T>
+T relu_op(T x) {
+  if constexpr (std::is_signed_v<T> || std::is_floating_point_v<T>)
+    return x < T(0) ? T(0) : x;  // NaN stays NaN
+  return x;
+}
+
+void register_unary() {
+  reg("Sqrt", eval_float_fn([](double x) { return std::sqrt(x); }),
+      map_compute(1, [](const std::vector<Expr>& v) { return ir::sqrt(v[0]); }));
+  reg("Exp", eval_float_fn([](double x) { return std::exp(x); }),
+      map_compute(1, [](const std::vector<Expr>& v) { return ir::exp(v[0]); }));
+  reg("Log", eval_float_fn([](double x) { return std::log(x); }),
+      map_compute(1, [](const std::vector<Expr>& v) { return ir::log(v[0]); }));
+  reg("Erf", eval_float_fn([](double x) { return std::erf(x); }),
+      map_compute(1, [](const std::vector<Expr>& v) { return ir::erf(v[0]); }));
+  reg("Tanh", eval_float_fn([](double x) { return std::tanh(x); }),
+      map_compute(1, [](const std::vector<Expr>& v) { return ir::tanh(v[0]); }));
+  reg("Sigmoid", eval_float_fn([](double x) { return 1.0 / (1.0 + std::exp(-x)); }),
+      map_compute(1, [](const std::vector<Expr>& v) { return ir::sigmoid(v[0]); }));
+  reg_unary<Types::kFloat>(
+      "Reciprocal", [](auto x) { return decltype(x)(1) / x; },
+      [](const std::vector<Expr>& v) { return konst(v[0], 1) / v[0]; });
+  reg_unary<Types::kNumeric>(
+      "Neg", [](auto x) { return static_cast<decltype(x)>(-x); },
+      [](const std::vector<Expr>& v) { return -v[0]; });
+  reg_unary<Types::kNumeric>(
+      "Abs",
+      [](auto x) {
+        using T = decltype(x);
+        if constexpr (std::is_floating_point_v<T>)
+          return std::fabs(x);
+        else if constexpr (std::is_signed_v<T>)
+          return static_cast<T>(x < 0 ? -x : x);
+        else
+          return x;
+      },
+      [](const std::vector<Expr>& v) {
+        if (v[0].dtype().is_float()) return ir::fabs(v[0]);
+        if (v[0].dtype().is_uint()) return v[0];
+        return ir::select(v[0] < konst(v[0], 0), -v[0], v[0]);
+      });
+  reg_unary<Types::kNumeric>(
+      "Relu", [](auto x) { return relu_op(x); },
+      [](const std::vector<Expr>& v) {
+        if (v[0].dtype().is_uint()) return v[0];
+        return ir::select(v[0] < konst(v[0], 0), konst(v[0], 0), v[0]);
+      });
+}
+
+// Activations with float attributes.
+void register_parametric() {
+  reg(
+      "LeakyRelu",
+      [](const Node& node, const std::vector<const Initializer*>& ins) {
+        float alpha = attr_float(node, "alpha", 0.01f);
+        return std::vector<Initializer>{
+            eval_map<Types::kFloat>(node, {&req_input(node, ins, 0)}, [&](auto* v) {
+              using T = std::remove_cv_t<std::remove_pointer_t<decltype(v)>>;
+              return v[0] < T(0) ? v[0] * static_cast<T>(alpha) : v[0];
+            })};
+      },
+      [](const Node& node, const ComputeInputs& in, const std::vector<TensorType>& out_types) {
+        float alpha = attr_float(node, "alpha", 0.01f);
+        return std::vector<ir::Tensor>{compute_map(
+            out_types, {req_tensor(node, in, 0)},
+            [alpha](const std::vector<Expr>& v) {
+              return ir::select(v[0] < konst(v[0], 0), v[0] * konst(v[0], alpha), v[0]);
+            },
+            "LeakyRelu")};
+      });
+  // HardSigmoid(x) = max(0, min(1, alpha * x + beta)); HardSwish(x) = x * HardSigmoid(x)
+  // with alpha = 1/6, beta = 0.5.
+  auto hard = [](bool swish) {
+    auto params = [swish](const Node& node) {
+      if (swish) return std::pair<float, float>{1.0f / 6.0f, 0.5f};
+      return std::pair<float, float>{attr_float(node, "alpha", 0.2f),
+                                     attr_float(node, "beta", 0.5f)};
+    };
+    EvaluateFn ev = [=](const Node& node, const std::vector<const Initializer*>& ins) {
+      auto [alpha, beta] = params(node);
+      return std::vector<Initializer>{
+          eval_map<Types::kFloat>(node, {&req_input(node, ins, 0)}, [&](auto* v) {
+            using T = std::remove_cv_t<std::remove_pointer_t<decltype(v)>>;
+            T h =
+                std::max(T(0), std::min(T(1), static_cast<T>(alpha) * v[0] + static_cast<T>(beta)));
+            return swish ? v[0] * h : h;
+          })};
+    };
+    ComputeFn cp = [=](const Node& node, const ComputeInputs& in,
+                       const std::vector<TensorType>& out_types) {
+      auto [alpha, beta] = params(node);
+      return std::vector<ir::Tensor>{compute_map(
+          out_types, {req_tensor(node, in, 0)},
+          [=](const std::vector<Expr>& v) {
+            Expr x = v[0];
+            Expr h =
+                ir::max(konst(x, 0), ir::min(konst(x, 1), x * konst(x, alpha) + konst(x, beta)));
+            return swish ? x * h : h;
+          },
+          node.op_type)};
+    };
+    return std::pair{ev, cp};
+  };
+  auto [hs_ev, hs_cp] = hard(false);
+  reg("HardSigmoid", hs_ev, hs_cp);
+  auto [hw_ev, hw_cp] = hard(true);
+  reg("HardSwish", hw_ev, hw_cp);
+}
+
+// Clip bounds: inputs 1 and 2 (opset >= 11) or attributes min/max (older).
+// nullopt where unbounded.
+std::pair<std::optional<double>, std::optional<double>> clip_bounds(const Node& node,
+                                                                    const Initializer* lo,
+                                                                    const Initializer* hi) {
+  auto scalar = [&](const Initializer* t) -> std::optional<double> {
+    if (!t) return std::nullopt;
+    std::vector<double> v = to_doubles(node, *t);
+    if (v.size() != 1) fail(node, "min/max must be scalars");
+    return v[0];
+  };
+  std::optional<double> a = scalar(lo), b = scalar(hi);
+  if (auto m = node.attr<float>("min")) a = *m;
+  if (auto m = node.attr<float>("max")) b = *m;
+  return {a, b};
+}
+
+std::vector<Initializer> eval_clip(const Node& node, const std::vector<const Initializer*>& ins) {
+  auto [lo, hi] = clip_bounds(node, opt_input(ins, 1), opt_input(ins, 2));
+  return {eval_map<Types::kNumeric>(node, {&req_input(node, ins, 0)}, [&](auto* v) {
+    using T = std::remove_cv_t<std::remove_pointer_t<decltype(v)>>;
+    T x = v[0];
+    if (lo && x < static_cast<T>(*lo)) x = static_cast<T>(*lo);
+    if (hi && x > static_cast<T>(*hi)) x = static_cast<T>(*hi);
+    return x;
+  })};
+}
+
+std::vector<ir::Tensor> compute_clip(const Node& node, const ComputeInputs& in,
+                                     const std::vector<TensorType>& out_types) {
+  auto [lo, hi] = clip_bounds(node, const_input(in, 1), const_input(in, 2));
+  return {compute_map(
+      out_types, {req_tensor(node, in, 0)},
+      [lo, hi](const std::vector<Expr>& v) {
+        Expr x = v[0];
+        if (lo) x = ir::select(x < konst(x, *lo), konst(x, *lo), x);
+        if (hi) x = ir::select(x > konst(x, *hi), konst(x, *hi), x);
+        return x;
+      },
+      "Clip")};
+}
+
+// Max / Min over any number of broadcast inputs, folded left: a > b ? a : b
+// (exactly ir::max's select, so NaN handling agrees with kernels).
+void register_minmax() {
+  for (bool is_max : {true, false}) {
+    reg(
+        is_max ? "Max" : "Min",
+        [is_max](const Node& node, const std::vector<const Initializer*>& ins) {
+          size_t n = ins.size();
+          return std::vector<Initializer>{eval_map<Types::kNumeric>(node, ins, [&](auto* v) {
+            auto r = v[0];
+            for (size_t k = 1; k < n; ++k) r = (is_max ? r > v[k] : r < v[k]) ? r : v[k];
+            return r;
+          })};
+        },
+        [is_max](const Node& node, const ComputeInputs& in,
+                 const std::vector<TensorType>& out_types) {
+          return std::vector<ir::Tensor>{compute_map(
+              out_types, first_tensors(node, in, in.tensors.size()),
+              [is_max](const std::vector<Expr>& v) {
+                Expr r = v[0];
+                for (size_t k = 1; k < v.size(); ++k)
+                  r = is_max ? ir::max(r, v[k]) : ir::min(r, v[k]);
+                return r;
+              },
+              node.op_type)};
+        });
+  }
+}
+
+// ---- Comparison, selection, conversion -------------------------------------------
+
+std::vector<Initializer> eval_where(const Node& node, const std::vector<const Initializer*>& ins) {
+  const Initializer& c = req_input(node, ins, 0);
+  if (c.type.dtype != "bool") fail(node, "condition must be bool, got " + c.type.dtype);
+  std::vector<const Initializer*> xy = {&req_input(node, ins, 1), &req_input(node, ins, 2)};
+  check_same_dtype(node, xy);
+  std::vector<Shape> shapes = {c.type.shape, xy[0]->type.shape, xy[1]->type.shape};
+  Shape out_shape = broadcast_shapes(node, shapes);
+  Initializer out = make_host(xy[0]->type.dtype, out_shape);
+  size_t es = dtype_size(out.type.dtype);
+  const uint8_t* cp = c.data.data();
+  for_each_broadcast(out_shape, shapes, [&](int64_t i, const std::vector<int64_t>& offs) {
+    const Initializer* src = cp[offs[0]] ? xy[0] : xy[1];
+    std::memcpy(out.data.data() + i * es, src->data.data() + offs[cp[offs[0]] ? 1 : 2] * es, es);
+  });
+  return {out};
+}
+
+std::vector<Initializer> eval_cast(const Node& node, const std::vector<const Initializer*>& ins) {
+  const Initializer& x = req_input(node, ins, 0);
+  auto to = node.attr<int64_t>("to");
+  if (!to) fail(node, "attribute 'to' is missing");
+  std::string dst = onnx_dtype_name(node, *to);
+  Initializer out = make_host(dst, x.type.shape);
+  int64_t n = x.type.num_elements();
+  visit_dtype(node, x.type.dtype, [&](auto from) {
+    using F = decltype(from);
+    visit_dtype(node, dst, [&](auto to_tag) {
+      using T = decltype(to_tag);
+      const F* s = ptr<F>(x);
+      T* d = ptr<T>(out);
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (std::is_same_v<T, bool>)
+          d[i] = s[i] != F(0);  // NaN -> true, as in C
+        else
+          d[i] = static_cast<T>(s[i]);
+      }
+    });
+  });
+  return {out};
+}
+
+void register_logic() {
+  reg_binary<Types::kAll, true>(
+      "Equal", [](auto a, auto b, const Node&) { return a == b; },
+      [](const std::vector<Expr>& v) { return ir::eq(v[0], v[1]); });
+  reg("Where", eval_where,
+      map_compute(3, [](const std::vector<Expr>& v) { return ir::select(v[0], v[1], v[2]); }));
+  reg("Cast", eval_cast,
+      [](const Node& node, const ComputeInputs& in, const std::vector<TensorType>& out_types) {
+        ir::DataType to = ir_dtype(onnx_dtype_name(node, attr_int(node, "to", 0)));
+        return std::vector<ir::Tensor>{compute_map(
+            out_types, {req_tensor(node, in, 0)},
+            [to](const std::vector<Expr>& v) { return ir::cast(to, v[0]); }, "Cast")};
+      });
+}
+
+// ---- BatchNormalization (inference), Identity, Dropout ------------------------------
+
+void check_bn(const Node& node, const Shape& x, const std::vector<const Initializer*>* ins) {
+  if (attr_int(node, "training_mode", 0) != 0) fail(node, "training_mode=1 is not supported");
+  for (size_t i = 1; i < node.outputs.size(); ++i)
+    if (!node.outputs[i].empty()) fail(node, "training outputs (mean, var) are not supported");
+  if (x.size() < 2) fail(node, "X must have rank >= 2, got " + shape_str(x));
+  if (!ins) return;
+  for (size_t i = 1; i < 5; ++i) {
+    const Initializer& p = req_input(node, *ins, i);
+    if (p.type.shape != Shape{x[1]})
+      fail(node, "input " + std::to_string(i) + " must have shape [" + std::to_string(x[1]) +
+                     "], got " + shape_str(p.type.shape));
+  }
+}
+
+std::vector<Initializer> eval_bn(const Node& node, const std::vector<const Initializer*>& ins) {
+  const Initializer& x = req_input(node, ins, 0);
+  check_bn(node, x.type.shape, &ins);
+  double eps = attr_float(node, "epsilon", 1e-5f);
+  int64_t c = x.type.shape[1];
+  int64_t inner = numel(Shape(x.type.shape.begin() + 2, x.type.shape.end()));
+  int64_t outer = x.type.shape[0];
+  return {visit_dtype(node, x.type.dtype, [&](auto tag) -> Initializer {
+    using T = decltype(tag);
+    if constexpr (!std::is_floating_point_v<T>) {
+      fail(node, "dtype " + x.type.dtype + " is not supported");
+    } else {
+      std::vector<std::vector<double>> p;
+      for (size_t i = 1; i < 5; ++i) p.push_back(to_doubles(node, *ins[i]));
+      Initializer out = make_host(x.type.dtype, x.type.shape);
+      const T* s = ptr<T>(x);
+      T* d = ptr<T>(out);
+      for (int64_t n = 0; n < outer; ++n)
+        for (int64_t ch = 0; ch < c; ++ch) {
+          double a = p[0][ch] / std::sqrt(p[3][ch] + eps), m = p[2][ch], b = p[1][ch];
+          int64_t base = (n * c + ch) * inner;
+          for (int64_t j = 0; j < inner; ++j)
+            d[base + j] = static_cast<T>((s[base + j] - m) * a + b);
+        }
+      return out;
+    }
+  })};
+}
+
+std::vector<ir::Tensor> compute_bn(const Node& node, const ComputeInputs& in,
+                                   const std::vector<TensorType>& out_types) {
+  const ir::Tensor& x = req_tensor(node, in, 0);
+  check_bn(node, static_shape(x), nullptr);
+  std::vector<ir::Tensor> p;
+  for (size_t i = 1; i < 5; ++i) p.push_back(req_tensor(node, in, i));
+  float eps = attr_float(node, "epsilon", 1e-5f);
+  const TensorType& ot = out_types.at(0);
+  return {ir::compute(
+      shape_exprs(ot.shape),
+      [&](const std::vector<ir::Var>& i) {
+        auto per_c = [&](int k) {
+          Expr v = ir::at(p[k], i[1]);
+          return v.dtype() == x->dtype ? v : ir::cast(x->dtype, v);
+        };
+        Expr xv = ir::read(x, vars_to_exprs(i));
+        Expr a = per_c(0) / ir::sqrt(per_c(3) + konst(xv, eps));
+        return (xv - per_c(2)) * a + per_c(1);
+      },
+      "BatchNormalization")};
+}
+
+std::vector<Initializer> eval_dropout(const Node& node,
+                                      const std::vector<const Initializer*>& ins) {
+  if (const Initializer* tm = opt_input(ins, 2)) {
+    std::vector<double> v = to_doubles(node, *tm);
+    if (!v.empty() && v[0] != 0) fail(node, "training_mode=true is not supported");
+  }
+  std::vector<Initializer> out = {req_input(node, ins, 0)};
+  if (node.outputs.size() > 1 && !node.outputs[1].empty()) {
+    Initializer mask = make_host("bool", out[0].type.shape);
+    std::fill(mask.data.begin(), mask.data.end(), uint8_t{1});
+    out.push_back(mask);
+  }
+  return out;
+}
+
+std::vector<ir::Tensor> compute_dropout(const Node& node, const ComputeInputs& in,
+                                        const std::vector<TensorType>& out_types) {
+  if (const Initializer* tm = const_input(in, 2)) {
+    std::vector<double> v = to_doubles(node, *tm);
+    if (!v.empty() && v[0] != 0) fail(node, "training_mode=true is not supported");
+  } else if (in.tensors.size() > 2 && in.tensors[2]) {
+    fail(node, "training_mode must be a constant");
+  }
+  const ir::Tensor& x = req_tensor(node, in, 0);
+  std::vector<ir::Tensor> outs = {compute_map(
+      out_types, {x}, [](const std::vector<Expr>& v) { return v[0]; }, "Dropout")};
+  if (out_types.size() > 1) {
+    outs.push_back(ir::compute(
+        shape_exprs(out_types[1].shape),
+        [](const std::vector<ir::Var>&) { return ir::make_bool(true); }, "DropoutMask"));
+  }
+  return outs;
+}
+
+}  // namespace
+
+void register_elementwise_ops() {
+  register_arithmetic();
+  reg("Pow", eval_pow, compute_pow);
+  register_unary();
+  register_parametric();
+  reg("Clip", eval_clip, compute_clip, {1, 2});
+  register_minmax();
+  register_logic();
+  reg("BatchNormalization", eval_bn, compute_bn);
+  reg(
+      "Identity",
+      [](const Node& node, const std::vector<const Initializer*>& ins) {
+        return std::vector<Initializer>{req_input(node, ins, 0)};
+      },
+      map_compute(1, [](const std::vector<Expr>& v) { return v[0]; }));
+  reg("Dropout", eval_dropout, compute_dropout, {1, 2});
+}
+
 }  // namespace kiln::graph

@@ -1,6 +1,628 @@
-// Placeholder registration (filled in by its owner).
+// Reductions and normalizations: ReduceMean/Sum/Max, Softmax,
+// LayerNormalization, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
+//
+// evaluate is the reference (double accumulation for float32); compute is the
+// plain tensor expression for the generic schedule: each reduction its own
+// stage, the elementwise remainder in an output stage.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
 #include "graph/op_registry.h"
+#include "graph/ops/nn_util.h"
 
 namespace kiln::graph {
-void register_reduce_ops() {}
+namespace {
+
+using ir::Expr;
+using ir::IterVar;
+using ir::Tensor;
+using ir::Var;
+using nn::fail;
+
+// ---- ReduceMean / ReduceSum / ReduceMax ---------------------------------------------
+
+enum class ReduceKind { kSum, kMean, kMax };
+
+struct ReducePlan {
+  std::vector<bool> reduced;  // per input dim
+  bool keepdims = true;
+  std::vector<int64_t> out_shape;
+  int64_t count = 1;  // elements per output
+};
+
+// The reduced axes come from input 1 (ReduceSum >= 13, all >= 18; a graph
+// constant) when the node has it, else from the `axes` attribute. Empty axes
+// reduce everything, or nothing with noop_with_empty_axes.
+ReducePlan reduce_plan(const Node& node, const std::vector<int64_t>& shape,
+                       const Initializer* axes_input) {
+  int64_t rank = static_cast<int64_t>(shape.size());
+  std::vector<int64_t> axes;
+  if (node.inputs.size() > 1 && !node.inputs[1].empty()) {
+    if (!axes_input) fail(node, "the axes input must be a graph constant");
+    if (axes_input->type.dtype != "int64") fail(node, "the axes input must be int64");
+    if (node.attrs.count("axes")) fail(node, "axes given both as attribute and input");
+    axes = axes_input->as<int64_t>();
+  } else {
+    axes = nn::attr_ints(node, "axes");
+  }
+  ReducePlan p;
+  p.keepdims = nn::attr_int(node, "keepdims", 1) != 0;
+  bool noop = axes.empty() && nn::attr_int(node, "noop_with_empty_axes", 0) != 0;
+  p.reduced.assign(shape.size(), axes.empty() && !noop);
+  for (int64_t a : axes) {
+    int64_t d = nn::normalize_axis(node, a, rank);
+    if (p.reduced[d]) fail(node, "axis " + std::to_string(a) + " is listed twice");
+    p.reduced[d] = true;
+  }
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (p.reduced[d]) p.count *= shape[d];
+    if (!p.reduced[d])
+      p.out_shape.push_back(shape[d]);
+    else if (p.keepdims)
+      p.out_shape.push_back(1);
+  }
+  return p;
+}
+
+template <typename T>
+void reduce_loop(ReduceKind kind, const Initializer& x, const ReducePlan& p, Initializer& y) {
+  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+  const std::vector<int64_t>& shape = x.type.shape;
+  // Output stride of every input dim (0 along reduced dims).
+  std::vector<int64_t> full_out;
+  for (size_t d = 0; d < shape.size(); ++d) full_out.push_back(p.reduced[d] ? 1 : shape[d]);
+  std::vector<int64_t> os = nn::strides_of(full_out);
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (p.reduced[d]) os[d] = 0;
+
+  int64_t n_out = y.type.num_elements();
+  Acc init = kind == ReduceKind::kMax ? -std::numeric_limits<Acc>::infinity() : Acc(0);
+  if constexpr (!std::is_floating_point_v<T>)
+    if (kind == ReduceKind::kMax) init = std::numeric_limits<T>::lowest();
+  std::vector<Acc> acc(static_cast<size_t>(n_out), init);
+  const T* xp = nn::data_of<T>(x);
+  std::vector<int64_t> idx(shape.size(), 0);
+  int64_t n_in = x.type.num_elements();
+  for (int64_t i = 0; i < n_in; ++i) {
+    int64_t o = 0;
+    for (size_t d = 0; d < shape.size(); ++d) o += idx[d] * os[d];
+    Acc v = static_cast<Acc>(xp[i]);
+    if (kind == ReduceKind::kMax)
+      acc[o] = std::isnan(static_cast<double>(v)) || v > acc[o] ? v : acc[o];
+    else
+      acc[o] += v;
+    for (size_t d = shape.size(); d-- > 0;) {  // next row-major index
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  T* yp = nn::data_of<T>(y);
+  for (int64_t o = 0; o < n_out; ++o)
+    yp[o] = static_cast<T>(kind == ReduceKind::kMean ? acc[o] / static_cast<Acc>(p.count) : acc[o]);
+}
+
+EvaluateFn reduce_evaluate(ReduceKind kind) {
+  return [kind](const Node& node, const std::vector<const Initializer*>& inputs) {
+    const Initializer& x = nn::required_input(node, inputs, 0);
+    ReducePlan p = reduce_plan(node, x.type.shape, nn::optional_input(inputs, 1));
+    Initializer y = nn::make_tensor(x.type.dtype, p.out_shape);
+    if (p.count == 0 && kind != ReduceKind::kSum)
+      fail(node, "reduction over an empty axis has no value");
+    if (x.type.dtype == "float32")
+      reduce_loop<float>(kind, x, p, y);
+    else if (x.type.dtype == "int64")
+      reduce_loop<int64_t>(kind, x, p, y);
+    else
+      fail(node, "dtype " + x.type.dtype + " is not supported (float32, int64)");
+    return std::vector<Initializer>{std::move(y)};
+  };
+}
+
+ComputeFn reduce_compute(ReduceKind kind) {
+  return
+      [kind](const Node& node, const ComputeInputs& in, const std::vector<TensorType>& out_types) {
+        const Tensor& x = nn::required_tensor(node, in, 0);
+        std::vector<int64_t> shape = nn::static_shape(x);
+        const Initializer* axes = in.constants.size() > 1 ? in.constants[1] : nullptr;
+        ReducePlan p = reduce_plan(node, shape, axes);
+        nn::check_out_type(node, out_types, 0, p.out_shape, x->dtype.str());
+        if (p.count == 0) fail(node, "reduction over an empty axis is not supported");
+
+        std::vector<IterVar> raxes;
+        for (size_t d = 0; d < shape.size(); ++d)
+          if (p.reduced[d]) raxes.push_back(ir::reduce_axis(shape[d], std::string("r").append(std::to_string(d))));
+        // The input index of output index i (with reduce vars along reduced dims).
+        auto source = [&](const std::vector<Var>& i) {
+          std::vector<Expr> idx;
+          size_t oi = 0, ri = 0;
+          for (size_t d = 0; d < shape.size(); ++d) {
+            if (p.reduced[d]) {
+              idx.push_back(raxes[ri++]->var);
+              if (p.keepdims) ++oi;
+            } else {
+              idx.push_back(i[oi++]);
+            }
+          }
+          return ir::read(x, idx);
+        };
+        if (raxes.empty())  // noop_with_empty_axes: the identity
+          return std::vector<Tensor>{
+              ir::compute(nn::shape_exprs(p.out_shape), source, node.name + ".copy")};
+        Tensor r = ir::compute(
+            nn::shape_exprs(p.out_shape),
+            [&](const std::vector<Var>& i) {
+              return kind == ReduceKind::kMax ? ir::reduce_max(source(i), raxes)
+                                              : ir::sum(source(i), raxes);
+            },
+            node.name + (kind == ReduceKind::kMax ? ".max" : ".sum"));
+        if (kind != ReduceKind::kMean) return std::vector<Tensor>{r};
+        Tensor y = ir::compute(
+            r->shape,
+            [&](const std::vector<Var>& i) {
+              Expr n = ir::make_const(x->dtype, static_cast<double>(p.count));
+              return ir::read(r, {i.begin(), i.end()}) / n;
+            },
+            node.name + ".mean");
+        return std::vector<Tensor>{y};
+      };
+}
+
+// ---- Softmax ---------------------------------------------------------------------------
+
+// Opset >= 13 semantics: softmax along one axis (default -1).
+std::vector<Initializer> softmax_evaluate(const Node& node,
+                                          const std::vector<const Initializer*>& inputs) {
+  const Initializer& x = nn::required_input(node, inputs, 0);
+  nn::require_f32(node, x, "input");
+  const std::vector<int64_t>& shape = x.type.shape;
+  int64_t axis =
+      nn::normalize_axis(node, nn::attr_int(node, "axis", -1), static_cast<int64_t>(shape.size()));
+  int64_t outer = 1, len = shape[axis], inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+
+  Initializer y = nn::make_tensor("float32", shape);
+  const float* xp = nn::data_of<float>(x);
+  float* yp = nn::data_of<float>(y);
+  std::vector<double> e(static_cast<size_t>(len));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in) {
+      const float* row = xp + o * len * inner + in;
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t k = 0; k < len; ++k) mx = std::max<double>(mx, row[k * inner]);
+      double sum = 0;
+      for (int64_t k = 0; k < len; ++k) sum += e[k] = std::exp(row[k * inner] - mx);
+      for (int64_t k = 0; k < len; ++k)
+        yp[o * len * inner + in + k * inner] = static_cast<float>(e[k] / sum);
+    }
+  return {std::move(y)};
+}
+
+std::vector<Tensor> softmax_compute(const Node& node, const ComputeInputs& in,
+                                    const std::vector<TensorType>& out_types) {
+  const Tensor& x = nn::required_tensor(node, in, 0);
+  std::vector<int64_t> shape = nn::static_shape(x);
+  nn::check_out_type(node, out_types, 0, shape, "float32");
+  if (x->dtype != ir::DataType::f32()) fail(node, "only float32 is supported");
+  size_t axis = static_cast<size_t>(
+      nn::normalize_axis(node, nn::attr_int(node, "axis", -1), static_cast<int64_t>(shape.size())));
+  std::vector<int64_t> row_shape = shape;
+  row_shape[axis] = 1;
+  // x's index with the softmax axis replaced by `k`.
+  auto along = [&](const std::vector<Var>& i, Expr k) {
+    std::vector<Expr> idx(i.begin(), i.end());
+    idx[axis] = k;
+    return idx;
+  };
+  IterVar k1 = ir::reduce_axis(shape[axis], "k");
+  Tensor mx = ir::compute(
+      nn::shape_exprs(row_shape),
+      [&](const std::vector<Var>& i) {
+        return ir::reduce_max(ir::read(x, along(i, k1->var)), {k1});
+      },
+      node.name + ".max");
+  IterVar k2 = ir::reduce_axis(shape[axis], "k");
+  Tensor sum = ir::compute(
+      nn::shape_exprs(row_shape),
+      [&](const std::vector<Var>& i) {
+        Expr m = ir::read(mx, along(i, int64_t{0}));
+        return ir::sum(ir::exp(ir::read(x, along(i, k2->var)) - m), {k2});
+      },
+      node.name + ".sum");
+  Tensor y = ir::compute(
+      nn::shape_exprs(shape),
+      [&](const std::vector<Var>& i) {
+        std::vector<Expr> idx(i.begin(), i.end());
+        Expr m = ir::read(mx, along(i, int64_t{0}));
+        return ir::exp(ir::read(x, idx) - m) / ir::read(sum, along(i, int64_t{0}));
+      },
+      node.name + ".softmax");
+  return {y};
+}
+
+// ---- LayerNormalization ----------------------------------------------------------------
+
+// Normalizes over dims [axis, rank); Scale and B broadcast (numpy) to X. Outputs
+// Y and, when asked for, Mean and InvStdDev of shape X.shape[:axis] + [1, ...].
+struct LayerNormShapes {
+  std::vector<int64_t> x, stats;
+  int64_t axis, outer, inner;
+};
+
+LayerNormShapes layer_norm_shapes(const Node& node, const std::vector<int64_t>& x) {
+  LayerNormShapes s;
+  s.x = x;
+  s.axis = nn::normalize_axis(node, nn::attr_int(node, "axis", -1), static_cast<int64_t>(x.size()));
+  s.outer = s.inner = 1;
+  s.stats = x;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (static_cast<int64_t>(d) < s.axis) {
+      s.outer *= x[d];
+    } else {
+      s.inner *= x[d];
+      s.stats[d] = 1;
+    }
+  }
+  if (s.inner == 0) fail(node, "normalizing over an empty shape");
+  if (nn::attr_int(node, "stash_type", 1) != 1)
+    fail(node, "only stash_type 1 (float32) is supported");
+  return s;
+}
+
+std::vector<Initializer> layer_norm_evaluate(const Node& node,
+                                             const std::vector<const Initializer*>& inputs) {
+  const Initializer& x = nn::required_input(node, inputs, 0);
+  const Initializer& scale = nn::required_input(node, inputs, 1);
+  const Initializer* bias = nn::optional_input(inputs, 2);
+  nn::require_f32(node, x, "X");
+  nn::require_f32(node, scale, "Scale");
+  if (bias) nn::require_f32(node, *bias, "B");
+  LayerNormShapes s = layer_norm_shapes(node, x.type.shape);
+  double eps = nn::attr_float(node, "epsilon", 1e-5f);
+  std::vector<int64_t> ss = nn::broadcast_strides(node, scale.type.shape, s.x, "Scale");
+  std::vector<int64_t> bs =
+      bias ? nn::broadcast_strides(node, bias->type.shape, s.x, "B") : std::vector<int64_t>{};
+
+  Initializer y = nn::make_tensor("float32", s.x);
+  Initializer mean_t = nn::make_tensor("float32", s.stats);
+  Initializer inv_t = nn::make_tensor("float32", s.stats);
+  const float* xp = nn::data_of<float>(x);
+  float* yp = nn::data_of<float>(y);
+  std::vector<int64_t> idx(s.x.size(), 0);  // running index of element (o, j)
+  for (int64_t o = 0; o < s.outer; ++o) {
+    const float* row = xp + o * s.inner;
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < s.inner; ++j) mean += row[j];
+    mean /= static_cast<double>(s.inner);
+    for (int64_t j = 0; j < s.inner; ++j) var += (row[j] - mean) * (row[j] - mean);
+    var /= static_cast<double>(s.inner);
+    double inv = 1.0 / std::sqrt(var + eps);
+    nn::data_of<float>(mean_t)[o] = static_cast<float>(mean);
+    nn::data_of<float>(inv_t)[o] = static_cast<float>(inv);
+    for (int64_t j = 0; j < s.inner; ++j) {
+      int64_t si = 0, bi = 0;
+      for (size_t d = 0; d < idx.size(); ++d) {
+        si += idx[d] * ss[d];
+        if (bias) bi += idx[d] * bs[d];
+      }
+      double v = (row[j] - mean) * inv * nn::data_of<float>(scale)[si];
+      if (bias) v += nn::data_of<float>(*bias)[bi];
+      yp[o * s.inner + j] = static_cast<float>(v);
+      for (size_t d = idx.size(); d-- > 0;) {
+        if (++idx[d] < s.x[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  std::vector<Initializer> out;
+  out.push_back(std::move(y));
+  if (node.outputs.size() > 1) out.push_back(std::move(mean_t));
+  if (node.outputs.size() > 2) out.push_back(std::move(inv_t));
+  return out;
+}
+
+std::vector<Tensor> layer_norm_compute(const Node& node, const ComputeInputs& in,
+                                       const std::vector<TensorType>& out_types) {
+  const Tensor& x = nn::required_tensor(node, in, 0);
+  const Tensor& scale = nn::required_tensor(node, in, 1);
+  Tensor bias = in.tensors.size() > 2 ? in.tensors[2] : nullptr;
+  LayerNormShapes s = layer_norm_shapes(node, nn::static_shape(x));
+  std::vector<int64_t> scale_shape = nn::static_shape(scale);
+  std::vector<int64_t> bias_shape = bias ? nn::static_shape(bias) : std::vector<int64_t>{};
+  nn::broadcast_strides(node, scale_shape, s.x, "Scale");
+  if (bias) nn::broadcast_strides(node, bias_shape, s.x, "B");
+  nn::check_out_type(node, out_types, 0, s.x, "float32");
+  for (size_t o = 1; o < node.outputs.size(); ++o)
+    nn::check_out_type(node, out_types, o, s.stats, "float32");
+  float eps = nn::attr_float(node, "epsilon", 1e-5f);
+  size_t axis = static_cast<size_t>(s.axis);
+
+  // Reduce axes over the normalized dims and the x index they read.
+  auto make_axes = [&](const std::string& base) {
+    std::vector<IterVar> r;
+    for (size_t d = axis; d < s.x.size(); ++d)
+      r.push_back(ir::reduce_axis(s.x[d], base + std::to_string(d)));
+    return r;
+  };
+  auto x_at = [&](const std::vector<Var>& i, const std::vector<IterVar>& r) {
+    std::vector<Expr> idx(i.begin(), i.begin() + axis);
+    for (auto& a : r) idx.push_back(a->var);
+    return ir::read(x, idx);
+  };
+  auto stat_at = [&](const Tensor& t, const std::vector<Var>& i) {
+    std::vector<Expr> idx(i.begin(), i.begin() + axis);
+    idx.resize(s.x.size(), Expr(int64_t{0}));
+    return ir::read(t, idx);
+  };
+  Expr inv_n = Expr(static_cast<float>(1.0 / static_cast<double>(s.inner)));
+  std::vector<IterVar> r1 = make_axes("r");
+  Tensor sum = ir::compute(
+      nn::shape_exprs(s.stats), [&](const std::vector<Var>& i) { return ir::sum(x_at(i, r1), r1); },
+      node.name + ".sum");
+  Tensor mean = ir::compute(
+      nn::shape_exprs(s.stats), [&](const std::vector<Var>& i) { return stat_at(sum, i) * inv_n; },
+      node.name + ".mean");
+  std::vector<IterVar> r2 = make_axes("v");
+  Tensor sq = ir::compute(
+      nn::shape_exprs(s.stats),
+      [&](const std::vector<Var>& i) {
+        Expr d = x_at(i, r2) - stat_at(mean, i);
+        return ir::sum(d * d, r2);
+      },
+      node.name + ".sqsum");
+  Tensor inv = ir::compute(
+      nn::shape_exprs(s.stats),
+      [&](const std::vector<Var>& i) {
+        return Expr(1.0f) / ir::sqrt(stat_at(sq, i) * inv_n + Expr(eps));
+      },
+      node.name + ".invstd");
+  Tensor y = ir::compute(
+      nn::shape_exprs(s.x),
+      [&](const std::vector<Var>& i) {
+        Expr v = (ir::read(x, {i.begin(), i.end()}) - stat_at(mean, i)) * stat_at(inv, i) *
+                 nn::broadcast_read(scale, scale_shape, i);
+        if (bias) v = v + nn::broadcast_read(bias, bias_shape, i);
+        return v;
+      },
+      node.name + ".layernorm");
+  std::vector<Tensor> out = {y};
+  if (node.outputs.size() > 1) out.push_back(mean);
+  if (node.outputs.size() > 2) out.push_back(inv);
+  return out;
+}
+
+// ---- MaxPool / AveragePool -------------------------------------------------------------
+
+enum class PoolKind { kMax, kAverage };
+
+struct PoolShapes {
+  int64_t n, c, h, w;
+  nn::Window win;
+  bool count_include_pad;
+  std::vector<int64_t> out_shape() const { return {n, c, win.out[0], win.out[1]}; }
+};
+
+PoolShapes pool_shapes(const Node& node, PoolKind kind, const std::vector<int64_t>& x) {
+  if (x.size() != 4)
+    fail(node, "only 2-D pooling over NCHW input is supported; got input " + shape_str(x));
+  if (kind == PoolKind::kMax && node.outputs.size() > 1 && !node.outputs[1].empty())
+    fail(node, "the Indices output is not supported");
+  PoolShapes s{x[0],
+               x[1],
+               x[2],
+               x[3],
+               nn::pool_window(node, {x[2], x[3]}),
+               nn::attr_int(node, "count_include_pad", 0) != 0};
+  return s;
+}
+
+// Number of taps k in [0, kernel) of output o's window along dim d that land in
+// [lo, hi): the divisor of AveragePool.
+int64_t taps_inside(const nn::Window& w, size_t d, int64_t o, int64_t lo, int64_t hi) {
+  int64_t n = 0;
+  for (int64_t k = 0; k < w.kernel[d]; ++k) {
+    int64_t p = w.start(d, o) + k * w.dilation[d];
+    n += p >= lo && p < hi;
+  }
+  return n;
+}
+
+// The same count as an expression of the output index o.
+Expr taps_inside_expr(const nn::Window& w, size_t d, Expr o, int64_t lo, int64_t hi) {
+  Expr start = o * w.stride[d] - w.pad_begin[d];
+  int64_t dil = w.dilation[d];
+  // First tap with start + k * dil >= lo, last with start + k * dil <= hi - 1.
+  Expr first = ir::max(ir::floordiv(Expr(lo) - start + (dil - 1), dil), Expr(int64_t{0}));
+  Expr last = ir::min(ir::floordiv(Expr(hi - 1) - start, dil), Expr(w.kernel[d] - 1));
+  return ir::max(last - first + 1, Expr(int64_t{0}));
+}
+
+// [lo, hi) of positions AveragePool counts along dim d.
+std::pair<int64_t, int64_t> counted_range(const PoolShapes& s, size_t d) {
+  if (!s.count_include_pad) return {0, s.win.in[d]};
+  return {-s.win.pad_begin[d], s.win.in[d] + s.win.pad_end[d]};
+}
+
+EvaluateFn pool_evaluate(PoolKind kind) {
+  return [kind](const Node& node, const std::vector<const Initializer*>& inputs) {
+    const Initializer& x = nn::required_input(node, inputs, 0);
+    nn::require_f32(node, x, "X");
+    PoolShapes s = pool_shapes(node, kind, x.type.shape);
+    const nn::Window& win = s.win;
+    Initializer y = nn::make_tensor("float32", s.out_shape());
+    const float* xp = nn::data_of<float>(x);
+    float* yp = nn::data_of<float>(y);
+    auto [lo_h, hi_h] = counted_range(s, 0);
+    auto [lo_w, hi_w] = counted_range(s, 1);
+    for (int64_t nc = 0; nc < s.n * s.c; ++nc)
+      for (int64_t oh = 0; oh < win.out[0]; ++oh)
+        for (int64_t ow = 0; ow < win.out[1]; ++ow) {
+          double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+          for (int64_t ky = 0; ky < win.kernel[0]; ++ky) {
+            int64_t ih = win.start(0, oh) + ky * win.dilation[0];
+            if (ih < 0 || ih >= s.h) continue;
+            for (int64_t kx = 0; kx < win.kernel[1]; ++kx) {
+              int64_t iw = win.start(1, ow) + kx * win.dilation[1];
+              if (iw < 0 || iw >= s.w) continue;
+              double v = xp[(nc * s.h + ih) * s.w + iw];
+              acc = kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
+            }
+          }
+          if (kind == PoolKind::kAverage)
+            acc /= static_cast<double>(taps_inside(win, 0, oh, lo_h, hi_h) *
+                                       taps_inside(win, 1, ow, lo_w, hi_w));
+          yp[(nc * win.out[0] + oh) * win.out[1] + ow] = static_cast<float>(acc);
+        }
+    return std::vector<Initializer>{std::move(y)};
+  };
+}
+
+ComputeFn pool_compute(PoolKind kind) {
+  return [kind](const Node& node, const ComputeInputs& in,
+                const std::vector<TensorType>& out_types) {
+    const Tensor& x = nn::required_tensor(node, in, 0);
+    PoolShapes s = pool_shapes(node, kind, nn::static_shape(x));
+    nn::check_out_type(node, out_types, 0, s.out_shape(), "float32");
+    const nn::Window& win = s.win;
+    std::vector<int64_t> bound = {0, 0, win.leaves_input(0) ? s.h : 0,
+                                  win.leaves_input(1) ? s.w : 0};
+    Expr fill = kind == PoolKind::kMax ? ir::reduce_identity(ir::ReduceOp::Max, ir::DataType::f32())
+                                       : Expr(0.0f);
+    IterVar ry = ir::reduce_axis(win.kernel[0], "ry");
+    IterVar rx = ir::reduce_axis(win.kernel[1], "rx");
+    Tensor r = ir::compute(
+        nn::shape_exprs(s.out_shape()),
+        [&](const std::vector<Var>& i) {
+          Expr h = i[2] * win.stride[0] - win.pad_begin[0] + ry->var * win.dilation[0];
+          Expr w = i[3] * win.stride[1] - win.pad_begin[1] + rx->var * win.dilation[1];
+          Expr v = nn::guarded_read(x, {i[0], i[1], h, w}, bound, fill);
+          return kind == PoolKind::kMax ? ir::reduce_max(v, {ry, rx}) : ir::sum(v, {ry, rx});
+        },
+        node.name + (kind == PoolKind::kMax ? ".maxpool" : ".sumpool"));
+    if (kind == PoolKind::kMax) return std::vector<Tensor>{r};
+    auto [lo_h, hi_h] = counted_range(s, 0);
+    auto [lo_w, hi_w] = counted_range(s, 1);
+    Tensor y = ir::compute(
+        r->shape,
+        [&](const std::vector<Var>& i) {
+          Expr count = taps_inside_expr(win, 0, i[2], lo_h, hi_h) *
+                       taps_inside_expr(win, 1, i[3], lo_w, hi_w);
+          return ir::at(r, i[0], i[1], i[2], i[3]) / ir::cast(ir::DataType::f32(), count);
+        },
+        node.name + ".avgpool");
+    return std::vector<Tensor>{y};
+  };
+}
+
+// ---- GlobalAveragePool / GlobalMaxPool ----------------------------------------------------
+
+std::vector<int64_t> global_pool_shape(const Node& node, const std::vector<int64_t>& x) {
+  if (x.size() < 3) fail(node, "input must have rank >= 3 (N, C, spatial...); got " + shape_str(x));
+  std::vector<int64_t> out = x;
+  for (size_t d = 2; d < out.size(); ++d) out[d] = 1;
+  return out;
+}
+
+EvaluateFn global_pool_evaluate(PoolKind kind) {
+  return [kind](const Node& node, const std::vector<const Initializer*>& inputs) {
+    const Initializer& x = nn::required_input(node, inputs, 0);
+    nn::require_f32(node, x, "X");
+    std::vector<int64_t> out_shape = global_pool_shape(node, x.type.shape);
+    int64_t planes = x.type.shape[0] * x.type.shape[1];
+    int64_t area = planes ? x.type.num_elements() / planes : 0;
+    if (area == 0) fail(node, "empty spatial dims");
+    Initializer y = nn::make_tensor("float32", out_shape);
+    const float* xp = nn::data_of<float>(x);
+    for (int64_t p = 0; p < planes; ++p) {
+      double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+      for (int64_t j = 0; j < area; ++j) {
+        double v = xp[p * area + j];
+        acc = kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
+      }
+      if (kind == PoolKind::kAverage) acc /= static_cast<double>(area);
+      nn::data_of<float>(y)[p] = static_cast<float>(acc);
+    }
+    return std::vector<Initializer>{std::move(y)};
+  };
+}
+
+ComputeFn global_pool_compute(PoolKind kind) {
+  return
+      [kind](const Node& node, const ComputeInputs& in, const std::vector<TensorType>& out_types) {
+        const Tensor& x = nn::required_tensor(node, in, 0);
+        std::vector<int64_t> shape = nn::static_shape(x);
+        std::vector<int64_t> out_shape = global_pool_shape(node, shape);
+        nn::check_out_type(node, out_types, 0, out_shape, "float32");
+        int64_t area = 1;
+        std::vector<IterVar> r;
+        for (size_t d = 2; d < shape.size(); ++d) {
+          area *= shape[d];
+          r.push_back(ir::reduce_axis(shape[d], std::string("r").append(std::to_string(d))));
+        }
+        if (area == 0) fail(node, "empty spatial dims");
+        Tensor red = ir::compute(
+            nn::shape_exprs(out_shape),
+            [&](const std::vector<Var>& i) {
+              std::vector<Expr> idx = {i[0], i[1]};
+              for (auto& a : r) idx.push_back(a->var);
+              Expr v = ir::read(x, idx);
+              return kind == PoolKind::kMax ? ir::reduce_max(v, r) : ir::sum(v, r);
+            },
+            node.name + (kind == PoolKind::kMax ? ".max" : ".sum"));
+        if (kind == PoolKind::kMax) return std::vector<Tensor>{red};
+        Tensor y = ir::compute(
+            red->shape,
+            [&](const std::vector<Var>& i) {
+              return ir::read(red, {i.begin(), i.end()}) * Expr(static_cast<float>(1.0 / area));
+            },
+            node.name + ".mean");
+        return std::vector<Tensor>{y};
+      };
+}
+
+}  // namespace
+
+void register_reduce_ops() {
+  register_op({"ReduceSum",
+               OpPattern::kReduction,
+               reduce_evaluate(ReduceKind::kSum),
+               reduce_compute(ReduceKind::kSum),
+               {1}});
+  register_op({"ReduceMean",
+               OpPattern::kReduction,
+               reduce_evaluate(ReduceKind::kMean),
+               reduce_compute(ReduceKind::kMean),
+               {1}});
+  register_op({"ReduceMax",
+               OpPattern::kReduction,
+               reduce_evaluate(ReduceKind::kMax),
+               reduce_compute(ReduceKind::kMax),
+               {1}});
+  register_op({"Softmax", OpPattern::kReduction, softmax_evaluate, softmax_compute, {}});
+  register_op(
+      {"LayerNormalization", OpPattern::kReduction, layer_norm_evaluate, layer_norm_compute, {}});
+  register_op({"MaxPool",
+               OpPattern::kReduction,
+               pool_evaluate(PoolKind::kMax),
+               pool_compute(PoolKind::kMax),
+               {}});
+  register_op({"AveragePool",
+               OpPattern::kReduction,
+               pool_evaluate(PoolKind::kAverage),
+               pool_compute(PoolKind::kAverage),
+               {}});
+  register_op({"GlobalAveragePool",
+               OpPattern::kReduction,
+               global_pool_evaluate(PoolKind::kAverage),
+               global_pool_compute(PoolKind::kAverage),
+               {}});
+  register_op({"GlobalMaxPool",
+               OpPattern::kReduction,
+               global_pool_evaluate(PoolKind::kMax),
+               global_pool_compute(PoolKind::kMax),
+               {}});
+}
+
 }  // namespace kiln::graph

@@ -1,0 +1,123 @@
+// kiln build: ONNX model -> package (docs/package-format.md).
+#include "cli/build_command.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "driver/build_module.h"
+#include "driver/package_writer.h"
+#include "frontend/onnx_import.h"
+
+namespace kiln::cli {
+namespace {
+
+const char* kBuildUsage =
+    "usage: kiln build MODEL.onnx [-o OUT] [--target TARGET] [--input-shapes SHAPES]\n"
+    "                  [--output-format tar|so] [--config FILE]\n"
+    "  -o OUT             package to write (default: MODEL.tar, or MODEL.so with --output-format so)\n"
+    "  --target TARGET    'llvm -mcpu=... -mattr=...' (default: this machine)\n"
+    "  --input-shapes S   bind dynamic axes, e.g. \"input:[1,3,224,224],mask:[1,128]\"\n"
+    "  --output-format F  tar (mod.so + mod.json + mod.params) or so (one self-contained library)\n"
+    "  --config FILE      JSON lines {\"workload\": KEY, \"config\": {...}} applied by workload key\n";
+
+struct BuildArgs {
+  std::string model, output, target, input_shapes, format = "tar", config_file;
+};
+
+BuildArgs parse_args(const std::vector<std::string>& args) {
+  BuildArgs a;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& s = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw std::invalid_argument(s + " needs a value\n" + kBuildUsage);
+      return args[++i];
+    };
+    if (s == "-o" || s == "--output")
+      a.output = value();
+    else if (s == "--target")
+      a.target = value();
+    else if (s == "--input-shapes")
+      a.input_shapes = value();
+    else if (s == "--output-format")
+      a.format = value();
+    else if (s == "--config")
+      a.config_file = value();
+    else if (!s.empty() && s[0] == '-')
+      throw std::invalid_argument("unknown option " + s + "\n" + kBuildUsage);
+    else if (a.model.empty())
+      a.model = s;
+    else
+      throw std::invalid_argument("more than one model given\n" + std::string(kBuildUsage));
+  }
+  if (a.model.empty()) throw std::invalid_argument(std::string("no model given\n") + kBuildUsage);
+  if (a.format != "tar" && a.format != "so")
+    throw std::invalid_argument("--output-format must be tar or so, not '" + a.format + "'");
+  if (a.output.empty()) {
+    std::string stem = a.model;
+    if (stem.size() > 5 && stem.substr(stem.size() - 5) == ".onnx") stem.resize(stem.size() - 5);
+    a.output = stem + (a.format == "so" ? ".so" : ".tar");
+  }
+  return a;
+}
+
+// --config FILE: one JSON object per line, {"workload": KEY, "config": CONFIG}.
+std::map<std::string, std::string> read_configs(const std::string& path) {
+  std::map<std::string, std::string> configs;
+  if (path.empty()) return configs;
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read config file '" + path + "'");
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      nlohmann::json j = nlohmann::json::parse(line);
+      configs[j.at("workload").get<std::string>()] = j.at("config").dump();
+    } catch (const std::exception& e) {
+      throw std::runtime_error(path + ":" + std::to_string(line_no) + ": bad config line: " +
+                               e.what());
+    }
+  }
+  return configs;
+}
+
+}  // namespace
+
+int run_build(const std::vector<std::string>& args) {
+  BuildArgs a = parse_args(args);
+  auto start = std::chrono::steady_clock::now();
+  driver::BuildOptions options;
+  if (!a.target.empty()) options.target = codegen::Target::parse(a.target);
+  options.configs = read_configs(a.config_file);
+
+  graph::Graph g = frontend::import_onnx(a.model, frontend::parse_input_shapes(a.input_shapes));
+  driver::BuiltModule m = driver::build_module(std::move(g), options);
+  driver::write_package(m, options.target, a.output,
+                        a.format == "so" ? driver::PackageFormat::kSharedLibrary
+                                         : driver::PackageFormat::kTar);
+  double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  size_t templated = 0, configured = 0;
+  for (const auto& w : m.workloads) {
+    templated += static_cast<size_t>(w.count);
+    if (w.configured) ++configured;
+  }
+  std::printf("kiln build: %s -> %s (%zu kernels: %zu templated, %zu generic; %.1f s)\n",
+              a.model.c_str(), a.output.c_str(), m.funcs.size(), templated, m.generic_kernels,
+              secs);
+  std::printf("configs: %zu of %zu workloads configured", configured, m.workloads.size());
+  if (configured < m.workloads.size()) {
+    std::printf("; fallback configs for:\n");
+    for (const auto& w : m.workloads)
+      if (!w.configured) std::printf("  %s (x%d)\n", w.key.c_str(), w.count);
+  } else {
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace kiln::cli

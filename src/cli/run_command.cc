@@ -1,0 +1,222 @@
+#include "cli/run_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "runtime/graph_executor.h"
+#include "runtime/npz.h"
+
+namespace kiln::cli {
+
+const char* const kRunUsage =
+    "usage: kiln run MODEL.tar --inputs INPUT.npz [--output OUT.npz] [--repeat N]\n"
+    "                [--print-time] [--profile]\n"
+    "  MODEL.tar       a package (tar of mod.so, mod.json, mod.params, or a self-contained .so)\n"
+    "  --inputs        arrays named by the model's inputs\n"
+    "  --output        where to write outputs as output_0, output_1, ... (else print shapes)\n"
+    "  --repeat N      runs for --print-time and --profile (default 1), after one warm-up\n"
+    "  --print-time    mean, median, max, min and std of the run time in ms\n"
+    "  --profile       per-kernel time table, slowest first\n";
+
+namespace {
+
+struct Options {
+  std::string package, inputs, output;
+  int repeat = 1;
+  bool print_time = false, profile = false;
+};
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+Options parse_options(const std::vector<std::string>& args) {
+  Options o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i], value;
+    bool has_value = false;
+    if (auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = a.substr(eq + 1), a = a.substr(0, eq), has_value = true;
+    }
+    auto take = [&]() -> std::string {
+      if (has_value) return value;
+      if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--inputs") {
+      o.inputs = take();
+    } else if (a == "--output" || a == "-o") {
+      o.output = take();
+    } else if (a == "--repeat") {
+      std::string n = take();
+      if (n.empty() || n.size() > 9 || n.find_first_not_of("0123456789") != std::string::npos ||
+          std::stoi(n) < 1)
+        throw UsageError("--repeat needs a positive integer, not '" + n + "'");
+      o.repeat = std::stoi(n);
+    } else if (a == "--print-time" && !has_value) {
+      o.print_time = true;
+    } else if (a == "--profile" && !has_value) {
+      o.profile = true;
+    } else if (a.rfind("-", 0) == 0) {
+      throw UsageError("unknown option '" + args[i] + "'");
+    } else if (o.package.empty()) {
+      o.package = a;
+    } else {
+      throw UsageError("more than one package given ('" + o.package + "' and '" + a + "')");
+    }
+  }
+  if (o.package.empty()) throw UsageError("no package given");
+  return o;
+}
+
+std::string list_inputs(const runtime::GraphExecutor& ex) {
+  std::string s;
+  for (const auto& in : ex.inputs()) s += (s.empty() ? "" : ", ") + in.str();
+  return s.empty() ? "(none)" : s;
+}
+
+// Feeds every input from the npz, requiring exactly the model's input names.
+void set_inputs(runtime::GraphExecutor& ex, const Options& o) {
+  if (o.inputs.empty()) {
+    if (ex.inputs().empty()) return;
+    throw std::runtime_error("--inputs INPUT.npz is required: the model's inputs are " +
+                             list_inputs(ex));
+  }
+  std::vector<runtime::NamedArray> arrays = runtime::read_npz(o.inputs);
+  std::set<std::string> given;
+  for (const auto& a : arrays) {
+    int i = ex.input_index(a.name);
+    if (i < 0)
+      throw std::runtime_error(o.inputs + ": array '" + a.name + "' is not an input of '" +
+                               o.package + "'; its inputs are " + list_inputs(ex));
+    const runtime::TensorInfo& want = ex.inputs()[i];
+    if (a.array.dtype() != want.dtype || a.array.shape() != want.shape)
+      throw std::runtime_error(
+          o.inputs + ": array '" + a.name + "' is " + a.array.dtype().str() + " " +
+          runtime::shape_str(a.array.shape()) + " but the model's input is " + want.dtype.str() +
+          " " + runtime::shape_str(want.shape) + "; its inputs are " + list_inputs(ex));
+    ex.set_input(a.name, a.array);
+    given.insert(a.name);
+  }
+  for (const auto& in : ex.inputs())
+    if (!given.count(in.name))
+      throw std::runtime_error(o.inputs + ": no array for the input '" + in.name +
+                               "'; the model's inputs are " + list_inputs(ex));
+}
+
+double since_ms(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+void print_times(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  double sum = 0;
+  for (double t : ms) sum += t;
+  double mean = sum / static_cast<double>(ms.size());
+  size_t n = ms.size();
+  double median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+  double var = 0;
+  for (double t : ms) var += (t - mean) * (t - mean);
+  double std_dev = std::sqrt(var / static_cast<double>(n));
+  std::printf("Execution time summary (%zu run%s after 1 warm-up):\n", n, n == 1 ? "" : "s");
+  std::printf(" mean (ms)   median (ms)  max (ms)     min (ms)     std (ms)\n");
+  std::printf(" %-11.4f %-12.4f %-12.4f %-12.4f %-12.4f\n", mean, median, ms.back(), ms.front(),
+              std_dev);
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+  return s.empty() ? "-" : s;
+}
+
+void print_profile(runtime::GraphExecutor& ex, int repeat) {
+  std::vector<runtime::KernelProfile> total;
+  for (int r = 0; r < repeat; ++r) {
+    auto run = ex.run_profiled();
+    if (total.empty()) {
+      total = std::move(run);
+      continue;
+    }
+    for (size_t k = 0; k < run.size(); ++k) {
+      total[k].calls += run[k].calls;
+      total[k].total_ms += run[k].total_ms;
+    }
+  }
+  double all = 0;
+  for (const auto& k : total) all += k.total_ms;
+  std::stable_sort(total.begin(), total.end(),
+                   [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
+  size_t name_w = 6, ops_w = 8;
+  for (const auto& k : total) {
+    name_w = std::max(name_w, k.name.size());
+    ops_w = std::max(ops_w, join(k.op_types).size());
+  }
+  std::printf("Per-kernel time (%d run%s after 1 warm-up), slowest first:\n", repeat,
+              repeat == 1 ? "" : "s");
+  std::printf(" %-*s  %-*s  %6s  %11s  %10s  %6s  %8s\n", static_cast<int>(name_w), "kernel",
+              static_cast<int>(ops_w), "op types", "calls", "total (ms)", "mean (ms)", "%",
+              "GFLOP/s");
+  for (const auto& k : total) {
+    double mean = k.calls ? k.total_ms / static_cast<double>(k.calls) : 0;
+    double gflops = mean > 0 ? static_cast<double>(k.flops) / (mean * 1e6) : 0;
+    std::printf(" %-*s  %-*s  %6lld  %11.4f  %10.4f  %6.2f  %8.2f\n", static_cast<int>(name_w),
+                k.name.c_str(), static_cast<int>(ops_w), join(k.op_types).c_str(),
+                static_cast<long long>(k.calls), k.total_ms, mean,
+                all > 0 ? 100 * k.total_ms / all : 0.0, gflops);
+  }
+  std::printf(" total %.4f ms per run over %zu kernels\n", all / repeat, total.size());
+}
+
+void write_outputs(const runtime::GraphExecutor& ex, const std::string& path) {
+  std::vector<runtime::NamedArray> outputs;
+  for (size_t i = 0; i < ex.outputs().size(); ++i)
+    outputs.push_back({"output_" + std::to_string(i), ex.output(i)});
+  runtime::write_npz(path, outputs, runtime::NpzCompression::Deflated);
+}
+
+void print_outputs(const runtime::GraphExecutor& ex) {
+  for (size_t i = 0; i < ex.outputs().size(); ++i) {
+    const auto& info = ex.outputs()[i];
+    std::printf("output_%zu (%s): %s %s\n", i, info.name.c_str(), info.dtype.str().c_str(),
+                runtime::shape_str(info.shape).c_str());
+  }
+}
+
+}  // namespace
+
+int run_run(const std::vector<std::string>& args) {
+  Options o;
+  try {
+    o = parse_options(args);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "kiln run: %s\n%s", e.what(), kRunUsage);
+    return 2;
+  }
+  runtime::GraphExecutor ex = runtime::GraphExecutor::load(o.package);
+  set_inputs(ex, o);
+  ex.run();  // the warm-up, and the outputs
+  if (o.print_time) {
+    std::vector<double> ms;
+    for (int r = 0; r < o.repeat; ++r) {
+      auto start = std::chrono::steady_clock::now();
+      ex.run();
+      ms.push_back(since_ms(start));
+    }
+    print_times(std::move(ms));
+  }
+  if (o.profile) print_profile(ex, o.repeat);
+  if (!o.output.empty())
+    write_outputs(ex, o.output);
+  else
+    print_outputs(ex);
+  return 0;
+}
+
+}  // namespace kiln::cli

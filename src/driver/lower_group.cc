@@ -1,0 +1,217 @@
+#include "driver/lower_group.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include "graph/op_registry.h"
+#include "ops/generic_schedule.h"
+#include "schedule/lower.h"
+
+namespace kiln::driver {
+namespace {
+
+using graph::Graph;
+using graph::Node;
+
+std::vector<ir::Expr> shape_exprs(const std::vector<int64_t>& s) {
+  std::vector<ir::Expr> e;
+  for (int64_t d : s) e.push_back(ir::Expr(d));
+  return e;
+}
+
+const graph::TensorType& type_or_throw(const Graph& g, const std::string& value) {
+  const graph::TensorType* t = g.type_of(value);
+  if (!t) throw std::runtime_error("value '" + value + "' has no inferred type");
+  return *t;
+}
+
+bool is_constant_input(const graph::OpDef& def, size_t i) {
+  return std::find(def.constant_inputs.begin(), def.constant_inputs.end(), static_cast<int>(i)) !=
+         def.constant_inputs.end();
+}
+
+ir::Tensor copy_of(const ir::Tensor& t, const std::string& name) {
+  return ir::compute(
+      t->shape,
+      [&](const std::vector<ir::Var>& i) {
+        return ir::read(t, std::vector<ir::Expr>(i.begin(), i.end()));
+      },
+      name);
+}
+
+// A kernel output must be a computed stage of its own: an operator whose
+// compute returned an input tensor unchanged (Identity) gets a copy.
+ir::Tensor ensure_computed(const ir::Tensor& t, const std::string& name) {
+  return t->is_placeholder ? copy_of(t, name) : t;
+}
+
+}  // namespace
+
+double estimate_flops(const std::vector<ir::Tensor>& outputs) {
+  double flops = 0;
+  for (const ir::Tensor& t : ir::post_order(outputs)) {
+    if (t->is_placeholder) continue;
+    double n = 1;
+    for (auto& d : t->shape)
+      if (const int64_t* v = ir::as_const_int(d)) n *= static_cast<double>(*v);
+    for (auto& r : t->reduce_axis)
+      if (const int64_t* v = ir::as_const_int(r->dom.extent)) n *= 2.0 * static_cast<double>(*v);
+    flops += n;
+  }
+  return flops;
+}
+
+namespace {
+
+int64_t to_int(const ir::Expr& e) {
+  const int64_t* v = ir::as_const_int(e);
+  if (!v) throw std::runtime_error("kernel shapes must be constant");
+  return *v;
+}
+
+// t read with the indices of another shape of the same element count (a
+// reshape that costs nothing once inlined and simplified).
+ir::Tensor reshape_view(const ir::Tensor& t, const std::vector<ir::Expr>& shape,
+                        const std::string& name) {
+  return ir::compute(
+      shape,
+      [&](const std::vector<ir::Var>& i) {
+        ir::Expr flat = ir::Expr(int64_t{0});
+        for (size_t d = 0; d < i.size(); ++d) flat = flat * shape[d] + i[d];
+        std::vector<ir::Expr> idx(t->shape.size());
+        for (size_t d = t->shape.size(); d-- > 0;) {
+          idx[d] = d == 0 ? flat : ir::floormod(flat, t->shape[d]);
+          flat = ir::floordiv(flat, t->shape[d]);
+        }
+        return ir::read(t, idx);
+      },
+      name);
+}
+
+bool same_shape(const std::vector<ir::Expr>& a, const std::vector<ir::Expr>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (to_int(a[i]) != to_int(b[i])) return false;
+  return true;
+}
+
+// Composes a group's tensor expression node by node.
+struct GroupBuilder {
+  const Graph& g;
+  const graph::FusedGroup& group;
+  GroupKernel k;
+  std::map<std::string, ir::Tensor> tensors;  // value -> TE tensor
+  std::vector<ir::Tensor> arg_tensors;
+
+  void bind_argument(const std::string& value, const ir::Tensor& t) {
+    tensors[value] = t;
+    arg_tensors.push_back(t);
+    k.args.push_back(value);
+  }
+
+  // A value read from outside the group becomes a kernel argument unless
+  // every node reading it wants it as a build-time constant.
+  bool needs_argument(const std::string& value) const {
+    for (size_t ni : group.nodes) {
+      const Node& n = g.nodes[ni];
+      const graph::OpDef& def = graph::get_op(n.op_type);
+      for (size_t i = 0; i < n.inputs.size(); ++i)
+        if (n.inputs[i] == value && !is_constant_input(def, i)) return true;
+    }
+    return false;
+  }
+
+  void bind_external_inputs() {
+    for (const std::string& value : group.inputs) {
+      if (tensors.count(value) || !needs_argument(value)) continue;
+      const graph::TensorType& t = type_or_throw(g, value);
+      bind_argument(value, ir::placeholder(shape_exprs(t.shape), ir::DataType::parse(t.dtype),
+                                           "arg" + std::to_string(arg_tensors.size())));
+    }
+  }
+
+  void compute_node(const Node& n) {
+    const graph::OpDef& def = graph::get_op(n.op_type);
+    if (!def.compute)
+      throw std::runtime_error("node '" + n.name + "' (" + n.op_type +
+                               ") has no kernel: its inputs were expected to be constants");
+    graph::ComputeInputs in;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const std::string& v = n.inputs[i];
+      auto init = g.initializers.find(v);
+      in.constants.push_back(!v.empty() && init != g.initializers.end() ? &init->second : nullptr);
+      bool omitted = v.empty() || is_constant_input(def, i);
+      in.tensors.push_back(omitted ? nullptr : tensors.at(v));
+    }
+    std::vector<graph::TensorType> out_types;
+    for (const std::string& o : n.outputs) out_types.push_back(type_or_throw(g, o));
+    std::vector<ir::Tensor> outs;
+    try {
+      outs = def.compute(n, in, out_types);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("node '" + n.name + "' (" + n.op_type + "): " + e.what());
+    }
+    if (outs.size() != n.outputs.size())
+      throw std::runtime_error("node '" + n.name + "' (" + n.op_type + "): compute returned " +
+                               std::to_string(outs.size()) + " outputs for " +
+                               std::to_string(n.outputs.size()));
+    for (size_t i = 0; i < outs.size(); ++i) tensors[n.outputs[i]] = outs[i];
+    k.op_types.push_back(n.op_type);
+  }
+
+  // Drops input arguments the computation never reads (an operator may
+  // specialize on a constant, e.g. Pow by 2): lowering rejects unused ones.
+  void drop_unread_inputs(const std::vector<ir::Tensor>& outputs) {
+    std::vector<ir::Tensor> reachable = ir::post_order(outputs);
+    std::vector<ir::Tensor> tensors_kept;
+    std::vector<std::string> names_kept;
+    for (size_t i = 0; i < arg_tensors.size(); ++i) {
+      if (std::find(reachable.begin(), reachable.end(), arg_tensors[i]) == reachable.end()) continue;
+      tensors_kept.push_back(arg_tensors[i]);
+      names_kept.push_back(k.args[i]);
+    }
+    arg_tensors = std::move(tensors_kept);
+    k.args = std::move(names_kept);
+  }
+
+  std::vector<ir::Tensor> collect_outputs() {
+    std::vector<ir::Tensor> outputs;
+    for (const std::string& value : group.outputs) {
+      ir::Tensor t = ensure_computed(tensors.at(value), "out" + std::to_string(outputs.size()));
+      // The same tensor cannot be two outputs of one kernel.
+      if (std::find(outputs.begin(), outputs.end(), t) != outputs.end())
+        t = copy_of(t, "out" + std::to_string(outputs.size()));
+      outputs.push_back(t);
+    }
+    return outputs;
+  }
+};
+
+}  // namespace
+
+GroupKernel lower_group_generic(const Graph& g, const graph::FusedGroup& group,
+                                const std::string& func_name) {
+  GroupBuilder b{g, group, {}, {}, {}};
+  b.bind_external_inputs();
+  for (size_t ni : group.nodes) b.compute_node(g.nodes[ni]);
+  std::vector<ir::Tensor> outputs = b.collect_outputs();
+  b.drop_unread_inputs(outputs);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    b.arg_tensors.push_back(outputs[i]);
+    b.k.args.push_back(group.outputs[i]);
+    b.k.outputs.push_back(group.outputs[i]);
+  }
+  b.k.flops = estimate_flops(outputs);
+  schedule::Schedule sch = ops::schedule_generic(outputs);
+  b.k.func = schedule::lower(sch, b.arg_tensors, func_name);
+  return b.k;
+}
+
+GroupKernel lower_group(const Graph& g, const graph::FusedGroup& group,
+                        const std::string& func_name) {
+  // TEMPLATE_DISPATCH
+  return lower_group_generic(g, group, func_name);
+}
+
+}  // namespace kiln::driver

@@ -1,0 +1,159 @@
+#include "graph/passes/fuse_ops.h"
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <set>
+
+namespace kiln::graph {
+namespace {
+
+// How many nodes read each value, plus one per appearance as a graph output.
+std::map<std::string, int> count_uses(const Graph& g) {
+  std::map<std::string, int> uses;
+  for (const Node& n : g.nodes)
+    for (const std::string& in : n.inputs)
+      if (!in.empty()) ++uses[in];
+  for (const std::string& out : g.outputs) ++uses[out];
+  return uses;
+}
+
+OpPattern pattern_of(const Node& n) {
+  const OpDef* d = find_op(n.op_type);
+  return d ? d->pattern : OpPattern::kOpaque;
+}
+
+bool is_elementwise(OpPattern p) { return p == OpPattern::kElemWise || p == OpPattern::kBroadcast; }
+bool is_injective(OpPattern p) { return is_elementwise(p) || p == OpPattern::kInjective; }
+
+struct Builder {
+  const Graph& g;
+  std::map<std::string, int> uses;
+  std::map<std::string, size_t> producer_group;  // value -> group index
+  std::vector<FusedGroup> groups;
+  std::vector<std::vector<int64_t>> group_shape;  // shape of each group's last output
+
+  // The group `n` may join through its input `x`, or -1.
+  int64_t joinable_group(const Node& n, const std::string& x) {
+    auto it = producer_group.find(x);
+    if (it == producer_group.end() || uses[x] != 1) return -1;
+    FusedGroup& grp = groups[it->second];
+    if (grp.outputs.size() != 1 || grp.outputs[0] != x) return -1;
+    OpPattern p = pattern_of(n);
+    const TensorType* out = g.type_of(n.outputs.empty() ? "" : n.outputs[0]);
+    const TensorType* in = g.type_of(x);
+    bool same_shape = out && in && out->shape == in->shape && n.outputs.size() == 1;
+    switch (grp.pattern) {
+      case OpPattern::kAnchor:
+      case OpPattern::kReduction:
+        return is_elementwise(p) && same_shape ? static_cast<int64_t>(it->second) : -1;
+      case OpPattern::kElemWise:
+      case OpPattern::kBroadcast:
+      case OpPattern::kInjective:
+        return is_injective(p) || p == OpPattern::kReduction ? static_cast<int64_t>(it->second) : -1;
+      case OpPattern::kOpaque: return -1;
+    }
+    return -1;
+  }
+
+  void add_to(size_t gi, size_t node_index) {
+    const Node& n = g.nodes[node_index];
+    FusedGroup& grp = groups[gi];
+    grp.nodes.push_back(node_index);
+    OpPattern p = pattern_of(n);
+    if (p == OpPattern::kAnchor && grp.anchor < 0) grp.anchor = static_cast<int64_t>(node_index);
+    if (p == OpPattern::kReduction && is_injective(grp.pattern)) grp.pattern = OpPattern::kReduction;
+    for (const std::string& out : n.outputs) producer_group[out] = gi;
+  }
+
+  void run() {
+    uses = count_uses(g);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const Node& n = g.nodes[i];
+      int64_t target = -1;
+      for (const std::string& in : n.inputs) {
+        if (in.empty()) continue;
+        target = joinable_group(n, in);
+        if (target >= 0) break;
+      }
+      if (target < 0) {
+        target = static_cast<int64_t>(groups.size());
+        groups.push_back({});
+        groups.back().pattern = pattern_of(n);
+      }
+      add_to(static_cast<size_t>(target), i);
+      recompute_boundary(groups[target]);
+    }
+  }
+
+  // Inputs: values read by the group but not produced in it. Outputs:
+  // values produced in the group and read outside it or graph outputs.
+  void recompute_boundary(FusedGroup& grp) {
+    std::set<std::string> produced;
+    std::map<std::string, int> inner_uses;
+    for (size_t ni : grp.nodes)
+      for (const std::string& o : g.nodes[ni].outputs) produced.insert(o);
+    grp.inputs.clear();
+    grp.outputs.clear();
+    for (size_t ni : grp.nodes)
+      for (const std::string& in : g.nodes[ni].inputs) {
+        if (in.empty()) continue;
+        if (produced.count(in))
+          ++inner_uses[in];
+        else if (std::find(grp.inputs.begin(), grp.inputs.end(), in) == grp.inputs.end())
+          grp.inputs.push_back(in);
+      }
+    for (size_t ni : grp.nodes)
+      for (const std::string& o : g.nodes[ni].outputs) {
+        if (o.empty()) continue;
+        // Outputs nobody reads (an unused Dropout mask) still get written.
+        if (uses[o] > inner_uses[o] || uses[o] == 0) grp.outputs.push_back(o);
+      }
+  }
+};
+
+// A node that joins an earlier group may read values of groups created after
+// that group: order the groups by their dependencies (stable, so the
+// original order is kept where it is free).
+std::vector<FusedGroup> sort_groups(std::vector<FusedGroup> groups) {
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < groups.size(); ++i)
+    for (size_t ni = 0; ni < groups[i].outputs.size(); ++ni) producer[groups[i].outputs[ni]] = i;
+  std::vector<int> state(groups.size(), 0);  // 0 new, 1 visiting, 2 done
+  std::vector<FusedGroup> sorted;
+  std::function<void(size_t)> visit = [&](size_t i) {
+    if (state[i] == 2) return;
+    if (state[i] == 1) throw std::logic_error("operator fusion produced a cycle");
+    state[i] = 1;
+    for (const std::string& in : groups[i].inputs)
+      if (auto it = producer.find(in); it != producer.end() && it->second != i) visit(it->second);
+    state[i] = 2;
+    sorted.push_back(groups[i]);
+  };
+  for (size_t i = 0; i < groups.size(); ++i) visit(i);
+  return sorted;
+}
+
+}  // namespace
+
+std::vector<FusedGroup> fuse_ops(const Graph& g) {
+  Builder b{g, {}, {}, {}, {}};
+  b.run();
+  return sort_groups(std::move(b.groups));
+}
+
+std::string group_label(const Graph& g, const FusedGroup& group) {
+  std::string label = "fused";
+  for (size_t ni : group.nodes) {
+    std::string t = g.nodes[ni].op_type;
+    std::string lower;
+    for (char c : t) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    label += "_" + lower;
+  }
+  if (label.size() > 60) label = label.substr(0, 60);
+  return label;
+}
+
+}  // namespace kiln::graph

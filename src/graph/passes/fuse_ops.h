@@ -1,0 +1,36 @@
+// Operator fusion: partitions a graph's nodes into groups, each of which
+// becomes one kernel.
+//
+// Rules (TVM's FuseOps, simplified to chains):
+//  - an anchor (Conv, Gemm, MatMul, ...) absorbs the elementwise/broadcast
+//    ops that follow it while the value keeps the anchor's output shape
+//    (bias, activation, clip, residual add): its epilogue;
+//  - injective ops (reshape, transpose, elementwise, ...) fuse into each
+//    other, and an injective chain fuses into the reduction that reads it;
+//  - a reduction absorbs elementwise ops of its output shape;
+//  - a value consumed by more than one node, or that is a graph output,
+//    ends its group (so a group has one external output and no cycles).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/op_registry.h"
+
+namespace kiln::graph {
+
+struct FusedGroup {
+  std::vector<size_t> nodes;  // indices into Graph::nodes, in topological order
+  int64_t anchor = -1;        // index of the anchor node (into Graph::nodes), -1 when none
+  OpPattern pattern = OpPattern::kOpaque;  // the group's dominant pattern
+  std::vector<std::string> inputs;   // values read from outside the group (incl. initializers), first use order
+  std::vector<std::string> outputs;  // values used after the group or graph outputs
+};
+
+std::vector<FusedGroup> fuse_ops(const Graph& g);
+
+// "fused_conv_add_relu" style name from the op types (for mod.json and profiles).
+std::string group_label(const Graph& g, const FusedGroup& group);
+
+}  // namespace kiln::graph

@@ -1,0 +1,46 @@
+#include "graph/passes/pipeline.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "graph/passes/eliminate_dead_code.h"
+#include "graph/passes/fold_batch_norm.h"
+#include "graph/passes/fold_constants.h"
+#include "graph/passes/simplify.h"
+
+namespace kiln::graph::passes {
+namespace {
+
+// KILN_DEBUG_PASSES=1 prints what each pass did, so a surprising graph can be
+// followed pass by pass.
+void trace(const Graph& g, const char* pass, const std::string& what) {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_DEBUG_PASSES");
+    return v && *v && std::string(v) != "0";
+  }();
+  if (on)
+    std::fprintf(stderr, "[kiln passes] %-20s %s -> %zu nodes, %zu initializers\n", pass,
+                 what.c_str(), g.nodes.size(), g.initializers.size());
+}
+
+}  // namespace
+
+void run_default_passes(Graph& g) {
+  int removed = simplify(g);
+  trace(g, "simplify", std::to_string(removed) + " removed");
+  FoldConstantsStats f = fold_constants(g);
+  trace(g, "fold_constants",
+        std::to_string(f.folded) + " folded, " + std::to_string(f.skipped_too_large) +
+            " left (too large)");
+  int bn = fold_batch_norm(g);
+  trace(g, "fold_batch_norm", std::to_string(bn) + " folded");
+  f = fold_constants(g);
+  trace(g, "fold_constants", std::to_string(f.folded) + " folded");
+  DeadCodeStats d = eliminate_dead_code(g);
+  trace(g, "eliminate_dead_code",
+        std::to_string(d.nodes_removed) + " nodes, " + std::to_string(d.initializers_removed) +
+            " initializers removed");
+}
+
+}  // namespace kiln::graph::passes

@@ -1,0 +1,23 @@
+// The default graph-level pass pipeline a build runs before layout and fusion.
+#pragma once
+
+#include "graph/graph.h"
+
+namespace kiln::graph::passes {
+
+// Applies, in this order:
+//   1. simplify             drop Identity/Dropout/no-op reshapes first, so that the
+//                           patterns below see producers and readers directly
+//                           (Conv -> Identity -> BN folds too);
+//   2. fold_constants       evaluate constant subgraphs, incl. Shape chains on
+//                           value_info, so weights reach the anchors as initializers
+//                           (e.g. a Reshape'd or Transpose'd weight);
+//   3. fold_batch_norm      fold BN and per-channel Mul/Add into anchor weights: it
+//                           needs constant weights, hence after folding;
+//   4. fold_constants       again: folding BN can leave constant chains (rare, cheap);
+//   5. eliminate_dead_code  drop nodes and initializers nobody reads any more
+//                           (the original weights of folded anchors, folded inputs).
+// KILN_DEBUG_PASSES=1 prints each pass's effect to stderr.
+void run_default_passes(Graph& g);
+
+}  // namespace kiln::graph::passes

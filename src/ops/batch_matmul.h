@@ -1,0 +1,25 @@
+// batch_matmul.x86 (registered, see op_template.h): c[b] = a[b] * w[b or 0].
+//
+// Workload params, in order: a=[B,M,K], b=[Bb,K,N] with Bb = B or Bb = 1 (one
+// weight broadcast over the batch); float32. Inputs a [B, M, K] and b [Bb, K, N]
+// as given; output [B, M, N]. Used for attention (Q K^T, P V) and for MatMul of
+// a 3-D by a 2-D tensor.
+//
+// Schedule (dense_nopack's per batch): the batch and the outer tiles
+// (tile_y[0] x tile_x[0]) fused and parallel; then the tile loop over
+// tile_y[1] x tile_x[1]; a register tile of tile_y[2] x tile_x[2] accumulates
+// over k (rows and the inner k unrolled, columns vectorized); an epilogue
+// output is applied per tile.
+// Knobs: tile_y (3 levels over M, innermost <= 16), tile_x (3 levels over N,
+// innermost <= 64), tile_k (2 levels over K, inner <= 32); divisors and powers
+// of two, a partial last tile is guarded.
+// Fallback rule: dense's rule (dense.h) for tile_y, tile_x, tile_k on M, N, K.
+#pragma once
+
+#include "ops/op_template.h"
+
+namespace kiln::ops {
+
+const OpTemplate& batch_matmul_template();
+
+}  // namespace kiln::ops

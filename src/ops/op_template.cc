@@ -1,0 +1,105 @@
+#include "ops/op_template.h"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+#include "ops/batch_matmul.h"
+#include "ops/conv2d.h"
+#include "ops/dense.h"
+#include "ops/depthwise_conv2d.h"
+
+namespace kiln::ops {
+
+namespace {
+
+// The registry: every template kiln knows, in a fixed order.
+const std::vector<const OpTemplate*>& registry() {
+  static const std::vector<const OpTemplate*> all = {
+      &conv2d_nchwc_template(), &depthwise_conv2d_nchwc_template(), &dense_pack_template(),
+      &dense_nopack_template(), &batch_matmul_template(),
+  };
+  return all;
+}
+
+}  // namespace
+
+const OpTemplate* find_template(const std::string& name) {
+  for (const OpTemplate* t : registry())
+    if (t->name() == name) return t;
+  return nullptr;
+}
+
+const OpTemplate& get_template(const std::string& name) {
+  if (const OpTemplate* t = find_template(name)) return *t;
+  std::string known;
+  for (auto& n : template_names()) known += (known.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("unknown operator template '" + name + "' (known: " + known + ")");
+}
+
+std::vector<std::string> template_names() {
+  std::vector<std::string> names;
+  for (const OpTemplate* t : registry()) names.push_back(t->name());
+  return names;
+}
+
+Kernel make_kernel(const OpTemplate& t, const Workload& w, const schedule::Config& cfg) {
+  TemplateInstance inst = t.compute(w, cfg);
+  std::string name = t.name();
+  std::replace(name.begin(), name.end(), '.', '_');
+  Kernel k{name, inst.inputs, schedule::create_schedule({inst.anchor})};
+  k.args.push_back(inst.anchor);
+  t.schedule(k.sch, inst, inst.anchor, cfg);
+  return k;
+}
+
+namespace detail {
+
+std::vector<int64_t> const_shape(const ir::Tensor& t) {
+  std::vector<int64_t> s;
+  for (auto& d : t->shape) {
+    const int64_t* v = ir::as_const_int(d);
+    if (!v) throw std::invalid_argument("tensor '" + t->name + "' has a non-constant shape");
+    s.push_back(*v);
+  }
+  return s;
+}
+
+TileStages prepare_anchor(schedule::Schedule& sch, const ir::Tensor& anchor,
+                          const ir::Tensor& output, const std::string& template_name) {
+  if (output != anchor && const_shape(output) != const_shape(anchor))
+    throw std::invalid_argument(template_name + ": epilogue '" + output->name +
+                                "' must have the shape of the anchor '" + anchor->name + "'");
+  std::set<const ir::TensorNode*> own;
+  for (auto& t : ir::post_order({anchor})) own.insert(t.get());
+  for (const schedule::Stage& s : sch.stages()) {
+    if (s->is_placeholder() || s->origin == output || own.count(s->origin.get())) continue;
+    if (!s->op->reduce_axis.empty())
+      throw std::invalid_argument(template_name + ": epilogue stage '" + s->op->name +
+                                  "' is a reduction; only injective epilogues can be fused");
+    s->compute_inline();
+  }
+  if (output == anchor) {
+    ir::Tensor cache = sch.cache_write(anchor, ir::MemScope::Local);
+    return {sch[cache], sch[anchor]};
+  }
+  sch[anchor]->set_scope(ir::MemScope::Local);
+  return {sch[anchor], sch[output]};
+}
+
+int64_t largest_divisor_at_most(int64_t n, int64_t cap) {
+  for (int64_t d = std::min(n, cap); d > 1; --d)
+    if (n % d == 0) return d;
+  return 1;
+}
+
+schedule::Config config_from_knobs(const schedule::ConfigSpace& space, const std::string& knobs) {
+  return schedule::Config::from_json(space, "{\"knobs\": {" + knobs + "}}");
+}
+
+void bad_workload(const Workload& w, const std::string& what) {
+  throw std::invalid_argument("workload " + w.key() + ": " + what);
+}
+
+}  // namespace detail
+}  // namespace kiln::ops

@@ -1,0 +1,97 @@
+// Operator templates as data: one registry of tunable kernel templates.
+//
+// A template (conv2d_NCHWc.x86, dense_pack.x86, ...) is a self-contained unit:
+// the workload it accepts (see workload.h; each template documents its params
+// in order), its config space, a fallback config chosen from the shape alone,
+// its tensor expression, the schedule that applies a config, its FLOP count,
+// its physical input/output shapes and a host reference in its own layouts.
+// The graph compiler and the tuner find templates by name through
+// find_template()/get_template() and never special-case one.
+//
+// Adding a template: implement OpTemplate in its own file and list it in the
+// registry table in op_template.cc.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/tensor.h"
+#include "ops/kernel.h"
+#include "ops/workload.h"
+#include "schedule/config_space.h"
+#include "schedule/schedule.h"
+
+namespace kiln::ops {
+
+struct TemplateInstance {
+  std::vector<ir::Tensor> inputs;  // placeholders in kernel-argument order, in the template's layouts
+  ir::Tensor anchor;               // the template's main output (e.g. conv result in NCHW[oc_bn]c)
+};
+
+class OpTemplate {
+ public:
+  virtual ~OpTemplate() = default;
+  virtual std::string name() const = 0;  // "conv2d_NCHWc.x86"
+  // Every method below throws std::invalid_argument naming the workload key
+  // when the workload is not one this template accepts.
+  virtual schedule::ConfigSpace space(const Workload& w) const = 0;
+  // The best choice without measuring; each template documents its rule.
+  virtual schedule::Config fallback(const Workload& w) const = 0;
+  virtual TemplateInstance compute(const Workload& w, const schedule::Config& cfg) const = 0;
+  // Schedules inst inside sch (created by the caller with create_schedule({output})). `output`
+  // is either inst.anchor or an injective epilogue of the SAME shape computed from inst.anchor
+  // and other tensors (bias add, relu, clip, residual add, ...). The template inlines every
+  // non-placeholder stage other than its own stages and `output`, and computes the anchor
+  // inside output's register tile (the anchor at the tile loop of the output, the epilogue
+  // applied while the tile is hot).
+  virtual void schedule(schedule::Schedule& sch, const TemplateInstance& inst,
+                        const ir::Tensor& output, const schedule::Config& cfg) const = 0;
+  virtual double flops(const Workload& w) const = 0;
+  // Shapes of the template's inputs and output for a config (the physical layouts).
+  virtual std::vector<std::vector<int64_t>> input_shapes(const Workload& w,
+                                                         const schedule::Config& cfg) const = 0;
+  virtual std::vector<int64_t> output_shape(const Workload& w,
+                                            const schedule::Config& cfg) const = 0;
+  // Reference on host float arrays in the template's layouts (inputs in order, then the
+  // output): used by tests and by the tuner to verify candidates. Accumulates in double.
+  virtual void reference(const Workload& w, const schedule::Config& cfg,
+                         const std::vector<const float*>& inputs, float* output) const = 0;
+};
+
+const OpTemplate* find_template(const std::string& name);  // nullptr if unknown
+const OpTemplate& get_template(const std::string& name);   // throws std::invalid_argument
+std::vector<std::string> template_names();                 // registry order
+
+// The template alone as a kernel: compute, schedule with output = anchor,
+// arguments inputs then anchor, named after the template ("conv2d_NCHWc_x86").
+Kernel make_kernel(const OpTemplate& t, const Workload& w, const schedule::Config& cfg);
+
+namespace detail {
+
+// What every template's schedule() starts with. Checks that `output` is the
+// anchor or has its shape; inlines every non-placeholder stage of sch that is
+// neither `output` nor one of the anchor's own stages; then sets up the
+// register-tile pair: `tile` accumulates (the anchor itself in Local scope, or
+// a Local cache_write of it when output == anchor) and `out` is the stage
+// whose tile loop the caller attaches `tile` to.
+struct TileStages {
+  schedule::Stage tile;
+  schedule::Stage out;
+};
+TileStages prepare_anchor(schedule::Schedule& sch, const ir::Tensor& anchor,
+                          const ir::Tensor& output, const std::string& template_name);
+
+// Constant shape of a tensor.
+std::vector<int64_t> const_shape(const ir::Tensor& t);
+
+// Largest divisor of n that is <= cap (at least 1).
+int64_t largest_divisor_at_most(int64_t n, int64_t cap);
+
+// The config of `space` whose split/knob values are given as JSON knobs text
+// (the same format as Config::to_json's "knobs"); used by fallback().
+schedule::Config config_from_knobs(const schedule::ConfigSpace& space, const std::string& knobs);
+
+[[noreturn]] void bad_workload(const Workload& w, const std::string& what);
+
+}  // namespace detail
+}  // namespace kiln::ops

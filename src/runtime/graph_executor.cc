@@ -1,0 +1,391 @@
+#include "runtime/graph_executor.h"
+
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+
+namespace kiln::runtime {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int64_t kFormatVersion = 1;
+
+// Reads mod.json's fields, turning every missing or mistyped one into a
+// CorruptPackage naming the package, the member and the place in the graph.
+class GraphReader {
+ public:
+  GraphReader(const std::string& package, const std::string& member)
+      : package_(package), member_(member) {}
+
+  [[noreturn]] void bad(const std::string& where, const std::string& msg) const {
+    throw CorruptPackage(package_, member_ + ": " + where + ": " + msg);
+  }
+
+  json parse(const std::string& text) const {
+    try {
+      json j = json::parse(text);
+      if (!j.is_object()) bad("top level", "not a JSON object");
+      return j;
+    } catch (const json::exception& e) {
+      throw CorruptPackage(package_, member_ + ": not valid JSON: " + e.what());
+    }
+  }
+
+  const json& field(const json& obj, const char* key, const std::string& where) const {
+    if (!obj.is_object()) bad(where, "not a JSON object");
+    auto it = obj.find(key);
+    if (it == obj.end()) bad(where, std::string("missing \"") + key + "\"");
+    return *it;
+  }
+  int64_t integer(const json& obj, const char* key, const std::string& where, int64_t lo = 0,
+                  int64_t hi = std::numeric_limits<int64_t>::max()) const {
+    const json& v = field(obj, key, where);
+    if (!v.is_number_integer())
+      bad(where, std::string("\"") + key + "\" is not an integer: " + v.dump());
+    int64_t x = v.get<int64_t>();
+    if (x < lo || x > hi)
+      bad(where, std::string("\"") + key + "\" = " + std::to_string(x) + " is out of range [" +
+                     std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return x;
+  }
+  std::string string(const json& obj, const char* key, const std::string& where) const {
+    const json& v = field(obj, key, where);
+    if (!v.is_string()) bad(where, std::string("\"") + key + "\" is not a string: " + v.dump());
+    return v.get<std::string>();
+  }
+  const json& array(const json& obj, const char* key, const std::string& where) const {
+    const json& v = field(obj, key, where);
+    if (!v.is_array()) bad(where, std::string("\"") + key + "\" is not an array");
+    return v;
+  }
+  std::string optional_string(const json& obj, const char* key, const std::string& where) const {
+    return obj.contains(key) ? string(obj, key, where) : std::string();
+  }
+
+ private:
+  const std::string& package_;
+  const std::string& member_;
+};
+
+std::string at(const char* list, size_t i, const std::string& name = "") {
+  std::string s = std::string(list) + "[" + std::to_string(i) + "]";
+  if (!name.empty()) s += " ('" + name + "')";
+  return s;
+}
+
+std::string list_infos(const std::vector<TensorInfo>& infos) {
+  std::string s;
+  for (size_t i = 0; i < infos.size(); ++i) s += (i ? ", " : "") + infos[i].str();
+  return s.empty() ? "(none)" : s;
+}
+
+}  // namespace
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+int64_t TensorInfo::nbytes() const {
+  int64_t n = dtype.bytes();
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string TensorInfo::str() const {
+  return "'" + name + "' " + dtype.str() + " " + shape_str(shape);
+}
+
+struct GraphExecutor::Impl {
+  struct Tensor {
+    TensorInfo info;
+    void* ptr = nullptr;
+  };
+  struct Kernel {
+    KernelProfile meta;
+    kiln_kernel_fn fn = nullptr;
+    std::vector<void*> args;
+  };
+
+  std::string path, target, kiln_version, library_member;
+  std::shared_ptr<Module> module;
+  std::vector<NDArray> storages;
+  std::vector<Tensor> tensors;
+  std::vector<int64_t> input_tensors, output_tensors;
+  std::vector<TensorInfo> inputs, outputs;
+  std::vector<Kernel> kernels;
+
+  explicit Impl(Package pkg);
+  void read_tensors(const GraphReader& r, const json& g);
+  std::vector<int64_t> read_bindings(const GraphReader& r, const json& g, const char* list,
+                                     std::vector<std::string>* names);
+  void load_params(const GraphReader& r, const json& g, Package& pkg);
+  void read_kernels(const GraphReader& r, const json& g);
+};
+
+GraphExecutor::Impl::Impl(Package pkg)
+    : path(pkg.path), library_member(pkg.library_member), module(pkg.module) {
+  GraphReader r(path, pkg.graph_member);
+  json g = r.parse(pkg.graph_json);
+  const json& version = r.field(g, "format_version", "top level");
+  if (!version.is_number_integer() || version.get<int64_t>() != kFormatVersion)
+    r.bad("format_version", version.dump() + " is not supported (this runtime reads " +
+                                std::to_string(kFormatVersion) + ")");
+  kiln_version = r.optional_string(g, "kiln_version", "top level");
+  target = r.optional_string(g, "target", "top level");
+
+  const json& storage_list = r.array(g, "storages", "top level");
+  for (size_t i = 0; i < storage_list.size(); ++i) {
+    int64_t bytes = r.integer(storage_list[i], "bytes", at("storages", i));
+    try {
+      storages.push_back(NDArray::empty({bytes}, DType::u8()));
+    } catch (const std::bad_alloc&) {
+      r.bad(at("storages", i), "cannot allocate " + std::to_string(bytes) + " bytes");
+    }
+    std::memset(storages.back().data(), 0, static_cast<size_t>(bytes));
+  }
+  read_tensors(r, g);
+  std::vector<std::string> names;
+  input_tensors = read_bindings(r, g, "inputs", &names);
+  for (size_t i = 0; i < input_tensors.size(); ++i) {
+    inputs.push_back(tensors[input_tensors[i]].info);
+    inputs.back().name = names[i];
+  }
+  output_tensors = read_bindings(r, g, "outputs", &names);
+  for (size_t i = 0; i < output_tensors.size(); ++i) {
+    outputs.push_back(tensors[output_tensors[i]].info);
+    outputs.back().name = names[i];
+  }
+  load_params(r, g, pkg);
+  read_kernels(r, g);
+}
+
+void GraphExecutor::Impl::read_tensors(const GraphReader& r, const json& g) {
+  const json& list = r.array(g, "tensors", "top level");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& t = list[i];
+    std::string where = at("tensors", i);
+    Tensor tensor;
+    tensor.info.name = r.string(t, "name", where);
+    where = at("tensors", i, tensor.info.name);
+    std::string dtype = r.string(t, "dtype", where);
+    try {
+      tensor.info.dtype = DType::parse(dtype);
+    } catch (const std::exception&) {
+      r.bad(where, "unknown dtype \"" + dtype + "\"");
+    }
+    if (tensor.info.dtype.lanes != 1) r.bad(where, "vector dtype \"" + dtype + "\"");
+    const json& shape = r.array(t, "shape", where);
+    int64_t nbytes = tensor.info.dtype.bytes();
+    for (const json& d : shape) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        r.bad(where, "bad dimension " + d.dump() + " in shape " + shape.dump());
+      int64_t dim = d.get<int64_t>();
+      if (dim != 0 && nbytes > std::numeric_limits<int64_t>::max() / dim)
+        r.bad(where, "shape " + shape.dump() + " is too large");
+      tensor.info.shape.push_back(dim);
+      nbytes *= dim;
+    }
+    int64_t s = r.integer(t, "storage", where, 0, static_cast<int64_t>(storages.size()) - 1);
+    int64_t offset = r.integer(t, "offset", where);
+    int64_t capacity = storages[s].nbytes();
+    if (offset > capacity || nbytes > capacity - offset)
+      r.bad(where, "needs bytes [" + std::to_string(offset) + ", " + std::to_string(offset) +
+                       " + " + std::to_string(nbytes) + ") of storage " + std::to_string(s) +
+                       ", which has " + std::to_string(capacity) + " bytes");
+    tensor.ptr = storages[s].data_as<char>() + offset;
+    tensors.push_back(std::move(tensor));
+  }
+}
+
+std::vector<int64_t> GraphExecutor::Impl::read_bindings(const GraphReader& r, const json& g,
+                                                        const char* key,
+                                                        std::vector<std::string>* names) {
+  const json& list = r.array(g, key, "top level");
+  std::vector<int64_t> ids;
+  names->clear();
+  std::set<std::string> seen;
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::string name = r.string(list[i], "name", at(key, i));
+    std::string where = at(key, i, name);
+    if (!seen.insert(name).second) r.bad(where, "the name appears twice");
+    ids.push_back(r.integer(list[i], "tensor", where, 0, static_cast<int64_t>(tensors.size()) - 1));
+    names->push_back(name);
+  }
+  return ids;
+}
+
+void GraphExecutor::Impl::load_params(const GraphReader& r, const json& g, Package& pkg) {
+  std::vector<std::string> names;
+  std::vector<int64_t> ids = read_bindings(r, g, "params", &names);
+  std::map<std::string, NDArray*> arrays;
+  for (auto& a : pkg.params) arrays[a.name] = &a.array;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const TensorInfo& want = tensors[ids[i]].info;
+    std::string where = pkg.params_member + ": array '" + names[i] + "'";
+    auto it = arrays.find(names[i]);
+    if (it == arrays.end())
+      throw CorruptPackage(path, where,
+                           "missing (mod.json lists it as a param of " + want.dtype.str() + " " +
+                               shape_str(want.shape) + ")");
+    const NDArray& a = *it->second;
+    if (a.dtype() != want.dtype || a.shape() != want.shape)
+      throw CorruptPackage(path, where,
+                           "is " + a.dtype().str() + " " + shape_str(a.shape()) +
+                               " but mod.json's tensor '" + want.name + "' is " + want.dtype.str() +
+                               " " + shape_str(want.shape));
+    std::memcpy(tensors[ids[i]].ptr, a.data(), static_cast<size_t>(a.nbytes()));
+    arrays.erase(it);
+  }
+  if (!arrays.empty())
+    throw CorruptPackage(path, pkg.params_member + ": array '" + arrays.begin()->first + "'",
+                         "is not a param of the graph");
+  pkg.params.clear();  // copied into the storages
+}
+
+void GraphExecutor::Impl::read_kernels(const GraphReader& r, const json& g) {
+  const json& list = r.array(g, "kernels", "top level");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& k = list[i];
+    Kernel kernel;
+    kernel.meta.name = r.string(k, "name", at("kernels", i));
+    std::string where = at("kernels", i, kernel.meta.name);
+    kernel.meta.func = r.string(k, "func", where);
+    kernel.meta.workload = r.optional_string(k, "workload", where);
+    if (k.contains("op_types")) {
+      for (const json& op : r.array(k, "op_types", where)) {
+        if (!op.is_string()) r.bad(where, "op_types holds a non-string " + op.dump());
+        kernel.meta.op_types.push_back(op.get<std::string>());
+      }
+    }
+    if (k.contains("flops")) {
+      const json& f = k["flops"];
+      if (!f.is_number() || f.get<double>() < 0) r.bad(where, "bad flops " + f.dump());
+      kernel.meta.flops = static_cast<int64_t>(f.get<double>());
+    }
+    for (const json& a : r.array(k, "args", where)) {
+      if (!a.is_number_integer() || a.get<int64_t>() < 0 ||
+          a.get<int64_t>() >= static_cast<int64_t>(tensors.size()))
+        r.bad(where, "argument " + a.dump() + " is not a tensor index (there are " +
+                         std::to_string(tensors.size()) + " tensors)");
+      kernel.args.push_back(tensors[a.get<int64_t>()].ptr);
+    }
+    void* sym = module ? module->find_symbol(kernel.meta.func) : nullptr;
+    if (!sym) r.bad(where, library_member + " has no symbol '" + kernel.meta.func + "'");
+    kernel.fn = reinterpret_cast<kiln_kernel_fn>(sym);
+    kernels.push_back(std::move(kernel));
+  }
+}
+
+GraphExecutor GraphExecutor::load(const std::string& package_path) {
+  return GraphExecutor(load_package(package_path));
+}
+
+GraphExecutor::GraphExecutor(Package package) : impl_(std::make_unique<Impl>(std::move(package))) {}
+GraphExecutor::GraphExecutor(GraphExecutor&&) noexcept = default;
+GraphExecutor& GraphExecutor::operator=(GraphExecutor&&) noexcept = default;
+GraphExecutor::~GraphExecutor() = default;
+
+const std::vector<TensorInfo>& GraphExecutor::inputs() const { return impl_->inputs; }
+const std::vector<TensorInfo>& GraphExecutor::outputs() const { return impl_->outputs; }
+
+int GraphExecutor::input_index(const std::string& name) const {
+  for (size_t i = 0; i < impl_->inputs.size(); ++i)
+    if (impl_->inputs[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+void GraphExecutor::set_input(const std::string& name, const NDArray& value) {
+  if (!value.defined()) throw std::invalid_argument("input '" + name + "': undefined array");
+  set_input(name, value.data(), value.dtype(), value.shape());
+}
+
+void GraphExecutor::set_input(const std::string& name, const void* data, DType dtype,
+                              const std::vector<int64_t>& shape) {
+  int i = input_index(name);
+  if (i < 0)
+    throw std::invalid_argument("the model has no input '" + name +
+                                "'; its inputs are: " + list_infos(impl_->inputs));
+  set_input(static_cast<size_t>(i), data, dtype, shape);
+}
+
+void GraphExecutor::set_input(size_t index, const void* data, DType dtype,
+                              const std::vector<int64_t>& shape) {
+  if (index >= impl_->inputs.size())
+    throw std::invalid_argument("input index " + std::to_string(index) + " is out of range (" +
+                                std::to_string(impl_->inputs.size()) + " inputs)");
+  const TensorInfo& want = impl_->inputs[index];
+  if (dtype != want.dtype || shape != want.shape)
+    throw std::invalid_argument("input '" + want.name + "' is " + dtype.str() + " " +
+                                shape_str(shape) + " but the model expects " + want.dtype.str() +
+                                " " + shape_str(want.shape) +
+                                "; its inputs are: " + list_infos(impl_->inputs));
+  if (want.nbytes() > 0 && !data)
+    throw std::invalid_argument("input '" + want.name + "': null data");
+  std::memcpy(impl_->tensors[impl_->input_tensors[index]].ptr, data,
+              static_cast<size_t>(want.nbytes()));
+}
+
+void GraphExecutor::run() {
+  for (auto& k : impl_->kernels) {
+    int32_t rc = k.fn(k.args.data());
+    if (rc != 0)
+      throw std::runtime_error("kernel '" + k.meta.name + "' (" + k.meta.func +
+                               ") failed with status " + std::to_string(rc));
+  }
+}
+
+std::vector<KernelProfile> GraphExecutor::run_profiled() {
+  std::vector<KernelProfile> profile;
+  profile.reserve(impl_->kernels.size());
+  for (auto& k : impl_->kernels) {
+    auto start = std::chrono::steady_clock::now();
+    int32_t rc = k.fn(k.args.data());
+    auto end = std::chrono::steady_clock::now();
+    if (rc != 0)
+      throw std::runtime_error("kernel '" + k.meta.name + "' (" + k.meta.func +
+                               ") failed with status " + std::to_string(rc));
+    KernelProfile p = k.meta;
+    p.calls = 1;
+    p.total_ms = std::chrono::duration<double, std::milli>(end - start).count();
+    profile.push_back(std::move(p));
+  }
+  return profile;
+}
+
+NDArray GraphExecutor::output(size_t i) const {
+  if (i >= impl_->outputs.size())
+    throw std::out_of_range("output index " + std::to_string(i) + " is out of range (" +
+                            std::to_string(impl_->outputs.size()) + " outputs)");
+  const TensorInfo& info = impl_->outputs[i];
+  NDArray a = NDArray::empty(info.shape, info.dtype);
+  std::memcpy(a.data(), output_data(i), static_cast<size_t>(info.nbytes()));
+  return a;
+}
+
+const void* GraphExecutor::output_data(size_t i) const {
+  if (i >= impl_->outputs.size())
+    throw std::out_of_range("output index " + std::to_string(i) + " is out of range (" +
+                            std::to_string(impl_->outputs.size()) + " outputs)");
+  return impl_->tensors[impl_->output_tensors[i]].ptr;
+}
+
+const std::string& GraphExecutor::package_path() const { return impl_->path; }
+const std::string& GraphExecutor::target() const { return impl_->target; }
+const std::string& GraphExecutor::kiln_version() const { return impl_->kiln_version; }
+size_t GraphExecutor::num_kernels() const { return impl_->kernels.size(); }
+
+int64_t GraphExecutor::storage_bytes() const {
+  int64_t n = 0;
+  for (const auto& s : impl_->storages) n += s.nbytes();
+  return n;
+}
+
+}  // namespace kiln::runtime

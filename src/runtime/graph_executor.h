@@ -1,0 +1,91 @@
+// The graph executor: runs a package's kernels in order over storages it
+// allocates once. This is kiln's C++ deployment API (the C API in
+// kiln_runtime.h wraps it):
+//
+//   auto ex = kiln::runtime::GraphExecutor::load("model.tar");
+//   ex.set_input("input", array);           // copies; checks name, shape, dtype
+//   ex.run();
+//   kiln::runtime::NDArray y = ex.output(0);  // a copy of output 0
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/ndarray.h"
+#include "runtime/package.h"
+
+namespace kiln::runtime {
+
+struct TensorInfo {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  int64_t nbytes() const;
+  // "input float32 [1, 3, 224, 224]"
+  std::string str() const;
+};
+
+// Time spent in one kernel of the graph.
+struct KernelProfile {
+  std::string name;                   // mod.json's kernel name
+  std::string func;                   // its symbol
+  std::vector<std::string> op_types;  // ONNX operators fused into it
+  std::string workload;               // template workload key, "" if none
+  int64_t flops = 0;                  // estimate per call
+  int64_t calls = 0;
+  double total_ms = 0;
+};
+
+class GraphExecutor {
+ public:
+  // load_package() + validation; throws CorruptPackage (naming the file and
+  // the bad member, tensor or symbol) or std::runtime_error.
+  static GraphExecutor load(const std::string& package_path);
+  // Validates `package` and allocates its storages; params are copied in.
+  explicit GraphExecutor(Package package);
+
+  GraphExecutor(GraphExecutor&&) noexcept;
+  GraphExecutor& operator=(GraphExecutor&&) noexcept;
+  ~GraphExecutor();
+
+  const std::vector<TensorInfo>& inputs() const;
+  const std::vector<TensorInfo>& outputs() const;
+  // Index of the input called `name`, or -1.
+  int input_index(const std::string& name) const;
+
+  // Copies `value` into the input `name`. A wrong name, shape or dtype throws
+  // std::invalid_argument listing the expected inputs.
+  void set_input(const std::string& name, const NDArray& value);
+  void set_input(const std::string& name, const void* data, DType dtype,
+                 const std::vector<int64_t>& shape);
+  void set_input(size_t index, const void* data, DType dtype, const std::vector<int64_t>& shape);
+
+  // Runs every kernel in order; a kernel returning non-zero throws
+  // std::runtime_error naming it.
+  void run();
+  // Like run(), timing each kernel call (one entry per kernel, in order).
+  std::vector<KernelProfile> run_profiled();
+
+  // A copy of output i; output_data(i) points into the executor's storage
+  // (valid until the next run()).
+  NDArray output(size_t i) const;
+  const void* output_data(size_t i) const;
+
+  const std::string& package_path() const;
+  const std::string& target() const;
+  const std::string& kiln_version() const;
+  size_t num_kernels() const;
+  // Bytes of all storages (the executor's whole memory besides the library).
+  int64_t storage_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// "[1, 3, 224, 224]"
+std::string shape_str(const std::vector<int64_t>& shape);
+
+}  // namespace kiln::runtime

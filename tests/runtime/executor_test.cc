@@ -1,0 +1,312 @@
+// The graph executor on hand-made packages: both flavours run and match the
+// host reference; bad inputs are rejected with the expected names; every kind
+// of corrupt package fails with one message naming the file and the culprit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+
+#include "package_builder.h"
+#include "runtime/graph_executor.h"
+
+namespace kiln::test {
+namespace {
+
+using runtime::DType;
+using runtime::GraphExecutor;
+using runtime::NDArray;
+
+// The kernel library, compiled once for all tests.
+const std::string& kernel_library() {
+  static const std::string so = [] {
+    TempDir dir;
+    return build_kernel_library(dir.file("kernels.so"));
+  }();
+  return so;
+}
+
+PackageParts good_parts(std::mt19937_64& rng) {
+  PackageParts parts;
+  parts.so = kernel_library();
+  parts.params.push_back({"p", random_f32({kRows, kCols}, rng)});
+  return parts;
+}
+
+void expect_close(const float* got, const std::vector<float>& want, const std::string& what) {
+  int64_t bad = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (std::abs(got[i] - want[i]) > 1e-6f * (1 + std::abs(want[i]))) ++bad;
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << want.size() << " elements differ";
+}
+
+// Runs the addrelu graph on a fresh x and checks both outputs.
+void check_runs(GraphExecutor& ex, const NDArray& p, std::mt19937_64& rng) {
+  ASSERT_EQ(ex.inputs().size(), 1u);
+  EXPECT_EQ(ex.inputs()[0].name, "x");
+  EXPECT_EQ(ex.inputs()[0].dtype, DType::f32());
+  EXPECT_EQ(ex.inputs()[0].shape, (std::vector<int64_t>{kRows, kCols}));
+  ASSERT_EQ(ex.outputs().size(), 2u);
+  EXPECT_EQ(ex.outputs()[0].name, "y");
+  EXPECT_EQ(ex.outputs()[1].name, "z");
+  EXPECT_EQ(ex.num_kernels(), 5u);
+  for (int round = 0; round < 3; ++round) {
+    NDArray x = random_f32({kRows, kCols}, rng);
+    ex.set_input("x", x);
+    ex.run();
+    auto [y, z] = addrelu_reference(x.data_as<float>(), p.data_as<float>());
+    NDArray y_out = ex.output(0);
+    EXPECT_EQ(y_out.shape(), (std::vector<int64_t>{kRows, kCols}));
+    expect_close(y_out.data_as<float>(), y, "y");
+    expect_close(static_cast<const float*>(ex.output_data(1)), z, "z");
+  }
+}
+
+TEST(GraphExecutor, TarPackageRunsAndMatchesReference) {
+  std::mt19937_64 rng(1);
+  TempDir dir;
+  PackageParts parts = good_parts(rng);
+  parts.write(dir.file("model.tar"));
+  // mod.so is extracted under TMPDIR: point it at an empty directory of our
+  // own to see that nothing is left behind.
+  TempDir tmp;
+  const char* old_tmpdir = std::getenv("TMPDIR");
+  std::string saved = old_tmpdir ? old_tmpdir : "";
+  setenv("TMPDIR", tmp.path().c_str(), 1);
+  GraphExecutor ex = GraphExecutor::load(dir.file("model.tar"));
+  if (old_tmpdir)
+    setenv("TMPDIR", saved.c_str(), 1);
+  else
+    unsetenv("TMPDIR");
+  EXPECT_TRUE(fs::is_empty(tmp.path())) << "the extracted mod.so was left behind";
+  EXPECT_EQ(ex.kiln_version(), "0.1.0");
+  EXPECT_EQ(ex.target(), "llvm");
+  EXPECT_EQ(ex.storage_bytes(), 6 * kNumel * 4);
+  check_runs(ex, parts.params[0].array, rng);
+
+  // Profiled runs time every kernel once, in order, and compute the same.
+  auto profile = ex.run_profiled();
+  ASSERT_EQ(profile.size(), 5u);
+  EXPECT_EQ(profile[0].name, "fused_add_0");
+  EXPECT_EQ(profile[1].func, "kiln_relu");
+  EXPECT_EQ(profile[1].op_types, std::vector<std::string>{"Relu"});
+  EXPECT_EQ(profile[4].flops, kNumel);
+  for (auto& k : profile) {
+    EXPECT_EQ(k.calls, 1);
+    EXPECT_GT(k.total_ms, 0.0);
+  }
+}
+
+TEST(GraphExecutor, MembersMayComeInAnyOrderWithDotSlashNames) {
+  std::mt19937_64 rng(2);
+  TempDir dir;
+  PackageParts parts = good_parts(rng);
+  write_tar(dir.file("m.tar"), {{"./mod.params", parts.params_npz()},
+                                {"README", "ignored"},
+                                {"./mod.json", parts.graph.dump()},
+                                {"./mod.so", parts.so}});
+  GraphExecutor ex = GraphExecutor::load(dir.file("m.tar"));
+  check_runs(ex, parts.params[0].array, rng);
+}
+
+TEST(GraphExecutor, SelfContainedLibraryRunsAndMatchesReference) {
+  std::mt19937_64 rng(3);
+  TempDir dir;
+  PackageParts parts = good_parts(rng);
+  std::string so = dir.file("model.so");
+  std::string err =
+      build_self_contained(dir.path().string(), so, parts.graph.dump(), parts.params_npz());
+  ASSERT_EQ(err, "");
+  GraphExecutor ex = GraphExecutor::load(so);
+  check_runs(ex, parts.params[0].array, rng);
+}
+
+TEST(GraphExecutor, SelfContainedLibraryWithoutParamsIsCorrupt) {
+  std::mt19937_64 rng(4);
+  TempDir dir;
+  PackageParts parts = good_parts(rng);
+  std::string so = dir.file("noparams.so");
+  ASSERT_EQ(build_self_contained(dir.path().string(), so, parts.graph.dump(), parts.params_npz(),
+                                 /*with_params_symbol=*/false),
+            "");
+  try {
+    GraphExecutor::load(so);
+    FAIL() << "loaded";
+  } catch (const runtime::CorruptPackage& e) {
+    EXPECT_STREQ(e.what(), ("corrupt package '" + so +
+                            "': kiln_params: symbol missing (a self-contained package exports "
+                            "kiln_graph_json, kiln_params and kiln_params_size)")
+                               .c_str());
+  }
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(GraphExecutor, SetInputRejectsWrongNameShapeAndDtype) {
+  std::mt19937_64 rng(5);
+  TempDir dir;
+  good_parts(rng).write(dir.file("model.tar"));
+  GraphExecutor ex = GraphExecutor::load(dir.file("model.tar"));
+  NDArray x = random_f32({kRows, kCols}, rng);
+  std::string e = error_of([&] { ex.set_input("input", x); });
+  EXPECT_EQ(e, "the model has no input 'input'; its inputs are: 'x' float32 [3, 12345]");
+  NDArray wrong_shape = random_f32({kCols, kRows}, rng);
+  e = error_of([&] { ex.set_input("x", wrong_shape); });
+  EXPECT_EQ(e,
+            "input 'x' is float32 [12345, 3] but the model expects float32 [3, 12345]; its "
+            "inputs are: 'x' float32 [3, 12345]");
+  NDArray wrong_type = NDArray::empty({kRows, kCols}, DType::f64());
+  e = error_of([&] { ex.set_input("x", wrong_type); });
+  EXPECT_NE(e.find("input 'x' is float64 [3, 12345] but the model expects float32"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(ex.input_index("x"), 0);
+  EXPECT_EQ(ex.input_index("nope"), -1);
+  EXPECT_THROW(ex.output(2), std::out_of_range);
+}
+
+// Each corruption of a good package and the message it must produce (after
+// "corrupt package '<file>': ").
+struct Corruption {
+  std::string name;
+  std::function<void(PackageParts&)> apply;
+  std::string message;
+};
+
+TEST(GraphExecutor, CorruptPackagesFailWithOneMessageNamingTheCulprit) {
+  const std::vector<Corruption> cases = {
+      {"format_version", [](PackageParts& p) { p.graph["format_version"] = 2; },
+       "mod.json: format_version: 2 is not supported (this runtime reads 1)"},
+      {"no tensors", [](PackageParts& p) { p.graph.erase("tensors"); },
+       "mod.json: top level: missing \"tensors\""},
+      {"bad dtype", [](PackageParts& p) { p.graph["tensors"][2]["dtype"] = "float33"; },
+       "mod.json: tensors[2] ('t1'): unknown dtype \"float33\""},
+      {"storage index", [](PackageParts& p) { p.graph["tensors"][3]["storage"] = 6; },
+       "mod.json: tensors[3] ('t2'): \"storage\" = 6 is out of range [0, 5]"},
+      {"tensor beyond storage", [](PackageParts& p) { p.graph["tensors"][4]["offset"] = 4; },
+       "mod.json: tensors[4] ('t3'): needs bytes [4, 4 + 148140) of storage 2, which has "
+       "148140 bytes"},
+      {"negative dim",
+       [](PackageParts& p) {
+         p.graph["tensors"][0]["shape"] = {3, -1};
+       },
+       "mod.json: tensors[0] ('x'): bad dimension -1 in shape [3,-1]"},
+      {"output index", [](PackageParts& p) { p.graph["outputs"][1]["tensor"] = 7; },
+       "mod.json: outputs[1] ('z'): \"tensor\" = 7 is out of range [0, 6]"},
+      {"kernel arg", [](PackageParts& p) { p.graph["kernels"][2]["args"][1] = 70; },
+       "mod.json: kernels[2] ('fused_add_2'): argument 70 is not a tensor index (there are 7 "
+       "tensors)"},
+      {"missing symbol", [](PackageParts& p) { p.graph["kernels"][3]["func"] = "kiln_gelu"; },
+       "mod.json: kernels[3] ('fused_relu_3'): mod.so has no symbol 'kiln_gelu'"},
+      {"param shape",
+       [](PackageParts& p) {
+         p.params[0].array = NDArray::empty({kCols, kRows}, DType::f32());
+       },
+       "mod.params: array 'p': is float32 [12345, 3] but mod.json's tensor 'p' is float32 [3, "
+       "12345]"},
+      {"param dtype",
+       [](PackageParts& p) {
+         p.params[0].array = NDArray::empty({kRows, kCols}, DType::i32());
+       },
+       "mod.params: array 'p': is int32 [3, 12345] but mod.json's tensor 'p' is float32 [3, "
+       "12345]"},
+      {"missing param", [](PackageParts& p) { p.params[0].name.assign(1, 'q'); },
+       "mod.params: array 'p': missing (mod.json lists it as a param of float32 [3, 12345])"},
+      {"extra param",
+       [](PackageParts& p) {
+         p.params.push_back({"extra", NDArray::empty({1}, DType::f32())});
+       },
+       "mod.params: array 'extra': is not a param of the graph"},
+  };
+  std::mt19937_64 rng(6);
+  TempDir dir;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    PackageParts parts = good_parts(rng);
+    c.apply(parts);
+    std::string path = dir.file("bad.tar");
+    parts.write(path);
+    std::string e = error_of([&] { GraphExecutor::load(path); });
+    EXPECT_EQ(e, "corrupt package '" + path + "': " + c.message);
+  }
+}
+
+TEST(GraphExecutor, BrokenTarsFailWithOneMessageNamingTheMember) {
+  std::mt19937_64 rng(7);
+  TempDir dir;
+  PackageParts parts = good_parts(rng);
+  std::string good = dir.file("good.tar");
+  parts.write(good);
+  std::string bytes = read_file(good);
+  auto load_error = [&](const std::string& name, const std::string& content) {
+    std::string path = dir.file(name);
+    write_file(path, content);
+    return error_of([&] { GraphExecutor::load(path); });
+  };
+  auto prefix = [&](const std::string& name) {
+    std::string file = dir.file(name);
+    return "corrupt package '" + file + "': ";
+  };
+
+  // Truncated in mod.so's data (first member): libarchive reports the truncation.
+  std::string e = load_error("cut.tar", bytes.substr(0, 4096));
+  EXPECT_EQ(e.rfind(prefix("cut.tar") + "mod.so: cannot read member:", 0), 0u) << e;
+  EXPECT_NE(e.find("runcated"), std::string::npos) << e;
+  // Truncated after the last member's header.
+  e = load_error("cut2.tar", bytes.substr(0, bytes.size() - 5000));
+  EXPECT_EQ(e.rfind(prefix("cut2.tar"), 0), 0u) << e;
+
+  std::string path = dir.file("missing.tar");
+  write_tar(path, {{"mod.so", parts.so}, {"mod.params", parts.params_npz()}});
+  EXPECT_EQ(error_of([&] { GraphExecutor::load(path); }),
+            prefix("missing.tar") +
+                "mod.json: missing from the tar (a package holds mod.so, mod.json, mod.params)");
+
+  path = dir.file("badjson.tar");
+  write_tar(path, {{"mod.so", parts.so},
+                   {"mod.json", "{\"format_version\": 1, \"storages\": ["},
+                   {"mod.params", parts.params_npz()}});
+  e = error_of([&] { GraphExecutor::load(path); });
+  EXPECT_EQ(e.rfind(prefix("badjson.tar") + "mod.json: not valid JSON: ", 0), 0u) << e;
+
+  path = dir.file("badparams.tar");
+  write_tar(path, {{"mod.so", parts.so},
+                   {"mod.json", parts.graph.dump()},
+                   {"mod.params", parts.params_npz().substr(0, 100)}});
+  e = error_of([&] { GraphExecutor::load(path); });
+  EXPECT_EQ(e.rfind(prefix("badparams.tar") + "mod.params", 0), 0u) << e;
+
+  path = dir.file("badso.tar");
+  write_tar(path, {{"mod.so", "not an ELF file"},
+                   {"mod.json", parts.graph.dump()},
+                   {"mod.params", parts.params_npz()}});
+  e = error_of([&] { GraphExecutor::load(path); });
+  EXPECT_EQ(e.rfind(prefix("badso.tar") + "mod.so: does not load: ", 0), 0u) << e;
+
+  path = dir.file("twice.tar");
+  write_tar(path, {{"mod.so", parts.so},
+                   {"mod.json", parts.graph.dump()},
+                   {"mod.json", parts.graph.dump()},
+                   {"mod.params", parts.params_npz()}});
+  EXPECT_EQ(error_of([&] { GraphExecutor::load(path); }),
+            prefix("twice.tar") + "mod.json: appears twice in the tar");
+
+  e = load_error("text.tar", "hello, this is not a package");
+  EXPECT_EQ(
+      e.rfind(prefix("text.tar") + "tar: not a kiln package (neither a tar nor a shared library)",
+              0),
+      0u)
+      << e;
+  std::string nope = dir.file("nope.tar");
+  EXPECT_EQ(error_of([&] { GraphExecutor::load(nope); }), "package '" + nope + "': no such file");
+}
+
+}  // namespace
+}  // namespace kiln::test
