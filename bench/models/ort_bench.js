@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 // Times an ONNX model with ONNX Runtime (CPU), the peer kiln is compared against.
 //
-//   node ort_bench.js model.onnx input.npz [--threads 2] [--warmup 10] [--repeat 50]
+//   node ort_bench.js model.onnx input.npz [--threads 2] [--warmup 10] [--repeat 50] [--spin 0]
 //                     [--expected expected.npz --rtol 1e-4]
 //
 // Session: intra-op threads = --threads, one inter-op thread, sequential execution, all graph
-// optimizations. Inputs come from the npz by ONNX input name. Prints one line in kiln run's
+// optimizations, intra-op spinning off unless --spin 1. Spinning is ORT's default, but on this
+// shared 2-core machine a spinning worker burns the time slice the other thread needs: resnet18
+// measured 141 ms median spinning against 91 ms not, in alternating runs at load average ~6. Inputs come from the npz by ONNX input name. Prints one line in kiln run's
 // --print-time format ("mean X ms  median Y ms  min Z ms  max W ms"). With --expected it also
 // checks ORT's outputs against output_0, ... (max|a-b| / max|ref|) and exits 1 over --rtol.
 'use strict';
@@ -27,13 +29,15 @@ function usage(msg) {
   if (msg) console.error(`ort_bench: ${msg}`);
   console.error(
     'usage: node ort_bench.js model.onnx input.npz [--threads N] [--warmup N] [--repeat N] ' +
-      '[--expected expected.npz] [--rtol R]'
+      '[--spin 0|1] [--expected expected.npz] [--rtol R]'
   );
   process.exit(2);
 }
 
 function parseArgs(argv) {
-  const opts = { threads: 2, warmup: 10, repeat: 50, expected: null, rtol: 1e-4, positional: [] };
+  const opts = {
+    threads: 2, warmup: 10, repeat: 50, spin: 0, expected: null, rtol: 1e-4, positional: [],
+  };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a.startsWith('--')) {
@@ -101,6 +105,7 @@ async function main() {
     interOpNumThreads: 1,
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
+    extra: { session: { intra_op: { allow_spinning: String(opts.spin) } } },
   });
   const arrays = readNpz(inputPath);
   const feeds = {};
@@ -123,7 +128,7 @@ async function main() {
   console.log(
     `${path.basename(path.dirname(path.resolve(modelPath)))} ort ${ort.env.versions.node}: ` +
       `mean ${f(t.mean)} ms  median ${f(t.median)} ms  min ${f(t.min)} ms  max ${f(t.max)} ms  ` +
-      `(${opts.repeat} runs, ${opts.threads} threads)`
+      `(${opts.repeat} runs, ${opts.threads} threads, spin ${opts.spin})`
   );
   if (opts.expected && !checkOutputs(outputs, session.outputNames, opts.expected, opts.rtol)) {
     process.exitCode = 1;

@@ -2,12 +2,21 @@
 """Times a generated model with PyTorch (TorchScript), the second peer kiln is compared against.
 
 Usage: torch_bench.py MODEL_DIR [--threads 2] [--warmup 10] [--repeat 50] [--rtol 1e-4]
+                       [--omp-wait-policy passive|active]
 
 MODEL_DIR is a folder written by generate.py (its name is the model's name). The network is
 rebuilt with generate.build_model (same seed, so the same weights), traced with torch.jit.trace,
 frozen with torch.jit.freeze, and timed on MODEL_DIR/input.npz. The traced module's output is
 checked against MODEL_DIR/expected.npz first (exit 1 over --rtol). Prints one line in kiln run's
 --print-time format ("mean X ms  median Y ms  min Z ms  max W ms").
+
+OpenMP wait policy: Debian's PyTorch runs on libgomp, whose idle threads spin. On this shared
+2-core machine another process often holds the second core, and a spinning thread then waits
+out its time slice at every barrier: resnet18 at 2 threads measured 268 ms median with the
+default (active) policy against 102 ms with OMP_WAIT_POLICY=passive, in alternating runs at
+load average ~5. So the default here is passive, PyTorch's better setting on a busy machine;
+pass --omp-wait-policy active on a quiet one. (libgomp reads the variable once at load, so it
+is set before torch is imported.)
 """
 
 import argparse
@@ -16,11 +25,7 @@ import statistics
 import sys
 import time
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from generate import build_model, torch  # noqa: E402 (generate explains a missing torch)
-from compare import relative_error  # noqa: E402
 
 
 def main():
@@ -30,7 +35,13 @@ def main():
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--repeat", type=int, default=50)
     p.add_argument("--rtol", type=float, default=1e-4)
+    p.add_argument("--omp-wait-policy", choices=["passive", "active"], default="passive")
     args = p.parse_args()
+    # Before numpy too: numpy's BLAS (OpenBLAS, OpenMP build) loads libgomp as well.
+    os.environ["OMP_WAIT_POLICY"] = args.omp_wait_policy.upper()
+    import numpy as np
+    from compare import relative_error
+    from generate import build_model, torch  # generate explains a missing torch
 
     name = os.path.basename(os.path.normpath(args.model_dir))
     torch.set_num_threads(args.threads)
@@ -60,7 +71,8 @@ def main():
 
     print(f"{name} torch {torch.__version__}: mean {statistics.mean(times):.3f} ms  "
           f"median {statistics.median(times):.3f} ms  min {min(times):.3f} ms  "
-          f"max {max(times):.3f} ms  ({args.repeat} runs, {torch.get_num_threads()} threads)")
+          f"max {max(times):.3f} ms  ({args.repeat} runs, {torch.get_num_threads()} threads, "
+          f"OMP_WAIT_POLICY={args.omp_wait_policy})")
     return 0 if ok else 1
 
 

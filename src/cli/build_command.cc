@@ -93,6 +93,7 @@ int run_build(const std::vector<std::string>& args) {
   driver::BuildOptions options;
   if (!a.target.empty()) options.target = codegen::Target::parse(a.target);
   options.configs = read_configs(a.config_file);
+  driver::check_output_path(a.output);  // before the slow part
 
   graph::Graph g = frontend::import_onnx(a.model, frontend::parse_input_shapes(a.input_shapes));
   driver::BuiltModule m = driver::build_module(std::move(g), options);

@@ -87,7 +87,11 @@ struct TempDir {
 void write_tar(const BuiltModule& m, const codegen::Target& target, const std::string& path) {
   TempDir dir;
   fs::path so = dir.path / "mod.so";
-  codegen::build_shared_library(m.funcs, target, so.string());
+  try {
+    codegen::build_shared_library(m.funcs, target, so.string());
+  } catch (const std::exception& e) {  // name the package, not the temporary mod.so
+    throw std::runtime_error("cannot write " + path + ": " + e.what());
+  }
   fs::path dest = fs::absolute(path);
   fs::path tmp = dest;
   tmp += ".tmp" + std::to_string(getpid());
@@ -97,7 +101,9 @@ void write_tar(const BuiltModule& m, const codegen::Target& target, const std::s
     tar.add("mod.json", m.graph_json);
     tar.add("mod.params", params_npz(m));
     tar.close();
-    fs::rename(tmp, dest);
+    std::error_code ec;
+    fs::rename(tmp, dest, ec);
+    if (ec) throw std::runtime_error("cannot write " + path + ": " + ec.message());
   } catch (...) {
     std::error_code ec;
     fs::remove(tmp, ec);
@@ -107,8 +113,23 @@ void write_tar(const BuiltModule& m, const codegen::Target& target, const std::s
 
 }  // namespace
 
+void check_output_path(const std::string& path) {
+  auto fail = [&](const std::string& why) {
+    throw std::runtime_error("cannot write package '" + path + "': " + why);
+  };
+  if (path.empty()) fail("empty path");
+  fs::path dest = fs::absolute(path);
+  std::error_code ec;
+  if (fs::is_directory(dest, ec)) fail("it is a directory");
+  fs::path dir = dest.parent_path();
+  if (!fs::exists(dir, ec)) fail("directory '" + dir.string() + "' does not exist");
+  if (!fs::is_directory(dir, ec)) fail("'" + dir.string() + "' is not a directory");
+  if (::access(dir.c_str(), W_OK) != 0) fail("directory '" + dir.string() + "' is not writable");
+}
+
 void write_package(const BuiltModule& m, const codegen::Target& target, const std::string& path,
                    PackageFormat format) {
+  check_output_path(path);
   if (format == PackageFormat::kTar) {
     write_tar(m, target, path);
     return;

@@ -13,6 +13,11 @@ enum class PackageFormat {
   kSharedLibrary,  // one .so embedding mod.json and mod.params
 };
 
+// Throws std::runtime_error naming `path` when no package can be written
+// there: its directory is missing, not a directory or not writable, or `path`
+// is a directory. kiln build calls it before compiling, to fail fast.
+void check_output_path(const std::string& path);
+
 // Writes the package at `path` atomically: on any failure no file is left
 // there (an existing file is left untouched).
 void write_package(const BuiltModule& m, const codegen::Target& target, const std::string& path,

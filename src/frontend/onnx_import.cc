@@ -14,8 +14,10 @@
 #include <set>
 #include <sstream>
 
+#include "frontend/legacy_ops.h"
 #include "frontend/onnx_convert.h"
 #include "frontend/op_support.h"
+#include "frontend/shape_folding.h"
 
 namespace kiln::frontend {
 namespace {
@@ -324,9 +326,15 @@ graph::Graph import_model(const std::string& path, const InputShapes& input_shap
   fold_constant_nodes(model.mutable_graph(), &names);
   bind_input_shapes(model.mutable_graph(), input_shapes);
   infer_shapes(&model);
+  // Values that inference could not type (a Slice whose ends come from a Div
+  // of a Shape) get types once the small constant subgraphs before them are
+  // folded; each round folds at least one node, so this ends.
+  while (!untyped_outputs(model).empty() && fold_small_constants(&model, &names) > 0)
+    infer_shapes(&model);
   graph::Graph g;
   convert_values(model.graph(), &g);
   convert_nodes(model.graph(), names, &g);
+  upgrade_legacy_ops(&g, default_opset(model));
   return g;
 }
 

@@ -36,7 +36,10 @@ inline constexpr int64_t kMaxOpset = 18;
 //  5. bind `input_shapes` to the graph inputs: every dynamic axis must end up
 //     bound; a key naming no input or a shape of the wrong rank or that
 //     contradicts a static axis is an error,
-//  6. run ONNX shape inference (strict) and convert to graph::Graph.
+//  6. run ONNX shape inference (strict); while some node output is left
+//     untyped, fold small constant subgraphs (shape_folding.h) and infer
+//     again; convert to graph::Graph, rewriting operators whose meaning
+//     changed since the model's opset into their newest form (legacy_ops.h).
 // Constant nodes become initializers (before step 6). Throws ImportError.
 graph::Graph import_onnx(const std::string& path, const InputShapes& input_shapes = {});
 

@@ -151,4 +151,39 @@ TEST(ImportOnnx, AcceptsOpsetsElevenToEighteen) {
   }
 }
 
+// torch.chunk(x, 2, dim=1) as PyTorch 1.13 exports it: the split points are
+// Shape -> Gather -> Add -> Div -> Mul, and ONNX 1.12's data propagation stops
+// at Div, leaving both Slice outputs untyped. The import folds those small
+// constant nodes and infers again.
+TEST(ImportOnnx, ChunkSplitPointsFromShapeArithmetic) {
+  for (int64_t c : {6, 7, 1}) {
+    OnnxBuilder b(13);
+    b.input("x", {"1", std::to_string(c), "5", "3"});
+    b.output("y0", {"a", "b", "c", "d"});
+    b.output("y1", {"a", "b", "c", "d"});
+    b.init_i64("axis", {1}, {1});
+    b.init_i64("zero", {1}, {0});
+    b.init_i64("one", {1}, {1});
+    b.init_i64("two", {1}, {2});
+    b.node("Shape", "shape", {"x"}, {"s"});
+    OnnxBuilder::attr_int(b.node("Gather", "gather", {"s", "axis"}, {"dim"}), "axis", 0);
+    b.node("Add", "add", {"dim", "one"}, {"dim1"});
+    b.node("Div", "div", {"dim1", "two"}, {"half"});
+    b.node("Mul", "mul0", {"half", "one"}, {"end0"});
+    b.node("Mul", "mul1", {"half", "two"}, {"end1"});
+    b.node("Slice", "slice0", {"x", "zero", "end0", "axis"}, {"s0"});
+    b.node("Slice", "slice1", {"x", "end0", "end1", "axis"}, {"s1"});
+    b.node("Relu", "relu0", {"s0"}, {"y0"});
+    b.node("Relu", "relu1", {"s1"}, {"y1"});
+    kiln::graph::Graph g = import_onnx(b.write("chunk" + std::to_string(c) + ".onnx"));
+    int64_t first = (c + 1) / 2;
+    EXPECT_THAT(shape_of(g, "s0"), ElementsAre(1, first, 5, 3)) << "C=" << c;
+    EXPECT_THAT(shape_of(g, "y1"), ElementsAre(1, c - first, 5, 3)) << "C=" << c;
+    EXPECT_THAT(g.initializers.at("end0").as<int64_t>(), ElementsAre(first));
+    // Only the data-dependent nodes are left.
+    ASSERT_EQ(g.nodes.size(), 4u) << "C=" << c;
+    for (const auto& n : g.nodes) EXPECT_TRUE(n.op_type == "Slice" || n.op_type == "Relu");
+  }
+}
+
 }  // namespace

@@ -1,0 +1,141 @@
+#include "frontend/shape_folding.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <optional>
+#include <set>
+
+#include "frontend/onnx_convert.h"
+#include "frontend/onnx_import.h"
+#include "graph/op_registry.h"
+
+namespace kiln::frontend {
+namespace {
+
+int onnx_elem_type(const std::string& dtype, const std::string& what) {
+  using TP = onnx::TensorProto;
+  static const std::map<std::string, int> types = {
+      {"float32", TP::FLOAT}, {"float64", TP::DOUBLE}, {"int8", TP::INT8},   {"int16", TP::INT16},
+      {"int32", TP::INT32},   {"int64", TP::INT64},    {"uint8", TP::UINT8}, {"bool", TP::BOOL}};
+  auto it = types.find(dtype);
+  if (it == types.end()) throw ImportError(what + ": cannot store a " + dtype + " constant");
+  return it->second;
+}
+
+onnx::TensorProto to_proto(const graph::Initializer& t, const std::string& name,
+                           const std::string& what) {
+  onnx::TensorProto p;
+  p.set_name(name);
+  p.set_data_type(onnx_elem_type(t.type.dtype, what));
+  for (int64_t d : t.type.shape) p.add_dims(d);
+  p.set_raw_data(std::string(t.data.begin(), t.data.end()));
+  return p;
+}
+
+// Static types of every value ONNX inference typed.
+std::map<std::string, graph::TensorType> static_types(const onnx::GraphProto& g) {
+  std::map<std::string, graph::TensorType> out;
+  for (const auto* list : {&g.input(), &g.value_info(), &g.output()})
+    for (const auto& vi : *list) {
+      graph::TensorType t;
+      if (convert_type(vi.type(), "value '" + vi.name() + "'", &t)) out[vi.name()] = t;
+    }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> untyped_outputs(const onnx::ModelProto& model) {
+  const auto& g = model.graph();
+  std::map<std::string, graph::TensorType> types = static_types(g);
+  std::set<std::string> inits;
+  for (const auto& t : g.initializer()) inits.insert(t.name());
+  std::vector<std::string> out;
+  for (const auto& n : g.node())
+    for (const auto& o : n.output())
+      if (!o.empty() && !types.count(o) && !inits.count(o)) out.push_back(o);
+  return out;
+}
+
+int fold_small_constants(onnx::ModelProto* model, std::vector<std::string>* names) {
+  auto* g = model->mutable_graph();
+  std::map<std::string, graph::TensorType> types = static_types(*g);
+  std::map<std::string, const onnx::TensorProto*> protos;
+  for (const auto& t : g->initializer()) protos[t.name()] = &t;
+  std::map<std::string, graph::Initializer> values;  // converted on first use
+  auto constant = [&](const std::string& v) -> const graph::Initializer* {
+    if (auto it = values.find(v); it != values.end()) return &it->second;
+    auto p = protos.find(v);
+    if (p == protos.end()) return nullptr;
+    int64_t n = 1;
+    for (int64_t d : p->second->dims()) n *= d;
+    if (n > kMaxFoldElements) return nullptr;
+    return &(values[v] = convert_tensor(*p->second, "initializer '" + v + "'"));
+  };
+
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  std::vector<std::string> kept_names;
+  std::vector<onnx::TensorProto> added;
+  int folded = 0;
+  for (int i = 0; i < g->node_size(); ++i) {
+    const onnx::NodeProto& np = g->node(i);
+    const std::string& name = (*names)[i];
+    const bool onnx_domain = np.domain().empty() || np.domain() == "ai.onnx";
+    const graph::OpDef* def = onnx_domain ? graph::find_op(np.op_type()) : nullptr;
+    std::vector<graph::Initializer> shape_only;
+    std::vector<const graph::Initializer*> args;
+    bool ok = def && def->evaluate;
+    if (ok && np.op_type() == "Shape" && np.input_size() == 1) {
+      auto t = types.find(np.input(0));
+      ok = t != types.end();
+      if (ok) {
+        shape_only.push_back(graph::Initializer{t->second, {}});
+        args.push_back(&shape_only.back());
+      }
+    } else {
+      for (int k = 0; ok && k < np.input_size(); ++k) {
+        const graph::Initializer* c = np.input(k).empty() ? nullptr : constant(np.input(k));
+        ok = np.input(k).empty() || c;
+        args.push_back(c);
+      }
+    }
+    if (!ok) {
+      *kept.Add() = np;
+      kept_names.push_back(name);
+      continue;
+    }
+    const std::string what = "node '" + name + "' (" + np.op_type() + ")";
+    std::vector<graph::Initializer> results;
+    try {
+      results = def->evaluate(convert_node(np, name), args);
+    } catch (const std::exception& e) {
+      throw ImportError(what + ": " + e.what());
+    }
+    if (results.size() < static_cast<size_t>(np.output_size()))
+      throw ImportError(what + ": evaluates to fewer results than it has outputs");
+    // A small constant that expands into a large one (ConstantOfShape, Expand)
+    // stays a node: the graph's own folder decides about those.
+    bool small = true;
+    for (const auto& r : results) small &= r.type.num_elements() <= kMaxFoldElements;
+    if (!small) {
+      *kept.Add() = np;
+      kept_names.push_back(name);
+      continue;
+    }
+    for (int k = 0; k < np.output_size(); ++k) {
+      const std::string& out = np.output(k);
+      if (out.empty()) continue;
+      added.push_back(to_proto(results[k], out, what));
+      values[out] = std::move(results[k]);
+    }
+    ++folded;
+  }
+  if (!folded) return 0;
+  g->mutable_node()->Swap(&kept);
+  *names = std::move(kept_names);
+  for (auto& t : added) *g->add_initializer() = std::move(t);
+  return folded;
+}
+
+}  // namespace kiln::frontend

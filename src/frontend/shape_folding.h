@@ -1,0 +1,33 @@
+// Folding of small constant subgraphs inside the ONNX model, between rounds of
+// ONNX shape inference. Private to src/frontend.
+//
+// ONNX 1.12's data propagation follows Shape -> Gather/Add/Mul/Concat/... but
+// not every operator (Div, for one): torch.chunk exports its split points as
+// Shape -> Gather -> Add -> Div -> Mul feeding Slice, and the Slice output is
+// then left without a shape. Evaluating those small constant nodes with the
+// registry's reference implementations turns the split points into
+// initializers, from which the next inference round gets static shapes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace onnx {
+class ModelProto;
+}  // namespace onnx
+
+namespace kiln::frontend {
+
+// Node outputs that have no static tensor type after inference.
+std::vector<std::string> untyped_outputs(const onnx::ModelProto& model);
+
+// Replaces every default-domain node whose inputs are all small constants
+// (initializers of at most kMaxFoldElements elements, or, for Shape, a value
+// with a static type) by initializers holding its outputs, evaluated with the
+// operator registry. `names` stays parallel to the graph's nodes. Returns how
+// many nodes were folded. Errors name the node.
+int fold_small_constants(onnx::ModelProto* model, std::vector<std::string>* names);
+
+inline constexpr int64_t kMaxFoldElements = 4096;
+
+}  // namespace kiln::frontend

@@ -1,0 +1,480 @@
+// Whole models, end to end: each model is built with the ONNX protobuf API,
+// saved, imported, compiled by driver::build_module into a tar and a
+// self-contained .so, run with runtime::GraphExecutor on random inputs, and
+// compared with graph::run_graph (the registry's reference implementations)
+// on the imported graph. Shapes are drawn at random from odd sizes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <random>
+
+#include "driver_harness.h"
+
+namespace kiln::test {
+namespace {
+
+using Shape = std::vector<int64_t>;
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+
+// The seed of a test's shapes, weights and inputs: fixed, but shifted by
+// $KILN_DRIVER_TEST_SEED to sweep other shapes by hand.
+unsigned seed(unsigned base) {
+  const char* env = std::getenv("KILN_DRIVER_TEST_SEED");
+  return base + (env ? static_cast<unsigned>(std::strtoul(env, nullptr, 10)) : 0u);
+}
+
+// A size drawn from odd values (and a few that are not powers of two).
+int64_t odd_size(std::mt19937& rng, std::vector<int64_t> choices = {5, 7, 9, 11, 13}) {
+  return choices[rng() % choices.size()];
+}
+
+std::string dim(int64_t d) { return std::to_string(d); }
+
+std::vector<std::string> dims(const Shape& s) {
+  std::vector<std::string> out;
+  for (int64_t d : s) out.push_back(dim(d));
+  return out;
+}
+
+E2EOptions ranges(std::map<std::string, InputRange> r) {
+  E2EOptions o;
+  o.ranges = std::move(r);
+  return o;
+}
+
+E2EOptions shapes(frontend::InputShapes s) {
+  E2EOptions o;
+  o.input_shapes = std::move(s);
+  return o;
+}
+
+// Kernels in mod.json.
+size_t kernel_count(const E2EResult& r) { return r.mod.at("kernels").size(); }
+
+// ---- CNN blocks -------------------------------------------------------------------
+
+// A ResNet basic block with a stride-2 downsample:
+//   x -> conv3x3/2 -> BN -> relu -> conv3x3 -> BN --+--> add -> relu
+//   x -> conv1x1/2 -> BN ----------------------------+
+TEST(WholeGraph, ResNetBlockStride2) {
+  std::mt19937 rng(seed(11));
+  int64_t cin = odd_size(rng, {3, 5}), cout = odd_size(rng, {6, 10}), h = odd_size(rng),
+          w = odd_size(rng);
+  OnnxBuilder b;
+  b.input("x", dims({1, cin, h, w}));
+  output_any(b, "y", 4);
+  conv(b, "conv1", "x", "c1", {cin, cout, 3, 3, 2, 1}, rng);
+  batch_norm(b, "bn1", "c1", "b1", cout, rng);
+  b.node("Relu", "relu1", {"b1"}, {"r1"});
+  conv(b, "conv2", "r1", "c2", {cout, cout, 3, 3, 1, 1, 1, 1, false}, rng);
+  batch_norm(b, "bn2", "c2", "b2", cout, rng);
+  conv(b, "down", "x", "cd", {cin, cout, 1, 1, 2, 0, 1, 1, false}, rng);
+  batch_norm(b, "bnd", "cd", "bd", cout, rng);
+  b.node("Add", "add", {"b2", "bd"}, {"s"});
+  b.node("Relu", "relu2", {"s"}, {"y"});
+  E2EResult r = check_end_to_end(b, "resnet_block");
+  // BN folds into the convs; bias, relu and the residual add fuse into them.
+  EXPECT_LT(kernel_count(r), r.graph_nodes);
+  EXPECT_LE(kernel_count(r), 3u) << r.mod.at("kernels").dump();
+}
+
+// A conv-relu chain: three convs with their epilogues are three kernels, and
+// the first kernel holds both the conv and the relu.
+TEST(WholeGraph, ConvReluChainFusesIntoOneKernelPerConv) {
+  std::mt19937 rng(seed(12));
+  int64_t c = odd_size(rng, {3, 5, 7}), h = odd_size(rng), w = odd_size(rng);
+  OnnxBuilder b;
+  b.input("x", dims({1, c, h, w}));
+  b.output("y", dims({1, c, h, w}));
+  conv(b, "conv1", "x", "c1", {c, c}, rng);
+  b.node("Relu", "relu1", {"c1"}, {"r1"});
+  conv(b, "conv2", "r1", "c2", {c, c}, rng);
+  b.node("Relu", "relu2", {"c2"}, {"r2"});
+  conv(b, "conv3", "r2", "c3", {c, c}, rng);
+  b.node("Add", "add", {"c3", "r1"}, {"s"});
+  b.node("Relu", "relu3", {"s"}, {"y"});
+  E2EResult r = check_end_to_end(b, "conv_relu_chain");
+  ASSERT_EQ(r.graph_nodes, 7u);
+  ASSERT_EQ(kernel_count(r), 3u) << r.mod.at("kernels").dump();
+  const auto& k0 = r.mod.at("kernels")[0].at("op_types");
+  EXPECT_EQ(k0, nlohmann::json({"Conv", "Relu"}));
+  const auto& k2 = r.mod.at("kernels")[2].at("op_types");
+  EXPECT_EQ(k2, nlohmann::json({"Conv", "Add", "Relu"}));
+}
+
+// MobileNet: conv3x3/2 + BN + Clip(0, 6), depthwise 3x3 + BN + Clip,
+// pointwise 1x1 + BN.
+TEST(WholeGraph, MobileNetDepthwisePointwise) {
+  std::mt19937 rng(seed(13));
+  int64_t cin = 3, c = odd_size(rng, {6, 10}), c2 = odd_size(rng, {5, 7}), h = odd_size(rng),
+          w = odd_size(rng);
+  OnnxBuilder b;
+  b.input("x", dims({1, cin, h, w}));
+  output_any(b, "y", 4);
+  b.init_f32("zero", {}, {0.f});
+  b.init_f32("six", {}, {6.f});
+  conv(b, "stem", "x", "c0", {cin, c, 3, 3, 2, 1, 1, 1, false}, rng);
+  batch_norm(b, "bn0", "c0", "b0", c, rng);
+  b.node("Clip", "clip0", {"b0", "zero", "six"}, {"r0"});
+  conv(b, "dw", "r0", "c1", {c, c, 3, 3, 1, 1, c, 1, false}, rng);
+  batch_norm(b, "bn1", "c1", "b1", c, rng);
+  b.node("Clip", "clip1", {"b1", "zero", "six"}, {"r1"});
+  conv(b, "pw", "r1", "c2", {c, c2, 1, 1, 1, 0, 1, 1, false}, rng);
+  batch_norm(b, "bn2", "c2", "y", c2, rng);
+  E2EResult r = check_end_to_end(b, "mobilenet", ranges({{"x", {-3, 3}}}));
+  EXPECT_LT(kernel_count(r), r.graph_nodes);
+}
+
+// A grouped conv (groups = 2) with a non-square kernel, stride and dilation.
+TEST(WholeGraph, GroupedConv) {
+  std::mt19937 rng(seed(14));
+  int64_t h = odd_size(rng, {9, 11, 13}), w = odd_size(rng, {9, 11, 13});
+  OnnxBuilder b;
+  b.input("x", dims({2, 6, h, w}));
+  output_any(b, "y", 4);
+  init_conv_weight(b, "w", {4, 3, 3, 2}, rng);
+  init_random(b, "bias", {4}, rng);
+  auto* n = b.node("Conv", "gconv", {"x", "w", "bias"}, {"c"});
+  OnnxBuilder::attr_int(n, "group", 2);
+  OnnxBuilder::attr_ints(n, "strides", {1, 2});
+  OnnxBuilder::attr_ints(n, "pads", {1, 0, 2, 1});
+  OnnxBuilder::attr_ints(n, "dilations", {2, 1});
+  b.node("Relu", "relu", {"c"}, {"y"});
+  check_end_to_end(b, "grouped_conv");
+}
+
+// Pooling: MaxPool and AveragePool with ceil_mode (and count_include_pad
+// both ways), GlobalAveragePool, Flatten, Gemm.
+TEST(WholeGraph, PoolingFlattenGemm) {
+  std::mt19937 rng(seed(15));
+  int64_t c = 5, h = odd_size(rng, {10, 12, 14}), w = odd_size(rng, {9, 11, 13}), classes = 7;
+  OnnxBuilder b;
+  b.input("x", dims({1, c, h, w}));
+  b.output("y", dims({1, classes}));
+  output_any(b, "avg_excl", 4);
+  conv(b, "conv", "x", "c0", {c, c}, rng);
+  auto* mp = b.node("MaxPool", "maxpool", {"c0"}, {"m"});
+  OnnxBuilder::attr_ints(mp, "kernel_shape", {3, 3});
+  OnnxBuilder::attr_ints(mp, "strides", {2, 2});
+  OnnxBuilder::attr_ints(mp, "pads", {1, 1, 1, 1});
+  OnnxBuilder::attr_int(mp, "ceil_mode", 1);
+  auto* ap = b.node("AveragePool", "avgpool_incl", {"m"}, {"a"});
+  OnnxBuilder::attr_ints(ap, "kernel_shape", {3, 3});
+  OnnxBuilder::attr_ints(ap, "strides", {2, 2});
+  OnnxBuilder::attr_ints(ap, "pads", {1, 1, 1, 1});
+  OnnxBuilder::attr_int(ap, "ceil_mode", 1);
+  OnnxBuilder::attr_int(ap, "count_include_pad", 1);
+  auto* ap2 = b.node("AveragePool", "avgpool_excl", {"c0"}, {"avg_excl"});
+  OnnxBuilder::attr_ints(ap2, "kernel_shape", {3, 3});
+  OnnxBuilder::attr_ints(ap2, "strides", {2, 2});
+  OnnxBuilder::attr_ints(ap2, "pads", {1, 1, 1, 1});
+  OnnxBuilder::attr_int(ap2, "ceil_mode", 1);
+  b.node("GlobalAveragePool", "gap", {"a"}, {"g"});
+  OnnxBuilder::attr_int(b.node("Flatten", "flatten", {"g"}, {"f"}), "axis", 1);
+  init_random(b, "fc.w", {classes, c}, rng);
+  init_random(b, "fc.b", {classes}, rng);
+  auto* gemm = b.node("Gemm", "fc", {"f", "fc.w", "fc.b"}, {"y"});
+  OnnxBuilder::attr_int(gemm, "transB", 1);
+  OnnxBuilder::attr_float(gemm, "alpha", 0.5f);
+  OnnxBuilder::attr_float(gemm, "beta", 2.0f);
+  check_end_to_end(b, "pooling");
+}
+
+// Pooling with ceil_mode where the last window would start in the right
+// padding (kernel 2, stride 2, pad 1 on an odd axis): PyTorch and kiln's
+// operators drop that window, ONNX 1.12's shape inference keeps it.
+TEST(WholeGraph, PoolCeilModeWindowStartingInPadding) {
+  OnnxBuilder b;
+  b.input("x", dims({1, 3, 7, 9}));
+  output_any(b, "y", 4);
+  output_any(b, "z", 4);
+  for (const char* op : {"MaxPool", "AveragePool"}) {
+    auto* n = b.node(op, op, {"x"}, {op == std::string("MaxPool") ? "y" : "z"});
+    OnnxBuilder::attr_ints(n, "kernel_shape", {2, 2});
+    OnnxBuilder::attr_ints(n, "strides", {2, 2});
+    OnnxBuilder::attr_ints(n, "pads", {1, 1, 1, 1});
+    OnnxBuilder::attr_int(n, "ceil_mode", 1);
+  }
+  try {
+    check_end_to_end(b, "pool_ceil_pad");
+  } catch (const std::exception& e) {
+    if (std::string(e.what()).find("value_info says") == std::string::npos) throw;
+    GTEST_SKIP() << "TODO(kiln bug): pool output size with ceil_mode: kiln's pool_window "
+                    "(src/graph/ops/nn_util.cc) drops a last window that starts in the padding "
+                    "(as PyTorch does) but the frontend's ONNX 1.12 shape inference keeps it, so "
+                    "the operator's result disagrees with the graph's value_info: "
+                 << e.what();
+  }
+}
+
+// SqueezeNet's fire module: squeeze 1x1 + relu, then expand 1x1 and 3x3
+// branches (+ relu) concatenated on channels.
+TEST(WholeGraph, SqueezeNetFireConcat) {
+  std::mt19937 rng(seed(16));
+  int64_t cin = 6, s = 3, e1 = 5, e3 = 7, h = odd_size(rng), w = odd_size(rng);
+  OnnxBuilder b;
+  b.input("x", {"batch", dim(cin), dim(h), dim(w)});
+  output_any(b, "y", 4);
+  conv(b, "squeeze", "x", "sq", {cin, s, 1, 1, 1, 0}, rng);
+  b.node("Relu", "squeeze_relu", {"sq"}, {"sr"});
+  conv(b, "expand1", "sr", "e1", {s, e1, 1, 1, 1, 0}, rng);
+  b.node("Relu", "expand1_relu", {"e1"}, {"r1"});
+  conv(b, "expand3", "sr", "e3", {s, e3, 3, 3, 1, 1}, rng);
+  b.node("Relu", "expand3_relu", {"e3"}, {"r3"});
+  OnnxBuilder::attr_int(b.node("Concat", "concat", {"r1", "r3"}, {"y"}), "axis", 1);
+  // The batch axis is dynamic: bound at import.
+  check_end_to_end(b, "fire", shapes({{"x", {3, cin, h, w}}}));
+}
+
+// ConvTranspose with stride 2, pads and output_padding, then bias-free relu.
+TEST(WholeGraph, ConvTranspose) {
+  std::mt19937 rng(seed(17));
+  int64_t cin = 5, cout = 3, h = odd_size(rng, {5, 7}), w = odd_size(rng, {6, 9});
+  OnnxBuilder b;
+  b.input("x", dims({1, cin, h, w}));
+  output_any(b, "y", 4);
+  init_conv_weight(b, "w", {cin, cout, 3, 4}, rng);
+  init_random(b, "bias", {cout}, rng);
+  auto* n = b.node("ConvTranspose", "deconv", {"x", "w", "bias"}, {"d"});
+  OnnxBuilder::attr_ints(n, "strides", {2, 3});
+  OnnxBuilder::attr_ints(n, "pads", {1, 0, 1, 2});
+  OnnxBuilder::attr_ints(n, "output_padding", {1, 2});
+  b.node("Relu", "relu", {"d"}, {"y"});
+  check_end_to_end(b, "conv_transpose");
+}
+
+// Activation chains fused into a conv: HardSwish, HardSigmoid, SiLU.
+TEST(WholeGraph, HardSwishHardSigmoidSiLU) {
+  std::mt19937 rng(seed(18));
+  int64_t c = 5, h = odd_size(rng), w = odd_size(rng);
+  OnnxBuilder b;
+  b.input("x", dims({1, c, h, w}));
+  b.output("y", dims({1, c, h, w}));
+  conv(b, "conv", "x", "c0", {c, c}, rng);
+  b.node("HardSwish", "hswish", {"c0"}, {"h1"});
+  auto* hs = b.node("HardSigmoid", "hsig", {"h1"}, {"h2"});
+  OnnxBuilder::attr_float(hs, "alpha", 0.3f);
+  OnnxBuilder::attr_float(hs, "beta", 0.4f);
+  b.node("Mul", "gate", {"c0", "h2"}, {"g"});
+  b.node("Sigmoid", "sig", {"g"}, {"s"});
+  b.node("Mul", "silu", {"g", "s"}, {"y"});
+  check_end_to_end(b, "activations", ranges({{"x", {-4, 4}}}));
+}
+
+// ---- transformer pieces --------------------------------------------------------------
+
+// One encoder layer: multi-head self-attention (MatMul, Reshape, Transpose,
+// Div by sqrt(d), Softmax), residual + LayerNormalization, an Erf-GELU MLP,
+// residual. Batch and sequence axes are dynamic, bound at import.
+TEST(WholeGraph, AttentionBlock) {
+  std::mt19937 rng(seed(19));
+  const int64_t heads = 2, dh = 3, d = heads * dh, ff = 10;
+  const int64_t batch = 2, seq = odd_size(rng, {5, 7});
+  OnnxBuilder b;
+  b.input("x", {"batch", "seq", dim(d)});
+  b.output("y", {"batch", "seq", dim(d)});
+  float s = 1.f / std::sqrt(static_cast<float>(d));
+  for (const char* p : {"q", "k", "v", "o"}) {
+    init_random(b, std::string("W") + p, {d, d}, rng, -s, s);
+    init_random(b, std::string("b") + p, {d}, rng, -0.1f, 0.1f);
+  }
+  b.init_i64("heads_shape", {4}, {0, 0, heads, dh});  // 0 copies the input's axis
+  b.init_i64("merge_shape", {3}, {0, 0, -1});
+  b.init_f32("sqrt_dh", {}, {std::sqrt(static_cast<float>(dh))});
+  for (const char* p : {"q", "k", "v"}) {
+    std::string t = p;
+    b.node("MatMul", "mm_" + t, {"x", "W" + t}, {t + "0"});
+    b.node("Add", "add_" + t, {t + "0", "b" + t}, {t + "1"});
+    b.node("Reshape", "split_heads_" + t, {t + "1", "heads_shape"}, {t + "2"});
+  }
+  OnnxBuilder::attr_ints(b.node("Transpose", "tq", {"q2"}, {"q3"}), "perm", {0, 2, 1, 3});
+  OnnxBuilder::attr_ints(b.node("Transpose", "tk", {"k2"}, {"k3"}), "perm", {0, 2, 3, 1});
+  OnnxBuilder::attr_ints(b.node("Transpose", "tv", {"v2"}, {"v3"}), "perm", {0, 2, 1, 3});
+  b.node("MatMul", "scores", {"q3", "k3"}, {"sc"});
+  b.node("Div", "scale", {"sc", "sqrt_dh"}, {"scs"});
+  OnnxBuilder::attr_int(b.node("Softmax", "softmax", {"scs"}, {"p"}), "axis", -1);
+  b.node("MatMul", "context", {"p", "v3"}, {"ctx"});
+  OnnxBuilder::attr_ints(b.node("Transpose", "tctx", {"ctx"}, {"ctx2"}), "perm", {0, 2, 1, 3});
+  b.node("Reshape", "merge_heads", {"ctx2", "merge_shape"}, {"ctx3"});
+  b.node("MatMul", "mm_o", {"ctx3", "Wo"}, {"o0"});
+  b.node("Add", "add_o", {"o0", "bo"}, {"o1"});
+  b.node("Add", "residual1", {"o1", "x"}, {"res1"});
+  init_random(b, "ln1.g", {d}, rng, 0.5f, 1.5f);
+  init_random(b, "ln1.b", {d}, rng, -0.5f, 0.5f);
+  auto* ln = b.node("LayerNormalization", "ln1", {"res1", "ln1.g", "ln1.b"}, {"h"});
+  OnnxBuilder::attr_int(ln, "axis", -1);
+  OnnxBuilder::attr_float(ln, "epsilon", 1e-5f);
+  init_random(b, "W1", {d, ff}, rng, -s, s);
+  init_random(b, "b1", {ff}, rng, -0.1f, 0.1f);
+  init_random(b, "W2", {ff, d}, rng, -0.3f, 0.3f);
+  init_random(b, "b2", {d}, rng, -0.1f, 0.1f);
+  b.init_f32("sqrt2", {}, {std::sqrt(2.f)});
+  b.init_f32("one", {}, {1.f});
+  b.init_f32("half", {}, {0.5f});
+  b.node("MatMul", "mm1", {"h", "W1"}, {"f0"});
+  b.node("Add", "add1", {"f0", "b1"}, {"f1"});
+  b.node("Div", "gelu_div", {"f1", "sqrt2"}, {"g0"});
+  b.node("Erf", "gelu_erf", {"g0"}, {"g1"});
+  b.node("Add", "gelu_add", {"g1", "one"}, {"g2"});
+  b.node("Mul", "gelu_mul", {"f1", "g2"}, {"g3"});
+  b.node("Mul", "gelu_half", {"g3", "half"}, {"g4"});
+  b.node("MatMul", "mm2", {"g4", "W2"}, {"f2"});
+  b.node("Add", "add2", {"f2", "b2"}, {"f3"});
+  b.node("Add", "residual2", {"f3", "h"}, {"y"});
+  E2EResult r = check_end_to_end(b, "attention", shapes({{"x", {batch, seq, d}}}));
+  // Bias adds, the scale, GELU and residuals fuse into the MatMuls.
+  EXPECT_LT(kernel_count(r), r.graph_nodes / 2) << r.mod.at("kernels").dump();
+}
+
+// Token and position embeddings: Gather rows of a table by int64 ids
+// (negative ids count from the end), plus a position table.
+TEST(WholeGraph, GatherEmbedding) {
+  std::mt19937 rng(seed(20));
+  const int64_t vocab = 13, d = 5, seq = odd_size(rng, {7, 9});
+  OnnxBuilder b;
+  b.input("ids", {"batch", dim(seq)}, onnx::TensorProto::INT64);
+  b.output("y", {"batch", dim(seq), dim(d)});
+  init_random(b, "emb", {vocab, d}, rng);
+  init_random(b, "pos", {seq, d}, rng);
+  OnnxBuilder::attr_int(b.node("Gather", "lookup", {"emb", "ids"}, {"e"}), "axis", 0);
+  b.node("Add", "add_pos", {"e", "pos"}, {"y"});
+  E2EOptions opt = shapes({{"ids", {3, seq}}});
+  opt.ranges = {{"ids", {-vocab, vocab}}};
+  check_end_to_end(b, "embedding", opt);
+}
+
+// Pad (reflect) -> Resize nearest by scales (asymmetric, floor), and
+// Resize linear to odd sizes (half_pixel) from the padded tensor.
+TEST(WholeGraph, ResizeAndReflectPad) {
+  std::mt19937 rng(seed(21));
+  const int64_t c = 3, h = odd_size(rng, {5, 7}), w = odd_size(rng, {6, 9});
+  OnnxBuilder b;
+  b.input("x", dims({1, c, h, w}));
+  output_any(b, "up", 4);
+  output_any(b, "lin", 4);
+  b.init_i64("pads", {8}, {0, 0, 1, 2, 0, 0, 2, 1});
+  attr_string(b.node("Pad", "pad", {"x", "pads"}, {"p"}), "mode", "reflect");
+  b.init_f32("scales", {4}, {1.f, 1.f, 2.f, 3.f});
+  auto* rn = b.node("Resize", "resize_nearest", {"p", "", "scales"}, {"up"});
+  attr_string(rn, "mode", "nearest");
+  attr_string(rn, "coordinate_transformation_mode", "asymmetric");
+  attr_string(rn, "nearest_mode", "floor");
+  b.init_i64("sizes", {4}, {1, c, 2 * h + 1, w + 4});
+  auto* rl = b.node("Resize", "resize_linear", {"p", "", "", "sizes"}, {"lin"});
+  attr_string(rl, "mode", "linear");
+  check_end_to_end(b, "resize_pad");
+}
+
+// ---- shape manipulation and logic ------------------------------------------------------
+
+// Split -> Slice (stride 2, and reversed with a negative step) ->
+// Squeeze/Unsqueeze -> Expand -> Cast to int64 -> Equal -> Where.
+TEST(WholeGraph, SplitSliceSqueezeExpandWhereCast) {
+  std::mt19937 rng(seed(22));
+  const int64_t w = odd_size(rng, {5, 7, 9});
+  OnnxBuilder b;
+  b.input("x", dims({1, 6, w}));
+  output_any(b, "sel", 3);
+  output_any(b, "ints", 3, onnx::TensorProto::INT64);
+  output_any(b, "rev", 3);
+  b.init_i64("split", {2}, {2, 4});
+  OnnxBuilder::attr_int(b.node("Split", "split", {"x", "split"}, {"a", "bb"}), "axis", 1);
+  b.init_i64("s_starts", {1}, {1});
+  b.init_i64("s_ends", {1}, {kInt64Max});
+  b.init_i64("s_axes", {1}, {1});
+  b.init_i64("s_steps", {1}, {2});
+  b.node("Slice", "slice_stride", {"bb", "s_starts", "s_ends", "s_axes", "s_steps"}, {"s"});
+  b.node("Add", "add_halves", {"a", "s"}, {"ab"});  // [1, 2, w]
+  b.init_i64("axes0", {1}, {0});
+  b.init_i64("axes1", {1}, {1});
+  b.node("Squeeze", "squeeze", {"ab", "axes0"}, {"sq"});      // [2, w]
+  b.node("Unsqueeze", "unsqueeze", {"sq", "axes1"}, {"un"});  // [2, 1, w]
+  b.init_i64("expand_shape", {3}, {2, 3, 1});
+  b.node("Expand", "expand", {"un", "expand_shape"}, {"ex"});  // [2, 3, w]
+  b.init_f32("three", {}, {3.f});
+  b.node("Mul", "times3", {"ex", "three"}, {"m"});
+  OnnxBuilder::attr_int(b.node("Cast", "to_int", {"m"}, {"ints"}), "to", onnx::TensorProto::INT64);
+  b.init_i64("zero_i", {}, {0});
+  b.node("Equal", "is_zero", {"ints", "zero_i"}, {"z"});
+  b.node("Neg", "neg", {"ex"}, {"nx"});
+  b.node("Where", "where", {"z", "nx", "ex"}, {"sel"});
+  b.init_i64("r_starts", {1}, {-1});
+  b.init_i64("r_ends", {1}, {kInt64Min});
+  b.init_i64("r_axes", {1}, {2});
+  b.init_i64("r_steps", {1}, {-2});
+  b.node("Slice", "slice_reverse", {"x", "r_starts", "r_ends", "r_axes", "r_steps"}, {"rev"});
+  check_end_to_end(b, "shape_ops", ranges({{"x", {-2, 2}}}));
+}
+
+// ReduceMean / ReduceSum / ReduceMax with and without keepdims, and a
+// broadcast subtraction of the mean.
+TEST(WholeGraph, Reductions) {
+  std::mt19937 rng(seed(23));
+  const int64_t n = 2, c = odd_size(rng, {3, 5}), h = odd_size(rng), w = 3;
+  OnnxBuilder b;
+  b.input("x", dims({n, c, h, w}));
+  output_any(b, "centered", 4);
+  output_any(b, "sum", 3);
+  output_any(b, "max", 4);
+  auto* rm = b.node("ReduceMean", "mean", {"x"}, {"mu"});
+  OnnxBuilder::attr_ints(rm, "axes", {1, 3});
+  OnnxBuilder::attr_int(rm, "keepdims", 1);
+  b.node("Sub", "center", {"x", "mu"}, {"centered"});
+  b.init_i64("sum_axes", {1}, {2});
+  OnnxBuilder::attr_int(b.node("ReduceSum", "sum", {"x", "sum_axes"}, {"sum"}), "keepdims", 0);
+  auto* rx = b.node("ReduceMax", "max", {"x"}, {"mx"});
+  OnnxBuilder::attr_ints(rx, "axes", {-1});
+  OnnxBuilder::attr_int(rx, "keepdims", 1);
+  b.node("Relu", "relu_max", {"mx"}, {"max"});
+  check_end_to_end(b, "reductions");
+}
+
+// ---- graph structure -------------------------------------------------------------------
+
+// An output that is also read by later nodes: the executor must hand back
+// the intermediate value, not storage reused by what follows.
+TEST(WholeGraph, OutputAlsoReadByAnotherNode) {
+  std::mt19937 rng(seed(24));
+  const int64_t c = 3, h = odd_size(rng), w = odd_size(rng);
+  OnnxBuilder b;
+  b.input("x", dims({1, c, h, w}));
+  b.output("mid", dims({1, c, h, w}));
+  b.output("y", dims({1, c, h, w}));
+  conv(b, "conv", "x", "c0", {c, c}, rng);
+  b.node("Relu", "relu", {"c0"}, {"mid"});
+  b.init_f32("k", {}, {0.75f});
+  b.node("Mul", "scale", {"mid", "k"}, {"m1"});
+  b.node("Tanh", "tanh", {"m1"}, {"m2"});
+  conv(b, "conv2", "m2", "c1", {c, c}, rng);
+  b.node("Add", "add", {"c1", "mid"}, {"y"});
+  check_end_to_end(b, "output_also_read");
+}
+
+// Two inputs, two outputs: a dense layer and an elementwise/reduction path
+// that reads both inputs.
+TEST(WholeGraph, TwoInputsTwoOutputs) {
+  std::mt19937 rng(seed(25));
+  const int64_t m = odd_size(rng, {3, 5}), k = odd_size(rng, {7, 9}), n = 5;
+  OnnxBuilder b;
+  b.input("a", dims({m, k}));
+  b.input("b", dims({k, n}));
+  b.output("prod", dims({m, n}));
+  output_any(b, "stat", 2);
+  init_random(b, "bias", {n}, rng);
+  b.node("MatMul", "mm", {"a", "b"}, {"p0"});
+  b.node("Add", "add_bias", {"p0", "bias"}, {"prod"});
+  b.node("Sigmoid", "sig", {"a"}, {"sa"});
+  b.node("Mul", "sq", {"sa", "sa"}, {"sa2"});
+  b.init_i64("ax", {1}, {1});
+  OnnxBuilder::attr_int(b.node("ReduceSum", "rs", {"sa2", "ax"}, {"r"}), "keepdims", 1);
+  b.node("Transpose", "tb", {"b"}, {"bt"});       // [n, k]
+  b.node("ReduceMax", "rmax", {"bt"}, {"bmax"});  // keepdims 1, all axes: [1, 1]
+  b.node("Sub", "stat", {"r", "bmax"}, {"stat"});
+  check_end_to_end(b, "two_in_two_out");
+}
+
+}  // namespace
+}  // namespace kiln::test
