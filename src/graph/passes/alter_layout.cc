@@ -21,6 +21,9 @@ struct Rewriter {
   std::vector<TemplateUse> uses;
   std::vector<Node> out;  // the new node list
   int counter = 0;
+  // (value, block) -> the value in NCHW[block]c, so that convolutions
+  // reading the same activation share one transform.
+  std::map<std::pair<std::string, int64_t>, std::string> blocked;
 
   std::string fresh(const std::string& base, const TensorType& t) {
     std::string name;
@@ -160,8 +163,11 @@ bool Rewriter::rewrite_conv(const Node& n) {
   std::vector<float> packed = ops::oihw_to_blocked(floats_of(wt).data(), OC, depthwise ? 1 : C,
                                                    KH, KW, depthwise ? 1 : icb, ocb);
   std::string w_packed = add_constant(n.name + "/weight_packed", float_tensor(in_shapes.at(1), packed));
-  std::string x_c = fresh(n.name + "/data_nchwc", {"float32", in_shapes.at(0)});
-  layout_transform(n.name + "/to_nchwc", n.inputs[0], x_c, 0, icb);
+  std::string& x_c = blocked[{n.inputs[0], icb}];
+  if (x_c.empty()) {
+    x_c = fresh(n.name + "/data_nchwc", {"float32", in_shapes.at(0)});
+    layout_transform(n.name + "/to_nchwc", n.inputs[0], x_c, 0, icb);
+  }
   std::string y_c = fresh(n.name + "/out_nchwc", {"float32", out_shape});
   emit(template_node(n, t, w, cfg, {x_c, w_packed}, y_c, out_shape));
   if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
