@@ -1,6 +1,7 @@
 // kiln build: ONNX model -> package (docs/package-format.md).
 #include "cli/build_command.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -118,6 +119,18 @@ int run_build(const std::vector<std::string>& args) {
   } else {
     std::printf("\n");
   }
+  // A shared config file may hold other models' workloads; still say so, so
+  // that a key with a typo is not silently ignored.
+  size_t unused = 0;
+  std::string first_unused;
+  for (const auto& [key, cfg] : options.configs) {
+    bool used = std::any_of(m.workloads.begin(), m.workloads.end(),
+                            [&](const driver::WorkloadUse& w) { return w.key == key; });
+    if (!used && unused++ == 0) first_unused = key;
+  }
+  if (unused)
+    std::printf("note: %zu config(s) in %s match no workload of this model (first: %s)\n", unused,
+                a.config_file.c_str(), first_unused.c_str());
   return 0;
 }
 

@@ -269,6 +269,18 @@ onnx::TensorProto constant_tensor(const onnx::NodeProto& n, const std::string& w
   return t;
 }
 
+// untyped_outputs() restricted to values some node or the graph reads.
+std::vector<std::string> used_untyped_outputs(const onnx::ModelProto& model) {
+  std::set<std::string> used;
+  for (const auto& n : model.graph().node())
+    for (const auto& in : n.input()) used.insert(in);
+  for (const auto& o : model.graph().output()) used.insert(o.name());
+  std::vector<std::string> out;
+  for (const std::string& v : untyped_outputs(model))
+    if (used.count(v)) out.push_back(v);
+  return out;
+}
+
 // Constant nodes become initializers, before shape inference: ONNX infers
 // Reshape/Expand/Slice outputs from initializer data but (in 1.12) not from
 // Constant outputs, and later passes then see one kind of constant.
@@ -331,6 +343,15 @@ graph::Graph import_model(const std::string& path, const InputShapes& input_shap
   // folded; each round folds at least one node, so this ends.
   while (!untyped_outputs(model).empty() && fold_small_constants(&model, &names) > 0)
     infer_shapes(&model);
+  // What inference still leaves untyped would fail later, far from the
+  // model: name it now (ONNX 1.12 stops, for instance, at a graph output
+  // named like a graph input or an initializer).
+  if (std::vector<std::string> untyped = used_untyped_outputs(model); !untyped.empty())
+    throw ImportError(path + ": ONNX shape inference gave no type to '" + untyped.front() +
+                      "'" + (untyped.size() > 1 ? " (and " + std::to_string(untyped.size() - 1) +
+                                                      " more values)"
+                                                : std::string()) +
+                      "; kiln needs every value's shape at build time");
   graph::Graph g;
   convert_values(model.graph(), &g);
   convert_nodes(model.graph(), names, &g);
