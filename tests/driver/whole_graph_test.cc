@@ -270,6 +270,28 @@ TEST(WholeGraph, SqueezeNetFireConcat) {
   check_end_to_end(b, "fire", shapes({{"x", {3, cin, h, w}}}));
 }
 
+// A fire module whose branches share a channel block: the concat runs on the
+// blocked tensors, and only the module's input and output change layout.
+TEST(WholeGraph, FireConcatStaysBlocked) {
+  std::mt19937 rng(seed(17));
+  int64_t cin = 32, s = 16, e = 16, h = odd_size(rng), w = odd_size(rng);
+  OnnxBuilder b;
+  b.input("x", dims({1, cin, h, w}));
+  output_any(b, "y", 4);
+  conv(b, "squeeze", "x", "sq", {cin, s, 1, 1, 1, 0}, rng);
+  b.node("Relu", "squeeze_relu", {"sq"}, {"sr"});
+  conv(b, "expand1", "sr", "e1", {s, e, 1, 1, 1, 0}, rng);
+  b.node("Relu", "expand1_relu", {"e1"}, {"r1"});
+  conv(b, "expand3", "sr", "e3", {s, e, 3, 3, 1, 1}, rng);
+  b.node("Relu", "expand3_relu", {"e3"}, {"r3"});
+  OnnxBuilder::attr_int(b.node("Concat", "concat", {"r1", "r3"}, {"c"}), "axis", 1);
+  conv(b, "next", "c", "y", {2 * e, s, 1, 1, 1, 0}, rng);
+  E2EResult r = check_end_to_end(b, "fire_blocked");
+  EXPECT_LE(transform_count(r), 2u) << r.mod.at("kernels").dump();
+  for (const auto& k : compute_kernels(r))
+    EXPECT_EQ(count_op(k, "kiln.LayoutTransform"), 0u) << k.dump();
+}
+
 // ConvTranspose with stride 2, pads and output_padding, then bias-free relu.
 TEST(WholeGraph, ConvTranspose) {
   std::mt19937 rng(seed(17));

@@ -316,7 +316,51 @@ bool block_constant(const Initializer& c, int64_t channels, int64_t block, Initi
 void propagate_blocked(Graph& g, int* counter) {
   Unblocked unblocked = find_unblocked(g);
   std::vector<Node> out;
+  // n runs on `inputs` in NCHW[block]c; its NCHW output comes from a
+  // transform after it (which the next convolution's transform cancels).
+  auto emit_blocked = [&](Node n, const std::vector<std::string>& inputs, int64_t block) {
+    const TensorType* yt = g.type_of(n.outputs[0]);
+    std::string result = n.outputs[0];
+    std::string blocked_out = n.name + "/out_nchwc/" + std::to_string((*counter)++);
+    const auto& s = yt->shape;
+    g.value_info[blocked_out] = {"float32", {s[0], s[1] / block, s[2], s[3], block}};
+    n.inputs = inputs;
+    n.outputs = {blocked_out};
+    out.push_back(std::move(n));
+    Node lt;
+    lt.op_type = "kiln.LayoutTransform";
+    lt.domain = "kiln";
+    lt.name = out.back().name + "/to_nchw";
+    lt.inputs = {blocked_out};
+    lt.outputs = {result};
+    lt.attrs["src_block"] = block;
+    lt.attrs["dst_block"] = int64_t{0};
+    out.push_back(std::move(lt));
+    unblocked[result] = {blocked_out, block};
+  };
+  // Concat along channels of tensors blocked alike is the same Concat on
+  // the channel-block axis (SqueezeNet's fire modules, DenseNet, GoogLeNet).
+  auto channel_concat_block = [&](const Node& n) -> int64_t {
+    const TensorType* yt = n.outputs.size() == 1 ? g.type_of(n.outputs[0]) : nullptr;
+    if (n.op_type != "Concat" || !yt || yt->shape.size() != 4 || yt->dtype != "float32") return 0;
+    int64_t axis = n.attr<int64_t>("axis").value_or(0);
+    if (axis != 1 && axis != -3) return 0;
+    int64_t block = 0;
+    for (const std::string& in : n.inputs) {
+      auto u = unblocked.find(in);
+      if (u == unblocked.end() || (block && block != u->second.second)) return 0;
+      block = u->second.second;
+    }
+    return block;
+  };
   for (Node n : g.nodes) {
+    if (int64_t block = channel_concat_block(n)) {
+      std::vector<std::string> inputs;
+      for (const std::string& in : n.inputs) inputs.push_back(unblocked.at(in).first);
+      n.attrs["axis"] = int64_t{1};
+      emit_blocked(std::move(n), inputs, block);
+      continue;
+    }
     const OpDef* def = find_op(n.op_type);
     bool elementwise = def && (def->pattern == OpPattern::kElemWise ||
                                def->pattern == OpPattern::kBroadcast);
@@ -362,23 +406,7 @@ void propagate_blocked(Graph& g, int* counter) {
       out.push_back(std::move(n));
       continue;
     }
-    std::string result = n.outputs[0];
-    std::string blocked_out = n.name + "/out_nchwc/" + std::to_string((*counter)++);
-    const auto& s = yt->shape;
-    g.value_info[blocked_out] = {"float32", {s[0], s[1] / block, s[2], s[3], block}};
-    n.inputs = inputs;
-    n.outputs = {blocked_out};
-    out.push_back(std::move(n));
-    Node lt;
-    lt.op_type = "kiln.LayoutTransform";
-    lt.domain = "kiln";
-    lt.name = out.back().name + "/to_nchw";
-    lt.inputs = {blocked_out};
-    lt.outputs = {result};
-    lt.attrs["src_block"] = block;
-    lt.attrs["dst_block"] = int64_t{0};
-    out.push_back(std::move(lt));
-    unblocked[result] = {blocked_out, block};
+    emit_blocked(std::move(n), inputs, block);
   }
   g.nodes = std::move(out);
 }
