@@ -60,8 +60,7 @@ std::string find_measure_worker(const MeasureOptions& options) {
     } else {
       std::error_code ec;
       fs::path self = fs::read_symlink("/proc/self/exe", ec);
-      if (!ec && usable((self.parent_path() / "kiln-measure-worker").string()))
-        return tried.back();
+      if (!ec && usable((self.parent_path() / "kiln-measure-worker").string())) return tried.back();
     }
   }
   std::string where;
@@ -127,8 +126,8 @@ Built build_candidate(const MeasureInput& in, const std::string& fault,
   try {
     cfg = schedule::Config::from_json(space, in.config_json);
   } catch (const std::exception& e) {
-    return fail(MeasureError::kInvalidConfig, std::string("config not in the space of ") +
-                                                  t->name() + ": " + e.what());
+    return fail(MeasureError::kInvalidConfig,
+                std::string("config not in the space of ") + t->name() + ": " + e.what());
   }
   try {
     if (fault == "compile")
@@ -152,9 +151,8 @@ std::string fault_of(const MeasureOptions& o, size_t i) {
   return it == o.fault_injection.end() ? "" : it->second;
 }
 
-std::vector<Built> build_all(const std::vector<MeasureInput>& inputs,
-                             const codegen::Target& target, const fs::path& dir,
-                             const MeasureOptions& o) {
+std::vector<Built> build_all(const std::vector<MeasureInput>& inputs, const codegen::Target& target,
+                             const fs::path& dir, const MeasureOptions& o) {
   std::vector<Built> built(inputs.size());
   std::atomic<size_t> next{0};
   auto work = [&] {
@@ -222,7 +220,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
   sigset_t none, all;
   sigemptyset(&none);
   sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);   // the tuner's blocked signals stay its own
+  posix_spawnattr_setsigmask(&attr, &none);    // the tuner's blocked signals stay its own
   posix_spawnattr_setsigdefault(&attr, &all);  // and so do its ignored ones
   posix_spawnattr_setpgroup(&attr, 0);
   posix_spawnattr_setflags(&attr,
@@ -245,8 +243,8 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
     return r;
   }
 
-  auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(
-                           std::chrono::duration<double>(timeout_s));
+  auto deadline =
+      t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   auto past_deadline = [&] { return Clock::now() >= deadline; };
   auto poll_ms = [&] {  // rounded up, so that polling never ends before the deadline
     double ms = std::chrono::duration<double, std::milli>(deadline - Clock::now()).count();
@@ -313,15 +311,13 @@ void classify(const ProcessResult& p, double timeout_s, MeasureResult& r) {
     return fail(MeasureError::kTimeout,
                 "killed after the timeout of " + json(timeout_s).dump() + " s");
   if (WIFSIGNALED(p.status))
-    return fail(MeasureError::kRuntimeError,
-                "worker killed by " + signal_name(WTERMSIG(p.status)));
+    return fail(MeasureError::kRuntimeError, "worker killed by " + signal_name(WTERMSIG(p.status)));
   int code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
   // The last non-empty stdout line is the result.
   std::string out = p.out;
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  std::string line = out.substr(out.find_last_of('\n') == std::string::npos
-                                    ? 0
-                                    : out.find_last_of('\n') + 1);
+  std::string line =
+      out.substr(out.find_last_of('\n') == std::string::npos ? 0 : out.find_last_of('\n') + 1);
   json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("status") || !j["status"].is_string())
     return fail(MeasureError::kRuntimeError,
@@ -382,7 +378,10 @@ std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs
     a.parent_pid = getpid();
     std::vector<std::string> argv = worker_argv(a);
     argv.insert(argv.begin(), worker);
-    classify(run_process(argv, options.timeout_s), options.timeout_s, r);
+    // The timeout bounds loading, verification and `number` calls per repeat; the time
+    // that min_repeat_ms asks for comes on top (a repeat's growth attempts sum to < 3x it).
+    double limit_s = options.timeout_s + 3e-3 * a.repeat * std::max(0.0, options.min_repeat_ms);
+    classify(run_process(argv, limit_s), limit_s, r);
     if (r.error == MeasureError::kOk) r.gflops = b.flops / (median(r.times_ms) * 1e6);
     std::error_code ec;
     fs::remove(b.so_path, ec);

@@ -20,7 +20,7 @@
 
 namespace kiln::tuner {
 
-// Why a candidate has no time. Ordered as the stages that detect them.
+// Why a candidate has no time (kOk: it has one).
 enum class MeasureError {
   kOk,
   kCompileError,   // malformed workload key, template rejects it, lower/codegen/link failed
@@ -34,15 +34,16 @@ enum class MeasureError {
 const char* measure_error_name(MeasureError e);
 
 struct MeasureOptions {
-  int number = 1;             // kernel calls per repeat (grown by min_repeat_ms)
-  int repeat = 3;             // timed repeats; times_ms has one entry per repeat
-  double min_repeat_ms = 0;   // a repeat is re-run with more calls until it lasts this long
-  double timeout_s = 10;      // wall clock per worker run (load, verify and time)
-  bool flush_cache = true;    // overwrite a buffer larger than the LLC before each repeat
-  int compile_threads = 2;    // candidates lowered and linked concurrently
-  double rtol = 1e-4;         // max|out - ref| / max|ref| allowed
-  int num_threads = 0;        // kernel threads in the worker; 0 = the runtime's default
-  uint64_t seed = 42;         // of the random inputs
+  int number = 1;            // kernel calls per repeat (grown by min_repeat_ms)
+  int repeat = 3;            // timed repeats; times_ms has one entry per repeat
+  double min_repeat_ms = 0;  // a repeat is re-run with more calls until it lasts this long
+  // Wall clock per worker run (load, verify, time), plus 3 x repeat x min_repeat_ms.
+  double timeout_s = 10;
+  bool flush_cache = true;  // overwrite a buffer larger than the LLC before each repeat
+  int compile_threads = 2;  // candidates lowered and linked concurrently
+  double rtol = 1e-4;       // max|out - ref| / max|ref| allowed
+  int num_threads = 0;      // kernel threads in the worker; 0 = the runtime's default
+  uint64_t seed = 42;       // of the random inputs
   // The kiln-measure-worker executable. Empty: $KILN_MEASURE_WORKER, else the
   // file of that name next to the running executable.
   std::string worker_path;
@@ -61,13 +62,13 @@ struct MeasureInput {
 
 struct MeasureResult {
   MeasureError error = MeasureError::kOk;
-  std::string message;          // why, for every error; empty when kOk
-  std::vector<double> times_ms; // per repeat: milliseconds per kernel call
-  double gflops = 0;            // template flops / median of times_ms
-  double compile_s = 0;         // lower + codegen + link wall time
-  double run_s = 0;             // worker wall time (spawn to exit)
-  int64_t number_used = 0;      // calls per repeat after min_repeat_ms growth
-  double max_rel_err = -1;      // of the verification run; -1 when it did not happen
+  std::string message;           // why, for every error; empty when kOk
+  std::vector<double> times_ms;  // per repeat: milliseconds per kernel call
+  double gflops = 0;             // template flops / median of times_ms
+  double compile_s = 0;          // lower + codegen + link wall time
+  double run_s = 0;              // worker wall time (spawn to exit)
+  int64_t number_used = 0;       // calls per repeat after min_repeat_ms growth
+  double max_rel_err = -1;       // of the verification run; -1 when it did not happen
 };
 
 // Measures every input; results are in input order. Throws std::runtime_error

@@ -122,21 +122,25 @@ void time_kernel(kiln_kernel_fn fn, std::vector<void*>& args, const WorkerArgs& 
 }  // namespace
 
 std::vector<std::string> worker_argv(const WorkerArgs& a) {
-  std::vector<std::string> v = {"--so",           a.so_path,
-                                "--symbol",       a.symbol,
-                                "--workload",     a.workload_key,
-                                "--config",       a.config_json,
-                                "--number",       std::to_string(a.number),
-                                "--repeat",       std::to_string(a.repeat),
-                                "--min-repeat-ms", json(a.min_repeat_ms).dump(),
-                                "--flush-cache",  a.flush_cache ? "1" : "0",
-                                "--rtol",         json(a.rtol).dump(),
-                                "--num-threads",  std::to_string(a.num_threads),
-                                "--seed",         std::to_string(a.seed),
-                                "--parent-pid",   std::to_string(a.parent_pid)};
-  if (!a.fault.empty()) {
-    v.push_back("--fault");
-    v.push_back(a.fault);
+  std::vector<std::pair<std::string, std::string>> opts = {
+      {"so", a.so_path},
+      {"symbol", a.symbol},
+      {"workload", a.workload_key},
+      {"config", a.config_json},
+      {"number", std::to_string(a.number)},
+      {"repeat", std::to_string(a.repeat)},
+      {"min-repeat-ms", json(a.min_repeat_ms).dump()},
+      {"flush-cache", a.flush_cache ? "1" : "0"},
+      {"rtol", json(a.rtol).dump()},
+      {"num-threads", std::to_string(a.num_threads)},
+      {"seed", std::to_string(a.seed)},
+      {"parent-pid", std::to_string(a.parent_pid)},
+  };
+  if (!a.fault.empty()) opts.emplace_back("fault", a.fault);
+  std::vector<std::string> v;
+  for (auto& [name, value] : opts) {
+    v.push_back("--" + name);
+    v.push_back(value);
   }
   return v;
 }

@@ -34,7 +34,7 @@ struct WorkerArgs {
   double rtol = 1e-4;
   int num_threads = 0;  // 0: the runtime's default
   uint64_t seed = 42;
-  std::string fault;    // test only; see MeasureOptions::fault_injection
+  std::string fault;       // test only; see MeasureOptions::fault_injection
   int64_t parent_pid = 0;  // when set, the worker dies with its parent (PR_SET_PDEATHSIG)
 };
 

@@ -5,6 +5,8 @@
 // their error class, the hang is killed near the timeout, and this process
 // carries on. Also: the call count grows to meet min_repeat_ms, and number
 // and repeat are honoured.
+#include "tuner/measure.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,7 +20,6 @@
 #include "ops/dense.h"
 #include "ops/op_template.h"
 #include "ops/workload.h"
-#include "tuner/measure.h"
 #include "tuner/measure_worker.h"
 
 #ifndef KILN_MEASURE_WORKER_PATH
@@ -174,6 +175,40 @@ TEST(Measure, BatchClassifiesEveryPlantedFaultAndSurvives) {
   EXPECT_LT(wall, 30);
 }
 
+// Random configs of every registered template, compiled by four threads, all
+// verify: the worker's inputs fit each template's physical layouts.
+TEST(Measure, RandomConfigsOfEveryTemplateVerify) {
+  std::mt19937_64 rng(11);
+  std::vector<ops::Workload> ws = {
+      conv_w(),
+      ops::Workload{"depthwise_conv2d_NCHWc.x86",
+                    {{"data", {1, 24, 11, 13}},
+                     {"kernel", {24, 1, 3, 3}},
+                     {"strides", {2, 2}},
+                     {"pads", {1, 1, 1, 1}},
+                     {"dilation", {1, 1}}}},
+      ops::dense_workload("dense_pack.x86", {7, 20, 13}),
+      dense_w(),
+      ops::Workload{"batch_matmul.x86", {{"a", {2, 7, 13}}, {"b", {1, 13, 20}}}},
+  };
+  std::vector<std::string> names;
+  for (auto& w : ws) names.push_back(w.template_name);
+  std::sort(names.begin(), names.end());
+  auto all = ops::template_names();
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(names, all) << "a template was added: give it a workload here";
+
+  std::vector<MeasureInput> inputs;
+  for (auto& w : ws)
+    for (int i = 0; i < 2; ++i) inputs.push_back(random_input(w, rng));
+  MeasureOptions o = base_options();
+  o.compile_threads = 4;
+  o.repeat = 1;
+  auto rs = measure_batch(inputs, host(), o);
+  for (size_t i = 0; i < rs.size(); ++i)
+    expect_good(rs[i], o, inputs[i].workload_key + " " + inputs[i].config_json);
+}
+
 TEST(Measure, MinRepeatMsGrowsTheCallsPerRepeat) {
   MeasureOptions o = base_options();
   o.number = 1;
@@ -223,9 +258,7 @@ TEST(Measure, MissingWorkerIsOneClearError) {
   }
 }
 
-TEST(Measure, EmptyBatch) {
-  EXPECT_TRUE(measure_batch({}, host(), base_options()).empty());
-}
+TEST(Measure, EmptyBatch) { EXPECT_TRUE(measure_batch({}, host(), base_options()).empty()); }
 
 TEST(MeasureWorker, ArgumentsRoundTrip) {
   WorkerArgs a;
