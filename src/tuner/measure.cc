@@ -121,6 +121,8 @@ Built build_candidate(const MeasureInput& in, const std::string& fault,
     b.flops = t->flops(w);
   } catch (const std::exception& e) {
     return fail(MeasureError::kCompileError, std::string("bad workload: ") + e.what());
+  } catch (...) {
+    return fail(MeasureError::kCompileError, "bad workload: unknown exception");
   }
   schedule::Config cfg;
   try {
@@ -128,6 +130,8 @@ Built build_candidate(const MeasureInput& in, const std::string& fault,
   } catch (const std::exception& e) {
     return fail(MeasureError::kInvalidConfig,
                 std::string("config not in the space of ") + t->name() + ": " + e.what());
+  } catch (...) {
+    return fail(MeasureError::kInvalidConfig, "config not in the space of " + t->name());
   }
   try {
     if (fault == "compile")
