@@ -246,12 +246,39 @@ Config ModelBasedTuner::neighbour(const Config& c) {
   return space().from_choices(choices);
 }
 
+std::vector<double> ModelBasedTuner::predict(const std::vector<Config>& configs) {
+  std::vector<double> s = score_(configs);
+  if (s.size() != configs.size())
+    throw std::runtime_error("cost model returned " + std::to_string(s.size()) + " scores for " +
+                             std::to_string(configs.size()) + " configs");
+  return s;
+}
+
+void ModelBasedTuner::plan_exhaustively() {
+  TopSet top(static_cast<size_t>(options_.plan_size));
+  std::vector<Config> chunk;
+  auto flush = [&] {
+    std::vector<double> scores = predict(chunk);
+    for (size_t i = 0; i < chunk.size(); ++i) top.offer(scores[i], chunk[i]);
+    chunk.clear();
+  };
+  for (int64_t i = 0; i < space().size(); ++i) {
+    if (is_visited(i)) continue;
+    chunk.push_back(space().get(i));
+    if (chunk.size() == 4096) flush();
+  }
+  if (!chunk.empty()) flush();
+  plan_ = top.best_first();
+}
+
 void ModelBasedTuner::make_plan() {
   ++num_plans_;
   results_at_plan_ = results_;
   plan_.clear();
   plan_pos_ = 0;
   if (exhausted()) return;
+
+  if (space().size() <= options_.exhaustive_max) return plan_exhaustively();
 
   // Start points: the best measured configs, where the last run's chains
   // ended, then random ones.
@@ -263,13 +290,6 @@ void ModelBasedTuner::make_plan() {
     if (points.size() < chains) points.push_back(c);
   while (points.size() < chains) points.push_back(space().random(rng()));
 
-  auto predict = [&](const std::vector<Config>& cs) {
-    std::vector<double> s = score_(cs);
-    if (s.size() != cs.size())
-      throw std::runtime_error("cost model returned " + std::to_string(s.size()) +
-                               " scores for " + std::to_string(cs.size()) + " configs");
-    return s;
-  };
   std::vector<double> scores = predict(points);
   TopSet top(static_cast<size_t>(options_.plan_size));
   double scale = 0;

@@ -141,12 +141,16 @@ struct ModelBasedOptions {
   double start_temp = 1.0;  // temperature, linear from start to 0 over max_iters, relative
                             // to the scale of the scores (their largest magnitude)
   double epsilon = 0.05;    // share of each batch drawn at random instead (exploration)
+  // A space this small (configs) is scored whole instead of annealed: exact,
+  // and no dearer than one annealing run. 0: always anneal.
+  int64_t exhaustive_max = 16384;
   // Proposals before this many results have come back are random (a cost
   // model trained on nothing predicts nothing).
   int warmup = 0;
 };
 
-// Plans by simulated annealing: chains start from the best measured configs,
+// Plans by simulated annealing (or, in a space of at most exhaustive_max
+// configs, by scoring every unvisited config): chains start from the best measured configs,
 // the previous run's chain ends and random points; each step moves every
 // chain to a neighbour (one knob changed to another choice), accepted if its
 // predicted score is higher or with probability exp(delta / (scale * T)).
@@ -167,6 +171,8 @@ class ModelBasedTuner : public Tuner {
 
  private:
   void make_plan();
+  void plan_exhaustively();
+  std::vector<double> predict(const std::vector<schedule::Config>& configs);
   schedule::Config neighbour(const schedule::Config& c);
 
   ScoreFn score_;

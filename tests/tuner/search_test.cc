@@ -58,7 +58,8 @@ struct Objective {
 Objective medium_objective() { return {{17, 6, 5}}; }
 Objective small_objective() { return {{3, 1, 0, 2}}; }
 
-enum class Kind { Random, Grid, GA, Model };
+// Model: annealing; ModelWhole: the space scored whole (exhaustive_max).
+enum class Kind { Random, Grid, GA, Model, ModelWhole };
 
 std::unique_ptr<Tuner> make(Kind kind, const ConfigSpace& space, const Objective& f,
                             const std::vector<int64_t>& visited = {}, uint64_t seed = 1) {
@@ -66,11 +67,13 @@ std::unique_ptr<Tuner> make(Kind kind, const ConfigSpace& space, const Objective
     case Kind::Random: return std::make_unique<RandomTuner>(space, visited, seed);
     case Kind::Grid: return std::make_unique<GridTuner>(space, visited);
     case Kind::GA: return std::make_unique<GATuner>(space, visited, GAOptions{16, 0.1}, seed);
-    case Kind::Model: {
+    case Kind::Model:
+    case Kind::ModelWhole: {
       ModelBasedOptions o;
       o.plan_size = 16;
       o.num_chains = 32;
       o.max_iters = 100;
+      o.exhaustive_max = kind == Kind::ModelWhole ? space.size() : 0;
       return std::make_unique<ModelBasedTuner>(
           space, [f](const std::vector<Config>& cs) { return f(cs); }, visited, o, seed);
     }
@@ -78,9 +81,9 @@ std::unique_ptr<Tuner> make(Kind kind, const ConfigSpace& space, const Objective
   return nullptr;
 }
 
-const Kind kAllKinds[] = {Kind::Random, Kind::Grid, Kind::GA, Kind::Model};
+const Kind kAllKinds[] = {Kind::Random, Kind::Grid, Kind::GA, Kind::Model, Kind::ModelWhole};
 const char* kind_name(Kind k) {
-  const char* names[] = {"random", "grid", "ga", "model"};
+  const char* names[] = {"random", "grid", "ga", "model", "model (whole space)"};
   return names[static_cast<int>(k)];
 }
 
@@ -198,32 +201,53 @@ int64_t trials_to_optimum(Tuner& t, const Objective& f, int batch, int64_t limit
   return -1;
 }
 
+// 28 x 10 x 8 x 12 x 6 = 161280 configs.
+ConfigSpace large_space() {
+  ConfigSpace s = medium_space();
+  s.define_split("tile_z", 60, 2);  // 12 divisors
+  s.define_knob("vec", {1, 2, 4, 8, 16, 32});
+  return s;
+}
+
 TEST(Search, ModelBasedWithAnOracleFindsTheOptimumFarSoonerThanRandom) {
-  ConfigSpace space = medium_space();
-  const Objective f = medium_objective();
-  const int64_t limit = space.size() / 10;  // random needs (N + 1) / 2 on average
-  double random_total = 0;
-  const int seeds = 5;
-  for (uint64_t seed = 1; seed <= seeds; ++seed) {
-    SCOPED_TRACE("seed " + std::to_string(seed));
-    ModelBasedOptions o;
-    o.plan_size = 32;
-    int scorer_calls = 0;
-    ModelBasedTuner model(
-        space,
-        [&](const std::vector<Config>& cs) {
-          ++scorer_calls;
-          return f(cs);
-        },
-        {}, o, seed);
-    int64_t found = trials_to_optimum(model, f, 16, limit);
-    EXPECT_GT(found, 0) << "not found within " << limit << " trials";
-    EXPECT_GT(scorer_calls, 0);
-    RandomTuner random(space, {}, seed);
-    random_total += static_cast<double>(trials_to_optimum(random, f, 16, space.size()));
+  struct Case {
+    ConfigSpace space;
+    Objective f;
+    int64_t exhaustive_max;
+    int64_t limit;  // random search needs (N + 1) / 2 on average
+  };
+  const Case cases[] = {
+      {medium_space(), medium_objective(), 0, 64},        // anneal: 3% of the space
+      {medium_space(), medium_objective(), 1 << 20, 16},  // scored whole: the first batch
+      {large_space(), Objective{{17, 6, 5, 9, 1}}, 0, 160},  // anneal: 0.1% of the space
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("space " + std::to_string(c.space.size()) + " exhaustive_max " +
+                 std::to_string(c.exhaustive_max));
+    double random_total = 0;
+    const int seeds = 5;
+    for (uint64_t seed = 1; seed <= seeds; ++seed) {
+      SCOPED_TRACE("seed " + std::to_string(seed));
+      ModelBasedOptions o;
+      o.plan_size = 32;
+      o.exhaustive_max = c.exhaustive_max;
+      int scorer_calls = 0;
+      ModelBasedTuner model(
+          c.space,
+          [&](const std::vector<Config>& cs) {
+            ++scorer_calls;
+            return c.f(cs);
+          },
+          {}, o, seed);
+      int64_t found = trials_to_optimum(model, c.f, 16, c.limit);
+      EXPECT_GT(found, 0) << "not found within " << c.limit << " trials";
+      EXPECT_GT(scorer_calls, 0);
+      RandomTuner random(c.space, {}, seed);
+      random_total += static_cast<double>(trials_to_optimum(random, c.f, 16, c.space.size()));
+    }
+    // The comparison itself: random search over these seeds needs far more.
+    EXPECT_GT(random_total / seeds, 2.0 * c.limit);
   }
-  // The comparison itself: random search over these seeds needs far more.
-  EXPECT_GT(random_total / seeds, static_cast<double>(limit));
 }
 
 TEST(Search, ModelBasedIsRandomDuringWarmupAndExploresWithEpsilon) {
