@@ -84,14 +84,14 @@ int run_tasks(const std::vector<std::string>& args) {
               "GFLOP/call", "weight", "tuned", "trials", "best GFLOP/s", "workload");
   for (size_t i = 0; i < tasks.size(); ++i) {
     const tuner::Task& t = tasks[i];
-    std::printf("%3zu  %-*s %5d %11.4f %6.1f%% %6s %7s %13s  %s\n", i, w,
-                t.template_name.c_str(), t.count, t.flops / 1e9, 100 * t.weight, "-", "-", "-",
-                t.workload_key.c_str());
+    std::printf("%3zu  %-*s %5d %11.4f %6.1f%% %6s %7s %13s  %s\n", i, w, t.template_name.c_str(),
+                t.count, t.flops / 1e9, 100 * t.weight, "-", "-", "-", t.workload_key.c_str());
   }
   if (!a.tuning_log.empty())
-    std::printf("note: --tuning-log %s is not read yet (no records database in this build): "
-                "tuned, trials and best GFLOP/s show '-'\n",
-                a.tuning_log.c_str());
+    std::printf(
+        "note: --tuning-log %s is not read yet (no records database in this build): "
+        "tuned, trials and best GFLOP/s show '-'\n",
+        a.tuning_log.c_str());
   return 0;
 }
 

@@ -19,8 +19,8 @@ std::vector<tuner::Task> extract_tasks(const std::vector<graph::Graph>& models) 
       auto [it, inserted] = by_key.emplace(use.workload, tasks.size());
       if (inserted) {
         const ops::OpTemplate& t = ops::get_template(use.template_name);
-        tasks.push_back({use.workload, use.template_name, 0,
-                         t.flops(ops::Workload::parse(use.workload)), 0.0});
+        tasks.push_back(
+            {use.workload, use.template_name, 0, t.flops(ops::Workload::parse(use.workload)), 0.0});
       }
       ++tasks[it->second].count;
     }

@@ -42,8 +42,8 @@ void TaskScheduler::resume(size_t task, int64_t trials, double best_gflops) {
   TaskStats& s = stats_.at(task);
   if (trials <= 0) return;
   s.trials += trials;
-  s.rounds = std::max<int>(s.rounds, static_cast<int>((trials + options_.round_trials - 1) /
-                                                      options_.round_trials));
+  s.rounds = std::max<int>(
+      s.rounds, static_cast<int>((trials + options_.round_trials - 1) / options_.round_trials));
   if (best_gflops > 0) s.stopper.observe(best_gflops);  // later trials must beat it
   s.cost_history.push_back(cost(task));
   check_caps(task);

@@ -35,17 +35,17 @@
 namespace kiln::tuner {
 
 struct SchedulerOptions {
-  int round_trials = 64;             // trials per round (one batch of measurements)
-  int64_t total_trials = 0;          // trials of this run over all tasks; 0: no bound
-  int64_t max_trials_per_task = 0;   // including resumed ones; 0: no cap
-  int early_stopping = 0;            // stop a task after this many trials without gain; 0: off
-  double time_budget_s = 0;          // wall-clock seconds for the run; 0: none
-  double alpha = 0.2;                // weight of the backward (observed) gradient
-  int backward_window = 3;           // rounds
-  double beta = 2.0;                 // see forward_i above
-  double eps_greedy = 0.05;          // chance of a random task per round
+  int round_trials = 64;            // trials per round (one batch of measurements)
+  int64_t total_trials = 0;         // trials of this run over all tasks; 0: no bound
+  int64_t max_trials_per_task = 0;  // including resumed ones; 0: no cap
+  int early_stopping = 0;           // stop a task after this many trials without gain; 0: off
+  double time_budget_s = 0;         // wall-clock seconds for the run; 0: none
+  double alpha = 0.2;               // weight of the backward (observed) gradient
+  int backward_window = 3;          // rounds
+  double beta = 2.0;                // see forward_i above
+  double eps_greedy = 0.05;         // chance of a random task per round
   uint64_t seed = 0;
-  std::function<double()> clock;     // seconds, for the time budget; default steady_clock
+  std::function<double()> clock;  // seconds, for the time budget; default steady_clock
 };
 
 enum class TaskState { Active, Capped, EarlyStopped, Exhausted };

@@ -3,6 +3,8 @@
 // run), every tuner ends cleanly when its space is exhausted, the model-based
 // tuner with a perfect cost model finds the optimum far sooner than random
 // search, and the genetic tuner's generations get better.
+#include "tuner/search.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,8 +12,6 @@
 #include <numeric>
 #include <random>
 #include <set>
-
-#include "tuner/search.h"
 
 namespace kiln::tuner {
 namespace {
@@ -44,8 +44,7 @@ struct Objective {
   std::vector<int64_t> peak;
   double operator()(const Config& c) const {
     double d = 0;
-    for (size_t k = 0; k < peak.size(); ++k)
-      d += std::abs(double(c.choice_indices()[k] - peak[k]));
+    for (size_t k = 0; k < peak.size(); ++k) d += std::abs(double(c.choice_indices()[k] - peak[k]));
     return 100.0 / (1.0 + d);
   }
   std::vector<double> operator()(const std::vector<Config>& cs) const {
@@ -217,8 +216,8 @@ TEST(Search, ModelBasedWithAnOracleFindsTheOptimumFarSoonerThanRandom) {
     int64_t limit;  // random search needs (N + 1) / 2 on average
   };
   const Case cases[] = {
-      {medium_space(), medium_objective(), 0, 64},        // anneal: 3% of the space
-      {medium_space(), medium_objective(), 1 << 20, 16},  // scored whole: the first batch
+      {medium_space(), medium_objective(), 0, 64},           // anneal: 3% of the space
+      {medium_space(), medium_objective(), 1 << 20, 16},     // scored whole: the first batch
       {large_space(), Objective{{17, 6, 5, 9, 1}}, 0, 160},  // anneal: 0.1% of the space
   };
   for (const Case& c : cases) {
@@ -290,8 +289,8 @@ TEST(Search, ModelBasedIsRandomDuringWarmupAndExploresWithEpsilon) {
 }
 
 TEST(Search, ModelBasedScorerMustAnswerEveryConfig) {
-  ModelBasedTuner t(
-      medium_space(), [](const std::vector<Config>& cs) { return std::vector<double>(1, 0.0); });
+  ModelBasedTuner t(medium_space(),
+                    [](const std::vector<Config>& cs) { return std::vector<double>(1, 0.0); });
   EXPECT_THROW(t.next_batch(4), std::runtime_error);
   EXPECT_THROW(ModelBasedTuner(medium_space(), ScoreFn{}), std::invalid_argument);
 }
@@ -317,7 +316,8 @@ TEST(Search, GeneticGenerationsImprove) {
     // 2 of the peak (33 GFLOP/s and up) and none is measured twice, so a
     // generation of 32 averages at most ~24 GFLOP/s once the best are taken.
     const double early = mean_of_generation[0];
-    const double middle = (mean_of_generation[3] + mean_of_generation[4] + mean_of_generation[5]) / 3;
+    const double middle =
+        (mean_of_generation[3] + mean_of_generation[4] + mean_of_generation[5]) / 3;
     EXPECT_GT(middle, 1.6 * early) << "generation 0: " << early << ", 3-5: " << middle;
     EXPECT_GE(t.best_gflops(), 50.0);  // within one choice of the peak
   }

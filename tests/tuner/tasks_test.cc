@@ -1,6 +1,8 @@
 // Tasks: extraction of the distinct template workloads of models built in
 // C++ (counts, FLOPs, weights, merging across models), and the task
 // scheduler's allocation of trials on simulated tuning curves.
+#include "driver/tasks.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +10,6 @@
 #include <functional>
 #include <map>
 
-#include "driver/tasks.h"
 #include "graph/graph_builder.h"
 #include "tuner/task_scheduler.h"
 
@@ -299,8 +300,7 @@ TEST(TaskScheduler, ResumedTrialsCountTowardTheCapAndSetTheBar) {
 }
 
 TEST(TaskScheduler, GradientIsNeverPositive) {
-  TaskScheduler s({task("a", 3, 2e9, "t"), task("b", 1, 1e9, "t"), task("c", 2, 5e8)},
-                  budget(800));
+  TaskScheduler s({task("a", 3, 2e9, "t"), task("b", 1, 1e9, "t"), task("c", 2, 5e8)}, budget(800));
   std::vector<Curve> curves{rising(5, 60, 100), flat(20), rising(1, 200, 300)};
   for (int guard = 0; guard < 200; ++guard) {
     std::optional<size_t> i = s.next_task();
