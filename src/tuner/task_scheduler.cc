@@ -38,6 +38,11 @@ TaskScheduler::TaskScheduler(std::vector<Task> tasks, SchedulerOptions options)
 
 double TaskScheduler::elapsed_s() const { return options_.clock() - start_s_; }
 
+double TaskScheduler::remaining_s() const {
+  if (options_.time_budget_s <= 0) return std::numeric_limits<double>::infinity();
+  return std::max(0.0, options_.time_budget_s - elapsed_s());
+}
+
 void TaskScheduler::resume(size_t task, int64_t trials, double best_gflops) {
   TaskStats& s = stats_.at(task);
   if (trials <= 0) return;

@@ -261,6 +261,7 @@ TEST(TaskScheduler, TimeBudgetEndsTheRun) {
   o.time_budget_s = 30;
   o.clock = [&] { return now; };
   TaskScheduler s({task("a", 1, 1e9), task("b", 1, 1e9)}, o);
+  EXPECT_DOUBLE_EQ(s.remaining_s(), 30);
   int rounds = 0;
   while (std::optional<size_t> i = s.next_task()) {
     s.record(*i, std::vector<double>(s.round_size(*i), 1.0 + rounds));
@@ -270,6 +271,8 @@ TEST(TaskScheduler, TimeBudgetEndsTheRun) {
   EXPECT_EQ(rounds, 5);  // starts at 0, 7, 14, 21, 28 s
   EXPECT_EQ(s.stop_reason(), "time budget spent");
   EXPECT_DOUBLE_EQ(s.elapsed_s(), 35);
+  EXPECT_EQ(s.remaining_s(), 0);
+  EXPECT_TRUE(std::isinf(TaskScheduler({task("a", 1, 1e9)}, budget(0)).remaining_s()));
 }
 
 TEST(TaskScheduler, TotalTrialBudgetClipsTheLastRound) {
