@@ -149,15 +149,16 @@ struct ModelBasedOptions {
   int warmup = 0;
 };
 
-// Plans by simulated annealing (or, in a space of at most exhaustive_max
-// configs, by scoring every unvisited config): chains start from the best measured configs,
-// the previous run's chain ends and random points; each step moves every
-// chain to a neighbour (one knob changed to another choice), accepted if its
-// predicted score is higher or with probability exp(delta / (scale * T)).
-// The plan is the best plan_size unvisited configs seen; batches take from it
-// best first, each pick replaced by a random unvisited config with
-// probability epsilon. A new plan is made when the plan runs out or
-// plan_size results have come back since (the model has been retrained).
+// Plans by simulated annealing, or, in a space of at most exhaustive_max
+// configs, by scoring every unvisited config. Annealing chains start from the
+// best measured configs, where the previous run's chains ended, and random
+// points; each step moves every chain to a neighbour (one knob changed to
+// another choice), accepted if its predicted score is higher or with
+// probability exp(delta / (scale * T)). The plan is the best plan_size
+// unvisited configs seen; batches take from it best first, each pick replaced
+// by a random unvisited config with probability epsilon. A new plan is made
+// when a pick needs one and the plan has run out or plan_size results have
+// come back since the last (the model has been retrained by then).
 class ModelBasedTuner : public Tuner {
  public:
   ModelBasedTuner(schedule::ConfigSpace space, ScoreFn score,
@@ -167,7 +168,7 @@ class ModelBasedTuner : public Tuner {
   void update(const std::vector<schedule::Config>& configs,
               const std::vector<double>& gflops) override;
   std::string name() const override { return "model"; }
-  int num_plans() const { return num_plans_; }  // annealing runs so far
+  int num_plans() const { return num_plans_; }  // plans made so far
 
  private:
   void make_plan();
