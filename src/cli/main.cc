@@ -9,6 +9,7 @@
 #include "cli/build_command.h"
 #include "cli/demo.h"
 #include "cli/run_command.h"
+#include "cli/tasks_command.h"
 
 namespace {
 
@@ -25,6 +26,8 @@ const char* kUsage =
     "  build MODEL.onnx [-o OUT] [--target T] [--input-shapes S] [--output-format tar|so]\n"
     "                      [--config FILE]\n"
     "                      compile an ONNX model into a package (kiln build --help)\n"
+    "  tasks MODEL.onnx [MORE.onnx ...] [--input-shapes S] [--tuning-log DB]\n"
+    "                      list the models' tuning tasks (kiln tasks --help)\n"
     "  version             print kiln's version\n"
     "  help                this text\n";
 
@@ -41,6 +44,7 @@ int main(int argc, char** argv) {
     if (cmd == "demo") return kiln::cli::run_demo(rest);
     if (cmd == "build") return kiln::cli::run_build(rest);
     if (cmd == "run") return kiln::cli::run_run(rest);
+    if (cmd == "tasks") return kiln::cli::run_tasks(rest);
     if (cmd == "version" || cmd == "--version") {
       std::puts("kiln 0.1.0");
       return 0;
