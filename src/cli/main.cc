@@ -8,6 +8,7 @@
 
 #include "cli/build_command.h"
 #include "cli/demo.h"
+#include "cli/records_command.h"
 #include "cli/run_command.h"
 
 namespace {
@@ -25,6 +26,9 @@ const char* kUsage =
     "  build MODEL.onnx [-o OUT] [--target T] [--input-shapes S] [--output-format tar|so]\n"
     "                      [--config FILE]\n"
     "                      compile an ONNX model into a package (kiln build --help)\n"
+    "  records export DB -o OUT.jsonl [--workload KEY]\n"
+    "  records import DB IN.jsonl\n"
+    "                      move tuning records between databases as JSON lines\n"
     "  version             print kiln's version\n"
     "  help                this text\n";
 
@@ -41,6 +45,7 @@ int main(int argc, char** argv) {
     if (cmd == "demo") return kiln::cli::run_demo(rest);
     if (cmd == "build") return kiln::cli::run_build(rest);
     if (cmd == "run") return kiln::cli::run_run(rest);
+    if (cmd == "records") return kiln::cli::run_records(rest);
     if (cmd == "version" || cmd == "--version") {
       std::puts("kiln 0.1.0");
       return 0;
