@@ -5,27 +5,37 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "driver/build_module.h"
 #include "driver/package_writer.h"
 #include "frontend/onnx_import.h"
+#include "runtime/c_runtime_api.h"
+#include "tuner/records.h"
+#include "tuner/target_key.h"
 
 namespace kiln::cli {
 namespace {
 
 const char* kBuildUsage =
     "usage: kiln build MODEL.onnx [-o OUT] [--target TARGET] [--input-shapes SHAPES]\n"
-    "                  [--output-format tar|so] [--config FILE]\n"
-    "  -o OUT             package to write (default: MODEL.tar, or MODEL.so with --output-format so)\n"
+    "                  [--output-format tar|so] [--config FILE] [--tuning-log DB "
+    "[--require-tuned]]\n"
+    "  -o OUT             package to write (default: MODEL.tar, or MODEL.so with --output-format "
+    "so)\n"
     "  --target TARGET    'llvm -mcpu=... -mattr=...' (default: this machine)\n"
     "  --input-shapes S   bind dynamic axes, e.g. \"input:[1,3,224,224],mask:[1,128]\"\n"
     "  --output-format F  tar (mod.so + mod.json + mod.params) or so (one self-contained library)\n"
-    "  --config FILE      JSON lines {\"workload\": KEY, \"config\": {...}} applied by workload key\n";
+    "  --config FILE      JSON lines {\"workload\": KEY, \"config\": {...}} applied by workload "
+    "key\n"
+    "  --tuning-log DB    use the best verified record per workload from kiln tune's database\n"
+    "  --require-tuned    fail (writing nothing) when a workload has no record\n";
 
 struct BuildArgs {
-  std::string model, output, target, input_shapes, format = "tar", config_file;
+  std::string model, output, target, input_shapes, format = "tar", config_file, tuning_log;
+  bool require_tuned = false;
 };
 
 BuildArgs parse_args(const std::vector<std::string>& args) {
@@ -46,6 +56,10 @@ BuildArgs parse_args(const std::vector<std::string>& args) {
       a.format = value();
     else if (s == "--config")
       a.config_file = value();
+    else if (s == "--tuning-log")
+      a.tuning_log = value();
+    else if (s == "--require-tuned")
+      a.require_tuned = true;
     else if (!s.empty() && s[0] == '-')
       throw std::invalid_argument("unknown option " + s + "\n" + kBuildUsage);
     else if (a.model.empty())
@@ -54,6 +68,8 @@ BuildArgs parse_args(const std::vector<std::string>& args) {
       throw std::invalid_argument("more than one model given\n" + std::string(kBuildUsage));
   }
   if (a.model.empty()) throw std::invalid_argument(std::string("no model given\n") + kBuildUsage);
+  if (a.require_tuned && a.tuning_log.empty())
+    throw std::invalid_argument("--require-tuned needs --tuning-log DB");
   if (a.format != "tar" && a.format != "so")
     throw std::invalid_argument("--output-format must be tar or so, not '" + a.format + "'");
   if (a.output.empty()) {
@@ -79,10 +95,25 @@ std::map<std::string, std::string> read_configs(const std::string& path) {
       nlohmann::json j = nlohmann::json::parse(line);
       configs[j.at("workload").get<std::string>()] = j.at("config").dump();
     } catch (const std::exception& e) {
-      throw std::runtime_error(path + ":" + std::to_string(line_no) + ": bad config line: " +
-                               e.what());
+      throw std::runtime_error(path + ":" + std::to_string(line_no) +
+                               ": bad config line: " + e.what());
     }
   }
+  return configs;
+}
+
+// The best verified record of every workload tuned for this target and
+// thread count. Says so when the database only holds other targets' records.
+std::map<std::string, std::string> read_tuning_log(const std::string& path,
+                                                   const codegen::Target& target) {
+  tuner::RecordDB db = tuner::RecordDB::open(path, tuner::RecordDB::Mode::kMustExist);
+  tuner::TargetKey key = tuner::TargetKey::for_target(target, kiln_get_num_threads());
+  std::map<std::string, std::string> configs;
+  for (const std::string& w : db.workloads(key.key()))
+    if (auto best = db.best(w, key.key())) configs[w] = best->config_json;
+  if (configs.empty() && db.count() > 0)
+    std::printf("note: %s holds %zu records, none for this target (%s)\n", path.c_str(), db.count(),
+                key.key().c_str());
   return configs;
 }
 
@@ -93,16 +124,28 @@ int run_build(const std::vector<std::string>& args) {
   auto start = std::chrono::steady_clock::now();
   driver::BuildOptions options;
   if (!a.target.empty()) options.target = codegen::Target::parse(a.target);
-  options.configs = read_configs(a.config_file);
+  std::map<std::string, std::string> tuned;
+  if (!a.tuning_log.empty()) tuned = read_tuning_log(a.tuning_log, options.target);
+  options.configs = tuned;
+  for (auto& [key, cfg] : read_configs(a.config_file)) options.configs[key] = cfg;  // --config wins
   driver::check_output_path(a.output);  // before the slow part
 
   graph::Graph g = frontend::import_onnx(a.model, frontend::parse_input_shapes(a.input_shapes));
   driver::BuiltModule m = driver::build_module(std::move(g), options);
-  driver::write_package(m, options.target, a.output,
-                        a.format == "so" ? driver::PackageFormat::kSharedLibrary
-                                         : driver::PackageFormat::kTar);
-  double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (a.require_tuned) {
+    std::string missing;
+    size_t n = 0;
+    for (const auto& w : m.workloads)
+      if (!w.configured && n++ < 20) missing += "\n  " + w.key;
+    if (n)
+      throw std::runtime_error(std::to_string(n) + " of " + std::to_string(m.workloads.size()) +
+                               " workloads have no record in " + a.tuning_log +
+                               " (--require-tuned):" + missing);
+  }
+  driver::write_package(
+      m, options.target, a.output,
+      a.format == "so" ? driver::PackageFormat::kSharedLibrary : driver::PackageFormat::kTar);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   size_t templated = 0, configured = 0;
   for (const auto& w : m.workloads) {
     templated += static_cast<size_t>(w.count);
@@ -111,6 +154,12 @@ int run_build(const std::vector<std::string>& args) {
   std::printf("kiln build: %s -> %s (%zu kernels: %zu templated, %zu generic; %.1f s)\n",
               a.model.c_str(), a.output.c_str(), m.funcs.size(), templated, m.generic_kernels,
               secs);
+  if (!a.tuning_log.empty()) {
+    size_t from_log = 0;
+    for (const auto& w : m.workloads) from_log += tuned.count(w.key);
+    std::printf("tuned: %zu of %zu workloads (records from %s)\n", from_log, m.workloads.size(),
+                a.tuning_log.c_str());
+  }
   std::printf("configs: %zu of %zu workloads configured", configured, m.workloads.size());
   if (configured < m.workloads.size()) {
     std::printf("; fallback configs for:\n");

@@ -8,7 +8,9 @@
 
 #include "cli/build_command.h"
 #include "cli/demo.h"
+#include "cli/records_command.h"
 #include "cli/run_command.h"
+#include "cli/tune_command.h"
 #include "cli/tasks_command.h"
 
 namespace {
@@ -26,8 +28,13 @@ const char* kUsage =
     "  build MODEL.onnx [-o OUT] [--target T] [--input-shapes S] [--output-format tar|so]\n"
     "                      [--config FILE]\n"
     "                      compile an ONNX model into a package (kiln build --help)\n"
+    "  tune MODEL.onnx [MORE.onnx ...] --tuning-log DB [--trials N] [--tuner xgb|random|grid|ga]\n"
+    "                      search the models' workloads, store every measurement (kiln tune --help)\n"
     "  tasks MODEL.onnx [MORE.onnx ...] [--input-shapes S] [--tuning-log DB]\n"
     "                      list the models' tuning tasks (kiln tasks --help)\n"
+    "  records export DB -o OUT.jsonl [--workload KEY]\n"
+    "  records import DB IN.jsonl\n"
+    "                      move tuning records between databases as JSON lines\n"
     "  version             print kiln's version\n"
     "  help                this text\n";
 
@@ -44,7 +51,9 @@ int main(int argc, char** argv) {
     if (cmd == "demo") return kiln::cli::run_demo(rest);
     if (cmd == "build") return kiln::cli::run_build(rest);
     if (cmd == "run") return kiln::cli::run_run(rest);
+    if (cmd == "tune") return kiln::cli::run_tune(rest);
     if (cmd == "tasks") return kiln::cli::run_tasks(rest);
+    if (cmd == "records") return kiln::cli::run_records(rest);
     if (cmd == "version" || cmd == "--version") {
       std::puts("kiln 0.1.0");
       return 0;

@@ -5,8 +5,12 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "codegen/target.h"
 #include "driver/tasks.h"
 #include "frontend/onnx_import.h"
+#include "runtime/c_runtime_api.h"
+#include "tuner/records.h"
+#include "tuner/target_key.h"
 
 namespace kiln::cli {
 namespace {
@@ -19,8 +23,7 @@ const char* kTasksUsage =
     "  GFLOP per call, weight (share of the estimated latency, every workload assumed\n"
     "  at the same GFLOP/s), tuned, trials, best GFLOP/s, workload key.\n"
     "  --input-shapes S   bind dynamic axes, e.g. \"input:[1,3,224,224]\" (every model)\n"
-    "  --tuning-log DB    records database; NOT READ YET: the tuned, trials and best\n"
-    "                     GFLOP/s columns print '-' until the records database lands\n";
+    "  --tuning-log DB    records database: fills the tuned, trials and best GFLOP/s columns\n";
 
 struct TasksArgs {
   std::vector<std::string> models;
@@ -82,16 +85,30 @@ int run_tasks(const std::vector<std::string>& args) {
   const int w = static_cast<int>(tw);
   std::printf("%3s  %-*s %5s %11s %7s %6s %7s %13s  %s\n", "#", w, "template", "count",
               "GFLOP/call", "weight", "tuned", "trials", "best GFLOP/s", "workload");
+  std::optional<tuner::RecordDB> db;
+  std::string tkey;
+  if (!a.tuning_log.empty()) {
+    db = tuner::RecordDB::open(a.tuning_log, tuner::RecordDB::Mode::kMustExist);
+    tkey = tuner::TargetKey::for_target(codegen::Target::host(), kiln_get_num_threads()).key();
+  }
   for (size_t i = 0; i < tasks.size(); ++i) {
     const tuner::Task& t = tasks[i];
+    std::string tuned = "-", trials = "-", best = "-";
+    if (db) {
+      std::vector<tuner::Record> rs = db->records(t.workload_key, tkey);
+      std::optional<tuner::Record> b = db->best(t.workload_key, tkey);
+      tuned = b ? "yes" : "no";
+      trials = std::to_string(rs.size());
+      if (b) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.1f", b->gflops);
+        best = buf;
+      }
+    }
     std::printf("%3zu  %-*s %5d %11.4f %6.1f%% %6s %7s %13s  %s\n", i, w, t.template_name.c_str(),
-                t.count, t.flops / 1e9, 100 * t.weight, "-", "-", "-", t.workload_key.c_str());
+                t.count, t.flops / 1e9, 100 * t.weight, tuned.c_str(), trials.c_str(), best.c_str(),
+                t.workload_key.c_str());
   }
-  if (!a.tuning_log.empty())
-    std::printf(
-        "note: --tuning-log %s is not read yet (no records database in this build): "
-        "tuned, trials and best GFLOP/s show '-'\n",
-        a.tuning_log.c_str());
   return 0;
 }
 

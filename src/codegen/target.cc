@@ -1,6 +1,7 @@
 #include "codegen/target.h"
 
 #include <llvm/ADT/StringMap.h>
+#include <llvm/Config/llvm-config.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Support/TargetSelect.h>
@@ -137,6 +138,8 @@ bool Target::has_feature(const std::string& name) const {
   std::unique_ptr<llvm::MCSubtargetInfo> sti(t->createMCSubtargetInfo(triple, cpu, ""));
   return sti && sti->checkFeatures("+" + name);
 }
+
+std::string llvm_version_string() { return LLVM_VERSION_STRING; }
 
 int Target::vector_bits() const {
   if (has_feature("avx512f")) return 512;

@@ -40,4 +40,8 @@ struct Target {
   bool operator!=(const Target& o) const { return !(*this == o); }
 };
 
+// The version of the LLVM kiln generates code with, e.g. "16.0.6" (tuning
+// records are keyed by it: another LLVM may compile a config differently).
+std::string llvm_version_string();
+
 }  // namespace kiln::codegen

@@ -1,9 +1,8 @@
 #include "driver/build_module.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 
@@ -77,7 +76,8 @@ json describe(const Graph& g, const std::vector<GroupKernel>& kernels,
   j["target"] = target.str();
   graph::passes::MemoryPlan plan = plan_storage(g, kernels, table);
   j["storages"] = json::array();
-  for (const auto& s : plan.storages) j["storages"].push_back({{"bytes", std::max<size_t>(s.size, 1)}});
+  for (const auto& s : plan.storages)
+    j["storages"].push_back({{"bytes", std::max<size_t>(s.size, 1)}});
   j["tensors"] = json::array();
   for (const std::string& name : table.names) {
     const graph::TensorType& t = type_of(g, name);
@@ -115,7 +115,8 @@ json describe(const Graph& g, const std::vector<GroupKernel>& kernels,
 std::vector<WorkloadUse> count_workloads(const std::vector<graph::TemplateUse>& uses) {
   std::vector<WorkloadUse> out;
   for (const auto& u : uses) {
-    auto it = std::find_if(out.begin(), out.end(), [&](const WorkloadUse& w) { return w.key == u.workload; });
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const WorkloadUse& w) { return w.key == u.workload; });
     if (it == out.end()) {
       out.push_back({u.workload, 1, u.configured});
     } else {

@@ -185,7 +185,8 @@ struct GroupBuilder {
     std::vector<ir::Tensor> tensors_kept;
     std::vector<std::string> names_kept;
     for (size_t i = 0; i < arg_tensors.size(); ++i) {
-      if (std::find(reachable.begin(), reachable.end(), arg_tensors[i]) == reachable.end()) continue;
+      if (std::find(reachable.begin(), reachable.end(), arg_tensors[i]) == reachable.end())
+        continue;
       tensors_kept.push_back(arg_tensors[i]);
       names_kept.push_back(k.args[i]);
     }
@@ -218,7 +219,8 @@ GroupKernel lower_group_template(const Graph& g, const graph::FusedGroup& group,
   GroupBuilder b{g, group, {}, {}, {}};
   // Template inputs take the graph values' memory as is (same element count,
   // possibly another shape: a free reshape).
-  for (size_t i = 0; i < anchor.inputs.size(); ++i) b.bind_argument(anchor.inputs[i], inst.inputs.at(i));
+  for (size_t i = 0; i < anchor.inputs.size(); ++i)
+    b.bind_argument(anchor.inputs[i], inst.inputs.at(i));
   const graph::TensorType& yt = type_or_throw(g, anchor.outputs.at(0));
   std::vector<ir::Expr> graph_shape = shape_exprs(yt.shape);
   b.tensors[anchor.outputs[0]] = same_shape(graph_shape, inst.anchor->shape)

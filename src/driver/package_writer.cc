@@ -22,7 +22,8 @@ std::string params_npz(const BuiltModule& m) {
   std::vector<runtime::NDArray> arrays;
   arrays.reserve(m.params.size());
   for (const auto& [name, init] : m.params) {
-    runtime::NDArray a = runtime::NDArray::empty(init.type.shape, runtime::DType::parse(init.type.dtype));
+    runtime::NDArray a =
+        runtime::NDArray::empty(init.type.shape, runtime::DType::parse(init.type.dtype));
     if (!init.data.empty()) std::memcpy(a.data(), init.data.data(), init.data.size());
     arrays.push_back(std::move(a));
   }
@@ -52,9 +53,9 @@ class TarWriter {
     archive_entry_set_size(e, static_cast<la_int64_t>(bytes.size()));
     archive_entry_set_filetype(e, AE_IFREG);
     archive_entry_set_perm(e, 0644);
-    bool ok = archive_write_header(a_, e) == ARCHIVE_OK &&
-              archive_write_data(a_, bytes.data(), bytes.size()) ==
-                  static_cast<la_ssize_t>(bytes.size());
+    bool ok =
+        archive_write_header(a_, e) == ARCHIVE_OK &&
+        archive_write_data(a_, bytes.data(), bytes.size()) == static_cast<la_ssize_t>(bytes.size());
     archive_entry_free(e);
     if (!ok) fail();
   }

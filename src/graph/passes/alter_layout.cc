@@ -160,9 +160,10 @@ bool Rewriter::rewrite_conv(const Node& n) {
   std::vector<int64_t> out_shape = t.output_shape(w, cfg);
   int64_t icb = in_shapes.at(0).back(), ocb = out_shape.back();
 
-  std::vector<float> packed = ops::oihw_to_blocked(floats_of(wt).data(), OC, depthwise ? 1 : C,
-                                                   KH, KW, depthwise ? 1 : icb, ocb);
-  std::string w_packed = add_constant(n.name + "/weight_packed", float_tensor(in_shapes.at(1), packed));
+  std::vector<float> packed = ops::oihw_to_blocked(floats_of(wt).data(), OC, depthwise ? 1 : C, KH,
+                                                   KW, depthwise ? 1 : icb, ocb);
+  std::string w_packed =
+      add_constant(n.name + "/weight_packed", float_tensor(in_shapes.at(1), packed));
   std::string& x_c = blocked[{n.inputs[0], icb}];
   if (x_c.empty()) {
     x_c = fresh(n.name + "/data_nchwc", {"float32", in_shapes.at(0)});
@@ -226,7 +227,8 @@ bool Rewriter::rewrite_dense(const Node& n) {
   auto in_shapes = t.input_shapes(w, cfg);
   int64_t bn = in_shapes.at(1).back();
   std::vector<float> packed = ops::pack_dense_weight(b_kn.data(), K, N, bn);
-  std::string b_packed = add_constant(n.name + "/weight_packed", float_tensor(in_shapes.at(1), packed));
+  std::string b_packed =
+      add_constant(n.name + "/weight_packed", float_tensor(in_shapes.at(1), packed));
 
   bool has_c = gemm && n.inputs.size() > 2 && !n.inputs[2].empty() && beta != 0.0f;
   std::string y = has_c ? fresh(n.name + "/dense", *yt) : n.outputs[0];
@@ -362,8 +364,8 @@ void propagate_blocked(Graph& g, int* counter) {
       continue;
     }
     const OpDef* def = find_op(n.op_type);
-    bool elementwise = def && (def->pattern == OpPattern::kElemWise ||
-                               def->pattern == OpPattern::kBroadcast);
+    bool elementwise =
+        def && (def->pattern == OpPattern::kElemWise || def->pattern == OpPattern::kBroadcast);
     const TensorType* yt = n.outputs.size() == 1 ? g.type_of(n.outputs[0]) : nullptr;
     if (!elementwise || !yt || yt->shape.size() != 4 || yt->dtype != "float32") {
       out.push_back(std::move(n));

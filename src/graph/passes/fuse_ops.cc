@@ -4,8 +4,8 @@
 #include <cctype>
 #include <functional>
 #include <map>
-#include <stdexcept>
 #include <set>
+#include <stdexcept>
 
 namespace kiln::graph {
 namespace {
@@ -39,9 +39,8 @@ struct Builder {
   // transform inlined into it would redo its index arithmetic per read and
   // read with a stride of the channel block, so it stays a kernel of its own.
   bool has_layout_transform(const FusedGroup& grp) const {
-    return std::any_of(grp.nodes.begin(), grp.nodes.end(), [&](size_t ni) {
-      return g.nodes[ni].op_type == "kiln.LayoutTransform";
-    });
+    return std::any_of(grp.nodes.begin(), grp.nodes.end(),
+                       [&](size_t ni) { return g.nodes[ni].op_type == "kiln.LayoutTransform"; });
   }
 
   // The group `n` may join through its input `x`, or -1.
@@ -62,7 +61,8 @@ struct Builder {
       case OpPattern::kBroadcast:
       case OpPattern::kInjective:
         if (p == OpPattern::kReduction && has_layout_transform(grp)) return -1;
-        return is_injective(p) || p == OpPattern::kReduction ? static_cast<int64_t>(it->second) : -1;
+        return is_injective(p) || p == OpPattern::kReduction ? static_cast<int64_t>(it->second)
+                                                             : -1;
       case OpPattern::kOpaque: return -1;
     }
     return -1;
@@ -74,7 +74,8 @@ struct Builder {
     grp.nodes.push_back(node_index);
     OpPattern p = pattern_of(n);
     if (p == OpPattern::kAnchor && grp.anchor < 0) grp.anchor = static_cast<int64_t>(node_index);
-    if (p == OpPattern::kReduction && is_injective(grp.pattern)) grp.pattern = OpPattern::kReduction;
+    if (p == OpPattern::kReduction && is_injective(grp.pattern))
+      grp.pattern = OpPattern::kReduction;
     for (const std::string& out : n.outputs) producer_group[out] = gi;
   }
 

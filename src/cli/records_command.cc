@@ -1,0 +1,109 @@
+// kiln records: move tuning records between databases as JSON lines.
+#include "cli/records_command.h"
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+
+#include "tuner/records.h"
+
+namespace kiln::cli {
+namespace {
+
+const char* kRecordsUsage =
+    "usage: kiln records export DB -o OUT.jsonl [--workload KEY]\n"
+    "       kiln records import DB IN.jsonl\n"
+    "  export   write DB's records as JSON lines (one record a line, sorted by workload);\n"
+    "           -o - writes to stdout; --workload keeps one workload's records\n"
+    "  import   add the records of IN.jsonl to DB (created if absent), skipping records\n"
+    "           DB holds already; a bad line imports nothing\n";
+
+struct UsageError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+int run_export(const std::vector<std::string>& args) {
+  std::string db, out, workload;
+  bool have_workload = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& s = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw UsageError(s + " needs a value");
+      return args[++i];
+    };
+    if (s == "-o" || s == "--output")
+      out = value();
+    else if (s == "--workload")
+      workload = value(), have_workload = true;
+    else if (s.size() > 1 && s[0] == '-')
+      throw UsageError("unknown option " + s);
+    else if (db.empty())
+      db = s;
+    else
+      throw UsageError("unexpected argument '" + s + "'");
+  }
+  if (db.empty()) throw UsageError("no database given");
+  if (out.empty()) throw UsageError("no output given (-o OUT.jsonl, or -o - for stdout)");
+  if (have_workload && workload.empty()) throw UsageError("--workload needs a non-empty key");
+  tuner::RecordDB records = tuner::RecordDB::open(db, tuner::RecordDB::Mode::kMustExist);
+  // An unknown workload is most likely a typo: say so instead of writing nothing.
+  if (!workload.empty()) {
+    std::ostringstream probe;
+    if (records.export_jsonl(probe, workload) == 0)
+      throw std::runtime_error("no records of workload '" + workload + "' in '" + db + "'");
+  }
+  size_t n = 0;
+  if (out == "-") {
+    n = records.export_jsonl(std::cout, workload);
+    std::cout.flush();
+    if (!std::cout) throw std::runtime_error("cannot write to stdout");
+  } else {
+    n = records.export_jsonl(out, workload);
+  }
+  std::fprintf(stderr, "kiln records: exported %zu record%s from %s to %s\n", n, n == 1 ? "" : "s",
+               db.c_str(), out == "-" ? "stdout" : out.c_str());
+  return 0;
+}
+
+int run_import(const std::vector<std::string>& args) {
+  std::vector<std::string> pos;
+  for (const std::string& s : args) {
+    if (s.size() > 1 && s[0] == '-') throw UsageError("unknown option " + s);
+    pos.push_back(s);
+  }
+  if (pos.size() != 2) throw UsageError("import needs a database and a JSONL file");
+  tuner::RecordDB records = tuner::RecordDB::open(pos[0]);
+  size_t added = records.import_jsonl(pos[1]);
+  std::fprintf(stderr, "kiln records: imported %zu new record%s from %s into %s (%zu in all)\n",
+               added, added == 1 ? "" : "s", pos[1].c_str(), pos[0].c_str(), records.count());
+  return 0;
+}
+
+}  // namespace
+
+int run_records(const std::vector<std::string>& args) {
+  if (args.empty()) {
+    std::fputs(kRecordsUsage, stderr);
+    return 2;
+  }
+  const std::string& sub = args[0];
+  if (sub == "help" || sub == "--help" || sub == "-h") {
+    std::fputs(kRecordsUsage, stdout);
+    return 0;
+  }
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    if (sub == "export") return run_export(rest);
+    if (sub == "import") return run_import(rest);
+    throw UsageError("unknown subcommand '" + sub + "'");
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "kiln records: %s\n%s", e.what(), kRecordsUsage);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln records %s: error: %s\n", sub.c_str(), e.what());
+    return 1;
+  }
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,663 @@
+#include "tuner/records.h"
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace kiln::tuner {
+
+// ---- error classes ------------------------------------------------------------------------------
+
+namespace {
+
+struct ErrorName {
+  ErrorClass e;
+  const char* name;
+};
+constexpr ErrorName kErrorNames[] = {
+    {ErrorClass::kOk, "ok"},
+    {ErrorClass::kCompileError, "compile_error"},
+    {ErrorClass::kRuntimeError, "runtime_error"},
+    {ErrorClass::kTimeout, "timeout"},
+    {ErrorClass::kWrongResult, "wrong_result"},
+    {ErrorClass::kInvalidConfig, "invalid_config"},
+};
+
+}  // namespace
+
+const char* to_string(ErrorClass e) {
+  for (const ErrorName& n : kErrorNames)
+    if (n.e == e) return n.name;
+  return "unknown";
+}
+
+ErrorClass parse_error_class(const std::string& s) {
+  std::string valid;
+  for (const ErrorName& n : kErrorNames) {
+    if (s == n.name) return n.e;
+    valid += (valid.empty() ? "" : ", ") + std::string(n.name);
+  }
+  throw std::invalid_argument("unknown error class \"" + s + "\" (expected one of " + valid + ")");
+}
+
+double Record::mean_ms() const {
+  if (times_ms.empty()) return 0;
+  double sum = 0;
+  for (double t : times_ms) sum += t;
+  return sum / static_cast<double>(times_ms.size());
+}
+
+// ---- records <-> JSON ---------------------------------------------------------------------------
+
+namespace {
+
+using json = nlohmann::json;
+
+// Sorted keys, no spaces: equal configs compare equal as text.
+std::string canonical_config(const std::string& config_json) {
+  json j;
+  try {
+    j = json::parse(config_json);
+  } catch (const json::exception& e) {
+    throw std::invalid_argument("config is not JSON: " + std::string(e.what()));
+  }
+  if (!j.is_object()) throw std::invalid_argument("config must be a JSON object: " + config_json);
+  return j.dump();
+}
+
+std::string times_to_json(const std::vector<double>& times) { return json(times).dump(); }
+
+// Checks a record and returns it with its config in canonical form.
+Record validated(const Record& r) {
+  std::string who = "record of workload \"" + r.workload_key + "\": ";
+  if (r.workload_key.empty()) throw std::invalid_argument("record: empty workload key");
+  if (r.target_key.empty()) throw std::invalid_argument(who + "empty target key");
+  if (r.kiln_version.empty()) throw std::invalid_argument(who + "empty kiln version");
+  Record out = r;
+  try {
+    out.config_json = canonical_config(r.config_json);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(who + e.what());
+  }
+  for (double t : r.times_ms)
+    if (!std::isfinite(t) || t < 0)
+      throw std::invalid_argument(who + "measured time " + std::to_string(t) +
+                                  " is not a finite non-negative number");
+  if (r.error == ErrorClass::kOk && r.times_ms.empty())
+    throw std::invalid_argument(who + "an ok record needs at least one measured time");
+  if (!std::isfinite(r.gflops) || r.gflops < 0)
+    throw std::invalid_argument(who + "gflops " + std::to_string(r.gflops) +
+                                " is not a finite non-negative number");
+  if (to_string(r.error) == std::string("unknown"))
+    throw std::invalid_argument(who + "invalid error class");
+  return out;
+}
+
+}  // namespace
+
+std::string record_to_json_line(const Record& r) {
+  nlohmann::ordered_json j;
+  j["workload"] = r.workload_key;
+  j["target"] = r.target_key;
+  j["config"] = nlohmann::ordered_json::parse(canonical_config(r.config_json));
+  j["times_ms"] = r.times_ms;
+  j["error"] = to_string(r.error);
+  j["error_message"] = r.error_message;
+  j["timestamp"] = r.timestamp_unix;
+  j["kiln_version"] = r.kiln_version;
+  j["gflops"] = r.gflops;
+  return j.dump();
+}
+
+Record record_from_json_line(const std::string& line) {
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const json::exception& e) {
+    throw std::invalid_argument("not JSON: " + std::string(e.what()));
+  }
+  if (!j.is_object()) throw std::invalid_argument("a record must be a JSON object");
+  static const char* const kFields[] = {"workload",  "target",       "config",
+                                        "times_ms",  "error",        "error_message",
+                                        "timestamp", "kiln_version", "gflops"};
+  for (const auto& [name, value] : j.items()) {
+    bool known = false;
+    for (const char* f : kFields) known = known || name == f;
+    if (!known) throw std::invalid_argument("unknown field \"" + name + "\"");
+  }
+  auto need = [&](const char* name) -> const json& {
+    auto it = j.find(name);
+    if (it == j.end()) throw std::invalid_argument(std::string("missing field \"") + name + "\"");
+    return *it;
+  };
+  auto string_field = [&](const char* name) {
+    const json& v = need(name);
+    if (!v.is_string())
+      throw std::invalid_argument(std::string("field \"") + name + "\" must be a string");
+    return v.get<std::string>();
+  };
+  Record r;
+  r.workload_key = string_field("workload");
+  r.target_key = string_field("target");
+  const json& config = need("config");
+  if (!config.is_object()) throw std::invalid_argument("field \"config\" must be a JSON object");
+  r.config_json = config.dump();
+  const json& times = need("times_ms");
+  if (!times.is_array()) throw std::invalid_argument("field \"times_ms\" must be an array");
+  for (const json& t : times) {
+    if (!t.is_number()) throw std::invalid_argument("field \"times_ms\" must hold numbers");
+    r.times_ms.push_back(t.get<double>());
+  }
+  r.error = parse_error_class(string_field("error"));
+  if (j.contains("error_message")) r.error_message = string_field("error_message");
+  const json& ts = need("timestamp");
+  if (!ts.is_number_integer())
+    throw std::invalid_argument("field \"timestamp\" must be an integer");
+  r.timestamp_unix = ts.get<int64_t>();
+  r.kiln_version = string_field("kiln_version");
+  if (j.contains("gflops")) {
+    if (!j["gflops"].is_number()) throw std::invalid_argument("field \"gflops\" must be a number");
+    r.gflops = j["gflops"].get<double>();
+  }
+  return validated(r);
+}
+
+// ---- sqlite plumbing ----------------------------------------------------------------------------
+
+struct RecordDB::Impl {
+  std::string path;
+  sqlite3* db = nullptr;
+  std::mutex mu;                                     // one transaction at a time on this connection
+  std::chrono::steady_clock::time_point busy_since;  // see wait_for_lock
+
+  ~Impl() {
+    if (db) sqlite3_close_v2(db);
+  }
+
+  std::string where() const { return "records database '" + path + "'"; }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw std::runtime_error(where() + ": " + what + ": " + sqlite3_errmsg(db));
+  }
+  void exec(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : sqlite3_errmsg(db);
+      sqlite3_free(err);
+      throw std::runtime_error(where() + ": " + msg + " (in: " + sql + ")");
+    }
+  }
+};
+
+namespace {
+
+// A prepared statement; bind() takes 1-based positions like sqlite.
+class Stmt {
+ public:
+  Stmt(const RecordDB::Impl& impl, const char* sql) : impl_(impl) {
+    if (sqlite3_prepare_v2(impl.db, sql, -1, &s_, nullptr) != SQLITE_OK)
+      impl.fail(std::string("cannot prepare \"") + sql + "\"");
+  }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Stmt& bind(int i, const std::string& v) {
+    check(sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+    return *this;
+  }
+  Stmt& bind(int i, int64_t v) {
+    check(sqlite3_bind_int64(s_, i, v));
+    return *this;
+  }
+  Stmt& bind(int i, double v) {
+    check(sqlite3_bind_double(s_, i, v));
+    return *this;
+  }
+  Stmt& bind_null(int i) {
+    check(sqlite3_bind_null(s_, i));
+    return *this;
+  }
+  // True while there is a row; false when done.
+  bool step() {
+    int rc = sqlite3_step(s_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    impl_.fail(std::string("query failed (") + sqlite3_sql(s_) + ")");
+  }
+  std::string text(int col) const {
+    const unsigned char* p = sqlite3_column_text(s_, col);
+    return p ? std::string(reinterpret_cast<const char*>(p),
+                           static_cast<size_t>(sqlite3_column_bytes(s_, col)))
+             : std::string();
+  }
+  int64_t int64(int col) const { return sqlite3_column_int64(s_, col); }
+  double real(int col) const { return sqlite3_column_double(s_, col); }
+
+ private:
+  void check(int rc) {
+    if (rc != SQLITE_OK) impl_.fail("cannot bind a parameter");
+  }
+  const RecordDB::Impl& impl_;
+  sqlite3_stmt* s_ = nullptr;
+};
+
+// A write transaction that takes the write lock at once (BEGIN IMMEDIATE), so
+// that concurrent writers wait in sqlite's busy handler instead of failing with
+// SQLITE_BUSY when a read transaction would have to upgrade. Rolls back unless
+// committed.
+class WriteTxn {
+ public:
+  explicit WriteTxn(RecordDB::Impl& impl) : impl_(impl) { impl_.exec("BEGIN IMMEDIATE"); }
+  ~WriteTxn() {
+    if (!done_) sqlite3_exec(impl_.db, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  void commit() {
+    impl_.exec("COMMIT");
+    done_ = true;
+  }
+
+ private:
+  RecordDB::Impl& impl_;
+  bool done_ = false;
+};
+
+constexpr const char* kColumns =
+    "workload_key, target_key, config_json, times_ms, error, error_message, timestamp_unix, "
+    "kiln_version, gflops";
+
+Record read_record(const Stmt& s, const RecordDB::Impl& impl) {
+  Record r;
+  r.workload_key = s.text(0);
+  r.target_key = s.text(1);
+  r.config_json = s.text(2);
+  try {
+    json times = json::parse(s.text(3));
+    r.times_ms = times.get<std::vector<double>>();
+    r.error = parse_error_class(s.text(4));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(impl.where() + ": corrupt record of workload \"" + r.workload_key +
+                             "\": " + e.what());
+  }
+  r.error_message = s.text(5);
+  r.timestamp_unix = s.int64(6);
+  r.kiln_version = s.text(7);
+  r.gflops = s.real(8);
+  return r;
+}
+
+bool has_table(RecordDB::Impl& impl, const char* name) {
+  Stmt s(impl, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
+  s.bind(1, std::string(name));
+  return s.step();
+}
+
+// Stores a validated record; with skip_duplicates, not if an identical one is stored.
+bool insert(RecordDB::Impl& impl, const Record& r, bool skip_duplicates) {
+  std::string times = times_to_json(r.times_ms);
+  std::string error = to_string(r.error);
+  if (skip_duplicates) {
+    Stmt s(impl,
+           "SELECT 1 FROM records WHERE workload_key = ?1 AND target_key = ?2 AND "
+           "config_json = ?3 AND times_ms = ?4 AND error = ?5 AND error_message = ?6 AND "
+           "timestamp_unix = ?7 AND kiln_version = ?8 AND gflops = ?9 LIMIT 1");
+    s.bind(1, r.workload_key).bind(2, r.target_key).bind(3, r.config_json).bind(4, times);
+    s.bind(5, error).bind(6, r.error_message).bind(7, r.timestamp_unix).bind(8, r.kiln_version);
+    s.bind(9, r.gflops);
+    if (s.step()) return false;
+  }
+  Stmt s(impl,
+         "INSERT INTO records (workload_key, target_key, config_json, times_ms, mean_ms, error, "
+         "error_message, timestamp_unix, kiln_version, gflops) "
+         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+  s.bind(1, r.workload_key).bind(2, r.target_key).bind(3, r.config_json).bind(4, times);
+  if (r.error == ErrorClass::kOk)
+    s.bind(5, r.mean_ms());
+  else
+    s.bind_null(5);
+  s.bind(6, error).bind(7, r.error_message).bind(8, r.timestamp_unix).bind(9, r.kiln_version);
+  s.bind(10, r.gflops);
+  s.step();
+  return true;
+}
+
+// ---- schema and migrations ----------------------------------------------------------------------
+//
+// Version 0 is the layout before versioning: a records table (workload_key,
+// target_key, config_json, times_ms, error, timestamp_unix) and no
+// schema_version table. Version 1 adds the mean time best() ranks by, the error
+// message, the generating kiln version and GFLOP/s, plus indexes for the
+// tuner's lookups. A new version appends a step to kMigrations and bumps
+// RecordDB::kSchemaVersion; open() runs the missing steps in one transaction.
+
+constexpr const char* kCreateV1 = R"sql(
+CREATE TABLE records (
+  workload_key   TEXT NOT NULL,
+  target_key     TEXT NOT NULL,
+  config_json    TEXT NOT NULL,     -- canonical JSON object
+  times_ms       TEXT NOT NULL,     -- JSON array of every measured time
+  mean_ms        REAL,              -- mean of times_ms for ok records, else NULL
+  error          TEXT NOT NULL,     -- ErrorClass name
+  error_message  TEXT NOT NULL DEFAULT '',
+  timestamp_unix INTEGER NOT NULL,
+  kiln_version   TEXT NOT NULL,
+  gflops         REAL NOT NULL DEFAULT 0
+);
+CREATE INDEX records_by_speed ON records (workload_key, target_key, mean_ms);
+CREATE INDEX records_by_config ON records (workload_key, target_key, config_json);
+)sql";
+
+void migrate_0_to_1(RecordDB::Impl& impl) {
+  impl.exec("ALTER TABLE records RENAME TO records_v0");
+  impl.exec(kCreateV1);
+  // Through the same validation and canonical form as new records: a v0 row
+  // that does not pass fails the whole migration, which then changes nothing.
+  Stmt rows(impl,
+            "SELECT workload_key, target_key, config_json, times_ms, error, timestamp_unix, "
+            "rowid FROM records_v0 ORDER BY rowid");
+  while (rows.step()) {
+    Record r;
+    r.workload_key = rows.text(0);
+    r.target_key = rows.text(1);
+    r.config_json = rows.text(2);
+    r.timestamp_unix = rows.int64(5);
+    r.kiln_version = "unknown";
+    try {
+      r.times_ms = json::parse(rows.text(3)).get<std::vector<double>>();
+      r.error = parse_error_class(rows.text(4));
+      insert(impl, validated(r), false);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(impl.where() + ": cannot migrate record " +
+                               std::to_string(rows.int64(6)) +
+                               " from schema version 0: " + e.what());
+    }
+  }
+  impl.exec("DROP TABLE records_v0");
+}
+
+struct Migration {
+  int from;
+  void (*apply)(RecordDB::Impl&);
+};
+constexpr Migration kMigrations[] = {{0, migrate_0_to_1}};
+
+// -1: no kiln tables at all (a new file); 0: the unversioned layout.
+int schema_version(RecordDB::Impl& impl) {
+  if (has_table(impl, "schema_version")) {
+    Stmt s(impl, "SELECT version FROM schema_version");
+    if (!s.step()) throw std::runtime_error(impl.where() + ": schema_version table is empty");
+    return static_cast<int>(s.int64(0));
+  }
+  if (has_table(impl, "records")) {
+    for (const char* col :
+         {"workload_key", "target_key", "config_json", "times_ms", "error", "timestamp_unix"}) {
+      Stmt s(impl, "SELECT 1 FROM pragma_table_info('records') WHERE name = ?");
+      s.bind(1, std::string(col));
+      if (!s.step())
+        throw std::runtime_error(impl.where() + ": not a kiln records database (table records " +
+                                 "has no column " + col + ")");
+    }
+    return 0;
+  }
+  Stmt s(impl, "SELECT count(*) FROM sqlite_master");
+  s.step();
+  if (s.int64(0) != 0)
+    throw std::runtime_error(impl.where() +
+                             ": not a kiln records database (it has tables, but no records table)");
+  return -1;
+}
+
+void set_version(RecordDB::Impl& impl, int version) {
+  if (!has_table(impl, "schema_version"))
+    impl.exec("CREATE TABLE schema_version (version INTEGER NOT NULL)");
+  impl.exec("DELETE FROM schema_version");
+  Stmt s(impl, "INSERT INTO schema_version (version) VALUES (?)");
+  s.bind(1, static_cast<int64_t>(version));
+  s.step();
+}
+
+void check_not_newer(const RecordDB::Impl& impl, int version) {
+  if (version > RecordDB::kSchemaVersion)
+    throw std::runtime_error(impl.where() + " has schema version " + std::to_string(version) +
+                             ", newer than this kiln knows (" +
+                             std::to_string(RecordDB::kSchemaVersion) +
+                             "); use a newer kiln (the file was left unchanged)");
+}
+
+void create_or_migrate(RecordDB::Impl& impl) {
+  // The common case reads only: a current file needs no write lock.
+  int version = schema_version(impl);
+  check_not_newer(impl, version);
+  if (version == RecordDB::kSchemaVersion) return;
+  WriteTxn txn(impl);
+  version = schema_version(impl);  // another process may have got here first
+  check_not_newer(impl, version);
+  if (version == RecordDB::kSchemaVersion) return;
+  if (version < 0) {
+    impl.exec(kCreateV1);
+  } else {
+    for (const Migration& m : kMigrations)
+      if (m.from >= version) m.apply(impl);
+  }
+  set_version(impl, RecordDB::kSchemaVersion);
+  txn.commit();
+}
+
+// The busy timeout: wait up to 10 s for another process's write transaction.
+// sqlite's own busy_timeout backs off to 100 ms sleeps, so a process that
+// commits often starves one that waits; short polls take turns fairly.
+int wait_for_lock(void* arg, int tries) {
+  auto* impl = static_cast<RecordDB::Impl*>(arg);
+  auto now = std::chrono::steady_clock::now();
+  if (tries == 0) impl->busy_since = now;
+  if (now - impl->busy_since > std::chrono::seconds(10)) return 0;  // give up: SQLITE_BUSY
+  std::this_thread::sleep_for(std::chrono::microseconds(tries < 100 ? 500 : 2000));
+  return 1;
+}
+
+// journal_mode=WAL needs a moment of exclusive access; two processes creating
+// the same file at once can see SQLITE_BUSY here even with a busy timeout.
+void enable_wal(RecordDB::Impl& impl) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    sqlite3_stmt* s = nullptr;
+    int rc = sqlite3_prepare_v2(impl.db, "PRAGMA journal_mode=WAL", -1, &s, nullptr);
+    std::string mode;
+    if (rc == SQLITE_OK) {
+      rc = sqlite3_step(s);
+      if (rc == SQLITE_ROW) {
+        mode = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+        rc = SQLITE_OK;
+      }
+    }
+    sqlite3_finalize(s);
+    if (rc == SQLITE_OK) {
+      if (mode != "wal")
+        throw std::runtime_error(impl.where() + ": cannot use a write-ahead log (journal mode '" +
+                                 mode + "')");
+      return;
+    }
+    if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED) impl.fail("cannot open");
+    if (std::chrono::steady_clock::now() > deadline) impl.fail("busy for 10 s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
+
+// ---- RecordDB -----------------------------------------------------------------------------------
+
+RecordDB::RecordDB(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RecordDB::RecordDB(RecordDB&&) noexcept = default;
+RecordDB& RecordDB::operator=(RecordDB&&) noexcept = default;
+RecordDB::~RecordDB() = default;
+
+const std::string& RecordDB::path() const { return impl_->path; }
+
+RecordDB RecordDB::open(const std::string& path, Mode mode) {
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  if (path.empty()) throw std::runtime_error("records database: empty path");
+  std::error_code ec;
+  if (mode == Mode::kMustExist && !std::filesystem::exists(path, ec))
+    throw std::runtime_error(impl->where() + " does not exist");
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX |
+              (mode == Mode::kCreate ? SQLITE_OPEN_CREATE : 0);
+  if (sqlite3_open_v2(path.c_str(), &impl->db, flags, nullptr) != SQLITE_OK) {
+    std::string msg = impl->db ? sqlite3_errmsg(impl->db) : "out of memory";
+    throw std::runtime_error(impl->where() + ": cannot open: " + msg);
+  }
+  sqlite3_extended_result_codes(impl->db, 1);
+  sqlite3_busy_handler(impl->db, wait_for_lock, impl.get());
+  enable_wal(*impl);
+  // FULL: a committed record survives power loss too, not only a killed
+  // process; one fsync per measured candidate costs nothing next to measuring.
+  impl->exec("PRAGMA synchronous=FULL");
+  create_or_migrate(*impl);
+  return RecordDB(std::move(impl));
+}
+
+void RecordDB::add(const Record& r) { add_batch({r}); }
+
+void RecordDB::add_batch(const std::vector<Record>& rs) {
+  std::vector<Record> ok;
+  ok.reserve(rs.size());
+  for (const Record& r : rs) {
+    try {
+      ok.push_back(validated(r));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(impl_->where() + ": " + e.what());
+    }
+  }
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  WriteTxn txn(*impl_);
+  for (const Record& r : ok) insert(*impl_, r, false);
+  txn.commit();
+}
+
+std::optional<Record> RecordDB::best(const std::string& workload_key,
+                                     const std::string& target_key) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Stmt s(*impl_, (std::string("SELECT ") + kColumns +
+                  " FROM records WHERE workload_key = ? AND target_key = ? AND error = 'ok' "
+                  "ORDER BY mean_ms, rowid LIMIT 1")
+                     .c_str());
+  s.bind(1, workload_key).bind(2, target_key);
+  if (!s.step()) return std::nullopt;
+  return read_record(s, *impl_);
+}
+
+std::vector<Record> RecordDB::records(const std::string& workload_key,
+                                      const std::string& target_key) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Stmt s(*impl_, (std::string("SELECT ") + kColumns +
+                  " FROM records WHERE workload_key = ? AND target_key = ? "
+                  "ORDER BY timestamp_unix, rowid")
+                     .c_str());
+  s.bind(1, workload_key).bind(2, target_key);
+  std::vector<Record> out;
+  while (s.step()) out.push_back(read_record(s, *impl_));
+  return out;
+}
+
+bool RecordDB::has_config(const std::string& workload_key, const std::string& target_key,
+                          const std::string& config_json) const {
+  std::string canonical;
+  try {
+    canonical = canonical_config(config_json);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(impl_->where() + ": has_config: " + e.what());
+  }
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Stmt s(*impl_,
+         "SELECT 1 FROM records WHERE workload_key = ? AND target_key = ? AND config_json = ? "
+         "LIMIT 1");
+  s.bind(1, workload_key).bind(2, target_key).bind(3, canonical);
+  return s.step();
+}
+
+std::vector<std::string> RecordDB::workloads(const std::string& target_key) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Stmt s(*impl_,
+         "SELECT DISTINCT workload_key FROM records WHERE target_key = ? ORDER BY workload_key");
+  s.bind(1, target_key);
+  std::vector<std::string> out;
+  while (s.step()) out.push_back(s.text(0));
+  return out;
+}
+
+size_t RecordDB::count() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Stmt s(*impl_, "SELECT count(*) FROM records");
+  s.step();
+  return static_cast<size_t>(s.int64(0));
+}
+
+size_t RecordDB::export_jsonl(std::ostream& out, const std::string& workload_key) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  // One statement reads one consistent snapshot, even while others write.
+  std::string sql = std::string("SELECT ") + kColumns + " FROM records" +
+                    (workload_key.empty() ? "" : " WHERE workload_key = ?") +
+                    " ORDER BY workload_key, target_key, timestamp_unix, rowid";
+  Stmt s(*impl_, sql.c_str());
+  if (!workload_key.empty()) s.bind(1, workload_key);
+  size_t n = 0;
+  while (s.step()) {
+    out << record_to_json_line(read_record(s, *impl_)) << '\n';
+    ++n;
+  }
+  return n;
+}
+
+size_t RecordDB::export_jsonl(const std::string& path, const std::string& workload_key) const {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  size_t n = 0;
+  try {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error("cannot write '" + tmp + "'");
+    n = export_jsonl(out, workload_key);
+    out.flush();
+    if (!out) throw std::runtime_error("cannot write '" + tmp + "' (disk full?)");
+    out.close();
+    std::filesystem::rename(tmp, path);
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw;
+  }
+  return n;
+}
+
+size_t RecordDB::import_jsonl(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read '" + path + "'");
+  std::vector<Record> rs;
+  std::string line;
+  for (size_t lineno = 1; std::getline(in, line); ++lineno) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    try {
+      rs.push_back(record_from_json_line(line));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(path + ":" + std::to_string(lineno) + ": " + e.what() +
+                               " (nothing was imported into '" + impl_->path + "')");
+    }
+  }
+  if (in.bad()) throw std::runtime_error("cannot read '" + path + "'");
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  WriteTxn txn(*impl_);
+  size_t added = 0;
+  for (const Record& r : rs) added += insert(*impl_, r, true) ? 1 : 0;
+  txn.commit();
+  return added;
+}
+
+}  // namespace kiln::tuner

@@ -1,0 +1,116 @@
+// The tuning records database: every measured candidate, in one sqlite file.
+//
+// A record is one config of one workload measured on one target (TargetKey):
+// every time measured, or the error class that stopped it. The tuner adds a
+// record per candidate as it goes, so re-running resumes (has_config) and a
+// kill loses nothing committed; a build reads best(). Guarantees:
+//  - WAL journal, synchronous=FULL, one transaction per add()/add_batch()/
+//    import: a kill -9 at any moment leaves a database that opens, passes
+//    integrity_check and holds every record committed before it.
+//  - Several processes may write the same file at once: write transactions
+//    take the lock up front (BEGIN IMMEDIATE) and wait up to 10 s for it
+//    (polling every 0.5-2 ms, so that writers take turns).
+//  - The schema carries its version (table schema_version); open() migrates
+//    older files in one transaction and refuses files a newer kiln wrote.
+//  - Nothing stored is ever lost: a failed add or import changes nothing.
+// Every error is a std::runtime_error naming the database (or JSONL) file.
+//
+// JSON lines (export/import), one record per line, fields in this order:
+//   {"workload":K,"target":T,"config":{...},"times_ms":[...],"error":"ok",
+//    "error_message":"","timestamp":1700000000,"kiln_version":"0.1.0","gflops":12.5}
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::tuner {
+
+enum class ErrorClass {
+  kOk,
+  kCompileError,
+  kRuntimeError,  // the candidate crashed
+  kTimeout,
+  kWrongResult,  // ran, but did not match the reference implementation
+  kInvalidConfig,
+};
+
+// "ok", "compile_error", "runtime_error", "timeout", "wrong_result", "invalid_config".
+const char* to_string(ErrorClass e);
+// The inverse of to_string; throws std::invalid_argument listing the valid names.
+ErrorClass parse_error_class(const std::string& s);
+
+struct Record {
+  std::string workload_key;      // ops::Workload::key()
+  std::string target_key;        // TargetKey::key()
+  std::string config_json;       // a JSON object; stored in canonical form (sorted keys, compact)
+  std::vector<double> times_ms;  // every measured run; non-empty for kOk
+  ErrorClass error = ErrorClass::kOk;
+  std::string error_message;
+  int64_t timestamp_unix = 0;
+  std::string kiln_version;
+  double gflops = 0;
+
+  // Mean of times_ms (what best() ranks by); 0 if there are none.
+  double mean_ms() const;
+  bool operator==(const Record&) const = default;
+};
+
+class RecordDB {
+ public:
+  static constexpr int kSchemaVersion = 1;
+
+  enum class Mode { kCreate, kMustExist };
+  // Opens (kCreate: creating if absent) and migrates to kSchemaVersion.
+  static RecordDB open(const std::string& path, Mode mode = Mode::kCreate);
+
+  RecordDB(RecordDB&&) noexcept;
+  RecordDB& operator=(RecordDB&&) noexcept;
+  ~RecordDB();
+
+  const std::string& path() const;
+
+  // Validates the record (throws std::invalid_argument naming the problem)
+  // and stores it in one transaction.
+  void add(const Record& r);
+  // All or none, in one transaction.
+  void add_batch(const std::vector<Record>& rs);
+
+  // The kOk record with the smallest mean time; ties go to the older record.
+  std::optional<Record> best(const std::string& workload_key, const std::string& target_key) const;
+  // Every record of the workload on the target, oldest first.
+  std::vector<Record> records(const std::string& workload_key, const std::string& target_key) const;
+  // Whether this config was measured already (with any outcome); config_json is
+  // compared in canonical form, so key order and spacing do not matter.
+  bool has_config(const std::string& workload_key, const std::string& target_key,
+                  const std::string& config_json) const;
+  // The workloads with at least one record on the target, sorted.
+  std::vector<std::string> workloads(const std::string& target_key) const;
+  size_t count() const;
+
+  // JSON lines, sorted by workload, target, timestamp (then insertion order);
+  // only `workload_key`'s records if it is non-empty. Returns the number written.
+  size_t export_jsonl(std::ostream& out, const std::string& workload_key = "") const;
+  // Writes `path` whole or not at all (a temporary file renamed into place).
+  size_t export_jsonl(const std::string& path, const std::string& workload_key = "") const;
+  // Parses every line first (a bad line throws "FILE:LINE: why"), then adds the
+  // records in one transaction, skipping exact duplicates of stored ones.
+  // Returns the number added; on any error nothing is added.
+  size_t import_jsonl(const std::string& path);
+
+  struct Impl;  // the sqlite connection; defined in records.cc only
+
+ private:
+  explicit RecordDB(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// One JSON line for a record (no newline), and its inverse; parse throws
+// std::invalid_argument saying which field is wrong.
+std::string record_to_json_line(const Record& r);
+Record record_from_json_line(const std::string& line);
+
+}  // namespace kiln::tuner

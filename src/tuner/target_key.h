@@ -1,0 +1,51 @@
+// What a tuning record is valid for, besides its workload: the target.
+//
+// A kernel tuned on one machine is only known to be right and fast where the
+// same code comes out: the same triple, CPU model and fast-math setting, the
+// same ISA features codegen may use, the same thread count it was measured
+// with, and the same kiln and LLVM that generated it (DESIGN.md, "What a
+// tuning record is keyed by"). TVM's keys ignored -mcpu and bit their users;
+// these keys name everything that changes the generated code, and nothing
+// that does not (a host's +sgx or +rdrnd must not split its records).
+//
+// The key is one line of text, e.g.
+//   llvm -mtriple=x86_64-pc-linux-gnu -mcpu=rocketlake; features=+avx2,+avx512f,+fma;
+//   threads=8; kiln=0.1.0; llvm=16.0.6
+// (without the line break), and parse(key()) gives the same TargetKey back.
+#pragma once
+
+#include <string>
+
+namespace kiln::codegen {
+struct Target;
+}
+
+namespace kiln::tuner {
+
+// kiln's version, e.g. "0.1.0" (the project version CMake was configured with).
+std::string kiln_version();
+
+struct TargetKey {
+  // codegen::Target::str() without its feature list: "llvm -mtriple=T [-mcpu=C] [-fast-math]".
+  std::string target;
+  // The effective features that matter for codegen, sorted, "+a,+b"; empty if none.
+  std::string features;
+  int threads = 1;
+  std::string kiln_version;
+  std::string llvm_version;
+
+  std::string key() const;
+  // Parses key()'s format; anything else throws std::invalid_argument quoting the text.
+  static TargetKey parse(const std::string& key);
+  // The key of records tuned for `target` with `threads` threads by this kiln and LLVM.
+  // Throws std::invalid_argument if threads < 1.
+  static TargetKey for_target(const codegen::Target& target, int threads);
+
+  // The fields in which *this and `other` differ, e.g. "threads 8 vs 4; llvm 16.0.6 vs 17.0.1";
+  // empty if the keys are equal. For messages saying why records do not apply.
+  std::string differences(const TargetKey& other) const;
+
+  bool operator==(const TargetKey&) const = default;
+};
+
+}  // namespace kiln::tuner
