@@ -622,12 +622,13 @@ size_t RecordDB::export_jsonl(const std::string& path, const std::string& worklo
   size_t n = 0;
   try {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write '" + tmp + "'");
+    if (!out) throw std::runtime_error("cannot write '" + path + "' (through '" + tmp + "')");
     n = export_jsonl(out, workload_key);
-    out.flush();
-    if (!out) throw std::runtime_error("cannot write '" + tmp + "' (disk full?)");
     out.close();
-    std::filesystem::rename(tmp, path);
+    if (!out) throw std::runtime_error("cannot write '" + path + "' (disk full?)");
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) throw std::runtime_error("cannot write '" + path + "': " + ec.message());
   } catch (...) {
     std::error_code ec;
     std::filesystem::remove(tmp, ec);
