@@ -199,6 +199,7 @@ TEST(TargetKeyTest, ArmFeaturesWithoutX86Names) {
 
 TEST(TargetKeyTest, KeyParsesBack) {
   TargetKey host = TargetKey::for_target(kiln::codegen::Target::host(), 3);
+  std::printf("host: %s\n", host.key().c_str());
   EXPECT_EQ(TargetKey::parse(host.key()), host);
   EXPECT_NE(host.key().find("threads=3"), std::string::npos);
   EXPECT_NE(host.key().find("llvm=" + kiln::codegen::llvm_version_string()), std::string::npos);
