@@ -10,6 +10,9 @@ PACKAGES=(
   nlohmann-json3-dev libsqlite3-dev libarchive-dev
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers clang-format
   libonnx-dev libprotobuf-dev protobuf-compiler
+  # the tuner's cost model; the `xgboost` package holds /usr/bin/xgboost, which
+  # libxgboost-dev's CMake config references.
+  libxgboost-dev xgboost
   # bench/models and tests/e2e: PyTorch makes the models and is a timed peer; OpenBLAS replaces
   # the reference BLAS that Debian's PyTorch would otherwise call for its matmuls; node runs
   # the ONNX Runtime peer (bench/models/ort_bench.js).

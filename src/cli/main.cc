@@ -10,6 +10,7 @@
 #include "cli/demo.h"
 #include "cli/records_command.h"
 #include "cli/run_command.h"
+#include "cli/tasks_command.h"
 
 namespace {
 
@@ -29,6 +30,8 @@ const char* kUsage =
     "  records export DB -o OUT.jsonl [--workload KEY]\n"
     "  records import DB IN.jsonl\n"
     "                      move tuning records between databases as JSON lines\n"
+    "  tasks MODEL.onnx [MORE.onnx ...] [--input-shapes S] [--tuning-log DB]\n"
+    "                      list the models' tuning tasks (kiln tasks --help)\n"
     "  version             print kiln's version\n"
     "  help                this text\n";
 
@@ -46,6 +49,7 @@ int main(int argc, char** argv) {
     if (cmd == "build") return kiln::cli::run_build(rest);
     if (cmd == "run") return kiln::cli::run_run(rest);
     if (cmd == "records") return kiln::cli::run_records(rest);
+    if (cmd == "tasks") return kiln::cli::run_tasks(rest);
     if (cmd == "version" || cmd == "--version") {
       std::puts("kiln 0.1.0");
       return 0;

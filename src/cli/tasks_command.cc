@@ -1,0 +1,98 @@
+// kiln tasks: the tuning tasks of one or more models.
+#include "cli/tasks_command.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+
+#include "driver/tasks.h"
+#include "frontend/onnx_import.h"
+
+namespace kiln::cli {
+namespace {
+
+const char* kTasksUsage =
+    "usage: kiln tasks MODEL.onnx [MORE.onnx ...] [--input-shapes S] [--tuning-log DB]\n"
+    "  Lists the distinct template workloads (tuning tasks) of the models, as kiln tune\n"
+    "  extracts them: identical workloads of different models are one task.\n"
+    "  columns: task number, template, count (kernels using it, all models),\n"
+    "  GFLOP per call, weight (share of the estimated latency, every workload assumed\n"
+    "  at the same GFLOP/s), tuned, trials, best GFLOP/s, workload key.\n"
+    "  --input-shapes S   bind dynamic axes, e.g. \"input:[1,3,224,224]\" (every model)\n"
+    "  --tuning-log DB    records database; NOT READ YET: the tuned, trials and best\n"
+    "                     GFLOP/s columns print '-' until the records database lands\n";
+
+struct TasksArgs {
+  std::vector<std::string> models;
+  std::string input_shapes, tuning_log;
+  bool help = false;
+};
+
+TasksArgs parse_args(const std::vector<std::string>& args) {
+  TasksArgs a;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& s = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw std::invalid_argument(s + " needs a value\n" + kTasksUsage);
+      return args[++i];
+    };
+    if (s == "--help" || s == "-h")
+      a.help = true;
+    else if (s == "--input-shapes")
+      a.input_shapes = value();
+    else if (s == "--tuning-log")
+      a.tuning_log = value();
+    else if (!s.empty() && s[0] == '-')
+      throw std::invalid_argument("unknown option " + s + "\n" + kTasksUsage);
+    else
+      a.models.push_back(s);
+  }
+  if (!a.help && a.models.empty())
+    throw std::invalid_argument(std::string("no model given\n") + kTasksUsage);
+  return a;
+}
+
+}  // namespace
+
+int run_tasks(const std::vector<std::string>& args) {
+  TasksArgs a;
+  try {
+    a = parse_args(args);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "kiln tasks: %s", e.what());
+    return 2;
+  }
+  if (a.help) {
+    std::fputs(kTasksUsage, stdout);
+    return 0;
+  }
+  frontend::InputShapes shapes = frontend::parse_input_shapes(a.input_shapes);
+  std::vector<graph::Graph> graphs;
+  for (const std::string& m : a.models) graphs.push_back(frontend::import_onnx(m, shapes));
+  std::vector<tuner::Task> tasks = driver::extract_tasks(graphs);
+
+  int kernels = 0;
+  for (const auto& t : tasks) kernels += t.count;
+  std::printf("%zu task%s from %zu model%s (%d template kernel%s)\n", tasks.size(),
+              tasks.size() == 1 ? "" : "s", a.models.size(), a.models.size() == 1 ? "" : "s",
+              kernels, kernels == 1 ? "" : "s");
+  if (tasks.empty()) return 0;
+  size_t tw = std::string("template").size();
+  for (const auto& t : tasks) tw = std::max(tw, t.template_name.size());
+  const int w = static_cast<int>(tw);
+  std::printf("%3s  %-*s %5s %11s %7s %6s %7s %13s  %s\n", "#", w, "template", "count",
+              "GFLOP/call", "weight", "tuned", "trials", "best GFLOP/s", "workload");
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const tuner::Task& t = tasks[i];
+    std::printf("%3zu  %-*s %5d %11.4f %6.1f%% %6s %7s %13s  %s\n", i, w, t.template_name.c_str(),
+                t.count, t.flops / 1e9, 100 * t.weight, "-", "-", "-", t.workload_key.c_str());
+  }
+  if (!a.tuning_log.empty())
+    std::printf(
+        "note: --tuning-log %s is not read yet (no records database in this build): "
+        "tuned, trials and best GFLOP/s show '-'\n",
+        a.tuning_log.c_str());
+  return 0;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,396 @@
+#include "tuner/measure.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <thread>
+
+#include "codegen/codegen.h"
+#include "ops/op_template.h"
+#include "ops/workload.h"
+#include "schedule/config_space.h"
+#include "schedule/lower.h"
+#include "tuner/measure_worker.h"
+
+extern char** environ;
+
+namespace kiln::tuner {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+const char* measure_error_name(MeasureError e) {
+  switch (e) {
+    case MeasureError::kOk: return "ok";
+    case MeasureError::kCompileError: return "compile_error";
+    case MeasureError::kRuntimeError: return "runtime_error";
+    case MeasureError::kTimeout: return "timeout";
+    case MeasureError::kWrongResult: return "wrong_result";
+    case MeasureError::kInvalidConfig: return "invalid_config";
+  }
+  return "unknown";
+}
+
+std::string find_measure_worker(const MeasureOptions& options) {
+  std::vector<std::string> tried;
+  auto usable = [&](const std::string& p) {
+    tried.push_back(p);
+    return !p.empty() && access(p.c_str(), X_OK) == 0 && fs::is_regular_file(p);
+  };
+  if (!options.worker_path.empty()) {
+    if (usable(options.worker_path)) return options.worker_path;
+  } else {
+    const char* env = std::getenv("KILN_MEASURE_WORKER");
+    if (env && *env) {
+      if (usable(env)) return env;
+    } else {
+      std::error_code ec;
+      fs::path self = fs::read_symlink("/proc/self/exe", ec);
+      if (!ec && usable((self.parent_path() / "kiln-measure-worker").string())) return tried.back();
+    }
+  }
+  std::string where;
+  for (auto& p : tried) where += (where.empty() ? "" : ", ") + p;
+  throw std::runtime_error("kiln-measure-worker not found or not executable (tried: " +
+                           (where.empty() ? std::string("nothing") : where) +
+                           "); set MeasureOptions::worker_path or KILN_MEASURE_WORKER");
+}
+
+namespace {
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A private directory for one batch's libraries, removed with its contents.
+struct BatchDir {
+  fs::path path;
+  BatchDir() {
+    std::string tmpl = (fs::temp_directory_path() / "kiln-measure-XXXXXX").string();
+    if (!mkdtemp(tmpl.data()))
+      throw std::runtime_error("cannot create a temporary directory: " +
+                               std::string(std::strerror(errno)));
+    path = tmpl;
+  }
+  ~BatchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// One candidate after the compile stage.
+struct Built {
+  MeasureError error = MeasureError::kOk;
+  std::string message;
+  std::string so_path, symbol;
+  double flops = 0;
+  double compile_s = 0;
+};
+
+Built build_candidate(const MeasureInput& in, const std::string& fault,
+                      const codegen::Target& target, const fs::path& so_path) {
+  Built b;
+  auto t0 = Clock::now();
+  auto fail = [&](MeasureError e, const std::string& msg) {
+    b.error = e;
+    b.message = msg;
+    b.compile_s = seconds_since(t0);
+    return b;
+  };
+  const ops::OpTemplate* t = nullptr;
+  ops::Workload w;
+  schedule::ConfigSpace space;
+  try {
+    w = ops::Workload::parse(in.workload_key);
+    t = &ops::get_template(w.template_name);
+    space = t->space(w);
+    b.flops = t->flops(w);
+  } catch (const std::exception& e) {
+    return fail(MeasureError::kCompileError, std::string("bad workload: ") + e.what());
+  } catch (...) {
+    return fail(MeasureError::kCompileError, "bad workload: unknown exception");
+  }
+  schedule::Config cfg;
+  try {
+    cfg = schedule::Config::from_json(space, in.config_json);
+  } catch (const std::exception& e) {
+    return fail(MeasureError::kInvalidConfig,
+                std::string("config not in the space of ") + t->name() + ": " + e.what());
+  } catch (...) {
+    return fail(MeasureError::kInvalidConfig, "config not in the space of " + t->name());
+  }
+  try {
+    if (fault == "compile")
+      throw std::runtime_error("planted compile fault (fault_injection=\"compile\")");
+    ops::Kernel k = ops::make_kernel(*t, w, cfg);
+    ir::LoweredFunc f = schedule::lower(k.sch, k.args, k.name);
+    codegen::build_shared_library({f}, target, so_path.string());
+    b.so_path = so_path.string();
+    b.symbol = k.name;
+  } catch (const std::exception& e) {
+    return fail(MeasureError::kCompileError, e.what());
+  } catch (...) {
+    return fail(MeasureError::kCompileError, "unknown exception while compiling");
+  }
+  b.compile_s = seconds_since(t0);
+  return b;
+}
+
+std::string fault_of(const MeasureOptions& o, size_t i) {
+  auto it = o.fault_injection.find(i);
+  return it == o.fault_injection.end() ? "" : it->second;
+}
+
+std::vector<Built> build_all(const std::vector<MeasureInput>& inputs, const codegen::Target& target,
+                             const fs::path& dir, const MeasureOptions& o) {
+  std::vector<Built> built(inputs.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < inputs.size();)
+      built[i] = build_candidate(inputs[i], fault_of(o, i), target,
+                                 dir / ("cand-" + std::to_string(i) + ".so"));
+  };
+  size_t n = std::clamp<size_t>(o.compile_threads, 1, std::max<size_t>(inputs.size(), 1));
+  std::vector<std::thread> pool;
+  for (size_t i = 1; i < n; ++i) pool.emplace_back(work);
+  work();
+  for (auto& th : pool) th.join();
+  return built;
+}
+
+// ---- running a worker process -----------------------------------------------------------
+
+struct ProcessResult {
+  std::string spawn_error;  // non-empty: the process never started
+  bool timed_out = false;
+  int status = 0;  // waitpid status
+  std::string out, err;
+  double wall_s = 0;
+};
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  std::string name = abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+  const char* desc = strsignal(sig);
+  return desc ? name + " (" + desc + ")" : name;
+}
+
+std::string tail(const std::string& s, size_t n = 2000) {
+  std::string t = s.size() > n ? "..." + s.substr(s.size() - n) : s;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  return t;
+}
+
+void kill_group(pid_t pid) {
+  kill(-pid, SIGKILL);  // the worker leads its own process group
+  kill(pid, SIGKILL);
+}
+
+// Runs argv with its stdout and stderr captured, killing it (and its process
+// group) once timeout_s of wall clock have passed.
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s) {
+  ProcessResult r;
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) {
+    r.spawn_error = std::string("pipe: ") + std::strerror(errno);
+    return r;
+  }
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    r.spawn_error = std::string("pipe: ") + std::strerror(errno);
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    return r;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);    // the tuner's blocked signals stay its own
+  posix_spawnattr_setsigdefault(&attr, &all);  // and so do its ignored ones
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+
+  auto t0 = Clock::now();
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, args[0], &fa, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  if (rc != 0) {
+    r.spawn_error = "cannot start " + argv[0] + ": " + std::strerror(rc);
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    return r;
+  }
+
+  auto deadline =
+      t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  auto past_deadline = [&] { return Clock::now() >= deadline; };
+  auto poll_ms = [&] {  // rounded up, so that polling never ends before the deadline
+    double ms = std::chrono::duration<double, std::milli>(deadline - Clock::now()).count();
+    return int(std::clamp(std::ceil(ms), 1.0, 100.0));
+  };
+  constexpr size_t kMaxCapture = 1 << 20;  // a runaway worker cannot fill the tuner's memory
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&r.out, &r.err};
+  int open_fds = 2;
+  while (open_fds > 0 && !r.timed_out) {
+    int n = poll(fds, 2, poll_ms());
+    if (n < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2 && n > 0; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[4096];
+      ssize_t got = read(fds[i].fd, buf, sizeof buf);
+      if (got > 0) {
+        if (sinks[i]->size() < kMaxCapture) sinks[i]->append(buf, size_t(got));
+      } else if (got == 0 || errno != EINTR) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+    if (past_deadline()) r.timed_out = true;
+  }
+  for (auto& f : fds)
+    if (f.fd >= 0) close(f.fd);
+  // Both pipes closed (or the deadline passed): wait for the exit, still
+  // bounded by the deadline, since a worker may close its output and go on.
+  for (;;) {
+    pid_t w = r.timed_out ? 0 : waitpid(pid, &r.status, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) break;
+    if (r.timed_out || past_deadline()) {
+      r.timed_out = true;
+      kill_group(pid);
+      while (waitpid(pid, &r.status, 0) < 0 && errno == EINTR) {
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  r.wall_s = seconds_since(t0);
+  return r;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The worker's verdict from its exit and its one JSON line.
+void classify(const ProcessResult& p, double timeout_s, MeasureResult& r) {
+  r.run_s = p.wall_s;
+  auto fail = [&](MeasureError e, std::string msg) {
+    r.error = e;
+    std::string err = tail(p.err);
+    r.message = err.empty() ? msg : msg + "; stderr: " + err;
+  };
+  if (!p.spawn_error.empty()) return fail(MeasureError::kRuntimeError, p.spawn_error);
+  if (p.timed_out)
+    return fail(MeasureError::kTimeout,
+                "killed after the timeout of " + json(timeout_s).dump() + " s");
+  if (WIFSIGNALED(p.status))
+    return fail(MeasureError::kRuntimeError, "worker killed by " + signal_name(WTERMSIG(p.status)));
+  int code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
+  // The last non-empty stdout line is the result.
+  std::string out = p.out;
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  std::string line =
+      out.substr(out.find_last_of('\n') == std::string::npos ? 0 : out.find_last_of('\n') + 1);
+  json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("status") || !j["status"].is_string())
+    return fail(MeasureError::kRuntimeError,
+                "worker exited with status " + std::to_string(code) + " without a result");
+  std::string status = j["status"];
+  if (j.contains("max_rel_err") && j["max_rel_err"].is_number()) r.max_rel_err = j["max_rel_err"];
+  std::string message = j.value("message", std::string());
+  if (status == "wrong_result") return fail(MeasureError::kWrongResult, message);
+  if (status != "ok")
+    return fail(MeasureError::kRuntimeError,
+                message.empty() ? "worker reported '" + status + "'" : message);
+  try {
+    r.times_ms = j.at("times_ms").get<std::vector<double>>();
+    auto calls = j.at("calls").get<std::vector<int64_t>>();
+    r.number_used = calls.empty() ? 0 : *std::max_element(calls.begin(), calls.end());
+  } catch (const std::exception& e) {
+    return fail(MeasureError::kRuntimeError, std::string("malformed worker result: ") + e.what());
+  }
+  if (r.times_ms.empty()) return fail(MeasureError::kRuntimeError, "worker reported no times");
+  r.error = MeasureError::kOk;
+}
+
+}  // namespace
+
+std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs,
+                                         const codegen::Target& target,
+                                         const MeasureOptions& options) {
+  const std::string worker = find_measure_worker(options);
+  std::vector<MeasureResult> results(inputs.size());
+  if (inputs.empty()) return results;
+  BatchDir dir;
+  std::vector<Built> built = build_all(inputs, target, dir.path, options);
+
+  // One at a time: concurrent workers would time each other.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    MeasureResult& r = results[i];
+    const Built& b = built[i];
+    r.compile_s = b.compile_s;
+    if (b.error != MeasureError::kOk) {
+      r.error = b.error;
+      r.message = b.message;
+      continue;
+    }
+    WorkerArgs a;
+    a.so_path = b.so_path;
+    a.symbol = b.symbol;
+    a.workload_key = inputs[i].workload_key;
+    a.config_json = inputs[i].config_json;
+    a.number = std::max(1, options.number);
+    a.repeat = std::max(1, options.repeat);
+    a.min_repeat_ms = options.min_repeat_ms;
+    a.flush_cache = options.flush_cache;
+    a.rtol = options.rtol;
+    a.num_threads = options.num_threads;
+    a.seed = options.seed;
+    a.fault = fault_of(options, i);
+    if (a.fault == "compile") a.fault.clear();
+    a.parent_pid = getpid();
+    std::vector<std::string> argv = worker_argv(a);
+    argv.insert(argv.begin(), worker);
+    // The timeout bounds loading, verification and `number` calls per repeat; the time
+    // that min_repeat_ms asks for comes on top (a repeat's growth attempts sum to < 3x it).
+    double limit_s = options.timeout_s + 3e-3 * a.repeat * std::max(0.0, options.min_repeat_ms);
+    classify(run_process(argv, limit_s), limit_s, r);
+    if (r.error == MeasureError::kOk) r.gflops = b.flops / (median(r.times_ms) * 1e6);
+    std::error_code ec;
+    fs::remove(b.so_path, ec);
+  }
+  return results;
+}
+
+}  // namespace kiln::tuner

@@ -1,0 +1,85 @@
+// Measuring tuning candidates safely.
+//
+// measure_batch() takes candidates (a workload key and a config as JSON),
+// compiles them in parallel threads (lower + shared library, one private
+// temporary directory per batch), then runs each in its own worker process
+// (kiln-measure-worker, see measure_worker.h) one at a time, because timing
+// needs the machine to itself. The worker checks the kernel's output against
+// the template's reference() on seeded random inputs before it times anything,
+// so a time is only ever reported for a verified kernel (DESIGN.md invariant 2).
+// A candidate that crashes, hangs or computes garbage is classified and
+// returned as that error; it never takes the calling process down (invariant 3).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "codegen/target.h"
+
+namespace kiln::tuner {
+
+// Why a candidate has no time (kOk: it has one).
+enum class MeasureError {
+  kOk,
+  kCompileError,   // malformed workload key, template rejects it, lower/codegen/link failed
+  kRuntimeError,   // the worker died by a signal, exited without a result, or the kernel failed
+  kTimeout,        // the worker ran past timeout_s and was killed
+  kWrongResult,    // the kernel's output differs from the reference by more than rtol
+  kInvalidConfig,  // the config JSON is not a point of the template's space
+};
+
+// "ok", "compile_error", "runtime_error", "timeout", "wrong_result", "invalid_config".
+const char* measure_error_name(MeasureError e);
+
+struct MeasureOptions {
+  int number = 1;            // kernel calls per repeat (grown by min_repeat_ms)
+  int repeat = 3;            // timed repeats; times_ms has one entry per repeat
+  double min_repeat_ms = 0;  // a repeat is re-run with more calls until it lasts this long
+  // Wall clock per worker run (load, verify, time), plus 3 x repeat x min_repeat_ms.
+  double timeout_s = 10;
+  bool flush_cache = true;  // overwrite a buffer larger than the LLC before each repeat
+  int compile_threads = 2;  // candidates lowered and linked concurrently
+  double rtol = 1e-4;       // max|out - ref| / max|ref| allowed
+  int num_threads = 0;      // kernel threads in the worker; 0 = the runtime's default
+  uint64_t seed = 42;       // of the random inputs
+  // The kiln-measure-worker executable. Empty: $KILN_MEASURE_WORKER, else the
+  // file of that name next to the running executable.
+  std::string worker_path;
+  // Test only: planted faults by input position, acted out instead of
+  // behaving: "crash" (the kernel writes to an unmapped output: SIGSEGV),
+  // "hang" (the worker calls the kernel forever), "garbage" (the output is
+  // corrupted before verification), "abort" (SIGABRT), "exit" (the worker
+  // exits 3 with no result), or "compile" (the build step throws).
+  std::map<size_t, std::string> fault_injection;
+};
+
+struct MeasureInput {
+  std::string workload_key;  // ops::Workload::key() text
+  std::string config_json;   // schedule::Config::to_json() text for the template's space
+};
+
+struct MeasureResult {
+  MeasureError error = MeasureError::kOk;
+  std::string message;           // why, for every error; empty when kOk
+  std::vector<double> times_ms;  // per repeat: milliseconds per kernel call
+  double gflops = 0;             // template flops / median of times_ms
+  double compile_s = 0;          // lower + codegen + link wall time
+  double run_s = 0;              // worker wall time (spawn to exit)
+  int64_t number_used = 0;       // calls per repeat after min_repeat_ms growth
+  double max_rel_err = -1;       // of the verification run; -1 when it did not happen
+};
+
+// Measures every input; results are in input order. Throws std::runtime_error
+// only when the worker executable cannot be found; every per-candidate
+// failure is a result.
+std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs,
+                                         const codegen::Target& target,
+                                         const MeasureOptions& options);
+
+// The worker executable measure_batch would use for these options (checked to
+// exist and be executable); throws std::runtime_error naming the places tried.
+std::string find_measure_worker(const MeasureOptions& options);
+
+}  // namespace kiln::tuner

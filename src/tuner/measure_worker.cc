@@ -1,0 +1,274 @@
+#include "tuner/measure_worker.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <stdexcept>
+
+#include "ops/op_template.h"
+#include "ops/reference.h"
+#include "ops/workload.h"
+#include "runtime/c_runtime_api.h"
+#include "runtime/module.h"
+#include "schedule/config_space.h"
+
+namespace kiln::tuner {
+
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+int64_t product(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// Evicts the kernel's data from the caches by writing every line of a buffer
+// larger than the last-level cache (at least 64 MB, twice the LLC if larger).
+class CacheFlusher {
+ public:
+  CacheFlusher() {
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    size_t bytes = std::max<size_t>(size_t(64) << 20, llc > 0 ? size_t(llc) * 2 : 0);
+    buf_.assign(bytes / sizeof(uint64_t), 0);
+  }
+  void flush() {
+    ++round_;
+    for (size_t i = 0; i < buf_.size(); i += 8) buf_[i] = round_ + i;  // one store per 64 B line
+    sink_ = buf_[buf_.size() / 2];
+  }
+
+ private:
+  std::vector<uint64_t> buf_;
+  uint64_t round_ = 0;
+  volatile uint64_t sink_ = 0;
+};
+
+// The output buffer: ordinary memory filled with NaN (an element the kernel
+// never writes fails verification), or for the "crash" fault a mapping with
+// no access rights, so that the kernel's first store faults.
+class OutputBuffer {
+ public:
+  OutputBuffer(int64_t n, bool unmapped) : n_(n) {
+    if (!unmapped) {
+      data_.assign(n, NAN);
+      ptr_ = data_.data();
+      return;
+    }
+    map_bytes_ = std::max<size_t>(size_t(n) * sizeof(float), 4096);
+    void* p = mmap(nullptr, map_bytes_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("mmap failed");
+    ptr_ = static_cast<float*>(p);
+  }
+  ~OutputBuffer() {
+    if (map_bytes_) munmap(ptr_, map_bytes_);
+  }
+  float* data() { return ptr_; }
+  int64_t size() const { return n_; }
+
+ private:
+  int64_t n_;
+  std::vector<float> data_;
+  float* ptr_ = nullptr;
+  size_t map_bytes_ = 0;
+};
+
+void call(kiln_kernel_fn fn, std::vector<void*>& args) {
+  int32_t rc = fn(args.data());
+  if (rc != 0) throw std::runtime_error("the kernel returned " + std::to_string(rc));
+}
+
+// Times `repeat` repeats; returns ms per call and the calls of each repeat.
+void time_kernel(kiln_kernel_fn fn, std::vector<void*>& args, const WorkerArgs& a,
+                 std::vector<double>& times_ms, std::vector<int64_t>& calls) {
+  CacheFlusher flusher;
+  int64_t n = std::max(1, a.number);
+  for (int r = 0; r < a.repeat; ++r) {
+    for (;;) {
+      if (a.flush_cache) flusher.flush();
+      auto t0 = Clock::now();
+      for (int64_t i = 0; i < n; ++i) call(fn, args);
+      double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      if (ms >= a.min_repeat_ms) {
+        times_ms.push_back(ms / double(n));
+        calls.push_back(n);
+        break;
+      }
+      // Too short: aim 10% past min_repeat_ms, at least doubling, at most x1000 per step
+      // (a step's estimate comes from one noisy short measurement).
+      double want = double(n) * a.min_repeat_ms * 1.1 / std::max(ms, 1e-6);
+      n = int64_t(std::clamp(std::ceil(want), double(2 * n), double(1000 * n)));
+    }
+  }
+}
+
+[[noreturn]] void hang(kiln_kernel_fn fn, std::vector<void*>& args) {
+  for (;;) fn(args.data());
+}
+
+}  // namespace
+
+std::vector<std::string> worker_argv(const WorkerArgs& a) {
+  std::vector<std::pair<std::string, std::string>> opts = {
+      {"so", a.so_path},
+      {"symbol", a.symbol},
+      {"workload", a.workload_key},
+      {"config", a.config_json},
+      {"number", std::to_string(a.number)},
+      {"repeat", std::to_string(a.repeat)},
+      {"min-repeat-ms", json(a.min_repeat_ms).dump()},
+      {"flush-cache", a.flush_cache ? "1" : "0"},
+      {"rtol", json(a.rtol).dump()},
+      {"num-threads", std::to_string(a.num_threads)},
+      {"seed", std::to_string(a.seed)},
+      {"parent-pid", std::to_string(a.parent_pid)},
+  };
+  if (!a.fault.empty()) opts.emplace_back("fault", a.fault);
+  std::vector<std::string> v;
+  for (auto& [name, value] : opts) {
+    v.push_back("--" + name);
+    v.push_back(value);
+  }
+  return v;
+}
+
+WorkerArgs parse_worker_args(const std::vector<std::string>& argv) {
+  std::map<std::string, std::string> opt;
+  for (size_t i = 0; i < argv.size(); i += 2) {
+    if (argv[i].rfind("--", 0) != 0 || i + 1 >= argv.size())
+      throw std::invalid_argument("kiln-measure-worker: expected '--option value', got '" +
+                                  argv[i] + "'");
+    opt[argv[i].substr(2)] = argv[i + 1];
+  }
+  WorkerArgs a;
+  auto take = [&](const char* name, auto& field, auto parse) {
+    auto it = opt.find(name);
+    if (it == opt.end()) return false;
+    try {
+      field = parse(it->second);
+    } catch (const std::exception&) {
+      throw std::invalid_argument(std::string("kiln-measure-worker: bad value '") + it->second +
+                                  "' for --" + name);
+    }
+    opt.erase(it);
+    return true;
+  };
+  auto str = [](const std::string& s) { return s; };
+  auto to_int = [](const std::string& s) { return std::stoi(s); };
+  auto to_i64 = [](const std::string& s) { return int64_t(std::stoll(s)); };
+  auto to_u64 = [](const std::string& s) { return uint64_t(std::stoull(s)); };
+  auto to_double = [](const std::string& s) { return std::stod(s); };
+  auto to_bool = [](const std::string& s) { return s != "0"; };
+  for (const char* required : {"so", "symbol", "workload", "config"})
+    if (!opt.count(required))
+      throw std::invalid_argument(std::string("kiln-measure-worker: missing --") + required);
+  take("so", a.so_path, str);
+  take("symbol", a.symbol, str);
+  take("workload", a.workload_key, str);
+  take("config", a.config_json, str);
+  take("number", a.number, to_int);
+  take("repeat", a.repeat, to_int);
+  take("min-repeat-ms", a.min_repeat_ms, to_double);
+  take("flush-cache", a.flush_cache, to_bool);
+  take("rtol", a.rtol, to_double);
+  take("num-threads", a.num_threads, to_int);
+  take("seed", a.seed, to_u64);
+  take("parent-pid", a.parent_pid, to_i64);
+  take("fault", a.fault, str);
+  if (!opt.empty())
+    throw std::invalid_argument("kiln-measure-worker: unknown option --" + opt.begin()->first);
+  if (a.number < 1 || a.repeat < 1)
+    throw std::invalid_argument("kiln-measure-worker: --number and --repeat must be >= 1");
+  return a;
+}
+
+std::string run_worker(const WorkerArgs& a) {
+  static const char* const kFaults[] = {"", "crash", "hang", "garbage", "abort", "exit"};
+  if (std::find(std::begin(kFaults), std::end(kFaults), a.fault) == std::end(kFaults))
+    throw std::invalid_argument("kiln-measure-worker: unknown fault '" + a.fault + "'");
+  if (a.num_threads > 0) kiln_set_num_threads(a.num_threads);
+
+  ops::Workload w = ops::Workload::parse(a.workload_key);
+  const ops::OpTemplate& t = ops::get_template(w.template_name);
+  schedule::Config cfg = schedule::Config::from_json(t.space(w), a.config_json);
+
+  // Inputs in the template's physical layouts, uniform in [-1, 1].
+  std::mt19937_64 rng(a.seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<std::vector<float>> inputs;
+  for (const auto& shape : t.input_shapes(w, cfg)) {
+    inputs.emplace_back(product(shape));
+    for (float& x : inputs.back()) x = dist(rng);
+  }
+  OutputBuffer out(product(t.output_shape(w, cfg)), a.fault == "crash");
+
+  runtime::Module lib = runtime::Module::load(a.so_path);
+  kiln_kernel_fn fn = lib.get_function(a.symbol);
+  std::vector<void*> args;
+  for (auto& in : inputs) args.push_back(in.data());
+  args.push_back(out.data());
+
+  if (a.fault == "abort") std::abort();
+  if (a.fault == "exit") std::_Exit(3);
+  if (a.fault == "hang") hang(fn, args);
+  call(fn, args);
+  if (a.fault == "crash") raise(SIGSEGV);  // only if the kernel somehow did not fault
+
+  // Verify before timing: a time is only reported for a correct kernel.
+  if (a.fault == "garbage" && out.size() > 0) out.data()[out.size() / 2] += 1000.0f;
+  std::vector<float> ref(out.size());
+  std::vector<const float*> ptrs;
+  for (auto& in : inputs) ptrs.push_back(in.data());
+  t.reference(w, cfg, ptrs, ref.data());
+  double err = ops::reference::max_relative_error(out.data(), ref.data(), out.size());
+  json result;
+  result["max_rel_err"] = std::isfinite(err) ? err : 1e300;
+  if (!(err <= a.rtol)) {
+    result["status"] = "wrong_result";
+    result["message"] = "max relative error " + std::to_string(err) + " > rtol " +
+                        std::to_string(a.rtol) + " against the reference of " + t.name();
+    return result.dump();
+  }
+
+  std::vector<double> times_ms;
+  std::vector<int64_t> calls;
+  time_kernel(fn, args, a, times_ms, calls);
+  result["status"] = "ok";
+  result["times_ms"] = times_ms;
+  result["calls"] = calls;
+  return result.dump();
+}
+
+int measure_worker_main(int argc, char** argv) {
+  std::string line;
+  int rc = 0;
+  try {
+    WorkerArgs a = parse_worker_args(std::vector<std::string>(argv + 1, argv + argc));
+    if (a.parent_pid > 0) {
+      // A tuner killed mid-measurement must not leave a hanging worker behind.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != a.parent_pid) return 2;
+    }
+    line = run_worker(a);
+  } catch (const std::exception& e) {
+    line = json{{"status", "error"}, {"message", e.what()}}.dump();
+    rc = 2;
+  }
+  std::cout << line << "\n" << std::flush;
+  return rc;
+}
+
+}  // namespace kiln::tuner

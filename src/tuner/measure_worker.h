@@ -1,0 +1,56 @@
+// The measurement worker: what kiln-measure-worker runs, one candidate per process.
+//
+// It loads a candidate's shared library through the runtime (dlopen, no
+// LLVM), fills the template's inputs with seeded random floats in their
+// physical shapes, runs the kernel once, compares the output with the
+// template's reference() (max|out - ref| / max|ref| <= rtol), and only then
+// times it: `repeat` repeats of `number` calls each, a repeat re-run with more
+// calls until it lasts min_repeat_ms (the grown count is kept for the repeats
+// after it), and a cache flush before every repeat. It prints exactly one JSON
+// line on stdout:
+//   {"status": "ok", "times_ms": [...], "calls": [...], "max_rel_err": e}
+//   {"status": "wrong_result", "max_rel_err": e, "message": "..."}
+//   {"status": "error", "message": "..."}        (anything that threw)
+// times_ms holds milliseconds per call, one entry per repeat; calls the calls
+// each repeat made. The parent (measure.cc) classifies a missing line, a
+// death by signal and a timeout itself.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::tuner {
+
+struct WorkerArgs {
+  std::string so_path;
+  std::string symbol;
+  std::string workload_key;
+  std::string config_json;
+  int number = 1;
+  int repeat = 3;
+  double min_repeat_ms = 0;
+  bool flush_cache = true;
+  double rtol = 1e-4;
+  int num_threads = 0;  // 0: the runtime's default
+  uint64_t seed = 42;
+  std::string fault;       // test only; see MeasureOptions::fault_injection
+  int64_t parent_pid = 0;  // when set, the worker dies with its parent (PR_SET_PDEATHSIG)
+};
+
+// The command-line arguments (after argv[0]) that parse_worker_args reads back.
+std::vector<std::string> worker_argv(const WorkerArgs& args);
+// Parses `--name value` pairs; throws std::invalid_argument on an unknown or
+// incomplete option or a missing required one (so, symbol, workload, config).
+WorkerArgs parse_worker_args(const std::vector<std::string>& argv);
+
+// Measures (and acts out a planted fault; "crash" and "hang" never return)
+// and returns the JSON result line without its newline. Throws on setup
+// errors (library, workload, config).
+std::string run_worker(const WorkerArgs& args);
+
+// main() of kiln-measure-worker: parse, run, print one line; exit 0 for a
+// result, 2 for an error line.
+int measure_worker_main(int argc, char** argv);
+
+}  // namespace kiln::tuner

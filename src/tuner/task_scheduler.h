@@ -1,0 +1,117 @@
+// Which task gets the next round of trials: TVM auto-scheduler's gradient
+// task scheduler (Zheng et al., Ansor, OSDI 2020, section 6).
+//
+// The objective is the models' template latency, f = sum_i count_i * c_i,
+// where c_i = flops_i / best GFLOP/s_i is task i's best latency so far. Each
+// round goes to the task whose next round is expected to cut f most:
+//
+//   grad_i = count_i * (alpha * backward_i + (1 - alpha) * forward_i)
+//   backward_i = (c_i(r) - c_i(r - w)) / w        how fast c_i fell over its
+//                                                  last w rounds (0 before w)
+//   forward_i  = min(c_i - c_i / r,  beta * flops_i / best_in_group) - c_i
+//                                                  optimism: c_i keeps falling
+//                                                  like 1/rounds, or reaches
+//                                                  1/beta of the speed the best
+//                                                  task of its template reached
+//
+// and the most negative grad wins (ties at random). Before that every task
+// gets one round (warm-up, in task order), and with probability eps_greedy a
+// random active task is picked instead. A task stops when it reaches its
+// trial cap, its early-stopping patience, or its tuner's space is exhausted;
+// the run stops when no task is active, the total trial budget is spent, or
+// the time budget is spent.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tuner/search.h"
+#include "tuner/tasks.h"
+
+namespace kiln::tuner {
+
+struct SchedulerOptions {
+  int round_trials = 64;            // trials per round (one batch of measurements)
+  int64_t total_trials = 0;         // trials of this run over all tasks; 0: no bound
+  int64_t max_trials_per_task = 0;  // including resumed ones; 0: no cap
+  int early_stopping = 0;           // stop a task after this many trials without gain; 0: off
+  double time_budget_s = 0;         // wall-clock seconds for the run; 0: none
+  double alpha = 0.2;               // weight of the backward (observed) gradient
+  int backward_window = 3;          // rounds
+  double beta = 2.0;                // see forward_i above
+  double eps_greedy = 0.05;         // chance of a random task per round
+  uint64_t seed = 0;
+  std::function<double()> clock;  // seconds, for the time budget; default steady_clock
+};
+
+enum class TaskState { Active, Capped, EarlyStopped, Exhausted };
+const char* task_state_name(TaskState s);  // "active", "trial cap", "early stopped", "exhausted"
+
+class TaskScheduler {
+ public:
+  TaskScheduler(std::vector<Task> tasks, SchedulerOptions options = {});
+
+  // Before the first next_task: trials a task already has (from the records
+  // database) and the best GFLOP/s among them. Counts toward its trial cap
+  // (not toward total_trials) and is the level later trials must beat.
+  void resume(size_t task, int64_t trials, double best_gflops);
+
+  // The task that gets the next round, or nullopt when the run is over
+  // (stop_reason() says why).
+  std::optional<size_t> next_task();
+  // Trials for the next round of `task`: round_trials, fewer near its cap or
+  // the total budget.
+  int round_size(size_t task) const;
+  // The results of one round of `task`, GFLOP/s per trial, 0 for failures.
+  void record(size_t task, const std::vector<double>& gflops);
+  // The task's tuner has no config left to propose.
+  void mark_exhausted(size_t task);
+
+  const std::vector<Task>& tasks() const { return tasks_; }
+  TaskState state(size_t task) const { return stats_.at(task).state; }
+  int64_t trials(size_t task) const { return stats_.at(task).trials; }
+  int rounds(size_t task) const { return stats_.at(task).rounds; }
+  double best_gflops(size_t task) const { return stats_.at(task).stopper.best(); }
+  int64_t run_trials() const { return run_trials_; }  // this run, all tasks
+  double elapsed_s() const;
+  // Seconds left of the time budget (infinity without one, 0 when spent): a
+  // round's measurements may be given this as their deadline, since the
+  // budget is only checked between rounds.
+  double remaining_s() const;
+  // Why next_task() returned nullopt; empty while the run goes on.
+  const std::string& stop_reason() const { return stop_reason_; }
+  // Estimated template latency of the models, seconds: sum of count * flops /
+  // best speed; a task without a result is assumed to run at the slowest
+  // speed any task reached (1 GFLOP/s before any).
+  double estimated_latency_s() const;
+  // The scheduler's grad_i (<= 0; more negative: more to gain).
+  double gradient(size_t task) const;
+
+ private:
+  struct TaskStats {
+    TaskState state = TaskState::Active;
+    int64_t trials = 0;
+    int rounds = 0;
+    EarlyStopping stopper;
+    std::vector<double> cost_history;  // best latency after each round, seconds
+  };
+
+  double cost(size_t task) const;  // best latency of one call, seconds (estimated if none)
+  double fallback_gflops() const;
+  bool active(size_t task) const { return stats_[task].state == TaskState::Active; }
+  void check_caps(size_t task);
+
+  std::vector<Task> tasks_;
+  SchedulerOptions options_;
+  std::vector<TaskStats> stats_;
+  std::mt19937_64 rng_;
+  double start_s_;
+  int64_t run_trials_ = 0;
+  std::string stop_reason_;
+};
+
+}  // namespace kiln::tuner

@@ -1,0 +1,313 @@
+// Safe measurement of tuning candidates (tuner/measure.h): good candidates of
+// two templates are verified and timed; planted faults (a kernel that
+// segfaults, one that hangs, garbage output, abort, a silent exit, a compile
+// failure, configs outside the space, malformed workload keys) come back as
+// their error class, the hang is killed near the timeout, and this process
+// carries on. Also: the call count grows to meet min_repeat_ms, and number
+// and repeat are honoured.
+#include "tuner/measure.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codegen/target.h"
+#include "ops/dense.h"
+#include "ops/op_template.h"
+#include "ops/workload.h"
+#include "tuner/measure_worker.h"
+
+#ifndef KILN_MEASURE_WORKER_PATH
+#error "CMake passes the path of kiln-measure-worker as KILN_MEASURE_WORKER_PATH"
+#endif
+
+namespace kiln::tuner {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const codegen::Target& host() {
+  static const codegen::Target t = codegen::Target::host();
+  return t;
+}
+
+MeasureOptions base_options() {
+  MeasureOptions o;
+  o.worker_path = KILN_MEASURE_WORKER_PATH;
+  o.number = 2;
+  o.repeat = 2;
+  o.timeout_s = 3;
+  return o;
+}
+
+// Small shapes with odd sizes: a dense layer and a 3x3 convolution.
+ops::Workload dense_w() { return ops::dense_workload("dense_nopack.x86", {5, 24, 19}); }
+ops::Workload conv_w() {
+  return ops::Workload{"conv2d_NCHWc.x86",
+                       {{"data", {1, 8, 9, 7}},
+                        {"kernel", {16, 8, 3, 3}},
+                        {"strides", {1, 1}},
+                        {"pads", {1, 1, 1, 1}},
+                        {"dilation", {1, 1}}}};
+}
+
+MeasureInput fallback_input(const ops::Workload& w) {
+  const ops::OpTemplate& t = ops::get_template(w.template_name);
+  return {w.key(), t.fallback(w).to_json()};
+}
+
+MeasureInput random_input(const ops::Workload& w, std::mt19937_64& rng) {
+  const ops::OpTemplate& t = ops::get_template(w.template_name);
+  return {w.key(), t.space(w).random(rng).to_json()};
+}
+
+// The fallback config with its first knob set to a value no space offers.
+std::string illegal_config(const ops::Workload& w) {
+  auto j = nlohmann::json::parse(ops::get_template(w.template_name).fallback(w).to_json());
+  auto& knob = j["knobs"].begin().value();
+  if (knob.is_array())
+    knob = std::vector<int64_t>(knob.size(), 999983);
+  else
+    knob = 999983;
+  return j.dump();
+}
+
+void expect_good(const MeasureResult& r, const MeasureOptions& o, const std::string& what) {
+  SCOPED_TRACE(what);
+  ASSERT_EQ(r.error, MeasureError::kOk) << measure_error_name(r.error) << ": " << r.message;
+  EXPECT_TRUE(r.message.empty()) << r.message;
+  ASSERT_EQ(r.times_ms.size(), size_t(o.repeat));
+  for (double t : r.times_ms) EXPECT_GT(t, 0);
+  EXPECT_GT(r.gflops, 0);
+  EXPECT_GE(r.max_rel_err, 0);
+  EXPECT_LE(r.max_rel_err, o.rtol);
+  EXPECT_GT(r.compile_s, 0);
+  EXPECT_EQ(r.number_used, o.number);
+}
+
+void expect_error(const MeasureResult& r, MeasureError e, const std::string& needle,
+                  const std::string& what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(r.error, e) << "got " << measure_error_name(r.error) << ": " << r.message;
+  EXPECT_NE(r.message.find(needle), std::string::npos)
+      << "message '" << r.message << "' lacks '" << needle << "'";
+  EXPECT_TRUE(r.times_ms.empty());
+  EXPECT_EQ(r.gflops, 0);
+}
+
+TEST(Measure, BatchClassifiesEveryPlantedFaultAndSurvives) {
+  std::mt19937_64 rng(7);
+  MeasureOptions o = base_options();
+  const ops::Workload dw = dense_w(), cw = conv_w();
+  struct Case {
+    std::string name;
+    MeasureInput input;
+    std::string fault = "";  // planted by MeasureOptions::fault_injection
+  };
+  std::vector<Case> cases = {
+      {"dense fallback", fallback_input(dw)},
+      {"conv fallback", fallback_input(cw)},
+      {"dense random", random_input(dw, rng)},
+      {"crash", fallback_input(cw), "crash"},
+      {"hang", fallback_input(dw), "hang"},
+      {"garbage", fallback_input(cw), "garbage"},
+      {"abort", fallback_input(dw), "abort"},
+      {"silent exit", fallback_input(dw), "exit"},
+      {"compile fault", fallback_input(cw), "compile"},
+      {"illegal knob value", {dw.key(), illegal_config(dw)}},
+      {"config of another template", {dw.key(), fallback_input(cw).config_json}},
+      {"config not JSON", {cw.key(), "{\"knobs\": [1, 2"}},
+      {"malformed workload key", {"dense_nopack.x86(data=[5,19", fallback_input(dw).config_json}},
+      {"unknown template", {"no_such_op.x86(data=[5,19])", fallback_input(dw).config_json}},
+      {"workload the template rejects",
+       {ops::Workload{"dense_nopack.x86", {{"data", {5, 19}}}}.key(),
+        fallback_input(dw).config_json}},
+      {"conv random", random_input(cw, rng)},
+  };
+  std::vector<MeasureInput> inputs;
+  for (auto& c : cases) {
+    if (!c.fault.empty()) o.fault_injection[inputs.size()] = c.fault;
+    inputs.push_back(c.input);
+  }
+
+  auto t0 = Clock::now();
+  std::vector<MeasureResult> rs = measure_batch(inputs, host(), o);
+  double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_EQ(rs.size(), cases.size());
+  auto at = [&](const std::string& name) -> const MeasureResult& {
+    for (size_t i = 0; i < cases.size(); ++i)
+      if (cases[i].name == name) return rs[i];
+    throw std::logic_error("no case " + name);
+  };
+
+  for (const char* good : {"dense fallback", "conv fallback", "dense random", "conv random"})
+    expect_good(at(good), o, good);
+
+  expect_error(at("crash"), MeasureError::kRuntimeError, "SIGSEGV", "crash");
+  expect_error(at("abort"), MeasureError::kRuntimeError, "SIGABRT", "abort");
+  expect_error(at("silent exit"), MeasureError::kRuntimeError, "without a result", "exit");
+  expect_error(at("hang"), MeasureError::kTimeout, "timeout", "hang");
+  expect_error(at("garbage"), MeasureError::kWrongResult, "relative error", "garbage");
+  EXPECT_GT(at("garbage").max_rel_err, o.rtol);
+  expect_error(at("compile fault"), MeasureError::kCompileError, "planted", "compile fault");
+  expect_error(at("illegal knob value"), MeasureError::kInvalidConfig, "999983", "illegal knob");
+  expect_error(at("config of another template"), MeasureError::kInvalidConfig, "dense_nopack",
+               "other template's config");
+  expect_error(at("config not JSON"), MeasureError::kInvalidConfig, "config", "not JSON");
+  expect_error(at("malformed workload key"), MeasureError::kCompileError, "bad workload",
+               "malformed key");
+  expect_error(at("unknown template"), MeasureError::kCompileError, "no_such_op", "unknown");
+  expect_error(at("workload the template rejects"), MeasureError::kCompileError, "bad workload",
+               "rejected workload");
+
+  // Nothing that failed before running was run; the hang was killed at its
+  // timeout, not long after, and the crashes cost little.
+  for (const char* never_ran : {"compile fault", "illegal knob value", "malformed workload key"})
+    EXPECT_EQ(at(never_ran).run_s, 0) << never_ran;
+  EXPECT_GE(at("hang").run_s, o.timeout_s);
+  EXPECT_LT(at("hang").run_s, o.timeout_s + 1.5);
+  EXPECT_LT(at("crash").run_s, o.timeout_s);
+  EXPECT_LT(wall, 30);
+}
+
+// Random configs of every registered template, compiled by four threads, all
+// verify: the worker's inputs fit each template's physical layouts.
+TEST(Measure, RandomConfigsOfEveryTemplateVerify) {
+  std::mt19937_64 rng(11);
+  std::vector<ops::Workload> ws = {
+      conv_w(),
+      ops::Workload{"depthwise_conv2d_NCHWc.x86",
+                    {{"data", {1, 24, 11, 13}},
+                     {"kernel", {24, 1, 3, 3}},
+                     {"strides", {2, 2}},
+                     {"pads", {1, 1, 1, 1}},
+                     {"dilation", {1, 1}}}},
+      ops::dense_workload("dense_pack.x86", {7, 20, 13}),
+      dense_w(),
+      ops::Workload{"batch_matmul.x86", {{"a", {2, 7, 13}}, {"b", {1, 13, 20}}}},
+  };
+  std::vector<std::string> names;
+  for (auto& w : ws) names.push_back(w.template_name);
+  std::sort(names.begin(), names.end());
+  auto all = ops::template_names();
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(names, all) << "a template was added: give it a workload here";
+
+  std::vector<MeasureInput> inputs;
+  for (auto& w : ws)
+    for (int i = 0; i < 2; ++i) inputs.push_back(random_input(w, rng));
+  MeasureOptions o = base_options();
+  o.compile_threads = 4;
+  o.repeat = 1;
+  auto rs = measure_batch(inputs, host(), o);
+  for (size_t i = 0; i < rs.size(); ++i)
+    expect_good(rs[i], o, inputs[i].workload_key + " " + inputs[i].config_json);
+}
+
+TEST(Measure, MinRepeatMsGrowsTheCallsPerRepeat) {
+  MeasureOptions o = base_options();
+  o.number = 1;
+  o.repeat = 3;
+  o.min_repeat_ms = 25;
+  auto rs = measure_batch({fallback_input(dense_w())}, host(), o);
+  const MeasureResult& r = rs.at(0);
+  ASSERT_EQ(r.error, MeasureError::kOk) << r.message;
+  ASSERT_EQ(r.times_ms.size(), 3u);
+  // A tiny dense layer takes microseconds: one call cannot fill 25 ms.
+  EXPECT_GT(r.number_used, 10);
+  // The grown count only grows, so the last repeat ran number_used calls and
+  // lasted at least min_repeat_ms.
+  EXPECT_GE(r.times_ms.back() * double(r.number_used), o.min_repeat_ms * (1 - 1e-9));
+}
+
+TEST(Measure, NumberAndRepeatAreHonoured) {
+  MeasureOptions o = base_options();
+  o.number = 3;
+  o.repeat = 5;
+  o.flush_cache = false;
+  auto rs = measure_batch({fallback_input(conv_w())}, host(), o);
+  expect_good(rs.at(0), o, "number 3, repeat 5");
+  EXPECT_EQ(rs.at(0).times_ms.size(), 5u);
+  EXPECT_EQ(rs.at(0).number_used, 3);
+}
+
+TEST(Measure, RtolIsApplied) {
+  // A negative tolerance rejects even an exact kernel: the verdict follows rtol.
+  MeasureOptions o = base_options();
+  o.rtol = -1;
+  auto rs = measure_batch({fallback_input(dense_w())}, host(), o);
+  EXPECT_EQ(rs.at(0).error, MeasureError::kWrongResult) << rs.at(0).message;
+  EXPECT_GE(rs.at(0).max_rel_err, 0);
+  EXPECT_LE(rs.at(0).max_rel_err, 1e-4);
+}
+
+TEST(Measure, MissingWorkerIsOneClearError) {
+  MeasureOptions o = base_options();
+  o.worker_path = "/nonexistent/kiln-measure-worker";
+  try {
+    measure_batch({fallback_input(dense_w())}, host(), o);
+    FAIL() << "expected std::runtime_error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/kiln-measure-worker"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Measure, EmptyBatch) { EXPECT_TRUE(measure_batch({}, host(), base_options()).empty()); }
+
+TEST(MeasureWorker, ArgumentsRoundTrip) {
+  WorkerArgs a;
+  a.so_path = "/tmp/x y.so";
+  a.symbol = "dense_nopack_x86";
+  a.workload_key = dense_w().key();
+  a.config_json = R"({"index": 3, "knobs": {"tile_y": [1, 5]}})";
+  a.number = 4;
+  a.repeat = 6;
+  a.min_repeat_ms = 12.5;
+  a.flush_cache = false;
+  a.rtol = 3e-5;
+  a.num_threads = 2;
+  a.seed = 123456789012345ull;
+  a.fault = "garbage";
+  a.parent_pid = 4242;
+  WorkerArgs b = parse_worker_args(worker_argv(a));
+  EXPECT_EQ(b.so_path, a.so_path);
+  EXPECT_EQ(b.symbol, a.symbol);
+  EXPECT_EQ(b.workload_key, a.workload_key);
+  EXPECT_EQ(b.config_json, a.config_json);
+  EXPECT_EQ(b.number, 4);
+  EXPECT_EQ(b.repeat, 6);
+  EXPECT_EQ(b.min_repeat_ms, 12.5);
+  EXPECT_FALSE(b.flush_cache);
+  EXPECT_EQ(b.rtol, 3e-5);
+  EXPECT_EQ(b.num_threads, 2);
+  EXPECT_EQ(b.seed, a.seed);
+  EXPECT_EQ(b.fault, "garbage");
+  EXPECT_EQ(b.parent_pid, 4242);
+
+  EXPECT_THROW(parse_worker_args({"--so", "a.so"}), std::invalid_argument);  // missing options
+  auto argv = worker_argv(a);
+  argv.push_back("--bogus");
+  argv.push_back("1");
+  EXPECT_THROW(parse_worker_args(argv), std::invalid_argument);
+  argv = worker_argv(a);
+  argv[9] = "zero";  // the value of --number
+  EXPECT_THROW(parse_worker_args(argv), std::invalid_argument);
+}
+
+TEST(MeasureErrorNames, AreStable) {
+  EXPECT_STREQ(measure_error_name(MeasureError::kOk), "ok");
+  EXPECT_STREQ(measure_error_name(MeasureError::kCompileError), "compile_error");
+  EXPECT_STREQ(measure_error_name(MeasureError::kRuntimeError), "runtime_error");
+  EXPECT_STREQ(measure_error_name(MeasureError::kTimeout), "timeout");
+  EXPECT_STREQ(measure_error_name(MeasureError::kWrongResult), "wrong_result");
+  EXPECT_STREQ(measure_error_name(MeasureError::kInvalidConfig), "invalid_config");
+}
+
+}  // namespace
+}  // namespace kiln::tuner
