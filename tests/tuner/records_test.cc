@@ -588,7 +588,7 @@ TEST_F(RecordsTest, TwoWriterProcessesLoseNothing) {
   RawDB raw(path);
   EXPECT_EQ(raw.one("PRAGMA integrity_check"), "ok");
   // How often the commit order switches between the writers (1: one ran after the other).
-  std::vector<std::string> order = raw.column("SELECT workload_key FROM records ORDER BY rowid");
+  std::vector<std::string> order = raw.column("SELECT workload_key FROM records ORDER BY id");
   int switches = 0;
   for (size_t i = 1; i < order.size(); ++i) switches += order[i][7] != order[i - 1][7];
   std::printf("commit order switched writers %d times\n", switches);
