@@ -2,6 +2,7 @@
 #include "cli/records_command.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
@@ -73,10 +74,21 @@ int run_import(const std::vector<std::string>& args) {
     pos.push_back(s);
   }
   if (pos.size() != 2) throw UsageError("import needs a database and a JSONL file");
-  tuner::RecordDB records = tuner::RecordDB::open(pos[0]);
-  size_t added = records.import_jsonl(pos[1]);
+  // A failed import into a new database leaves no empty database behind.
+  bool existed = std::filesystem::exists(pos[0]);
+  size_t added = 0, total = 0;
+  try {
+    tuner::RecordDB records = tuner::RecordDB::open(pos[0]);
+    added = records.import_jsonl(pos[1]);
+    total = records.count();
+  } catch (...) {
+    std::error_code ec;
+    if (!existed)
+      for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(pos[0] + suffix, ec);
+    throw;
+  }
   std::fprintf(stderr, "kiln records: imported %zu new record%s from %s into %s (%zu in all)\n",
-               added, added == 1 ? "" : "s", pos[1].c_str(), pos[0].c_str(), records.count());
+               added, added == 1 ? "" : "s", pos[1].c_str(), pos[0].c_str(), total);
   return 0;
 }
 

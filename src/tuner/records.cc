@@ -340,6 +340,7 @@ bool insert(RecordDB::Impl& impl, const Record& r, bool skip_duplicates) {
 
 constexpr const char* kCreateV1 = R"sql(
 CREATE TABLE records (
+  id             INTEGER PRIMARY KEY,  -- insertion order, stable across VACUUM
   workload_key   TEXT NOT NULL,
   target_key     TEXT NOT NULL,
   config_json    TEXT NOT NULL,     -- canonical JSON object
@@ -548,7 +549,7 @@ std::optional<Record> RecordDB::best(const std::string& workload_key,
   std::lock_guard<std::mutex> lock(impl_->mu);
   Stmt s(*impl_, (std::string("SELECT ") + kColumns +
                   " FROM records WHERE workload_key = ? AND target_key = ? AND error = 'ok' "
-                  "ORDER BY mean_ms, rowid LIMIT 1")
+                  "ORDER BY mean_ms, id LIMIT 1")
                      .c_str());
   s.bind(1, workload_key).bind(2, target_key);
   if (!s.step()) return std::nullopt;
@@ -560,7 +561,7 @@ std::vector<Record> RecordDB::records(const std::string& workload_key,
   std::lock_guard<std::mutex> lock(impl_->mu);
   Stmt s(*impl_, (std::string("SELECT ") + kColumns +
                   " FROM records WHERE workload_key = ? AND target_key = ? "
-                  "ORDER BY timestamp_unix, rowid")
+                  "ORDER BY timestamp_unix, id")
                      .c_str());
   s.bind(1, workload_key).bind(2, target_key);
   std::vector<Record> out;
@@ -606,7 +607,7 @@ size_t RecordDB::export_jsonl(std::ostream& out, const std::string& workload_key
   // One statement reads one consistent snapshot, even while others write.
   std::string sql = std::string("SELECT ") + kColumns + " FROM records" +
                     (workload_key.empty() ? "" : " WHERE workload_key = ?") +
-                    " ORDER BY workload_key, target_key, timestamp_unix, rowid";
+                    " ORDER BY workload_key, target_key, timestamp_unix, id";
   Stmt s(*impl_, sql.c_str());
   if (!workload_key.empty()) s.bind(1, workload_key);
   size_t n = 0;
@@ -622,12 +623,13 @@ size_t RecordDB::export_jsonl(const std::string& path, const std::string& worklo
   size_t n = 0;
   try {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write '" + tmp + "'");
+    if (!out) throw std::runtime_error("cannot write '" + path + "' (through '" + tmp + "')");
     n = export_jsonl(out, workload_key);
-    out.flush();
-    if (!out) throw std::runtime_error("cannot write '" + tmp + "' (disk full?)");
     out.close();
-    std::filesystem::rename(tmp, path);
+    if (!out) throw std::runtime_error("cannot write '" + path + "' (disk full?)");
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) throw std::runtime_error("cannot write '" + path + "': " + ec.message());
   } catch (...) {
     std::error_code ec;
     std::filesystem::remove(tmp, ec);

@@ -13,7 +13,8 @@
 //  - The schema carries its version (table schema_version); open() migrates
 //    older files in one transaction and refuses files a newer kiln wrote.
 //  - Nothing stored is ever lost: a failed add or import changes nothing.
-// Every error is a std::runtime_error naming the database (or JSONL) file.
+// Errors name the database (or JSONL) file: std::invalid_argument for a bad
+// record passed in, std::runtime_error for everything else.
 //
 // JSON lines (export/import), one record per line, fields in this order:
 //   {"workload":K,"target":T,"config":{...},"times_ms":[...],"error":"ok",

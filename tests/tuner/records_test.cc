@@ -199,6 +199,7 @@ TEST(TargetKeyTest, ArmFeaturesWithoutX86Names) {
 
 TEST(TargetKeyTest, KeyParsesBack) {
   TargetKey host = TargetKey::for_target(kiln::codegen::Target::host(), 3);
+  std::printf("host: %s\n", host.key().c_str());
   EXPECT_EQ(TargetKey::parse(host.key()), host);
   EXPECT_NE(host.key().find("threads=3"), std::string::npos);
   EXPECT_NE(host.key().find("llvm=" + kiln::codegen::llvm_version_string()), std::string::npos);
@@ -587,7 +588,7 @@ TEST_F(RecordsTest, TwoWriterProcessesLoseNothing) {
   RawDB raw(path);
   EXPECT_EQ(raw.one("PRAGMA integrity_check"), "ok");
   // How often the commit order switches between the writers (1: one ran after the other).
-  std::vector<std::string> order = raw.column("SELECT workload_key FROM records ORDER BY rowid");
+  std::vector<std::string> order = raw.column("SELECT workload_key FROM records ORDER BY id");
   int switches = 0;
   for (size_t i = 1; i < order.size(); ++i) switches += order[i][7] != order[i - 1][7];
   std::printf("commit order switched writers %d times\n", switches);
@@ -598,29 +599,38 @@ TEST_F(RecordsTest, WriterKilledMidwayKeepsEveryCommittedRecord) {
   namespace w = kiln::tuner::records_testing;
   std::string path = file("killed.db");
   RecordDB::open(path).add(make("before", "{}", {1.0}));
-  Child c = spawn_writer(path, 0, "k");  // 0: until killed
-  c.go();
-  std::string buf;
-  std::vector<int> got;
-  read_indices(c.out, buf, got, 10);  // it is committing
-  ASSERT_EQ(got.size(), 10u) << "the writer did not start";
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  ASSERT_EQ(kill(c.pid, SIGKILL), 0);
-  EXPECT_EQ(wait_exit_code(c.pid), 128 + SIGKILL);
-  read_indices(c.out, buf, got, SIZE_MAX);  // the rest it reported before dying
-  close(c.out);
-  std::printf("committed %zu records before SIGKILL\n", got.size());
+  size_t expected = 1;
+  // Three writers in turn, each killed at another moment of its work.
+  for (int round = 0; round < 3; ++round) {
+    std::string tag = "k" + std::to_string(round);
+    Child c = spawn_writer(path, 0, tag);  // 0: until killed
+    c.go();
+    std::string buf;
+    std::vector<int> got;
+    read_indices(c.out, buf, got, 10);  // it is committing
+    ASSERT_EQ(got.size(), 10u) << "the writer did not start";
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + 70 * round));
+    ASSERT_EQ(kill(c.pid, SIGKILL), 0);
+    EXPECT_EQ(wait_exit_code(c.pid), 128 + SIGKILL);
+    read_indices(c.out, buf, got, SIZE_MAX);  // the rest it reported before dying
+    close(c.out);
+    std::printf("round %d: %zu records committed before SIGKILL\n", round, got.size());
 
-  RecordDB db = RecordDB::open(path);
-  EXPECT_EQ(RawDB(path).one("PRAGMA integrity_check"), "ok");
-  for (int i : got) {
-    Record r = w::writer_record("k", i);
-    ASSERT_TRUE(db.has_config(r.workload_key, r.target_key, r.config_json)) << i;
+    RecordDB db = RecordDB::open(path);
+    EXPECT_EQ(RawDB(path).one("PRAGMA integrity_check"), "ok");
+    for (int i : got) {
+      Record r = w::writer_record(tag, i);
+      ASSERT_TRUE(db.has_config(r.workload_key, r.target_key, r.config_json)) << tag << i;
+    }
+    // Everything reported is there; at most the one in flight when it died
+    // may have committed without being reported.
+    expected += got.size();
+    EXPECT_GE(db.count(), expected);
+    EXPECT_LE(db.count(), expected + 1);
+    expected = db.count();
+    EXPECT_TRUE(db.best("before", kTarget).has_value());
   }
-  // Everything committed is there; at most the one in flight when it died may
-  // have committed without being reported.
-  EXPECT_GE(db.count(), got.size() + 1);
-  EXPECT_LE(db.count(), got.size() + 2);
+  RecordDB db = RecordDB::open(path);
   db.add(make("after", "{}", {1.0}));
   EXPECT_TRUE(db.best("after", kTarget).has_value());
 }
@@ -668,6 +678,10 @@ TEST_F(RecordsTest, KilnRecordsCommand) {
   EXPECT_EQ(run_shell(kiln + " records import " + dst + " " + file("bad.jsonl") + " 2>" + err), 1);
   EXPECT_NE(read_file(err).find(file("bad.jsonl") + ":31:"), std::string::npos) << read_file(err);
   EXPECT_EQ(RecordDB::open(dst).count(), 30u);
+  std::string fresh = file("fresh.db");  // a failed import creates no database
+  EXPECT_EQ(run_shell(kiln + " records import " + fresh + " " + file("bad.jsonl") + " 2>" + err),
+            1);
+  EXPECT_FALSE(fs::exists(fresh));
   std::string none = file("none.jsonl");
   EXPECT_EQ(run_shell(kiln + " records export " + file("nope.db") + " -o " + none + " 2>" + err),
             1);
