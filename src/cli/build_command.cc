@@ -7,11 +7,13 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 
 #include "driver/build_module.h"
 #include "driver/package_writer.h"
 #include "frontend/onnx_import.h"
+#include "ops/op_template.h"
 #include "runtime/c_runtime_api.h"
 #include "tuner/records.h"
 #include "tuner/target_key.h"
@@ -102,6 +104,33 @@ std::map<std::string, std::string> read_configs(const std::string& path) {
   return configs;
 }
 
+// The fastest verified record of a workload whose channel blocks match the
+// fallback's (every convolution then agrees on one layout with its
+// neighbours), else the fastest of all.
+std::optional<std::string> best_layout_consistent(const tuner::RecordDB& db,
+                                                  const std::string& workload,
+                                                  const std::string& target_key) {
+  std::optional<tuner::Record> best = db.best(workload, target_key);
+  if (!best) return std::nullopt;
+  try {
+    ops::Workload w = ops::Workload::parse(workload);
+    const ops::OpTemplate& t = ops::get_template(w.template_name);
+    schedule::ConfigSpace space = t.space(w);
+    auto want = ops::layout_blocks(t, w, t.fallback(w));
+    if (want == std::pair<int64_t, int64_t>{0, 0}) return best->config_json;
+    const tuner::Record* pick = nullptr;
+    std::vector<tuner::Record> records = db.records(workload, target_key);
+    for (const tuner::Record& r : records) {
+      if (r.error != tuner::ErrorClass::kOk || (pick && r.mean_ms() >= pick->mean_ms())) continue;
+      if (ops::layout_blocks(t, w, schedule::Config::from_json(space, r.config_json)) == want)
+        pick = &r;
+    }
+    return pick ? pick->config_json : best->config_json;
+  } catch (const std::exception&) {
+    return best->config_json;  // a record of an older space: the build checks it
+  }
+}
+
 // The best verified record of every workload tuned for this target and
 // thread count. Says so when the database only holds other targets' records.
 std::map<std::string, std::string> read_tuning_log(const std::string& path,
@@ -110,7 +139,8 @@ std::map<std::string, std::string> read_tuning_log(const std::string& path,
   tuner::TargetKey key = tuner::TargetKey::for_target(target, kiln_get_num_threads());
   std::map<std::string, std::string> configs;
   for (const std::string& w : db.workloads(key.key()))
-    if (auto best = db.best(w, key.key())) configs[w] = best->config_json;
+    if (std::optional<std::string> cfg = best_layout_consistent(db, w, key.key()))
+      configs[w] = *cfg;
   if (configs.empty() && db.count() > 0)
     std::printf("note: %s holds %zu records, none for this target (%s)\n", path.c_str(), db.count(),
                 key.key().c_str());

@@ -45,6 +45,8 @@ const char* kTuneUsage =
     "  --early-stopping N stop a task after N trials without improvement (default off)\n"
     "  --time-budget S    stop the whole run after S seconds (default none)\n"
     "  --batch N          candidates measured per round (default 16)\n"
+    "  --free-layout      let conv configs change channel blocks (default: keep the fallback's,\n"
+    "                     so that neighbouring convolutions need no layout transform)\n"
     "Re-running resumes: configs already in DB are not measured again. Ctrl-C stops after the\n"
     "measurement in flight; everything measured is stored.\n";
 
@@ -54,6 +56,7 @@ extern "C" void on_sigint(int) { g_interrupted = true; }
 struct TuneArgs {
   std::vector<std::string> models;
   std::string db, tuner = "xgb", input_shapes, report;
+  bool free_layout = false;
   int64_t trials = 64;
   int early_stopping = 0, batch = 16;
   double time_budget = 0;
@@ -140,6 +143,9 @@ struct TaskSearch {
   std::map<int64_t, std::vector<float>> features;
   std::vector<std::pair<int64_t, double>> measured;  // (config index, GFLOP/s)
   std::vector<int64_t> visited;                      // indices already in the database
+  // Conv configs keep the fallback's channel blocks unless --free-layout:
+  // the build then needs no layout transform between neighbouring convs.
+  std::pair<int64_t, int64_t> layout{0, 0};
   double best_gflops = 0;
 };
 
@@ -201,6 +207,22 @@ std::unique_ptr<tuner::Tuner> make_tuner(const std::string& kind, TaskSearch& t,
   return std::make_unique<tuner::ModelBasedTuner>(space, score, visited, opts, 1);
 }
 
+// Up to n proposals of the task's tuner that keep its layout; others are
+// dropped unmeasured (the tuner never proposes them again).
+std::vector<schedule::Config> next_layout_batch(TaskSearch& t, int n) {
+  if (t.layout == std::pair<int64_t, int64_t>{0, 0}) return t.tuner->next_batch(n);
+  std::vector<schedule::Config> out;
+  while (static_cast<int>(out.size()) < n) {
+    std::vector<schedule::Config> got = t.tuner->next_batch(n);
+    if (got.empty()) break;
+    for (auto& c : got)
+      if (static_cast<int>(out.size()) < n &&
+          ops::layout_blocks(*t.tmpl, t.workload, c) == t.layout)
+        out.push_back(c);
+  }
+  return out;
+}
+
 std::string fmt_duration(double s) {
   char buf[32];
   if (s < 60)
@@ -247,6 +269,8 @@ int run_tune(const std::vector<std::string>& args) {
     t->task = tasks[i];
     t->tmpl = &ops::get_template(tasks[i].template_name);
     t->workload = ops::Workload::parse(tasks[i].workload_key);
+    if (!a.free_layout)
+      t->layout = ops::layout_blocks(*t->tmpl, t->workload, t->tmpl->fallback(t->workload));
     schedule::ConfigSpace space = t->tmpl->space(t->workload);
     int64_t trials = 0;
     for (const tuner::Record& r : db.records(tasks[i].workload_key, tkey)) {
@@ -279,7 +303,7 @@ int run_tune(const std::vector<std::string>& args) {
     if (!next) break;
     size_t ti = *next;
     TaskSearch& t = *searches[ti];
-    std::vector<schedule::Config> batch = t.tuner->next_batch(sched.round_size(ti));
+    std::vector<schedule::Config> batch = next_layout_batch(t, sched.round_size(ti));
     if (batch.empty()) {
       sched.mark_exhausted(ti);
       continue;

@@ -43,6 +43,12 @@ std::vector<std::string> template_names() {
   return names;
 }
 
+std::pair<int64_t, int64_t> layout_blocks(const OpTemplate& t, const Workload& w,
+                                          const schedule::Config& cfg) {
+  if (t.name().find("conv2d_NCHWc") == std::string::npos) return {0, 0};
+  return {t.input_shapes(w, cfg).at(0).back(), t.output_shape(w, cfg).back()};
+}
+
 Kernel make_kernel(const OpTemplate& t, const Workload& w, const schedule::Config& cfg) {
   TemplateInstance inst = t.compute(w, cfg);
   std::string name = t.name();

@@ -67,6 +67,13 @@ std::vector<std::string> template_names();                 // registry order
 // arguments inputs then anchor, named after the template ("conv2d_NCHWc_x86").
 Kernel make_kernel(const OpTemplate& t, const Workload& w, const schedule::Config& cfg);
 
+// The channel blocks (input, output) a conv template's config lays its
+// activations out in; {0, 0} for templates without a blocked layout. Configs
+// of neighbouring convolutions that disagree cost a layout transform between
+// them, which a kernel measured alone does not show.
+std::pair<int64_t, int64_t> layout_blocks(const OpTemplate& t, const Workload& w,
+                                          const schedule::Config& cfg);
+
 namespace detail {
 
 // What every template's schedule() starts with. Checks that `output` is the
