@@ -18,6 +18,19 @@ const DenseWorkload kShapes[] = {
 };
 const int kConfigsPerShape = configs_per_shape(6);
 
+// A random config whose register tile a template would offer (rows <= 16,
+// unrolled k <= 32): the unlimited legacy space also holds fully unrolled
+// tiles that take LLVM minutes to compile and say nothing more about
+// correctness.
+schedule::Config random_template_sized(const schedule::ConfigSpace& space, std::mt19937_64& rng) {
+  auto cfg = space.random(rng);
+  for (int tries = 0; tries < 100 && (cfg.split("tile_y").back() > 16 ||
+                                      cfg.split("tile_k").back() > 32);
+       ++tries)
+    cfg = space.random(rng);
+  return cfg;
+}
+
 void check_dense(const DenseWorkload& w, bool pack, std::mt19937_64& rng) {
   auto space = pack ? ops::dense_pack_space(w, schedule::SplitPolicy::All)
                     : ops::dense_nopack_space(w, schedule::SplitPolicy::All);
@@ -25,14 +38,7 @@ void check_dense(const DenseWorkload& w, bool pack, std::mt19937_64& rng) {
   std::vector<float> ref(w.M * w.N);
   ops::reference::dense(A.data(), B.data(), ref.data(), w.M, w.N, w.K);
   for (int c = 0; c < kConfigsPerShape; ++c) {
-    // Register tiles a template would offer (rows <= 16, unrolled k <= 32):
-    // the unlimited legacy space also holds fully unrolled tiles that take
-    // LLVM minutes to compile and say nothing more about correctness.
-    auto cfg = space.random(rng);
-    for (int tries = 0; tries < 100 && (cfg.split("tile_y").back() > 16 ||
-                                        cfg.split("tile_k").back() > 32);
-         ++tries)
-      cfg = space.random(rng);
+    auto cfg = random_template_sized(space, rng);
     SCOPED_TRACE("M=" + std::to_string(w.M) + " N=" + std::to_string(w.N) +
                  " K=" + std::to_string(w.K) + " config " + cfg.to_json());
     auto kern = pack ? ops::dense_pack(w, cfg, /*pack_in_kernel=*/true) : ops::dense_nopack(w, cfg);
@@ -60,14 +66,7 @@ TEST(DenseKernel, PrepackedWeightsMatchReference) {
   std::vector<float> ref(w.M * w.N);
   ops::reference::dense(A.data(), B.data(), ref.data(), w.M, w.N, w.K);
   for (int c = 0; c < kConfigsPerShape; ++c) {
-    // Register tiles a template would offer (rows <= 16, unrolled k <= 32):
-    // the unlimited legacy space also holds fully unrolled tiles that take
-    // LLVM minutes to compile and say nothing more about correctness.
-    auto cfg = space.random(rng);
-    for (int tries = 0; tries < 100 && (cfg.split("tile_y").back() > 16 ||
-                                        cfg.split("tile_k").back() > 32);
-         ++tries)
-      cfg = space.random(rng);
+    auto cfg = random_template_sized(space, rng);
     SCOPED_TRACE(cfg.to_json());
     auto Bp = ops::pack_dense_weight(B.data(), w.K, w.N, ops::dense_pack_block(cfg));
     std::vector<float> C(w.M * w.N, NAN);
