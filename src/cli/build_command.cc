@@ -12,11 +12,13 @@
 
 #include "driver/build_module.h"
 #include "driver/package_writer.h"
+#include "driver/tasks.h"
 #include "frontend/onnx_import.h"
 #include "ops/op_template.h"
 #include "runtime/c_runtime_api.h"
 #include "tuner/records.h"
 #include "tuner/target_key.h"
+#include "tuner/tuned_configs.h"
 
 namespace kiln::cli {
 namespace {
@@ -25,6 +27,7 @@ const char* kBuildUsage =
     "usage: kiln build MODEL.onnx [-o OUT] [--target TARGET] [--input-shapes SHAPES]\n"
     "                  [--output-format tar|so] [--config FILE] [--tuning-log DB "
     "[--require-tuned]]\n"
+    "                  [--no-shipped-logs] [--no-borrow]\n"
     "  -o OUT             package to write (default: MODEL.tar, or MODEL.so with --output-format "
     "so)\n"
     "  --target TARGET    'llvm -mcpu=... -mattr=...' (default: this machine)\n"
@@ -33,11 +36,17 @@ const char* kBuildUsage =
     "  --config FILE      JSON lines {\"workload\": KEY, \"config\": {...}} applied by workload "
     "key\n"
     "  --tuning-log DB    use the best verified record per workload from kiln tune's database\n"
-    "  --require-tuned    fail (writing nothing) when a workload has no record\n";
+    "  --require-tuned    fail (writing nothing) when a workload has no record of its own\n"
+    "                     (in DB or the shipped logs; a borrowed config does not count)\n"
+    "  --no-shipped-logs  ignore the pre-tuned records kiln ships in logs/\n"
+    "  --no-borrow        never use a config tuned for a nearby shape of the same template\n"
+    "Configs come from DB, else the shipped logs for this CPU's ISA class (logs/*.jsonl), else\n"
+    "a nearby shape's record whose config is legal here, else the template's fallback; the\n"
+    "report names each.\n";
 
 struct BuildArgs {
   std::string model, output, target, input_shapes, format = "tar", config_file, tuning_log;
-  bool require_tuned = false;
+  bool require_tuned = false, no_shipped_logs = false, no_borrow = false;
 };
 
 BuildArgs parse_args(const std::vector<std::string>& args) {
@@ -62,6 +71,10 @@ BuildArgs parse_args(const std::vector<std::string>& args) {
       a.tuning_log = value();
     else if (s == "--require-tuned")
       a.require_tuned = true;
+    else if (s == "--no-shipped-logs")
+      a.no_shipped_logs = true;
+    else if (s == "--no-borrow")
+      a.no_borrow = true;
     else if (!s.empty() && s[0] == '-')
       throw std::invalid_argument("unknown option " + s + "\n" + kBuildUsage);
     else if (a.model.empty())
@@ -70,8 +83,8 @@ BuildArgs parse_args(const std::vector<std::string>& args) {
       throw std::invalid_argument("more than one model given\n" + std::string(kBuildUsage));
   }
   if (a.model.empty()) throw std::invalid_argument(std::string("no model given\n") + kBuildUsage);
-  if (a.require_tuned && a.tuning_log.empty())
-    throw std::invalid_argument("--require-tuned needs --tuning-log DB");
+  if (a.require_tuned && a.tuning_log.empty() && a.no_shipped_logs)
+    throw std::invalid_argument("--require-tuned needs --tuning-log DB or the shipped logs");
   if (a.format != "tar" && a.format != "so")
     throw std::invalid_argument("--output-format must be tar or so, not '" + a.format + "'");
   if (a.output.empty()) {
@@ -104,47 +117,61 @@ std::map<std::string, std::string> read_configs(const std::string& path) {
   return configs;
 }
 
-// The fastest verified record of a workload whose channel blocks match the
-// fallback's (every convolution then agrees on one layout with its
-// neighbours), else the fastest of all.
-std::optional<std::string> best_layout_consistent(const tuner::RecordDB& db,
-                                                  const std::string& workload,
-                                                  const std::string& target_key) {
-  std::optional<tuner::Record> best = db.best(workload, target_key);
-  if (!best) return std::nullopt;
-  try {
-    ops::Workload w = ops::Workload::parse(workload);
-    const ops::OpTemplate& t = ops::get_template(w.template_name);
-    schedule::ConfigSpace space = t.space(w);
-    auto want = ops::layout_blocks(t, w, t.fallback(w));
-    if (want == std::pair<int64_t, int64_t>{0, 0}) return best->config_json;
-    const tuner::Record* pick = nullptr;
-    std::vector<tuner::Record> records = db.records(workload, target_key);
-    for (const tuner::Record& r : records) {
-      if (r.error != tuner::ErrorClass::kOk || (pick && r.mean_ms() >= pick->mean_ms())) continue;
-      if (ops::layout_blocks(t, w, schedule::Config::from_json(space, r.config_json)) == want)
-        pick = &r;
-    }
-    return pick ? pick->config_json : best->config_json;
-  } catch (const std::exception&) {
-    return best->config_json;  // a record of an older space: the build checks it
+// The config each workload of the model gets from tuning records: the
+// user's database first, then the shipped log for this CPU's ISA class, then
+// a nearby shape's record (tuner/tuned_configs.h). Says so when the database
+// only holds other targets' records.
+std::map<std::string, tuner::ConfigChoice> tuned_configs(const BuildArgs& a,
+                                                         const codegen::Target& target,
+                                                         const graph::Graph& g) {
+  int threads = kiln_get_num_threads();
+  std::string key = tuner::TargetKey::for_target(target, threads).key();
+  std::vector<tuner::RecordSource> sources;
+  if (!a.tuning_log.empty()) {
+    tuner::RecordDB db = tuner::RecordDB::open(a.tuning_log, tuner::RecordDB::Mode::kMustExist);
+    sources.push_back(tuner::load_database(db, key));
+    if (sources.back().by_workload.empty() && db.count() > 0)
+      std::printf("note: %s holds %zu records, none for this target (%s)\n", a.tuning_log.c_str(),
+                  db.count(), key.c_str());
   }
+  if (!a.no_shipped_logs) {
+    std::string shipped = tuner::shipped_log_path(target);
+    if (!shipped.empty()) sources.push_back(tuner::load_jsonl(shipped, threads));
+  }
+  if (sources.empty()) return {};
+  std::vector<std::string> workloads;
+  for (const tuner::Task& t : driver::extract_tasks({g})) workloads.push_back(t.workload_key);
+  return tuner::choose_configs(workloads, sources, !a.no_borrow);
 }
 
-// The best verified record of every workload tuned for this target and
-// thread count. Says so when the database only holds other targets' records.
-std::map<std::string, std::string> read_tuning_log(const std::string& path,
-                                                   const codegen::Target& target) {
-  tuner::RecordDB db = tuner::RecordDB::open(path, tuner::RecordDB::Mode::kMustExist);
-  tuner::TargetKey key = tuner::TargetKey::for_target(target, kiln_get_num_threads());
-  std::map<std::string, std::string> configs;
-  for (const std::string& w : db.workloads(key.key()))
-    if (std::optional<std::string> cfg = best_layout_consistent(db, w, key.key()))
-      configs[w] = *cfg;
-  if (configs.empty() && db.count() > 0)
-    std::printf("note: %s holds %zu records, none for this target (%s)\n", path.c_str(), db.count(),
-                key.key().c_str());
-  return configs;
+// "tuned: N of M workloads (...)" and the borrowed ones, each with its donor.
+void print_tuned(const driver::BuiltModule& m,
+                 const std::map<std::string, tuner::ConfigChoice>& tuned) {
+  std::map<std::string, size_t> exact;  // source -> workloads
+  std::vector<std::pair<std::string, const tuner::ConfigChoice*>> borrowed;
+  for (const auto& w : m.workloads) {
+    auto it = tuned.find(w.key);
+    if (it == tuned.end()) continue;
+    if (it->second.origin == tuner::ConfigChoice::Origin::kBorrowed)
+      borrowed.emplace_back(w.key, &it->second);
+    else
+      ++exact[(it->second.origin == tuner::ConfigChoice::Origin::kShippedLog ? "shipped log "
+                                                                             : "") +
+              it->second.source];
+  }
+  size_t n = 0;
+  std::string from;
+  for (const auto& [source, count] : exact) {
+    n += count;
+    from += (from.empty() ? "" : ", ") + std::to_string(count) + " from " + source;
+  }
+  std::printf("tuned: %zu of %zu workloads%s%s%s\n", n, m.workloads.size(),
+              from.empty() ? "" : " (", from.c_str(), from.empty() ? "" : ")");
+  if (borrowed.empty()) return;
+  std::printf("borrowed: %zu workload%s use%s the config tuned for a nearby shape:\n",
+              borrowed.size(), borrowed.size() == 1 ? "" : "s", borrowed.size() == 1 ? "s" : "");
+  for (const auto& [key, c] : borrowed)
+    std::printf("  %s\n    <- %s (%s)\n", key.c_str(), c->borrowed_from.c_str(), c->source.c_str());
 }
 
 }  // namespace
@@ -154,23 +181,28 @@ int run_build(const std::vector<std::string>& args) {
   auto start = std::chrono::steady_clock::now();
   driver::BuildOptions options;
   if (!a.target.empty()) options.target = codegen::Target::parse(a.target);
-  std::map<std::string, std::string> tuned;
-  if (!a.tuning_log.empty()) tuned = read_tuning_log(a.tuning_log, options.target);
-  options.configs = tuned;
-  for (auto& [key, cfg] : read_configs(a.config_file)) options.configs[key] = cfg;  // --config wins
+  std::map<std::string, std::string> explicit_configs = read_configs(a.config_file);
   driver::check_output_path(a.output);  // before the slow part
 
   graph::Graph g = frontend::import_onnx(a.model, frontend::parse_input_shapes(a.input_shapes));
+  std::map<std::string, tuner::ConfigChoice> tuned = tuned_configs(a, options.target, g);
+  for (const auto& [key, choice] : tuned) options.configs[key] = choice.config_json;
+  for (auto& [key, cfg] : explicit_configs) options.configs[key] = cfg;  // --config wins
   driver::BuiltModule m = driver::build_module(std::move(g), options);
   if (a.require_tuned) {
     std::string missing;
     size_t n = 0;
-    for (const auto& w : m.workloads)
-      if (!w.configured && n++ < 20) missing += "\n  " + w.key;
+    for (const auto& w : m.workloads) {
+      auto it = tuned.find(w.key);
+      bool own = it != tuned.end() && it->second.origin != tuner::ConfigChoice::Origin::kBorrowed;
+      if (!own && n++ < 20)
+        missing += "\n  " + w.key + (it != tuned.end() ? " (only a borrowed config)" : "");
+    }
     if (n)
       throw std::runtime_error(std::to_string(n) + " of " + std::to_string(m.workloads.size()) +
-                               " workloads have no record in " + a.tuning_log +
-                               " (--require-tuned):" + missing);
+                               " workloads have no record in " +
+                               (a.tuning_log.empty() ? std::string("") : a.tuning_log + " or ") +
+                               "the shipped logs (--require-tuned):" + missing);
   }
   driver::write_package(
       m, options.target, a.output,
@@ -184,12 +216,7 @@ int run_build(const std::vector<std::string>& args) {
   std::printf("kiln build: %s -> %s (%zu kernels: %zu templated, %zu generic; %.1f s)\n",
               a.model.c_str(), a.output.c_str(), m.funcs.size(), templated, m.generic_kernels,
               secs);
-  if (!a.tuning_log.empty()) {
-    size_t from_log = 0;
-    for (const auto& w : m.workloads) from_log += tuned.count(w.key);
-    std::printf("tuned: %zu of %zu workloads (records from %s)\n", from_log, m.workloads.size(),
-                a.tuning_log.c_str());
-  }
+  if (!a.tuning_log.empty() || !tuned.empty()) print_tuned(m, tuned);
   std::printf("configs: %zu of %zu workloads configured", configured, m.workloads.size());
   if (configured < m.workloads.size()) {
     std::printf("; fallback configs for:\n");
@@ -202,7 +229,7 @@ int run_build(const std::vector<std::string>& args) {
   // that a key with a typo is not silently ignored.
   size_t unused = 0;
   std::string first_unused;
-  for (const auto& [key, cfg] : options.configs) {
+  for (const auto& [key, cfg] : explicit_configs) {
     bool used = std::any_of(m.workloads.begin(), m.workloads.end(),
                             [&](const driver::WorkloadUse& w) { return w.key == key; });
     if (!used && unused++ == 0) first_unused = key;

@@ -3,20 +3,24 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
 
 #include "tuner/records.h"
+#include "tuner/tuned_configs.h"
 
 namespace kiln::cli {
 namespace {
 
 const char* kRecordsUsage =
-    "usage: kiln records export DB -o OUT.jsonl [--workload KEY]\n"
+    "usage: kiln records export DB -o OUT.jsonl [--workload KEY] [--best]\n"
     "       kiln records import DB IN.jsonl\n"
     "  export   write DB's records as JSON lines (one record a line, sorted by workload);\n"
-    "           -o - writes to stdout; --workload keeps one workload's records\n"
+    "           -o - writes to stdout; --workload keeps one workload's records; --best keeps\n"
+    "           per workload and target the record a build would pick (and the fastest), as\n"
+    "           kiln's shipped logs/ are made\n"
     "  import   add the records of IN.jsonl to DB (created if absent), skipping records\n"
     "           DB holds already; a bad line imports nothing\n";
 
@@ -24,9 +28,35 @@ struct UsageError : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// --best: the records a build would use, one JSON line each; a file is
+// written whole or not at all.
+size_t export_best(const tuner::RecordDB& db, const std::string& workload, const std::string& out) {
+  std::string text;
+  size_t n = 0;
+  for (const tuner::Record& r : tuner::best_records(db)) {
+    if (!workload.empty() && r.workload_key != workload) continue;
+    text += tuner::record_to_json_line(r) + "\n";
+    ++n;
+  }
+  if (out == "-") {
+    std::cout << text << std::flush;
+    if (!std::cout) throw std::runtime_error("cannot write to stdout");
+    return n;
+  }
+  std::string tmp = out + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.close();
+    if (!f) throw std::runtime_error("cannot write '" + tmp + "'");
+  }
+  std::filesystem::rename(tmp, out);
+  return n;
+}
+
 int run_export(const std::vector<std::string>& args) {
   std::string db, out, workload;
-  bool have_workload = false;
+  bool have_workload = false, best = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& s = args[i];
     auto value = [&]() -> std::string {
@@ -37,6 +67,8 @@ int run_export(const std::vector<std::string>& args) {
       out = value();
     else if (s == "--workload")
       workload = value(), have_workload = true;
+    else if (s == "--best")
+      best = true;
     else if (s.size() > 1 && s[0] == '-')
       throw UsageError("unknown option " + s);
     else if (db.empty())
@@ -55,7 +87,9 @@ int run_export(const std::vector<std::string>& args) {
       throw std::runtime_error("no records of workload '" + workload + "' in '" + db + "'");
   }
   size_t n = 0;
-  if (out == "-") {
+  if (best) {
+    n = export_best(records, workload, out);
+  } else if (out == "-") {
     n = records.export_jsonl(std::cout, workload);
     std::cout.flush();
     if (!std::cout) throw std::runtime_error("cannot write to stdout");

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -14,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
 
 #include "codegen/target.h"
@@ -37,6 +39,7 @@ const char* kTuneUsage =
     "usage: kiln tune MODEL.onnx [MORE.onnx ...] --tuning-log DB [--trials N] [--tuner "
     "xgb|random|grid|ga]\n"
     "                 [--early-stopping N] [--time-budget SECONDS] [--batch N] [--input-shapes S]\n"
+    "                 [--target TARGET] [--free-layout]\n"
     "                 [--number N] [--repeat N] [--min-repeat-ms MS] [--timeout S] [--report "
     "OUT.json]\n"
     "  --trials N         trials per task in total, measured ones of earlier runs included "
@@ -45,6 +48,8 @@ const char* kTuneUsage =
     "  --early-stopping N stop a task after N trials without improvement (default off)\n"
     "  --time-budget S    stop the whole run after S seconds (default none)\n"
     "  --batch N          candidates measured per round (default 16)\n"
+    "  --target TARGET    'llvm -mcpu=... -mattr=...' to tune for (default: this machine; the\n"
+    "                     machine must be able to run the target's code)\n"
     "  --free-layout      let conv configs change channel blocks (default: keep the fallback's,\n"
     "                     so that neighbouring convolutions need no layout transform)\n"
     "Re-running resumes: configs already in DB are not measured again. Ctrl-C stops after the\n"
@@ -55,7 +60,7 @@ extern "C" void on_sigint(int) { g_interrupted = true; }
 
 struct TuneArgs {
   std::vector<std::string> models;
-  std::string db, tuner = "xgb", input_shapes, report;
+  std::string db, tuner = "xgb", input_shapes, report, target;
   bool free_layout = false;
   int64_t trials = 64;
   int early_stopping = 0, batch = 16;
@@ -108,6 +113,10 @@ TuneArgs parse_args(const std::vector<std::string>& args) {
       a.measure.timeout_s = number();
     else if (s == "--report")
       a.report = value();
+    else if (s == "--free-layout")
+      a.free_layout = true;
+    else if (s == "--target")
+      a.target = value();
     else if (!s.empty() && s[0] == '-')
       throw std::invalid_argument("unknown option " + s + "\n" + kTuneUsage);
     else
@@ -167,10 +176,16 @@ std::vector<float> features_of(TaskSearch& t, const schedule::Config& cfg) {
 struct SharedModel {
   tuner::CostModel model;
   std::vector<TaskSearch*> tasks;
+  // Records of workloads outside this run (warm_start()): features, labels
+  // relative to their workload's best, one ranking group per workload.
+  std::vector<std::vector<float>> warm_X;
+  std::vector<float> warm_y;
+  std::vector<unsigned> warm_groups;
+
   void retrain() {
-    std::vector<std::vector<float>> X;
-    std::vector<float> y;
-    std::vector<unsigned> groups;
+    std::vector<std::vector<float>> X = warm_X;
+    std::vector<float> y = warm_y;
+    std::vector<unsigned> groups = warm_groups;
     for (TaskSearch* t : tasks) {
       if (t->measured.empty()) continue;
       double best = std::max(t->best_gflops, 1e-9);
@@ -181,6 +196,46 @@ struct SharedModel {
       groups.push_back(static_cast<unsigned>(t->measured.size()));
     }
     if (X.size() >= 8) model.fit(X, y, groups, 30);
+  }
+
+  // Loads the database's verified records of other workloads on this target
+  // (other models tuned earlier): the features are the lowered loop IR's, so
+  // what was learned there ranks this run's first candidates. Up to
+  // `per_workload` records each (spread over the speed range), `max_total` in all.
+  size_t warm_start(const tuner::RecordDB& db, const std::string& tkey, size_t per_workload,
+                    size_t max_total) {
+    std::set<std::string> own;
+    for (TaskSearch* t : tasks) own.insert(t->task.workload_key);
+    size_t loaded = 0;
+    for (const std::string& key : db.workloads(tkey)) {
+      if (own.count(key) || loaded >= max_total) continue;
+      try {
+        ops::Workload w = ops::Workload::parse(key);
+        const ops::OpTemplate& tmpl = ops::get_template(w.template_name);
+        schedule::ConfigSpace space = tmpl.space(w);
+        std::vector<tuner::Record> ok;
+        for (tuner::Record& r : db.records(key, tkey))
+          if (r.error == tuner::ErrorClass::kOk && r.gflops > 0) ok.push_back(std::move(r));
+        if (ok.size() < 2) continue;
+        std::sort(ok.begin(), ok.end(), [](auto& x, auto& y) { return x.gflops > y.gflops; });
+        double best = ok.front().gflops;
+        size_t n = std::min({ok.size(), per_workload, max_total - loaded}), added = 0;
+        for (size_t k = 0; k < n; ++k) {
+          const tuner::Record& r = ok[k * ok.size() / n];
+          schedule::Config cfg = schedule::Config::from_json(space, r.config_json);
+          ops::Kernel kern = ops::make_kernel(tmpl, w, cfg);
+          warm_X.push_back(
+              tuner::combined_features(schedule::lower(kern.sch, kern.args, "warm"), cfg));
+          warm_y.push_back(static_cast<float>(r.gflops / best));
+          ++added;
+        }
+        warm_groups.push_back(static_cast<unsigned>(added));
+        loaded += added;
+      } catch (const std::exception&) {
+        // A record of another kiln's space or template: not usable here.
+      }
+    }
+    return loaded;
   }
 };
 
@@ -232,6 +287,90 @@ std::string fmt_duration(double s) {
   return buf;
 }
 
+tuner::Record to_record(const std::string& workload, const std::string& tkey,
+                        const std::string& config_json, const tuner::MeasureResult& r) {
+  tuner::Record rec;
+  rec.workload_key = workload;
+  rec.target_key = tkey;
+  rec.config_json = config_json;
+  rec.times_ms = r.times_ms;
+  rec.error = error_class(r.error);
+  rec.error_message = r.message;
+  rec.timestamp_unix = static_cast<int64_t>(std::time(nullptr));
+  rec.kiln_version = tuner::kiln_version();
+  rec.gflops = r.error == tuner::MeasureError::kOk ? r.gflops : 0;
+  return rec;
+}
+
+// Trials still to run over the active tasks.
+int64_t remaining_trials(const tuner::TaskScheduler& sched, int64_t per_task) {
+  int64_t left = 0;
+  for (size_t i = 0; i < sched.tasks().size(); ++i)
+    if (sched.state(i) == tuner::TaskState::Active)
+      left += std::max<int64_t>(0, per_task - sched.trials(i));
+  return left;
+}
+
+// One live line per task: on a terminal it is redrawn after every
+// measurement and a new line starts when the scheduler moves to another
+// task; in a log (not a terminal) one line per round.
+class ProgressLine {
+ public:
+  ProgressLine(size_t num_tasks, int64_t per_task, bool tty)
+      : num_tasks_(num_tasks), per_task_(per_task), tty_(tty) {}
+
+  void show(size_t ti, const tuner::Task& task, int64_t trials, double cur, double best,
+            int64_t left) {
+    ++measured_;
+    if (!tty_) return;
+    if (open_ && ti != task_) std::printf("\n");
+    print(ti, task, trials, cur, best, left);
+  }
+  void round_done(size_t ti, const tuner::Task& task, int64_t trials,
+                  const std::vector<double>& gflops, double best, int64_t left) {
+    double cur = gflops.empty() ? 0 : *std::max_element(gflops.begin(), gflops.end());
+    if (tty_) {
+      if (open_ && ti != task_) std::printf("\n");
+      print(ti, task, trials, cur, best, left);
+    } else {
+      print(ti, task, trials, cur, best, left);
+      std::printf("\n");
+    }
+    std::fflush(stdout);
+  }
+  void finish() {
+    if (tty_ && open_) std::printf("\n");
+    open_ = false;
+  }
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  void print(size_t ti, const tuner::Task& task, int64_t trials, double cur, double best,
+             int64_t left) {
+    double per_trial = elapsed() / std::max<int64_t>(1, measured_);
+    std::printf(
+        "%s[task %zu/%zu] %-28s trials %lld/%lld  cur %7.1f  best %7.1f GFLOP/s  "
+        "elapsed %s  remaining ~%s%s",
+        tty_ ? "\r" : "", ti + 1, num_tasks_, task.template_name.c_str(),
+        static_cast<long long>(trials), static_cast<long long>(per_task_), cur, best,
+        fmt_duration(elapsed()).c_str(),
+        fmt_duration(per_trial * static_cast<double>(std::max<int64_t>(0, left))).c_str(),
+        tty_ ? "\x1b[K" : "");
+    std::fflush(stdout);
+    task_ = ti;
+    open_ = tty_;
+  }
+
+  size_t num_tasks_;
+  int64_t per_task_;
+  bool tty_;
+  size_t task_ = 0;
+  bool open_ = false;
+  int64_t measured_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
 }  // namespace
 
 int run_tune(const std::vector<std::string>& args) {
@@ -249,7 +388,8 @@ int run_tune(const std::vector<std::string>& args) {
     std::printf("kiln tune: no tunable workload in the model(s)\n");
     return 0;
   }
-  codegen::Target target = codegen::Target::host();
+  codegen::Target target =
+      a.target.empty() ? codegen::Target::host() : codegen::Target::parse(a.target);
   int threads = kiln_get_num_threads();
   a.measure.num_threads = threads;
   std::string tkey = tuner::TargetKey::for_target(target, threads).key();
@@ -291,13 +431,19 @@ int run_tune(const std::vector<std::string>& args) {
     searches.push_back(std::move(t));
   }
   for (auto& t : searches) t->tuner = make_tuner(a.tuner, *t, t->visited, model);
-  if (a.tuner == "xgb") model.retrain();  // warm start from the database
+  size_t warm = 0;
+  if (a.tuner == "xgb") {
+    warm = model.warm_start(db, tkey, 48, 1500);
+    model.retrain();  // warm start: this run's tasks' records and the other workloads'
+  }
 
   std::printf("kiln tune: %zu tasks, %s tuner, %lld trials per task, records in %s\n", tasks.size(),
               a.tuner.c_str(), static_cast<long long>(a.trials), a.db.c_str());
+  if (warm)
+    std::printf("cost model warm-started from %zu records of other workloads in %s\n", warm,
+                a.db.c_str());
   auto previous = std::signal(SIGINT, on_sigint);
-  bool tty = isatty(fileno(stdout));
-  auto start = std::chrono::steady_clock::now();
+  ProgressLine progress(tasks.size(), a.trials, isatty(fileno(stdout)));
   while (!g_interrupted) {
     std::optional<size_t> next = sched.next_task();
     if (!next) break;
@@ -310,52 +456,40 @@ int run_tune(const std::vector<std::string>& args) {
     }
     std::vector<tuner::MeasureInput> inputs;
     for (const auto& c : batch) inputs.push_back({t.task.workload_key, c.to_json()});
-    std::vector<tuner::MeasureResult> results = tuner::measure_batch(inputs, target, a.measure);
+    // The live line moves with every measurement; Ctrl-C stops the batch
+    // after the measurement in flight.
+    tuner::MeasureOptions mopts = a.measure;
+    int64_t done_before = sched.trials(ti);
+    mopts.on_result = [&](size_t i, const tuner::MeasureResult& r) {
+      double g = r.error == tuner::MeasureError::kOk ? r.gflops : 0;
+      progress.show(ti, t.task, done_before + static_cast<int64_t>(i) + 1, g,
+                    std::max(t.best_gflops, g),
+                    remaining_trials(sched, a.trials) - 1 - static_cast<int64_t>(i));
+    };
+    mopts.should_stop = [] { return g_interrupted.load(); };
+    std::vector<tuner::MeasureResult> results = tuner::measure_batch(inputs, target, mopts);
+    batch.resize(results.size());
     std::vector<tuner::Record> records;
     std::vector<double> gflops;
-    double round_best = 0;
     for (size_t i = 0; i < results.size(); ++i) {
-      const auto& r = results[i];
-      tuner::Record rec;
-      rec.workload_key = t.task.workload_key;
-      rec.target_key = tkey;
-      rec.config_json = inputs[i].config_json;
-      rec.times_ms = r.times_ms;
-      rec.error = error_class(r.error);
-      rec.error_message = r.message;
-      rec.timestamp_unix = static_cast<int64_t>(std::time(nullptr));
-      rec.kiln_version = tuner::kiln_version();
-      rec.gflops = r.error == tuner::MeasureError::kOk ? r.gflops : 0;
+      tuner::Record rec = to_record(t.task.workload_key, tkey, inputs[i].config_json, results[i]);
       records.push_back(rec);
       gflops.push_back(rec.gflops);
-      round_best = std::max(round_best, rec.gflops);
       if (rec.gflops > 0) t.measured.emplace_back(batch[i].index(), rec.gflops);
       t.best_gflops = std::max(t.best_gflops, rec.gflops);
     }
+    if (records.empty()) break;
     db.add_batch(records);  // stored before anything else can go wrong
     t.tuner->update(batch, gflops);
     sched.record(ti, gflops);
     if (a.tuner == "xgb") model.retrain();
-    double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    double per_trial = elapsed / std::max<int64_t>(1, sched.run_trials());
-    int64_t left = 0;
-    for (size_t i = 0; i < tasks.size(); ++i)
-      if (sched.state(i) == tuner::TaskState::Active)
-        left += std::max<int64_t>(0, a.trials - sched.trials(i));
-    std::printf(
-        "%s[task %zu/%zu] %-18s trials %lld/%lld  cur %7.1f  best %7.1f GFLOP/s  elapsed %s  "
-        "remaining ~%s%s",
-        tty ? "\r" : "", ti + 1, tasks.size(), t.task.template_name.c_str(),
-        static_cast<long long>(sched.trials(ti)), static_cast<long long>(a.trials), round_best,
-        t.best_gflops, fmt_duration(elapsed).c_str(), fmt_duration(per_trial * left).c_str(),
-        tty ? "" : "\n");
-    std::fflush(stdout);
+    progress.round_done(ti, t.task, sched.trials(ti), gflops, t.best_gflops,
+                        remaining_trials(sched, a.trials));
   }
+  progress.finish();
+  double elapsed = progress.elapsed();
   std::signal(SIGINT, previous);
-  if (tty) std::printf("\n");
 
-  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("\n%-4s %-28s %6s %9s %14s  %s\n", "task", "template", "count", "trials",
               "best GFLOP/s", "state");
   nlohmann::json report = {{"tasks", nlohmann::json::array()}};

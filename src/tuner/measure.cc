@@ -357,12 +357,17 @@ std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs
 
   // One at a time: concurrent workers would time each other.
   for (size_t i = 0; i < inputs.size(); ++i) {
+    if (options.should_stop && options.should_stop()) {
+      results.resize(i);
+      break;
+    }
     MeasureResult& r = results[i];
     const Built& b = built[i];
     r.compile_s = b.compile_s;
     if (b.error != MeasureError::kOk) {
       r.error = b.error;
       r.message = b.message;
+      if (options.on_result) options.on_result(i, r);
       continue;
     }
     WorkerArgs a;
@@ -389,6 +394,7 @@ std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs
     if (r.error == MeasureError::kOk) r.gflops = b.flops / (median(r.times_ms) * 1e6);
     std::error_code ec;
     fs::remove(b.so_path, ec);
+    if (options.on_result) options.on_result(i, r);
   }
   return results;
 }

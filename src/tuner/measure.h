@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -33,6 +34,8 @@ enum class MeasureError {
 // "ok", "compile_error", "runtime_error", "timeout", "wrong_result", "invalid_config".
 const char* measure_error_name(MeasureError e);
 
+struct MeasureResult;
+
 struct MeasureOptions {
   int number = 1;            // kernel calls per repeat (grown by min_repeat_ms)
   int repeat = 3;            // timed repeats; times_ms has one entry per repeat
@@ -53,6 +56,13 @@ struct MeasureOptions {
   // corrupted before verification), "abort" (SIGABRT), "exit" (the worker
   // exits 3 with no result), or "compile" (the build step throws).
   std::map<size_t, std::string> fault_injection;
+  // Called after each candidate's result is known (input position, result),
+  // e.g. for a live progress line. May be empty.
+  std::function<void(size_t, const MeasureResult&)> on_result;
+  // Asked before each worker run; when it answers true, measure_batch stops
+  // and returns the results so far (Ctrl-C: stop after the measurement in
+  // flight). May be empty.
+  std::function<bool()> should_stop;
 };
 
 struct MeasureInput {
@@ -73,7 +83,8 @@ struct MeasureResult {
 
 // Measures every input; results are in input order. Throws std::runtime_error
 // only when the worker executable cannot be found; every per-candidate
-// failure is a result.
+// failure is a result. When options.should_stop() turns true the result is
+// the prefix of inputs measured so far.
 std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs,
                                          const codegen::Target& target,
                                          const MeasureOptions& options);

@@ -595,6 +595,14 @@ std::vector<std::string> RecordDB::workloads(const std::string& target_key) cons
   return out;
 }
 
+std::vector<std::string> RecordDB::targets() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Stmt s(*impl_, "SELECT DISTINCT target_key FROM records ORDER BY target_key");
+  std::vector<std::string> out;
+  while (s.step()) out.push_back(s.text(0));
+  return out;
+}
+
 size_t RecordDB::count() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Stmt s(*impl_, "SELECT count(*) FROM records");

@@ -90,6 +90,8 @@ class RecordDB {
                   const std::string& config_json) const;
   // The workloads with at least one record on the target, sorted.
   std::vector<std::string> workloads(const std::string& target_key) const;
+  // The target keys with at least one record, sorted.
+  std::vector<std::string> targets() const;
   size_t count() const;
 
   // JSON lines, sorted by workload, target, timestamp (then insertion order);

@@ -8,17 +8,20 @@
 #include <random>
 #include <set>
 
+#include "codegen/target.h"
 #include "driver_harness.h"
+#include "tuner/tuned_configs.h"
 
 namespace kiln::test {
 namespace {
 
 // x[1, 8, 6, 6] -> Conv 3x3 (8 -> 16) -> Relu -> y: one conv2d_NCHWc task.
-OnnxBuilder tiny_conv_model() {
+// `rows` > 6: the same convolution at a nearby shape (borrowing, warm start).
+OnnxBuilder tiny_conv_model(int rows = 6) {
   std::mt19937 rng(3);
   OnnxBuilder b;
-  b.input("x", {"1", "8", "6", "6"});
-  b.output("y", {"1", "16", "6", "6"});
+  b.input("x", {"1", "8", std::to_string(rows), "6"});
+  b.output("y", {"1", "16", std::to_string(rows), "6"});
   conv(b, "conv1", "x", "c", {8, 16}, rng);
   b.node("Relu", "relu1", {"c"}, {"y"});
   return b;
@@ -33,7 +36,10 @@ size_t count_lines(const std::string& path) {
 
 class KilnTune : public ::testing::Test {
  protected:
-  CommandResult kiln(const std::string& args) { return run_kiln(args, tmp_, capture_); }
+  // Builds see no shipped logs unless a test puts some in logs_.
+  CommandResult kiln(const std::string& args) {
+    return run_kiln(args, tmp_, capture_, "KILN_LOGS_DIR='" + logs_.path().string() + "'");
+  }
   // Quick measurements: the point is the bookkeeping, not the timing.
   std::string tune(const std::string& db, int trials) {
     return "tune " + quote(model_) + " --tuning-log " + quote(db) + " --trials " +
@@ -49,7 +55,7 @@ class KilnTune : public ::testing::Test {
     model_ = work_.file("tiny.onnx");
     write_bytes(model_, tiny_conv_model().bytes());
   }
-  ScratchDir work_, tmp_, capture_;
+  ScratchDir work_, tmp_, capture_, logs_;
   std::string model_;
 };
 
@@ -95,6 +101,75 @@ TEST_F(KilnTune, RequireTunedWithoutRecordsWritesNothing) {
   EXPECT_NE(r.err.find("have no record"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("conv2d_NCHWc.x86(data=[1,8,6,6]"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(pkg));
+}
+
+TEST_F(KilnTune, ShippedLogsServeWhenTheDatabaseHasNoRecord) {
+  std::string db = work_.file("tuning.db");
+  ASSERT_EQ(kiln(tune(db, 4)).status, 0);
+  // What a developer ships: the record a build would pick, one line.
+  std::string shipped = logs_.file(tuner::isa_class(codegen::Target::host()) + ".jsonl");
+  ASSERT_FALSE(tuner::isa_class(codegen::Target::host()).empty()) << "host is not x86-64 AVX2+";
+  CommandResult ex = kiln("records export " + quote(db) + " -o " + quote(shipped) + " --best");
+  ASSERT_EQ(ex.status, 0) << ex.err;
+  EXPECT_EQ(count_lines(shipped), 1u);
+
+  std::string pkg = work_.file("tiny.tar"), empty_db = work_.file("empty.db");
+  CommandResult b = kiln("build " + quote(model_) + " -o " + quote(pkg) + " --require-tuned");
+  ASSERT_EQ(b.status, 0) << b.err;
+  EXPECT_NE(b.out.find("tuned: 1 of 1 workloads (1 from shipped log " + shipped), std::string::npos)
+      << b.out;
+  fs::remove(pkg);
+  // Turned off, the same build has no record.
+  CommandResult off = kiln("build " + quote(model_) + " -o " + quote(pkg) + " --tuning-log " +
+                           quote(db) + " --no-shipped-logs --require-tuned");
+  ASSERT_EQ(off.status, 0) << off.err;  // the database has it
+  fs::remove(pkg);
+  write_bytes(work_.file("none.jsonl"), "");
+  ASSERT_EQ(
+      kiln("records import " + quote(empty_db) + " " + quote(work_.file("none.jsonl"))).status, 0);
+  off = kiln("build " + quote(model_) + " -o " + quote(pkg) + " --tuning-log " + quote(empty_db) +
+             " --no-shipped-logs --require-tuned");
+  EXPECT_EQ(off.status, 1) << off.out;
+  EXPECT_NE(off.err.find("have no record"), std::string::npos) << off.err;
+  EXPECT_FALSE(fs::exists(pkg));
+}
+
+TEST_F(KilnTune, BorrowsANearbyShapeAndSaysSo) {
+  std::string db = work_.file("tuning.db");
+  ASSERT_EQ(kiln(tune(db, 4)).status, 0);
+  std::string nearby = work_.file("nearby.onnx"), pkg = work_.file("nearby.tar");
+  write_bytes(nearby, tiny_conv_model(9).bytes());
+  CommandResult b =
+      kiln("build " + quote(nearby) + " -o " + quote(pkg) + " --tuning-log " + quote(db));
+  ASSERT_EQ(b.status, 0) << b.err;
+  EXPECT_NE(b.out.find("borrowed: 1 workload uses"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("<- conv2d_NCHWc.x86(data=[1,8,6,6]"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("configs: 1 of 1 workloads configured"), std::string::npos) << b.out;
+  fs::remove(pkg);
+  // A borrowed config is not a record of the workload: --require-tuned refuses it.
+  CommandResult strict = kiln("build " + quote(nearby) + " -o " + quote(pkg) + " --tuning-log " +
+                              quote(db) + " --require-tuned");
+  EXPECT_EQ(strict.status, 1) << strict.out;
+  EXPECT_NE(strict.err.find("only a borrowed config"), std::string::npos) << strict.err;
+  EXPECT_FALSE(fs::exists(pkg));
+  // --no-borrow: the fallback, said so.
+  CommandResult none = kiln("build " + quote(nearby) + " -o " + quote(pkg) + " --tuning-log " +
+                            quote(db) + " --no-borrow");
+  ASSERT_EQ(none.status, 0) << none.err;
+  EXPECT_NE(none.out.find("fallback configs for:"), std::string::npos) << none.out;
+}
+
+TEST_F(KilnTune, CostModelWarmStartsFromOtherWorkloadsRecords) {
+  std::string db = work_.file("tuning.db");
+  ASSERT_EQ(kiln(tune(db, 6)).status, 0);
+  std::string nearby = work_.file("nearby.onnx");
+  write_bytes(nearby, tiny_conv_model(9).bytes());
+  CommandResult r = kiln("tune " + quote(nearby) + " --tuning-log " + quote(db) +
+                         " --trials 2 --batch 2 --repeat 1 --min-repeat-ms 0 --tuner xgb");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("cost model warm-started from"), std::string::npos) << r.out;
+  // The records of the first workload are still all there, plus the new two.
+  EXPECT_EQ(records_in(db), 8u);
 }
 
 }  // namespace

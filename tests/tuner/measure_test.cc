@@ -258,6 +258,25 @@ TEST(Measure, MissingWorkerIsOneClearError) {
   }
 }
 
+TEST(Measure, StopsAfterTheMeasurementInFlight) {
+  // Ctrl-C in kiln tune: should_stop turns true after the second result; the
+  // batch returns those two, measured, and runs no further worker.
+  MeasureOptions o = base_options();
+  std::vector<size_t> seen;
+  o.on_result = [&](size_t i, const MeasureResult& r) {
+    EXPECT_EQ(r.error, MeasureError::kOk) << r.message;
+    seen.push_back(i);
+  };
+  o.should_stop = [&] { return seen.size() >= 2; };
+  std::mt19937_64 rng(7);
+  std::vector<MeasureInput> inputs = {fallback_input(dense_w()), fallback_input(conv_w()),
+                                      random_input(dense_w(), rng), random_input(conv_w(), rng)};
+  auto rs = measure_batch(inputs, host(), o);
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_EQ(seen, (std::vector<size_t>{0, 1}));
+  for (const auto& r : rs) expect_good(r, o, "measured before the stop");
+}
+
 TEST(Measure, EmptyBatch) { EXPECT_TRUE(measure_batch({}, host(), base_options()).empty()); }
 
 TEST(MeasureWorker, ArgumentsRoundTrip) {

@@ -1,0 +1,249 @@
+#include "tuner/tuned_configs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <stdexcept>
+
+#include "codegen/target.h"
+#include "ops/op_template.h"
+#include "tuner/target_key.h"
+
+namespace kiln::tuner {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The fallback's channel blocks for workloads of blocked-layout templates.
+std::pair<int64_t, int64_t> wanted_layout(const ops::OpTemplate& t, const ops::Workload& w) {
+  return ops::layout_blocks(t, w, t.fallback(w));
+}
+
+// Which elements of a workload param are sizes that borrowing may change:
+// the operand shapes, except a convolution kernel's window (dims 2..), which
+// with strides, pads and dilation decides the loop nest's form.
+bool is_size(const std::string& param, size_t dim) {
+  if (param == "kernel") return dim < 2;
+  return param == "data" || param == "weight" || param == "a" || param == "b";
+}
+
+// How far apart two workloads of one template are: the summed |log2| ratio
+// of their sizes, element by element (a shape twice as large in one axis is
+// 1 away). Workloads whose attributes or windows differ are infinitely far.
+double shape_distance(const ops::Workload& a, const ops::Workload& b) {
+  constexpr double kFar = std::numeric_limits<double>::infinity();
+  if (a.params.size() != b.params.size() || a.dtype != b.dtype) return kFar;
+  double d = 0;
+  for (size_t i = 0; i < a.params.size(); ++i) {
+    const std::string& name = a.params[i].first;
+    const auto& x = a.params[i].second;
+    const auto& y = b.params[i].second;
+    if (name != b.params[i].first || x.size() != y.size()) return kFar;
+    for (size_t k = 0; k < x.size(); ++k) {
+      if (!is_size(name, k)) {
+        if (x[k] != y[k]) return kFar;
+        continue;
+      }
+      d += std::fabs(std::log2((static_cast<double>(x[k]) + 1) / (static_cast<double>(y[k]) + 1)));
+    }
+  }
+  return d;
+}
+
+// The nearest workload of the same template in the sources whose best config
+// is legal for `w` and keeps its channel blocks.
+std::optional<ConfigChoice> borrow(const ops::Workload& w, const std::vector<RecordSource>& sources,
+                                   const std::map<std::string, std::optional<Record>>& best_of) {
+  const ops::OpTemplate& t = ops::get_template(w.template_name);
+  schedule::ConfigSpace space = t.space(w);
+  auto want = wanted_layout(t, w);
+  std::optional<ConfigChoice> pick;
+  double pick_distance = std::numeric_limits<double>::infinity();
+  for (const RecordSource& src : sources)
+    for (const auto& [key, records] : src.by_workload) {
+      (void)records;
+      ops::Workload other;
+      try {
+        other = ops::Workload::parse(key);
+      } catch (const std::exception&) {
+        continue;
+      }
+      if (other.template_name != w.template_name || other == w) continue;
+      double d = shape_distance(w, other);
+      if (!(d < pick_distance)) continue;
+      const std::optional<Record>& best = best_of.at(src.name + "\n" + key);
+      if (!best) continue;
+      try {
+        schedule::Config cfg = schedule::Config::from_json(space, best->config_json);
+        if (want != std::pair<int64_t, int64_t>{0, 0} && ops::layout_blocks(t, w, cfg) != want)
+          continue;
+        pick = ConfigChoice{ConfigChoice::Origin::kBorrowed, cfg.to_json(), src.name, key,
+                            best->gflops};
+        pick_distance = d;
+      } catch (const std::exception&) {
+        // Not a point of this workload's space: a split that does not fit, say.
+      }
+    }
+  return pick;
+}
+
+}  // namespace
+
+RecordSource load_database(const RecordDB& db, const std::string& target_key) {
+  RecordSource src;
+  src.name = db.path();
+  for (const std::string& w : db.workloads(target_key))
+    src.by_workload[w] = db.records(w, target_key);
+  return src;
+}
+
+RecordSource load_jsonl(const std::string& path, int threads) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read records file '" + path + "'");
+  RecordSource src;
+  src.name = path;
+  src.shipped = true;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      Record r = record_from_json_line(line);
+      src.by_workload[r.workload_key].push_back(std::move(r));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(path + ":" + std::to_string(line_no) + ": " + e.what());
+    }
+  }
+  // Times measured with another thread count do not compare with ours.
+  for (auto& [key, records] : src.by_workload) {
+    auto same_threads = [&](const Record& r) {
+      try {
+        return TargetKey::parse(r.target_key).threads == threads;
+      } catch (const std::exception&) {
+        return false;
+      }
+    };
+    if (std::any_of(records.begin(), records.end(), same_threads))
+      records.erase(std::remove_if(records.begin(), records.end(),
+                                   [&](const Record& r) { return !same_threads(r); }),
+                    records.end());
+  }
+  return src;
+}
+
+std::string isa_class(const codegen::Target& target) {
+  std::string arch = target.triple.substr(0, target.triple.find('-'));
+  if (arch != "x86_64") return "";
+  if (target.has_feature("avx512f")) return "x86_64-avx512";
+  if (target.has_feature("avx2") && target.has_feature("fma")) return "x86_64-avx2";
+  return "";
+}
+
+std::string shipped_log_path(const codegen::Target& target) {
+  std::string cls = isa_class(target);
+  if (cls.empty()) return "";
+  std::vector<fs::path> dirs;
+  if (const char* env = std::getenv("KILN_LOGS_DIR")) {
+    dirs.emplace_back(env);
+  } else {
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+      dirs.push_back(exe.parent_path().parent_path() / "logs");  // repository: build/kiln
+      dirs.push_back(exe.parent_path().parent_path() / "share" / "kiln" / "logs");  // install
+    }
+  }
+  for (const fs::path& d : dirs) {
+    fs::path p = d / (cls + ".jsonl");
+    std::error_code ec;
+    if (fs::is_regular_file(p, ec)) return p.string();
+  }
+  return "";
+}
+
+std::optional<Record> pick_best(const std::string& workload_key,
+                                const std::vector<Record>& records) {
+  ops::Workload w;
+  try {
+    w = ops::Workload::parse(workload_key);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  const ops::OpTemplate* t = nullptr;
+  try {
+    t = &ops::get_template(w.template_name);
+  } catch (const std::exception&) {
+    return std::nullopt;  // a template this kiln does not have
+  }
+  schedule::ConfigSpace space = t->space(w);
+  auto want = wanted_layout(*t, w);
+  const Record* fastest = nullptr;
+  const Record* fastest_in_layout = nullptr;
+  for (const Record& r : records) {
+    if (r.error != ErrorClass::kOk || r.times_ms.empty()) continue;
+    std::pair<int64_t, int64_t> blocks;
+    try {
+      blocks = ops::layout_blocks(*t, w, schedule::Config::from_json(space, r.config_json));
+    } catch (const std::exception&) {
+      continue;  // a record of an older space
+    }
+    if (!fastest || r.mean_ms() < fastest->mean_ms()) fastest = &r;
+    if (blocks == want && (!fastest_in_layout || r.mean_ms() < fastest_in_layout->mean_ms()))
+      fastest_in_layout = &r;
+  }
+  if (fastest_in_layout) return *fastest_in_layout;
+  if (fastest) return *fastest;
+  return std::nullopt;
+}
+
+std::map<std::string, ConfigChoice> choose_configs(const std::vector<std::string>& workloads,
+                                                   const std::vector<RecordSource>& sources,
+                                                   bool borrow_nearby) {
+  // Every source workload's best record, computed once (borrowing scans them all).
+  std::map<std::string, std::optional<Record>> best_of;
+  for (const RecordSource& src : sources)
+    for (const auto& [key, records] : src.by_workload)
+      best_of[src.name + "\n" + key] = pick_best(key, records);
+
+  std::map<std::string, ConfigChoice> out;
+  for (const std::string& key : workloads) {
+    for (size_t i = 0; i < sources.size() && !out.count(key); ++i) {
+      auto it = best_of.find(sources[i].name + "\n" + key);
+      if (it == best_of.end() || !it->second) continue;
+      out[key] = ConfigChoice{
+          sources[i].shipped ? ConfigChoice::Origin::kShippedLog : ConfigChoice::Origin::kDatabase,
+          it->second->config_json, sources[i].name, "", it->second->gflops};
+    }
+    if (out.count(key) || !borrow_nearby) continue;
+    try {
+      if (auto b = borrow(ops::Workload::parse(key), sources, best_of)) out[key] = *b;
+    } catch (const std::exception&) {
+      // A workload of a template this kiln lacks: the build reports it.
+    }
+  }
+  return out;
+}
+
+std::vector<Record> best_records(const RecordDB& db) {
+  std::vector<Record> out;
+  for (const std::string& target : db.targets())
+    for (const std::string& key : db.workloads(target)) {
+      std::vector<Record> records = db.records(key, target);
+      std::optional<Record> best = pick_best(key, records);
+      if (!best) continue;
+      out.push_back(*best);
+      const Record* fastest = nullptr;
+      for (const Record& r : records)
+        if (r.error == ErrorClass::kOk && !r.times_ms.empty() &&
+            (!fastest || r.mean_ms() < fastest->mean_ms()))
+          fastest = &r;
+      if (fastest && !(*fastest == *best)) out.push_back(*fastest);
+    }
+  return out;
+}
+
+}  // namespace kiln::tuner

@@ -1,0 +1,80 @@
+// Choosing the config a build uses for each workload, from tuning records.
+//
+// Where records come from, in order of trust:
+//   1. the user's database (kiln tune --tuning-log DB): records of exactly this
+//      workload on exactly this target key;
+//   2. the shipped logs (logs/<isa>.jsonl in the repository or the install):
+//      records of this workload tuned by kiln's developers on a CPU of the
+//      same ISA class (AVX-512, AVX2), used when the database has none;
+//   3. borrowing: no record of this workload anywhere, but one of the same
+//      template at a nearby shape whose config is a legal point of this
+//      workload's space (and keeps its channel blocks): the nearest such
+//      shape's best config. The build report names what it borrowed from.
+// Anything else runs the template's fallback config, and the build says so.
+//
+// Within one workload's records the pick is the fastest verified record
+// whose channel blocks match the fallback's (neighbouring convolutions then
+// share one blocked layout and need no transform between them), else the
+// fastest of all.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tuner/records.h"
+
+namespace kiln::codegen {
+struct Target;
+}
+
+namespace kiln::tuner {
+
+// Records grouped by workload key, with a name for messages (a file path).
+struct RecordSource {
+  std::string name;
+  bool shipped = false;  // a shipped log (logs/), not the user's database
+  std::map<std::string, std::vector<Record>> by_workload;
+};
+
+// Every record of `target_key` in the database.
+RecordSource load_database(const RecordDB& db, const std::string& target_key);
+// A JSON-lines file of records (kiln records export), marked shipped. Where a workload has
+// records measured with `threads` threads, only those are kept. Throws
+// std::runtime_error "FILE:LINE: why" for a bad line.
+RecordSource load_jsonl(const std::string& path, int threads);
+
+// The ISA class a target's shipped log is named by: "x86_64-avx512",
+// "x86_64-avx2", or "" when kiln ships none for it.
+std::string isa_class(const codegen::Target& target);
+// The shipped log for the target: $KILN_LOGS_DIR/<class>.jsonl if that
+// variable is set, else logs/ next to the executable's parent folder (the
+// repository's build/ or an install's share/kiln/logs). Empty when none exists.
+std::string shipped_log_path(const codegen::Target& target);
+
+struct ConfigChoice {
+  enum class Origin { kDatabase, kShippedLog, kBorrowed };
+  Origin origin = Origin::kDatabase;
+  std::string config_json;
+  std::string source;         // RecordSource::name it came from
+  std::string borrowed_from;  // kBorrowed: the workload whose record it is
+  double gflops = 0;          // as measured for that record's own workload
+};
+
+// The best usable record's config of one workload among its records, or
+// nullopt (none verified, or none a legal point of the workload's space).
+std::optional<Record> pick_best(const std::string& workload_key,
+                                const std::vector<Record>& records);
+
+// A choice for every workload that any source can serve; sources are tried in
+// order for exact matches, then all of them for borrowing (if `borrow`).
+std::map<std::string, ConfigChoice> choose_configs(const std::vector<std::string>& workloads,
+                                                   const std::vector<RecordSource>& sources,
+                                                   bool borrow);
+
+// The records worth shipping from a database: per workload and target, the
+// pick_best record and, when it differs, the fastest one.
+std::vector<Record> best_records(const RecordDB& db);
+
+}  // namespace kiln::tuner

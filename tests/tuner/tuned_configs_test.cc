@@ -1,0 +1,208 @@
+// Choosing a build's configs from records (tuner/tuned_configs.h): the
+// database before the shipped logs, layout-consistent records before faster
+// ones that change channel blocks, and borrowing from the nearest shape of the
+// same template only when the config is legal there and the window, strides
+// and pads agree.
+#include "tuner/tuned_configs.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "codegen/target.h"
+#include "ops/op_template.h"
+#include "tuner/target_key.h"
+
+namespace kiln::tuner {
+namespace {
+
+ops::Workload conv(int64_t h, int64_t w, int64_t stride = 1) {
+  return ops::Workload{"conv2d_NCHWc.x86",
+                       {{"data", {1, 16, h, w}},
+                        {"kernel", {32, 16, 3, 3}},
+                        {"strides", {stride, stride}},
+                        {"pads", {1, 1, 1, 1}},
+                        {"dilation", {1, 1}}}};
+}
+
+const ops::OpTemplate& conv_template() { return ops::get_template("conv2d_NCHWc.x86"); }
+
+Record record(const ops::Workload& w, const schedule::Config& cfg, double ms, int threads = 2) {
+  TargetKey key = TargetKey::for_target(codegen::Target::host(), threads);
+  Record r;
+  r.workload_key = w.key();
+  r.target_key = key.key();
+  r.config_json = cfg.to_json();
+  r.times_ms = {ms, ms};
+  r.timestamp_unix = 1700000000;
+  r.kiln_version = kiln_version();
+  r.gflops = conv_template().flops(w) / (ms * 1e6);
+  return r;
+}
+
+RecordSource source(const std::string& name, bool shipped, const std::vector<Record>& records) {
+  RecordSource s;
+  s.name = name;
+  s.shipped = shipped;
+  for (const Record& r : records) s.by_workload[r.workload_key].push_back(r);
+  return s;
+}
+
+// A config of w's space whose channel blocks differ from the fallback's.
+schedule::Config other_layout(const ops::Workload& w, std::mt19937_64& rng) {
+  const ops::OpTemplate& t = conv_template();
+  auto want = ops::layout_blocks(t, w, t.fallback(w));
+  for (int i = 0; i < 1000; ++i) {
+    schedule::Config c = t.space(w).random(rng);
+    if (ops::layout_blocks(t, w, c) != want) return c;
+  }
+  throw std::runtime_error("no config with other channel blocks");
+}
+
+// A config of w's space with the fallback's channel blocks, other than the fallback.
+schedule::Config same_layout(const ops::Workload& w, std::mt19937_64& rng) {
+  const ops::OpTemplate& t = conv_template();
+  auto want = ops::layout_blocks(t, w, t.fallback(w));
+  for (int i = 0; i < 1000; ++i) {
+    schedule::Config c = t.space(w).random(rng);
+    if (ops::layout_blocks(t, w, c) == want && !(c == t.fallback(w))) return c;
+  }
+  throw std::runtime_error("no other config with the fallback's channel blocks");
+}
+
+TEST(PickBest, PrefersTheFallbacksChannelBlocksOverAFasterRelayout) {
+  std::mt19937_64 rng(1);
+  ops::Workload w = conv(14, 14);
+  schedule::Config keep = same_layout(w, rng), relayout = other_layout(w, rng);
+  std::vector<Record> records = {record(w, relayout, 0.5), record(w, keep, 0.9),
+                                 record(w, conv_template().fallback(w), 1.2)};
+  std::optional<Record> best = pick_best(w.key(), records);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->config_json, keep.to_json());
+  // With no record in the fallback's layout, the fastest of all.
+  best = pick_best(w.key(), {records[0]});
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->config_json, relayout.to_json());
+}
+
+TEST(PickBest, IgnoresFailuresAndConfigsOutsideTheSpace) {
+  ops::Workload w = conv(14, 14);
+  Record failed = record(w, conv_template().fallback(w), 0.1);
+  failed.error = ErrorClass::kWrongResult;
+  failed.times_ms.clear();
+  Record foreign = record(w, conv_template().fallback(w), 0.1);
+  foreign.config_json = R"({"knobs":{"tile_nothing":[1,2]}})";
+  EXPECT_FALSE(pick_best(w.key(), {failed, foreign}));
+}
+
+TEST(ChooseConfigs, DatabaseBeforeShippedLogs) {
+  std::mt19937_64 rng(2);
+  ops::Workload a = conv(14, 14), b = conv(28, 28);
+  schedule::Config ca = same_layout(a, rng), cb = same_layout(b, rng);
+  RecordSource db = source("user.db", false, {record(a, ca, 1.0)});
+  RecordSource shipped = source("logs/x.jsonl", true,
+                                {record(a, conv_template().fallback(a), 0.5), record(b, cb, 2.0)});
+  auto chosen = choose_configs({a.key(), b.key()}, {db, shipped}, false);
+  ASSERT_EQ(chosen.size(), 2u);
+  EXPECT_EQ(chosen.at(a.key()).origin, ConfigChoice::Origin::kDatabase);
+  EXPECT_EQ(chosen.at(a.key()).config_json, ca.to_json());  // the user's, though slower
+  EXPECT_EQ(chosen.at(a.key()).source, "user.db");
+  EXPECT_EQ(chosen.at(b.key()).origin, ConfigChoice::Origin::kShippedLog);
+  EXPECT_EQ(chosen.at(b.key()).source, "logs/x.jsonl");
+}
+
+TEST(ChooseConfigs, BorrowsTheNearestLegalShapesConfig) {
+  std::mt19937_64 rng(3);
+  // Donors: 16x14 (two rows more) and 56x14 (four times the rows).
+  ops::Workload near = conv(16, 14), far = conv(56, 14), want = conv(14, 14);
+  schedule::Config cn = same_layout(near, rng), cf = same_layout(far, rng);
+  RecordSource db = source("user.db", false, {record(near, cn, 1.0), record(far, cf, 1.0)});
+  auto chosen = choose_configs({want.key()}, {db}, true);
+  ASSERT_EQ(chosen.count(want.key()), 1u);
+  const ConfigChoice& c = chosen.at(want.key());
+  EXPECT_EQ(c.origin, ConfigChoice::Origin::kBorrowed);
+  EXPECT_EQ(c.borrowed_from, near.key());
+  // Legal for the borrower and in its fallback's channel blocks.
+  schedule::Config cfg = schedule::Config::from_json(conv_template().space(want), c.config_json);
+  EXPECT_EQ(ops::layout_blocks(conv_template(), want, cfg),
+            ops::layout_blocks(conv_template(), want, conv_template().fallback(want)));
+  // Borrowing off: nothing.
+  EXPECT_TRUE(choose_configs({want.key()}, {db}, false).empty());
+}
+
+TEST(ChooseConfigs, NeverBorrowsAcrossStridesOrAnIllegalConfig) {
+  std::mt19937_64 rng(4);
+  ops::Workload strided = conv(14, 14, 2), want = conv(14, 14);
+  RecordSource db = source("user.db", false, {record(strided, same_layout(strided, rng), 1.0)});
+  EXPECT_TRUE(choose_configs({want.key()}, {db}, true).empty());
+
+  // A donor whose output width 7 admits a width tile (7) that 6 does not.
+  ops::Workload donor = conv(14, 7), small = conv(14, 6);
+  const ops::OpTemplate& t = conv_template();
+  schedule::ConfigSpace space = t.space(donor);
+  std::optional<schedule::Config> illegal;
+  for (int i = 0; i < 5000 && !illegal; ++i) {
+    schedule::Config c = space.random(rng);
+    bool legal = true;
+    try {
+      schedule::Config::from_json(t.space(small), c.to_json());
+    } catch (const std::exception&) {
+      legal = false;
+    }
+    if (!legal) illegal = c;
+  }
+  ASSERT_TRUE(illegal) << "every donor config fits the smaller shape";
+  RecordSource only_illegal = source("user.db", false, {record(donor, *illegal, 1.0)});
+  EXPECT_TRUE(choose_configs({small.key()}, {only_illegal}, true).empty());
+}
+
+TEST(LoadJsonl, KeepsTheMatchingThreadCountAndNamesBadLines) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("kiln_tc_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  ops::Workload w = conv(14, 14);
+  schedule::Config fb = conv_template().fallback(w);
+  {
+    std::ofstream out(dir / "logs.jsonl");
+    out << record_to_json_line(record(w, fb, 1.0, 2)) << "\n"
+        << record_to_json_line(record(w, fb, 3.0, 4)) << "\n";
+  }
+  RecordSource four = load_jsonl((dir / "logs.jsonl").string(), 4);
+  EXPECT_TRUE(four.shipped);
+  ASSERT_EQ(four.by_workload.at(w.key()).size(), 1u);
+  EXPECT_EQ(four.by_workload.at(w.key())[0].times_ms[0], 3.0);
+  // No record with 8 threads: all of them.
+  EXPECT_EQ(load_jsonl((dir / "logs.jsonl").string(), 8).by_workload.at(w.key()).size(), 2u);
+  {
+    std::ofstream out(dir / "bad.jsonl");
+    out << record_to_json_line(record(w, fb, 1.0)) << "\n{not json\n";
+  }
+  try {
+    load_jsonl((dir / "bad.jsonl").string(), 2);
+    ADD_FAILURE() << "a bad line was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.jsonl:2"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+TEST(IsaClass, NamesTheShippedLogByVectorIsa) {
+  EXPECT_EQ(
+      isa_class(codegen::Target::parse("llvm -mtriple=x86_64-pc-linux-gnu -mcpu=skylake-avx512")),
+      "x86_64-avx512");
+  EXPECT_EQ(isa_class(codegen::Target::parse("llvm -mtriple=x86_64-pc-linux-gnu -mcpu=haswell")),
+            "x86_64-avx2");
+  EXPECT_EQ(isa_class(codegen::Target::parse(
+                "llvm -mtriple=x86_64-pc-linux-gnu -mcpu=skylake-avx512 -mattr=-avx512f")),
+            "x86_64-avx2");
+  codegen::Target arm;  // built by hand: this LLVM may lack the AArch64 backend
+  arm.triple = "aarch64-unknown-linux-gnu";
+  arm.cpu = "neoverse-n1";
+  EXPECT_EQ(isa_class(arm), "");
+}
+
+}  // namespace
+}  // namespace kiln::tuner
