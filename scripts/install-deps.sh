@@ -16,7 +16,7 @@ PACKAGES=(
   # bench/models and tests/e2e: PyTorch makes the models and is a timed peer; OpenBLAS replaces
   # the reference BLAS that Debian's PyTorch would otherwise call for its matmuls; node runs
   # the ONNX Runtime peer (bench/models/ort_bench.js).
-  python3-torch python3-torchvision python3-onnx python3-numpy libopenblas0-openmp nodejs
+  python3-torch python3-torchvision python3-onnx python3-numpy python3-matplotlib libopenblas0-openmp nodejs
 )
 
 SUDO=""
