@@ -53,7 +53,9 @@ const char* kTuneUsage =
     "  --free-layout      let conv configs change channel blocks (default: keep the fallback's,\n"
     "                     so that neighbouring convolutions need no layout transform)\n"
     "Re-running resumes: configs already in DB are not measured again. Ctrl-C stops after the\n"
-    "measurement in flight; everything measured is stored.\n";
+    "measurement in flight; everything measured is stored.\n"
+    "Exit status: 0 when every task finished (trials, early stopping or space exhausted), 3 when\n"
+    "the time budget ran out first, 130 after Ctrl-C; records are stored in every case.\n";
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted = true; }
@@ -517,7 +519,9 @@ int run_tune(const std::vector<std::string>& args) {
     out << report.dump(2) << "\n";
     if (!out) throw std::runtime_error("cannot write report '" + a.report + "'");
   }
-  return g_interrupted ? 130 : 0;
+  if (g_interrupted) return 130;
+  // A nightly job learns from the status whether the budget sufficed.
+  return stop == "time budget spent" ? 3 : 0;
 }
 
 }  // namespace kiln::cli

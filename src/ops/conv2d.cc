@@ -77,6 +77,16 @@ class Conv2dNCHWc final : public OpTemplate {
     space.define_split("tile_oc", a.out_channels, 2, SplitPolicy::Factors, 64);
     space.define_split("tile_ow", a.out_width(), 2, SplitPolicy::All, 32);
     space.define_knob("unroll_kw", {0, 1});
+    // Register tile beyond the width: output-channel blocks and rows computed
+    // together (more accumulators per weight and input load; what narrow
+    // layers and 1x1 convs need). Neither changes the layout, so neighbouring
+    // convolutions keep agreeing. Values that do not divide the extent use
+    // its largest divisor below them (register_tile()).
+    space.define_knob("oc_reg", {1, 2, 4});
+    space.define_knob("oh_reg", {1, 2, 4});
+    // Reduction order: input-channel blocks outermost (0) or the kernel
+    // window outermost (1).
+    space.define_knob("kernel_outer", {0, 1});
     return space;
   }
 
@@ -90,6 +100,9 @@ class Conv2dNCHWc final : public OpTemplate {
         .split("tile_oc", a.out_channels, {ocb})
         .split("tile_ow", a.out_width(), {owt})
         .knob("unroll_kw", a.kernel_w <= 3)
+        .knob("oc_reg", 1)
+        .knob("oh_reg", 1)
+        .knob("kernel_outer", 0)
         .in(space(w));
   }
 
@@ -126,16 +139,50 @@ class Conv2dNCHWc final : public OpTemplate {
       sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)}));
       sp->vectorize(sp->axis(4));
     }
+    RegisterTile rt = register_tile(out, cfg);
+    auto [oc_outer, oc_inner] = out->split(out->axis(1), rt.oc);
+    auto [oh_outer, oh_inner] = out->split(out->axis(2), rt.oh);
     auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
-    out->parallel(out->fuse({out->axis(0), out->axis(1), out->axis(2)}));
+    out->reorder(
+        {out->axis(0), oc_outer, oh_outer, ow[0], oc_inner, oh_inner, ow[1], out->axis(4)});
+    out->parallel(out->fuse({out->axis(0), oc_outer, oh_outer}));
     out->vectorize(out->axis(4));
 
+    // The tile: one register tile of rt.oc x rt.oh x ow[1] vectors, reduced over
+    // the input channels and the window.
     tile->compute_at(out, ow[0]);
-    tile->reorder({tile->reduce_axis(0), tile->reduce_axis(1), tile->reduce_axis(2),
-                   tile->reduce_axis(3), tile->axis(3), tile->axis(4)});
+    std::vector<IterVar> order = {tile->reduce_axis(0), tile->reduce_axis(1), tile->reduce_axis(2)};
+    if (cfg.knob("kernel_outer"))
+      order = {tile->reduce_axis(1), tile->reduce_axis(2), tile->reduce_axis(0)};
+    tile->reorder({order[0], order[1], order[2], tile->reduce_axis(3), tile->axis(1), tile->axis(2),
+                   tile->axis(3), tile->axis(4)});
     if (cfg.knob("unroll_kw")) tile->unroll(tile->reduce_axis(2));
+    tile->unroll(tile->axis(1));
+    tile->unroll(tile->axis(2));
     tile->unroll(tile->axis(3));
     tile->vectorize(tile->axis(4));
+  }
+
+  // The register tile's extents in output-channel blocks and rows: the knobs'
+  // values, brought down to divisors of the extents, and then (rows first)
+  // until the tile holds at most kMaxAccumulators 16-float vectors, so that
+  // no config unrolls into a kernel LLVM takes minutes over.
+  struct RegisterTile {
+    int64_t oc = 1, oh = 1;
+  };
+  static RegisterTile register_tile(const schedule::Stage& out, const Config& cfg) {
+    constexpr int64_t kMaxAccumulators = 64;
+    auto extent = [&](size_t d) { return *ir::as_const_int(out->axis(d)->dom.extent); };
+    int64_t oco = extent(1), oh = extent(2), ocb = extent(4);
+    int64_t ow_tile = cfg.split("tile_ow").back();
+    RegisterTile rt{detail::largest_divisor_at_most(oco, cfg.knob("oc_reg")),
+                    detail::largest_divisor_at_most(oh, cfg.knob("oh_reg"))};
+    auto accumulators = [&] { return rt.oc * rt.oh * ow_tile * ((ocb + 15) / 16); };
+    while (accumulators() > kMaxAccumulators && rt.oh > 1)
+      rt.oh = detail::largest_divisor_at_most(oh, rt.oh - 1);
+    while (accumulators() > kMaxAccumulators && rt.oc > 1)
+      rt.oc = detail::largest_divisor_at_most(oco, rt.oc - 1);
+    return rt;
   }
 
   double flops(const Workload& w) const override {

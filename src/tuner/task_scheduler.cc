@@ -106,19 +106,20 @@ double TaskScheduler::gradient(size_t task) const {
 }
 
 std::optional<size_t> TaskScheduler::next_task() {
+  // Finished work is reported as finished, even if the budget ran out with it.
+  std::vector<size_t> alive;
+  for (size_t i = 0; i < tasks_.size(); ++i)
+    if (active(i)) alive.push_back(i);
+  if (alive.empty()) {
+    stop_reason_ = "every task finished";
+    return std::nullopt;
+  }
   if (options_.time_budget_s > 0 && elapsed_s() >= options_.time_budget_s) {
     stop_reason_ = "time budget spent";
     return std::nullopt;
   }
   if (options_.total_trials > 0 && run_trials_ >= options_.total_trials) {
     stop_reason_ = "trial budget spent";
-    return std::nullopt;
-  }
-  std::vector<size_t> alive;
-  for (size_t i = 0; i < tasks_.size(); ++i)
-    if (active(i)) alive.push_back(i);
-  if (alive.empty()) {
-    stop_reason_ = "every task finished";
     return std::nullopt;
   }
   stop_reason_.clear();

@@ -3,13 +3,19 @@
 // config twice, --trials counts the total per task, and --require-tuned
 // turns an untuned workload into an error that writes nothing.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <fstream>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "codegen/target.h"
 #include "driver_harness.h"
+#include "tuner/records.h"
 #include "tuner/tuned_configs.h"
 
 namespace kiln::test {
@@ -170,6 +176,57 @@ TEST_F(KilnTune, CostModelWarmStartsFromOtherWorkloadsRecords) {
   EXPECT_NE(r.out.find("cost model warm-started from"), std::string::npos) << r.out;
   // The records of the first workload are still all there, plus the new two.
   EXPECT_EQ(records_in(db), 8u);
+}
+
+TEST_F(KilnTune, TimeBudgetRunningOutExitsThreeWithRecordsKept) {
+  std::string db = work_.file("tuning.db");
+  CommandResult r = kiln("tune " + quote(model_) + " --tuning-log " + quote(db) +
+                         " --trials 50 --batch 2 --repeat 1 --min-repeat-ms 0 --tuner random "
+                         "--time-budget 0.01");
+  EXPECT_EQ(r.status, 3) << r.out << r.err;
+  EXPECT_NE(r.out.find("time budget spent"), std::string::npos) << r.out;
+  EXPECT_EQ(records_in(db), 2u);  // the one round that started within the budget
+}
+
+// Ctrl-C while a batch is being measured: the tuner finishes the measurement
+// in flight, stores what was measured, and exits 130.
+TEST_F(KilnTune, InterruptStopsAfterTheMeasurementInFlight) {
+  std::string db = work_.file("tuning.db");
+  std::string cmd = "exec env KILN_LOGS_DIR='" + logs_.path().string() + "' '" + KILN_BINARY +
+                    "' " + tune(db, 60) + " --batch 12 --min-repeat-ms 30 >/dev/null 2>&1";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait for the first round's records, then interrupt during the second.
+  auto count = [&]() -> size_t {
+    try {
+      return tuner::RecordDB::open(db, tuner::RecordDB::Mode::kMustExist).count();
+    } catch (const std::exception&) {
+      return 0;
+    }
+  };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (count() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  size_t first_round = count();
+  ASSERT_GT(first_round, 0u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // into the second batch
+  auto sent = std::chrono::steady_clock::now();
+  kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  // Not the whole second round of 12 measurements of >= 30 ms x 1 repeat... only what was in
+  // flight.
+  EXPECT_LT(took, 5.0);
+  size_t stored = count();
+  EXPECT_GE(stored, first_round);
+  EXPECT_LT(stored, 60u);
 }
 
 }  // namespace

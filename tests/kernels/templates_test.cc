@@ -329,6 +329,9 @@ void check_config(const OpTemplate& t, const Workload& w, const Config& cfg, std
   bool conv = shape.size() == 5;
   int64_t lanes = conv ? shape.back() : cfg.split("tile_x").back();
   int64_t tile = lanes * (conv ? cfg.split("tile_ow").back() : cfg.split("tile_y").back());
+  // conv2d_NCHWc's register tile also spans oc_reg channel blocks and oh_reg
+  // rows (at most: the template brings them down to divisors).
+  if (t.name() == "conv2d_NCHWc.x86") tile *= cfg.knob("oc_reg") * cfg.knob("oh_reg");
   for (auto& [name, size] : allocs) {
     EXPECT_GT(size, 0) << name;
     if (name == b.anchor->name) {
