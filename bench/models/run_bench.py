@@ -5,9 +5,11 @@ Usage:
   run_bench.py [--kiln build/kiln] [--models resnet18,...] [--models-dir DIR] [--work DIR]
                [--rounds 3] [--repeat 30] [--warmup 5] [--threads 2] [--out results.md]
                [--kiln-build-args "..."] [--skip kiln,torch,ort] [--peers-spin]
+               [--tuning-log DB]
 
 For each model (generated into --models-dir by generate.py when missing): `kiln build` with
-the fallback configs (no tuning log), one `kiln run --output` checked against expected.npz with
+the fallback configs (no tuning log, --no-shipped-logs) and, with --tuning-log DB, a second
+build with the tuning log (engine "kiln_tuned"; shipped logs off, so that DB alone decides), one `kiln run --output` checked against expected.npz with
 compare.py, then --rounds rounds that each time kiln (`kiln run --repeat N --print-time`),
 ONNX Runtime (ort_bench.js) and PyTorch (torch_bench.py) once, in a rotating order so that load
 on this shared machine hits all three alike. A peer's time is the median over rounds of its
@@ -33,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = "/usr/bin/python3"
 DEFAULT_MODELS = "resnet18,resnet50,mobilenet_v2,squeezenet1_1,encoder"
 UNITS_MS = {"s": 1e3, "ms": 1.0, "us": 1e-3, "µs": 1e-3}
-ENGINES = ["kiln", "ort", "torch"]
+ENGINES = ["kiln", "kiln_tuned", "ort", "torch"]
 
 
 def parse_stat_ms(text, stat="median"):
@@ -90,6 +92,7 @@ class Bench:
         self.args = args
         self.env = dict(os.environ, KILN_NUM_THREADS=str(args.threads),
                         OMP_NUM_THREADS=str(args.threads))
+        self.tuned_counts = {}
 
     def model_dir(self, name):
         return os.path.join(self.args.models_dir, name)
@@ -103,19 +106,26 @@ class Bench:
             subprocess.run([PYTHON, os.path.join(HERE, "generate.py"), "--out",
                             self.args.models_dir, "--models", ",".join(missing)], check=True)
 
-    def kiln_prepare(self, name):
+    def kiln_prepare(self, name, tuned=False):
         """kiln build + a checked run. Returns (package path or None, status text)."""
         d = self.model_dir(name)
         work = os.path.join(self.args.work, name)
         os.makedirs(work, exist_ok=True)
-        package = os.path.join(work, "model.tar")
-        cmd = [self.args.kiln, "build", os.path.join(d, "model.onnx"), "-o", package]
+        variant = "tuned" if tuned else "fallback"
+        package = os.path.join(work, f"model.{variant}.tar")
+        cmd = [self.args.kiln, "build", os.path.join(d, "model.onnx"), "-o", package,
+               "--no-shipped-logs"]
+        if tuned:
+            cmd += ["--tuning-log", self.args.tuning_log]
         cmd += shlex.split(self.args.kiln_build_args)
         ok, out = run(cmd, self.args.timeout, self.env)
         if not ok:
-            log(f"  {name}: kiln build failed:\n{last_lines(out)}")
+            log(f"  {name}: kiln build ({variant}) failed:\n{last_lines(out)}")
             return None, "build failed"
-        got = os.path.join(work, "out.npz")
+        tuned_line = re.search(r"tuned: (\d+ of \d+)", out)
+        if tuned_line:
+            self.tuned_counts[name] = tuned_line.group(1)
+        got = os.path.join(work, f"out.{variant}.npz")
         ok, out = run([self.args.kiln, "run", package, "--inputs", os.path.join(d, "input.npz"),
                        "--output", got], self.args.timeout, self.env)
         if not ok:
@@ -132,7 +142,7 @@ class Bench:
 
     def time_once(self, engine, name, package):
         a, d = self.args, self.model_dir(name)
-        if engine == "kiln":
+        if engine.startswith("kiln"):
             cmd = [a.kiln, "run", package, "--inputs", os.path.join(d, "input.npz"),
                    "--repeat", str(a.repeat), "--print-time"]
         elif engine == "ort":
@@ -177,11 +187,14 @@ def main():
     p.add_argument("--skip", default="", help="engines to leave out: kiln,ort,torch")
     p.add_argument("--peers-spin", action="store_true",
                    help="let ORT and PyTorch threads spin when idle (their defaults)")
+    p.add_argument("--tuning-log", help="also time a build with this tuning database")
     p.add_argument("--out", help="also write the markdown table here")
     args = p.parse_args()
     args.work = args.work or os.path.join(args.models_dir, "kiln")
     skip = {s for s in args.skip.split(",") if s}
-    if skip - set(ENGINES):
+    if not args.tuning_log:
+        skip.add("kiln_tuned")
+    if skip - set(ENGINES) - {"kiln_tuned"}:
         p.error(f"--skip: unknown engine(s) {', '.join(sorted(skip - set(ENGINES)))}")
     if "kiln" not in skip and not os.access(args.kiln, os.X_OK):
         p.error(f"no kiln executable at {args.kiln} (pass --kiln PATH, or --skip kiln)")
@@ -193,7 +206,10 @@ def main():
     if "kiln" not in skip:
         for name in names:
             log(f"kiln build {name}")
-            packages[name], status[name] = bench.kiln_prepare(name)
+            packages[(name, "kiln")], status[name] = bench.kiln_prepare(name)
+            if "kiln_tuned" not in skip:
+                packages[(name, "kiln_tuned")], st = bench.kiln_prepare(name, tuned=True)
+                status[name] += f"; tuned {st}"
 
     engines = [e for e in ENGINES if e not in skip]
     times = {(n, e): [] for n in names for e in engines}
@@ -202,9 +218,9 @@ def main():
         for i, name in enumerate(names):
             k = (r + i) % len(engines)
             for engine in engines[k:] + engines[:k]:  # rotate who runs first
-                if engine == "kiln" and packages.get(name) is None:
+                if engine.startswith("kiln") and packages.get((name, engine)) is None:
                     continue
-                ms, best = bench.time_once(engine, name, packages.get(name))
+                ms, best = bench.time_once(engine, name, packages.get((name, engine)))
                 log(f"round {r + 1}/{args.rounds} {name:14s} {engine:5s} "
                     f"{'failed' if ms is None else f'{ms:.3f} ms'}")
                 if ms is not None:
@@ -228,33 +244,47 @@ def main():
         f"{datetime.datetime.now():%Y-%m-%d %H:%M}, "
         f"{platform.node()}, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}",
         "",
-        "| model | kiln ms | ORT ms | PyTorch ms | kiln/ORT | kiln/PyTorch | kiln rel err |",
-        "|---|---:|---:|---:|---:|---:|---|",
     ]
-    for name in names:
-        k, o, t = med(name, "kiln"), med(name, "ort"), med(name, "torch")
-        err = "skipped" if "kiln" in skip else status.get(name, "?")
-        lines.append(f"| {name} | {fmt_ms(k)} | {fmt_ms(o)} | {fmt_ms(t)} | {fmt_ratio(k, o)} | "
-                     f"{fmt_ratio(k, t)} | {err} |")
+    if "kiln_tuned" in skip:
+        lines += ["| model | kiln ms | ORT ms | PyTorch ms | kiln/ORT | kiln/PyTorch | kiln rel err |",
+                  "|---|---:|---:|---:|---:|---:|---|"]
+        for name in names:
+            k, o, t = med(name, "kiln"), med(name, "ort"), med(name, "torch")
+            err = "skipped" if "kiln" in skip else status.get(name, "?")
+            lines.append(f"| {name} | {fmt_ms(k)} | {fmt_ms(o)} | {fmt_ms(t)} | "
+                         f"{fmt_ratio(k, o)} | {fmt_ratio(k, t)} | {err} |")
+    else:
+        lines += ["| model | kiln fallback ms | kiln tuned ms | ORT ms | PyTorch ms | "
+                  "tuned/fallback | tuned/ORT | tuned/PyTorch | tuned workloads | rel err |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+        for name in names:
+            f_, k = med(name, "kiln"), med(name, "kiln_tuned")
+            o, t = med(name, "ort"), med(name, "torch")
+            lines.append(f"| {name} | {fmt_ms(f_)} | {fmt_ms(k)} | {fmt_ms(o)} | {fmt_ms(t)} | "
+                         f"{fmt_ratio(k, f_)} | {fmt_ratio(k, o)} | {fmt_ratio(k, t)} | "
+                         f"{bench.tuned_counts.get(name, '?')} | {status.get(name, '?')} |")
     # Other processes on a shared machine only ever add time: the fastest run is a second,
     # less load-sensitive view (it flatters engines with high variance, so it is not the headline).
     lines += [
         "",
         "Fastest single run (min over all rounds), same engines:",
         "",
-        "| model | kiln min ms | ORT min ms | PyTorch min ms | kiln/ORT | kiln/PyTorch |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| model | kiln min ms | kiln tuned min ms | ORT min ms | PyTorch min ms | "
+        "best kiln/ORT | best kiln/PyTorch |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name in names:
-        k, o, t = best(name, "kiln"), best(name, "ort"), best(name, "torch")
-        lines.append(f"| {name} | {fmt_ms(k)} | {fmt_ms(o)} | {fmt_ms(t)} | {fmt_ratio(k, o)} | "
-                     f"{fmt_ratio(k, t)} |")
+        k, kt = best(name, "kiln"), best(name, "kiln_tuned")
+        o, t = best(name, "ort"), best(name, "torch")
+        kb = min(x for x in (k, kt) if x is not None) if (k or kt) else None
+        lines.append(f"| {name} | {fmt_ms(k)} | {fmt_ms(kt)} | {fmt_ms(o)} | {fmt_ms(t)} | "
+                     f"{fmt_ratio(kb, o)} | {fmt_ratio(kb, t)} |")
     table = "\n".join(lines) + "\n"
     print(table, end="")
     if args.out:
         with open(args.out, "w") as f:
             f.write(table)
-    failed = any(packages.get(n) is None or "FAIL" in status.get(n, "") for n in names) \
+    failed = any(packages.get((n, "kiln")) is None or "FAIL" in status.get(n, "") for n in names) \
         if "kiln" not in skip else False
     return 1 if failed else 0
 

@@ -462,10 +462,11 @@ int run_tune(const std::vector<std::string>& args) {
     // after the measurement in flight.
     tuner::MeasureOptions mopts = a.measure;
     int64_t done_before = sched.trials(ti);
+    double running_best = t.best_gflops;
     mopts.on_result = [&](size_t i, const tuner::MeasureResult& r) {
       double g = r.error == tuner::MeasureError::kOk ? r.gflops : 0;
-      progress.show(ti, t.task, done_before + static_cast<int64_t>(i) + 1, g,
-                    std::max(t.best_gflops, g),
+      running_best = std::max(running_best, g);
+      progress.show(ti, t.task, done_before + static_cast<int64_t>(i) + 1, g, running_best,
                     remaining_trials(sched, a.trials) - 1 - static_cast<int64_t>(i));
     };
     mopts.should_stop = [] { return g_interrupted.load(); };

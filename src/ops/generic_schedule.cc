@@ -23,6 +23,20 @@ void fuse_and_parallelize(const Stage& s, const std::vector<ir::IterVar>& outer,
   if (parallel) s->parallel(fused);
 }
 
+// Fuses only the leading loops that parallelism needs (until there are
+// kParallelGrain iterations to share) and leaves the inner ones nested: every
+// loop in the fused one costs a division and a modulo per iteration to
+// recover its index, which dominated small-inner-axis copies such as layout
+// transforms (NCHW -> NCHW3c ran at ~1 GB/s fully fused).
+void fuse_leading_and_parallelize(const Stage& s, const std::vector<ir::IterVar>& outer,
+                                  bool parallel) {
+  constexpr int64_t kParallelGrain = 256;
+  size_t k = 0;
+  int64_t iterations = 1;
+  while (k < outer.size() && iterations < kParallelGrain) iterations *= extent_of(outer[k++]);
+  fuse_and_parallelize(s, std::vector<ir::IterVar>(outer.begin(), outer.begin() + k), parallel);
+}
+
 }  // namespace
 
 void schedule_loops(const Stage& s) {
@@ -45,7 +59,7 @@ void schedule_loops(const Stage& s) {
   } else {
     outer.push_back(last);
   }
-  fuse_and_parallelize(s, outer, parallel);
+  fuse_leading_and_parallelize(s, outer, parallel);
 }
 
 schedule::Schedule schedule_generic(const std::vector<ir::Tensor>& outputs) {
