@@ -10,7 +10,9 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -373,6 +375,23 @@ class ProgressLine {
   int64_t measured_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
+
+// A private temporary folder for the measurement workers' reference outputs,
+// removed with the run.
+struct ReferenceCache {
+  std::string path;
+  ReferenceCache() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/kiln-ref-XXXXXX";
+    if (mkdtemp(templ.data())) path = templ;  // without one, workers compute their own
+  }
+  ~ReferenceCache() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+  ReferenceCache(const ReferenceCache&) = delete;
+  ReferenceCache& operator=(const ReferenceCache&) = delete;
+};
 }  // namespace
 
 int run_tune(const std::vector<std::string>& args) {
@@ -396,6 +415,8 @@ int run_tune(const std::vector<std::string>& args) {
   a.measure.num_threads = threads;
   std::string tkey = tuner::TargetKey::for_target(target, threads).key();
   tuner::RecordDB db = tuner::RecordDB::open(a.db);
+  ReferenceCache reference_cache;  // workers share reference outputs for this run
+  a.measure.reference_cache = reference_cache.path;
 
   tuner::SchedulerOptions sopts;
   sopts.round_trials = a.batch;

@@ -171,7 +171,7 @@ class Conv2dNCHWc final : public OpTemplate {
     int64_t oc = 1, oh = 1;
   };
   static RegisterTile register_tile(const schedule::Stage& out, const Config& cfg) {
-    constexpr int64_t kMaxAccumulators = 64;
+    constexpr int64_t kMaxAccumulators = 32;
     auto extent = [&](size_t d) { return *ir::as_const_int(out->axis(d)->dom.extent); };
     int64_t oco = extent(1), oh = extent(2), ocb = extent(4);
     int64_t ow_tile = cfg.split("tile_ow").back();

@@ -382,6 +382,7 @@ std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs
     a.rtol = options.rtol;
     a.num_threads = options.num_threads;
     a.seed = options.seed;
+    a.reference_cache = options.reference_cache;
     a.fault = fault_of(options, i);
     if (a.fault == "compile") a.fault.clear();
     a.parent_pid = getpid();

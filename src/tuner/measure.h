@@ -47,6 +47,9 @@ struct MeasureOptions {
   double rtol = 1e-4;       // max|out - ref| / max|ref| allowed
   int num_threads = 0;      // kernel threads in the worker; 0 = the runtime's default
   uint64_t seed = 42;       // of the random inputs
+  // Folder shared by the workers for reference outputs (see
+  // WorkerArgs::reference_cache); empty: each worker computes its own.
+  std::string reference_cache;
   // The kiln-measure-worker executable. Empty: $KILN_MEASURE_WORKER, else the
   // file of that name next to the running executable.
   std::string worker_path;

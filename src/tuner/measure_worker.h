@@ -36,6 +36,11 @@ struct WorkerArgs {
   uint64_t seed = 42;
   std::string fault;       // test only; see MeasureOptions::fault_injection
   int64_t parent_pid = 0;  // when set, the worker dies with its parent (PR_SET_PDEATHSIG)
+  // Folder where reference outputs are kept between workers (empty: none).
+  // The reference of a workload depends only on the workload, the physical
+  // shapes (channel blocks) and the seed, and a naive reference conv costs
+  // more than compiling a candidate; workers of one tuning run share it.
+  std::string reference_cache;
 };
 
 // The command-line arguments (after argv[0]) that parse_worker_args reads back.

@@ -8,9 +8,11 @@
 #include "tuner/measure.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -277,6 +279,30 @@ TEST(Measure, StopsAfterTheMeasurementInFlight) {
   for (const auto& r : rs) expect_good(r, o, "measured before the stop");
 }
 
+TEST(Measure, SharedReferenceCacheGivesTheSameVerdicts) {
+  // Workers leave reference outputs in the cache; later ones read them. The
+  // verdicts are the same as without: good kernels pass, garbage is caught
+  // (the cached reference is written before any candidate runs).
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kiln_refcache_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  MeasureOptions o = base_options();
+  o.reference_cache = dir.string();
+  o.fault_injection = {{2, "garbage"}};
+  std::vector<MeasureInput> in = {fallback_input(conv_w()), fallback_input(conv_w()),
+                                  fallback_input(conv_w()), fallback_input(dense_w())};
+  auto rs = measure_batch(in, host(), o);
+  ASSERT_EQ(rs.size(), 4u);
+  expect_good(rs[0], o, "first: computes and stores the reference");
+  expect_good(rs[1], o, "second: reads it");
+  EXPECT_EQ(rs[2].error, MeasureError::kWrongResult) << rs[2].message;
+  expect_good(rs[3], o, "another workload: its own reference");
+  size_t files = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir)) files += e.path().extension() == ".bin";
+  EXPECT_EQ(files, 2u);  // one per workload and layout
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Measure, EmptyBatch) { EXPECT_TRUE(measure_batch({}, host(), base_options()).empty()); }
 
 TEST(MeasureWorker, ArgumentsRoundTrip) {
@@ -294,7 +320,9 @@ TEST(MeasureWorker, ArgumentsRoundTrip) {
   a.seed = 123456789012345ull;
   a.fault = "garbage";
   a.parent_pid = 4242;
+  a.reference_cache = "/tmp/ref cache";
   WorkerArgs b = parse_worker_args(worker_argv(a));
+  EXPECT_EQ(b.reference_cache, a.reference_cache);
   EXPECT_EQ(b.so_path, a.so_path);
   EXPECT_EQ(b.symbol, a.symbol);
   EXPECT_EQ(b.workload_key, a.workload_key);
