@@ -162,13 +162,19 @@ struct TaskSearch {
   double best_gflops = 0;
 };
 
+// Features come from the loop IR before unrolling: unroll annotations and
+// extents say what unrolling will do, and expanding large register tiles
+// (then simplifying every copy) made the search cost seconds per round.
+const schedule::LowerOptions kFeatureLowering{.unroll = false};
+
 std::vector<float> features_of(TaskSearch& t, const schedule::Config& cfg) {
   auto it = t.features.find(cfg.index());
   if (it != t.features.end()) return it->second;
   std::vector<float> f;
   try {
     ops::Kernel k = ops::make_kernel(*t.tmpl, t.workload, cfg);
-    f = tuner::combined_features(schedule::lower(k.sch, k.args, "candidate"), cfg);
+    f = tuner::combined_features(schedule::lower(k.sch, k.args, "candidate", kFeatureLowering),
+                                 cfg);
   } catch (const std::exception&) {
     f.assign(tuner::kFeatures, 0.0f);
   }
@@ -228,8 +234,8 @@ struct SharedModel {
           const tuner::Record& r = ok[k * ok.size() / n];
           schedule::Config cfg = schedule::Config::from_json(space, r.config_json);
           ops::Kernel kern = ops::make_kernel(tmpl, w, cfg);
-          warm_X.push_back(
-              tuner::combined_features(schedule::lower(kern.sch, kern.args, "warm"), cfg));
+          warm_X.push_back(tuner::combined_features(
+              schedule::lower(kern.sch, kern.args, "warm", kFeatureLowering), cfg));
           warm_y.push_back(static_cast<float>(r.gflops / best));
           ++added;
         }
@@ -250,8 +256,10 @@ std::unique_ptr<tuner::Tuner> make_tuner(const std::string& kind, TaskSearch& t,
   if (kind == "grid") return std::make_unique<tuner::GridTuner>(space, visited);
   if (kind == "ga") return std::make_unique<tuner::GATuner>(space, visited, tuner::GAOptions{}, 1);
   tuner::ModelBasedOptions opts;
-  opts.num_chains = 32;  // lowering a candidate for its features costs milliseconds
-  opts.max_iters = 40;
+  // Lowering a candidate for its features costs ~20 ms (large unrolled conv
+  // tiles): 16 chains x 24 steps keep a round's search near 8 s on two cores.
+  opts.num_chains = 16;
+  opts.max_iters = 24;
   TaskSearch* tp = &t;
   SharedModel* mp = &model;
   auto score = [tp, mp](const std::vector<schedule::Config>& cfgs) {

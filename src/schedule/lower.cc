@@ -47,6 +47,11 @@ std::map<const TensorNode*, Buffer> arg_buffers(const Schedule& sch,
 }  // namespace
 
 LoweredFunc lower(const Schedule& sch, const std::vector<Tensor>& args, const std::string& name) {
+  return lower(sch, args, name, LowerOptions{});
+}
+
+LoweredFunc lower(const Schedule& sch, const std::vector<Tensor>& args, const std::string& name,
+                  const LowerOptions& options) {
   LoweredFunc f;
   f.name = name;
   auto buffers = arg_buffers(sch, args, f.args);
@@ -59,10 +64,12 @@ LoweredFunc lower(const Schedule& sch, const std::vector<Tensor>& args, const st
   trace("simplify", s);
   s = vectorize_loops(s);
   trace("vectorize_loops", s);
-  s = unroll_loops(s);
-  trace("unroll_loops", s);
-  s = simplify(s);
-  trace("simplify", s);
+  if (options.unroll) {
+    s = unroll_loops(s);
+    trace("unroll_loops", s);
+    s = simplify(s);
+    trace("simplify", s);
+  }
   f.body = s;
   return f;
 }

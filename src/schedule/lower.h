@@ -14,4 +14,13 @@ namespace kiln::schedule {
 ir::LoweredFunc lower(const Schedule& sch, const std::vector<ir::Tensor>& args,
                       const std::string& name);
 
+struct LowerOptions {
+  // Expand loops marked unroll (and simplify the copies). Off, they stay
+  // loops with their unroll annotation: what the tuner's feature extraction
+  // reads, at a fraction of the cost for large register tiles.
+  bool unroll = true;
+};
+ir::LoweredFunc lower(const Schedule& sch, const std::vector<ir::Tensor>& args,
+                      const std::string& name, const LowerOptions& options);
+
 }  // namespace kiln::schedule
