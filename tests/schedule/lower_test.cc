@@ -135,6 +135,36 @@ TEST(Lower, UnrolledLoopDisappears) {
   EXPECT_EQ(loops, 5) << to_string(f);
 }
 
+TEST(Lower, WithoutUnrollingTheUnrollLoopStaysAndStillComputes) {
+  // LowerOptions{.unroll = false} (the tuner's feature extraction): the loop
+  // marked unroll remains one loop, and the IR computes the same.
+  auto d = make_dense(5, 4, 3);
+  auto sch = create_schedule({d.C});
+  auto s = sch[d.C];
+  s->unroll(s->axis(1));
+  LoweredFunc f = lower(sch, {d.A, d.B, d.C}, "dense", schedule::LowerOptions{.unroll = false});
+  int loops = 0, unroll_loops = 0;
+  class Loops : public IRVisitor {
+   public:
+    int *n, *unrolled;
+    void visit_for(const ForNode* op) override {
+      ++*n;
+      *unrolled += op->for_kind == ForKind::Unrolled;
+      IRVisitor::visit_for(op);
+    }
+  } v;
+  v.n = &loops;
+  v.unrolled = &unroll_loops;
+  v.visit(f.body);
+  EXPECT_EQ(loops, 3) << to_string(f);
+  EXPECT_EQ(unroll_loops, 1) << to_string(f);
+  auto A = ops::reference::random_uniform(15, 1), B = ops::reference::random_uniform(12, 2);
+  std::vector<float> C(20, NAN), ref(20);
+  ops::reference::dense(A.data(), B.data(), ref.data(), 5, 4, 3);
+  Interpreter().run(f, {A.data(), B.data(), C.data()});
+  EXPECT_LE(ops::reference::max_relative_error(C.data(), ref.data(), C.size()), 1e-6);
+}
+
 TEST(Lower, FusedAndInlinedStagesCompute) {
   Tensor A = placeholder({6, 10}, DataType::f32(), "A");
   Tensor B = compute(
