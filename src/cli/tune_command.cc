@@ -160,6 +160,10 @@ struct TaskSearch {
   // the build then needs no layout transform between neighbouring convs.
   std::pair<int64_t, int64_t> layout{0, 0};
   double best_gflops = 0;
+  // The template's fallback config, measured first when the database lacks
+  // it: the build's default is the baseline every tuned record must beat,
+  // and a few random candidates often do not.
+  std::optional<schedule::Config> pending_fallback;
 };
 
 // Features come from the loop IR before unrolling: unroll annotations and
@@ -277,6 +281,7 @@ std::unique_ptr<tuner::Tuner> make_tuner(const std::string& kind, TaskSearch& t,
 // Up to n proposals of the task's tuner that keep its layout; others are
 // dropped unmeasured (the tuner never proposes them again).
 std::vector<schedule::Config> next_layout_batch(TaskSearch& t, int n) {
+  if (n <= 0) return {};
   if (t.layout == std::pair<int64_t, int64_t>{0, 0}) return t.tuner->next_batch(n);
   std::vector<schedule::Config> out;
   while (static_cast<int>(out.size()) < n) {
@@ -457,6 +462,11 @@ int run_tune(const std::vector<std::string>& args) {
         // A record of an older space: counted, not revisited.
       }
     }
+    schedule::Config fallback = t->tmpl->fallback(t->workload);
+    if (std::find(t->visited.begin(), t->visited.end(), fallback.index()) == t->visited.end()) {
+      t->pending_fallback = fallback;
+      t->visited.push_back(fallback.index());  // the tuner never proposes it again
+    }
     sched.resume(i, trials, t->best_gflops);
     model.tasks.push_back(t.get());
     searches.push_back(std::move(t));
@@ -480,7 +490,12 @@ int run_tune(const std::vector<std::string>& args) {
     if (!next) break;
     size_t ti = *next;
     TaskSearch& t = *searches[ti];
-    std::vector<schedule::Config> batch = next_layout_batch(t, sched.round_size(ti));
+    std::vector<schedule::Config> batch;
+    const size_t own_from = t.pending_fallback ? 1 : 0;  // batch[own_from..]: the tuner's
+    if (t.pending_fallback) batch.push_back(*t.pending_fallback);
+    t.pending_fallback.reset();
+    for (auto& c : next_layout_batch(t, sched.round_size(ti) - static_cast<int>(own_from)))
+      batch.push_back(c);
     if (batch.empty()) {
       sched.mark_exhausted(ti);
       continue;
@@ -512,7 +527,9 @@ int run_tune(const std::vector<std::string>& args) {
     }
     if (records.empty()) break;
     db.add_batch(records);  // stored before anything else can go wrong
-    t.tuner->update(batch, gflops);
+    if (batch.size() > own_from)
+      t.tuner->update(std::vector<schedule::Config>(batch.begin() + own_from, batch.end()),
+                      std::vector<double>(gflops.begin() + own_from, gflops.end()));
     sched.record(ti, gflops);
     if (a.tuner == "xgb") model.retrain();
     progress.round_done(ti, t.task, sched.trials(ti), gflops, t.best_gflops,
