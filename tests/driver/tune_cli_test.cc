@@ -70,6 +70,9 @@ TEST_F(KilnTune, ResumesAndBuildsWithTheLog) {
   CommandResult first = kiln(tune(db, 4));
   ASSERT_EQ(first.status, 0) << first.err << first.out;
   EXPECT_NE(first.out.find("conv2d_NCHWc.x86"), std::string::npos) << first.out;
+  // The progress line (one per round when stdout is not a terminal).
+  for (const char* part : {"[task 1/1]", "trials 3/4", "best", "GFLOP/s", "elapsed", "remaining ~"})
+    EXPECT_NE(first.out.find(part), std::string::npos) << part << "\n" << first.out;
   EXPECT_EQ(records_in(db), 4u);
 
   // The same total again: nothing left to measure.
