@@ -88,7 +88,8 @@ bool demo_conv(const codegen::Target& target) {
   auto space = ops::conv2d_nchwc_space(p);
   auto cfg = schedule::Config::from_json(
       space,
-      R"({"knobs": {"tile_ic": [4, 16], "tile_oc": [2, 32], "tile_ow": [8, 7], "unroll_kw": 1}})");
+      R"({"knobs": {"tile_ic": [4, 16], "tile_oc": [2, 32], "tile_ow": [8, 7], "unroll_kw": 1, )"
+      R"("oc_reg": 1, "oh_reg": 1, "kernel_outer": 0}})");
   auto kern = ops::conv2d_nchwc(p, cfg);
   ir::LoweredFunc f = schedule::lower(kern.sch, kern.args, "conv2d_nchwc_64");
   int64_t icb = ops::conv2d_nchwc_ic_block(cfg), ocb = ops::conv2d_nchwc_oc_block(cfg);

@@ -491,8 +491,10 @@ TEST(Templates, ShapesMatchComputeAndErrorsNameTheWorkload) {
 TEST(Templates, PartialTilesWithEpilogue) {
   const OpTemplate& t = ops::get_template("conv2d_NCHWc.x86");
   Workload w = conv(1, 8, 4, 13, 24, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1});
-  auto cfg = ops::detail::config_from_knobs(
-      t.space(w), R"("tile_ic": [1, 8], "tile_oc": [1, 24], "tile_ow": [4, 4], "unroll_kw": 1)");
+  auto cfg = ops::detail::config_from_knobs(t.space(w),
+                                            R"("tile_ic": [1, 8], "tile_oc": [1, 24], )"
+                                            R"("tile_ow": [4, 4], "unroll_kw": 1, "oc_reg": 1, )"
+                                            R"("oh_reg": 1, "kernel_outer": 0)");
   std::mt19937_64 rng(7);
   check_config(t, w, cfg, rng);
 }
