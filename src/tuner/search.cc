@@ -184,17 +184,20 @@ ModelBasedTuner::ModelBasedTuner(ConfigSpace space, ScoreFn score,
                                  uint64_t seed)
     : Tuner(std::move(space), visited, seed), score_(std::move(score)), options_(options) {
   if (!score_) throw std::invalid_argument("model-based tuner needs a score function");
-  if (options_.plan_size < 1 || options_.num_chains < 1 || options_.max_iters < 0)
-    throw std::invalid_argument("model-based tuner: plan_size and num_chains must be >= 1");
+  if (options_.plan_size < 1 || options_.num_chains < 1 || options_.max_iters < 0 ||
+      options_.replan_after < 0)
+    throw std::invalid_argument(
+        "model-based tuner: plan_size and num_chains must be >= 1, replan_after >= 0");
 }
 
 std::vector<Config> ModelBasedTuner::next_batch(int n) {
   std::vector<Config> out;
   std::uniform_real_distribution<double> u(0, 1);
   const bool warm = results_ >= options_.warmup;
-  // The model has learnt from plan_size results since the last plan: plan
+  // The model has learnt from replan_after results since the last plan: plan
   // again, but only when a pick needs the plan, and once per batch at most.
-  bool stale = num_plans_ == 0 || results_ - results_at_plan_ >= options_.plan_size;
+  const int replan_after = options_.replan_after > 0 ? options_.replan_after : options_.plan_size;
+  bool stale = num_plans_ == 0 || results_ - results_at_plan_ >= replan_after;
   bool planned = false;
   auto from_plan = [&]() -> int64_t {
     while (true) {

@@ -134,7 +134,10 @@ class GATuner : public Tuner {
 using ScoreFn = std::function<std::vector<double>(const std::vector<schedule::Config>&)>;
 
 struct ModelBasedOptions {
-  int plan_size = 64;       // configs chosen per annealing run
+  int plan_size = 64;  // configs chosen per annealing run
+  // Results that make a plan stale (the model has been retrained on them):
+  // 0 means plan_size. `kiln tune` re-plans after every batch.
+  int replan_after = 0;
   int num_chains = 128;     // parallel annealing chains
   int max_iters = 500;      // annealing steps per run
   int stall_iters = 50;     // stop a run when the top plan_size set is unchanged this long
@@ -157,7 +160,7 @@ struct ModelBasedOptions {
 // probability exp(delta / (scale * T)). The plan is the best plan_size
 // unvisited configs seen; batches take from it best first, each pick replaced
 // by a random unvisited config with probability epsilon. A new plan is made
-// when a pick needs one and the plan has run out or plan_size results have
+// when a pick needs one and the plan has run out or replan_after results have
 // come back since the last (the model has been retrained by then).
 class ModelBasedTuner : public Tuner {
  public:

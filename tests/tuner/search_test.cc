@@ -288,6 +288,30 @@ TEST(Search, ModelBasedIsRandomDuringWarmupAndExploresWithEpsilon) {
   EXPECT_EQ(calls, 0);
 }
 
+TEST(Search, ModelBasedReplansAfterReplanAfterResults) {
+  ConfigSpace space = medium_space();
+  const Objective f = medium_objective();
+  auto plans_after_rounds = [&](int replan_after, int rounds) {
+    ModelBasedOptions o;
+    o.plan_size = 64;
+    o.replan_after = replan_after;
+    ModelBasedTuner t(space, f, {}, o, 5);
+    for (int r = 0; r < rounds; ++r) {
+      std::vector<Config> cs = t.next_batch(16);
+      t.update(cs, f(cs));
+    }
+    return t.num_plans();
+  };
+  // 4 rounds of 16: re-planning every 16 results plans once per round; the
+  // default (plan_size = 64) plans once for all four.
+  EXPECT_EQ(plans_after_rounds(16, 4), 4);
+  EXPECT_EQ(plans_after_rounds(0, 4), 1);
+  EXPECT_EQ(plans_after_rounds(32, 4), 2);
+  ModelBasedOptions bad;
+  bad.replan_after = -1;
+  EXPECT_THROW(ModelBasedTuner(space, f, {}, bad), std::invalid_argument);
+}
+
 TEST(Search, ModelBasedScorerMustAnswerEveryConfig) {
   ModelBasedTuner t(medium_space(),
                     [](const std::vector<Config>& cs) { return std::vector<double>(1, 0.0); });
