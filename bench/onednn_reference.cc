@@ -74,7 +74,7 @@ int set_onednn_threads(int n) {
   return get();
 }
 
-double onednn_sgemm_ms(int64_t M, int64_t N, int64_t K, int repeat) {
+double onednn_sgemm_ms(int64_t M, int64_t N, int64_t K, int repeat, std::vector<float>* result) {
   // dnnl_sgemm rather than a matmul primitive on plain layouts: measured here
   // it is the faster of the two (1024^3: ~7% faster; M = 1: ~25% faster), and
   // the reference should be oneDNN's best. B stays the caller's row-major
@@ -86,11 +86,14 @@ double onednn_sgemm_ms(int64_t M, int64_t N, int64_t K, int repeat) {
         dnnl_sgemm('N', 'N', M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, c.data(), N);
     if (st != dnnl_success) throw std::runtime_error("dnnl_sgemm failed");
   };
-  return time_ms(run, warmup_for(repeat), repeat).median_ms;
+  double ms = time_ms(run, warmup_for(repeat), repeat).median_ms;
+  if (result) *result = c;
+  return ms;
 }
 
 double onednn_conv2d_ms(int64_t N, int64_t C, int64_t H, int64_t W, int64_t OC, int64_t KH,
-                        int64_t KW, int64_t stride, int64_t pad, int repeat) {
+                        int64_t KW, int64_t stride, int64_t pad, int repeat,
+                        std::vector<float>* result) {
   Context& ctx = context();
   const int64_t OH = (H + 2 * pad - KH) / stride + 1, OW = (W + 2 * pad - KW) / stride + 1;
   const memory::dims src_dims{N, C, H, W}, wei_dims{OC, C, KH, KW}, dst_dims{N, OC, OH, OW};
@@ -104,9 +107,17 @@ double onednn_conv2d_ms(int64_t N, int64_t C, int64_t H, int64_t W, int64_t OC, 
   memory src = filled(pd.src_desc(), src_dims, tag::nchw, 3);
   memory wei = filled(pd.weights_desc(), wei_dims, tag::oihw, 4);
   memory dst(pd.dst_desc(), ctx.engine);
-  return time_primitive(dnnl::convolution_forward(pd),
-                        {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}},
-                        repeat);
+  double ms =
+      time_primitive(dnnl::convolution_forward(pd),
+                     {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}}, repeat);
+  if (result) {
+    memory plain({dst_dims, dt::f32, tag::nchw}, ctx.engine);
+    dnnl::reorder(dst, plain).execute(ctx.stream, dst, plain);
+    ctx.stream.wait();
+    const float* p = static_cast<const float*>(plain.get_data_handle());
+    result->assign(p, p + N * OC * OH * OW);
+  }
+  return ms;
 }
 
 }  // namespace kiln::bench
