@@ -32,7 +32,10 @@ except ImportError as e:  # The e2e tests grep for this message.
 
 CNN_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1"]
 ENCODER_MODELS = ["encoder", "encoder_float"]
-ALL_MODELS = CNN_MODELS + ENCODER_MODELS
+# "tiny": a ResNet-style block small enough for the drivers' smoke tests (bench/smoke) to
+# build, run and time in seconds; not part of the benchmark.
+TINY_MODELS = ["tiny"]
+ALL_MODELS = CNN_MODELS + ENCODER_MODELS + TINY_MODELS
 DEFAULT_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "encoder"]
 
 # BERT-style encoder dimensions (documented in README.md).
@@ -101,6 +104,23 @@ class Encoder(nn.Module):
         return x
 
 
+class Tiny(nn.Module):
+    """Conv-BN-ReLU, max pool, a residual conv block, global pool and a classifier: the
+    operators of resnet18 on a [1, 3, 16, 16] input."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16),
+                                  nn.ReLU(), nn.MaxPool2d(2))
+        self.block = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16))
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = torch.relu(x + self.block(x))
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
 def randomize_norm_stats(model, gen):
     """Default BN/LN parameters are identities (mean 0, var 1, scale 1, shift 0), which would
     hide a wrong BatchNorm fold or LayerNorm affine: give them random values instead."""
@@ -124,6 +144,9 @@ def build_model(name):
     if name in CNN_MODELS:
         model = getattr(torchvision.models, name)(weights=None)
         inputs = {"input": torch.randn(1, 3, 224, 224, generator=gen)}
+    elif name == "tiny":
+        model = Tiny()
+        inputs = {"input": torch.randn(1, 3, 16, 16, generator=gen)}
     elif name == "encoder":
         model = Encoder(token_ids=True)
         inputs = {"input_ids": torch.randint(0, ENC_VOCAB, (1, ENC_SEQ), generator=gen)}
@@ -211,7 +234,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(2)
     for name in names:
-        opset = args.opset_encoder if name in ENCODER_MODELS else args.opset_cnn
+        opset = args.opset_encoder if name in ENCODER_MODELS else args.opset_cnn  # tiny: a CNN
         generate(name, args.out, opset)
 
 

@@ -11,6 +11,9 @@
 # trials. Conv configs may change channel blocks here (--free-layout): the
 # whole space is searched. Then plot_curves.py writes OUT_DIR/curves.md and
 # OUT_DIR/curves.png.
+#
+# CURVES_TINY=1 tunes three tiny convolutions instead (make_conv_models.py
+# --tiny): what the smoke test bench/smoke/tuner_scripts_smoke.sh runs.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -21,8 +24,11 @@ chunks="${4:-10}"
 kiln="${KILN:-$root/build/kiln}"
 python="${PYTHON:-/usr/bin/python3}"
 
+models_args=()
+[[ ${CURVES_TINY:-0} == 1 ]] && models_args=(--tiny)
+
 mkdir -p "$out"
-"$python" "$here/make_conv_models.py" "$out/models" > /dev/null
+"$python" "$here/make_conv_models.py" "${models_args[@]}" "$out/models" > /dev/null
 for model in "$out"/models/*.onnx; do
   name="$(basename "$model" .onnx)"
   for ((c = 1; c <= chunks; c++)); do

@@ -8,7 +8,10 @@ three are layers of the benchmark zoo chosen to differ in kind:
   resnet50_1x1_256_14  ResNet-50 layer3: 256->1024, 1x1, 14x14 (a 1x1 GEMM-like conv)
   resnet18_7x7_3_224   the stem: 3->64, 7x7, 224x224, stride 2 (three input channels)
 
-usage: make_conv_models.py OUT_DIR
+With --tiny, three small convolutions of the same three kinds instead (3x3, 1x1, 7x7 stride
+2 with three input channels), for the scripts' smoke test (bench/smoke/tuner_scripts_smoke.sh).
+
+usage: make_conv_models.py [--tiny] OUT_DIR
 """
 import os
 import sys
@@ -22,14 +25,23 @@ WORKLOADS = {
     "resnet18_7x7_3_224": (3, 64, 7, 2, 3, 224),
 }
 
+TINY_WORKLOADS = {
+    "tiny_3x3_16_8": (16, 16, 3, 1, 1, 8),
+    "tiny_1x1_32_7": (32, 64, 1, 1, 0, 7),
+    "tiny_7x7_3_32": (3, 16, 7, 2, 3, 32),
+}
+
 
 def main():
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    tiny = "--tiny" in args
+    args = [a for a in args if a != "--tiny"]
+    if len(args) != 1:
         sys.exit(__doc__)
-    out = sys.argv[1]
+    out = args[0]
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
-    for name, (cin, cout, k, s, p, hw) in WORKLOADS.items():
+    for name, (cin, cout, k, s, p, hw) in (TINY_WORKLOADS if tiny else WORKLOADS).items():
         conv = torch.nn.Conv2d(cin, cout, k, stride=s, padding=p, bias=False).eval()
         x = torch.randn(1, cin, hw, hw)
         path = os.path.join(out, name + ".onnx")

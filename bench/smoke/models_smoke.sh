@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Smoke test (ctest bench_models_smoke) of bench/models' drivers on the tiny
+# model: generate.py writes it, compare.py accepts a match and rejects a
+# mismatch, torch_bench.py times it, and run_bench.py runs the whole kiln
+# build / check / timing loop against PyTorch (ORT: bench_models_ort_smoke).
+# Timings are printed, never checked.
+#
+#   models_smoke.sh KILN WORKDIR
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+kiln=${1:?usage: models_smoke.sh KILN WORKDIR}
+work=${2:?usage: models_smoke.sh KILN WORKDIR}
+models=$ROOT/bench/models
+need_python_modules torch torchvision onnx numpy
+[ -x "$kiln" ] || fail "no kiln executable at $kiln"
+
+rm -rf "$work"
+mkdir -p "$work"
+dir=$work/models/tiny
+set -x
+"$PYTHON" "$models/generate.py" --out "$work/models" --models tiny
+"$PYTHON" "$models/compare.py" "$dir/expected.npz" "$dir/expected.npz"
+"$PYTHON" - "$dir/expected.npz" "$work/off.npz" <<'PY'
+import sys, numpy as np
+with np.load(sys.argv[1]) as f:
+    np.savez(sys.argv[2], **{k: f[k] * 1.01 for k in f.files})
+PY
+rc=0
+"$PYTHON" "$models/compare.py" "$dir/expected.npz" "$work/off.npz" || rc=$?
+[ "$rc" = 1 ] || fail "compare.py exited $rc on a 1 % mismatch, not 1"
+
+"$PYTHON" "$models/torch_bench.py" "$dir" --warmup 1 --repeat 3 | tee "$work/torch.txt"
+grep -q 'median [0-9.]* ms' "$work/torch.txt" || fail "torch_bench.py printed no median"
+
+KILN_NUM_THREADS=2 "$PYTHON" "$models/run_bench.py" --kiln "$kiln" --models tiny \
+  --models-dir "$work/models" --rounds 1 --repeat 3 --warmup 1 --skip ort --out "$work/table.md"
+# kiln and PyTorch both timed (ORT skipped: n/a), kiln's output checked.
+grep -Eq '^\| tiny \| [0-9.]+ \| n/a \| [0-9.]+ \| n/a \| [0-9.]+ \| max [0-9.e+-]+ \|$' \
+  "$work/table.md" || fail "run_bench.py's table has no complete tiny row"

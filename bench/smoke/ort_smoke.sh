@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Smoke test (ctest bench_models_ort_smoke) of the ONNX Runtime driver on the
+# tiny model: ort_bench.js runs it and checks its output against PyTorch's,
+# then run_bench.py times it through ort_bench.js. Skipped without node,
+# onnxruntime-node (bench/models/README.md) or PyTorch (to make the model).
+#
+#   ort_smoke.sh WORKDIR
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+work=${1:?usage: ort_smoke.sh WORKDIR}
+models=$ROOT/bench/models
+need_onnxruntime_node
+need_python_modules torch torchvision onnx numpy
+
+rm -rf "$work"
+mkdir -p "$work"
+dir=$work/models/tiny
+set -x
+"$PYTHON" "$models/generate.py" --out "$work/models" --models tiny
+node "$models/ort_bench.js" "$dir/model.onnx" "$dir/input.npz" --expected "$dir/expected.npz" \
+  --warmup 1 --repeat 3 | tee "$work/ort.txt"
+grep -q 'median' "$work/ort.txt" || fail "ort_bench.js printed no median"
+"$PYTHON" "$models/run_bench.py" --models tiny --models-dir "$work/models" --rounds 1 \
+  --repeat 3 --warmup 1 --skip kiln,torch --out "$work/table.md"
+grep -Eq '^\| tiny \| n/a \| [0-9.]+ \|' "$work/table.md" ||
+  fail "run_bench.py's table has no ORT time for tiny"

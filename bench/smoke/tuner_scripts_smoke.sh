@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Smoke test (ctest bench_tuner_scripts_smoke) of bench/tuner's scripts on
+# three tiny convolutions: curves.sh tunes each with 2 random and 2 xgb trials
+# (real `kiln tune` measurements) and runs plot_curves.py, then
+# remeasure_best.sh builds and runs each database's best. Checks that every
+# step produced its output, never how fast anything was.
+#
+#   tuner_scripts_smoke.sh KILN WORKDIR    (kiln-measure-worker next to KILN)
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+kiln=${1:?usage: tuner_scripts_smoke.sh KILN WORKDIR}
+work=${2:?usage: tuner_scripts_smoke.sh KILN WORKDIR}
+tuner=$ROOT/bench/tuner
+need_python_modules torch onnx numpy matplotlib
+[ -x "$kiln" ] || fail "no kiln executable at $kiln"
+
+rm -rf "$work"
+mkdir -p "$work"
+export KILN=$kiln PYTHON KILN_NUM_THREADS=2
+set -x
+CURVES_TINY=1 bash "$tuner/curves.sh" "$work" 2 2 1
+[ -s "$work/curves.png" ] || fail "curves.sh wrote no curves.png"
+for name in tiny_3x3_16_8 tiny_1x1_32_7 tiny_7x7_3_32; do
+  for t in random xgb; do
+    grep -Eq "^\| $name \| $t \| .*\| [0-9.]+ \([0-9]+\) \|$" "$work/curves.md" ||
+      fail "curves.md has no $t row for $name"
+  done
+done
+bash "$tuner/remeasure_best.sh" "$work" 1 3 | tee "$work/remeasure.md"
+rows=$(grep -Ec '^\| tiny_[^|]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$' "$work/remeasure.md" || true)
+[ "$rows" = 3 ] || fail "remeasure_best.sh printed $rows complete rows, not 3"
