@@ -2,67 +2,27 @@
 
 #include <algorithm>
 
+#include "graph/op_registry.h"
+
 namespace kiln::frontend {
 
-// The operators torchvision classifiers, their segmentation heads and
-// BERT-style encoders export at opsets 13-17 (issue 3, point 1). An operator
-// joins this list when the graph passes and ops can run it.
+namespace {
+
+// Operators that kiln's own passes insert (kiln.LayoutTransform,
+// kiln.Template); a model never names them.
+bool is_internal(const std::string& op_type) { return op_type.rfind("kiln.", 0) == 0; }
+
+}  // namespace
+
+// Every operator of the graph registry (graph/op_registry.h) that a model may
+// use, so that this list cannot drift from what the passes and ops can run;
+// plus Constant, which the importer turns into an initializer before the
+// graph exists.
 const std::vector<std::string>& supported_op_types() {
   static const std::vector<std::string> ops = [] {
-    std::vector<std::string> v = {"Abs",
-                                  "Add",
-                                  "AveragePool",
-                                  "BatchNormalization",
-                                  "Cast",
-                                  "Clip",
-                                  "Concat",
-                                  "Constant",
-                                  "ConstantOfShape",
-                                  "Conv",
-                                  "ConvTranspose",
-                                  "Div",
-                                  "Dropout",
-                                  "Equal",
-                                  "Erf",
-                                  "Exp",
-                                  "Expand",
-                                  "Flatten",
-                                  "Gather",
-                                  "Gemm",
-                                  "GlobalAveragePool",
-                                  "HardSigmoid",
-                                  "HardSwish",
-                                  "Identity",
-                                  "LayerNormalization",
-                                  "LeakyRelu",
-                                  "Log",
-                                  "MatMul",
-                                  "Max",
-                                  "MaxPool",
-                                  "Min",
-                                  "Mul",
-                                  "Neg",
-                                  "Pad",
-                                  "Pow",
-                                  "Reciprocal",
-                                  "ReduceMax",
-                                  "ReduceMean",
-                                  "ReduceSum",
-                                  "Relu",
-                                  "Reshape",
-                                  "Resize",
-                                  "Shape",
-                                  "Sigmoid",
-                                  "Slice",
-                                  "Softmax",
-                                  "Split",
-                                  "Sqrt",
-                                  "Squeeze",
-                                  "Sub",
-                                  "Tanh",
-                                  "Transpose",
-                                  "Unsqueeze",
-                                  "Where"};
+    std::vector<std::string> v = {"Constant"};
+    for (std::string& op : graph::registered_op_types())
+      if (!is_internal(op)) v.push_back(std::move(op));
     std::sort(v.begin(), v.end());
     return v;
   }();

@@ -71,7 +71,7 @@ class Conv2dNCHWc final : public OpTemplate {
   std::string name() const override { return "conv2d_NCHWc.x86"; }
 
   ConfigSpace space(const Workload& w) const override {
-    Conv2DAttrs a = conv2d_attrs(checked(w));
+    Conv2DAttrs a = attrs(w);
     ConfigSpace space;
     space.define_split("tile_ic", a.in_channels, 2, SplitPolicy::Factors, 64);
     space.define_split("tile_oc", a.out_channels, 2, SplitPolicy::Factors, 64);
@@ -91,7 +91,7 @@ class Conv2dNCHWc final : public OpTemplate {
   }
 
   Config fallback(const Workload& w) const override {
-    Conv2DAttrs a = conv2d_attrs(checked(w));
+    Conv2DAttrs a = attrs(w);
     int64_t icb = detail::fallback_channel_block(a.in_channels);
     int64_t ocb = detail::fallback_channel_block(a.out_channels);
     int64_t owt = detail::fallback_ow_tile(a.out_width(), ocb);
@@ -107,7 +107,7 @@ class Conv2dNCHWc final : public OpTemplate {
   }
 
   TemplateInstance compute(const Workload& w, const Config& cfg) const override {
-    Conv2DAttrs a = conv2d_attrs(checked(w));
+    Conv2DAttrs a = attrs(w);
     auto [icb, ocb] = blocks(w, a, cfg);
     int64_t ICo = a.in_channels / icb, OCo = a.out_channels / ocb;
     Tensor data = placeholder({a.batch, ICo, a.height, a.width, icb}, DataType::f32(), "data");
@@ -186,28 +186,28 @@ class Conv2dNCHWc final : public OpTemplate {
   }
 
   double flops(const Workload& w) const override {
-    Conv2DAttrs a = conv2d_attrs(checked(w));
+    Conv2DAttrs a = attrs(w);
     return 2.0 * a.batch * a.out_channels * a.out_height() * a.out_width() * a.in_channels *
            a.kernel_h * a.kernel_w;
   }
 
   std::vector<std::vector<int64_t>> input_shapes(const Workload& w,
                                                  const Config& cfg) const override {
-    Conv2DAttrs a = conv2d_attrs(checked(w));
+    Conv2DAttrs a = attrs(w);
     auto [icb, ocb] = blocks(w, a, cfg);
     return {{a.batch, a.in_channels / icb, a.height, a.width, icb},
             {a.out_channels / ocb, a.in_channels / icb, a.kernel_h, a.kernel_w, icb, ocb}};
   }
 
   std::vector<int64_t> output_shape(const Workload& w, const Config& cfg) const override {
-    Conv2DAttrs a = conv2d_attrs(checked(w));
+    Conv2DAttrs a = attrs(w);
     auto [icb, ocb] = blocks(w, a, cfg);
     return {a.batch, a.out_channels / ocb, a.out_height(), a.out_width(), ocb};
   }
 
   void reference(const Workload& w, const Config& cfg, const std::vector<const float*>& inputs,
                  float* output) const override {
-    Conv2DAttrs a = conv2d_attrs(checked(w));
+    Conv2DAttrs a = attrs(w);
     auto [icb, ocb] = blocks(w, a, cfg);
     if (inputs.size() != 2) detail::bad_workload(w, "reference needs data and weight");
     const float *data = inputs[0], *weight = inputs[1];
@@ -238,10 +238,10 @@ class Conv2dNCHWc final : public OpTemplate {
   }
 
  private:
-  const Workload& checked(const Workload& w) const {
+  Conv2DAttrs attrs(const Workload& w) const {
     if (w.template_name != name()) detail::bad_workload(w, "is not a " + name() + " workload");
     if (w.dtype != "float32") detail::bad_workload(w, name() + " supports float32 only");
-    return w;
+    return conv2d_attrs(w, ConvKind::kDense);
   }
   std::pair<int64_t, int64_t> blocks(const Workload& w, const Conv2DAttrs& a,
                                      const Config& cfg) const {
@@ -270,7 +270,7 @@ Workload conv2d_workload(const std::string& template_name, const Conv2DAttrs& a)
                   "float32"};
 }
 
-Conv2DAttrs conv2d_attrs(const Workload& w) {
+Conv2DAttrs conv2d_attrs(const Workload& w, ConvKind kind) {
   auto d = expect_list(w, "data", 4), k = expect_list(w, "kernel", 4),
        s = expect_list(w, "strides", 2), p = expect_list(w, "pads", 4),
        dl = expect_list(w, "dilation", 2);
@@ -280,8 +280,7 @@ Conv2DAttrs conv2d_attrs(const Workload& w) {
     if (v < 1) detail::bad_workload(w, "sizes, strides and dilations must be positive");
   for (int64_t v : p)
     if (v < 0) detail::bad_workload(w, "pads must not be negative");
-  bool depthwise = w.template_name.rfind("depthwise", 0) == 0;
-  if (depthwise) {
+  if (kind == ConvKind::kDepthwise) {
     if (k[1] != 1 || k[0] != d[1])
       detail::bad_workload(w, "a depthwise kernel must be [C, 1, KH, KW] (multiplier 1)");
     a.groups = d[1];

@@ -45,9 +45,15 @@ const OpTemplate& conv2d_nchwc_template();
 // for logical attributes: data=[N,C,H,W], kernel=[OC,C/groups,KH,KW], strides, pads,
 // dilation.
 Workload conv2d_workload(const std::string& template_name, const Conv2DAttrs& a);
+// Which convolution a conv template computes: it decides the weight shape a
+// workload must have and the groups of its attributes.
+enum class ConvKind {
+  kDense,      // groups = 1: kernel [OC, C, KH, KW]
+  kDepthwise,  // groups = C, multiplier 1: kernel [C, 1, KH, KW]
+};
 // The attributes of such a workload, checked (positive sizes, a non-empty output,
-// groups = 1 or depthwise as the template requires); throws std::invalid_argument.
-Conv2DAttrs conv2d_attrs(const Workload& w);
+// the kernel shape of `kind`); throws std::invalid_argument.
+Conv2DAttrs conv2d_attrs(const Workload& w, ConvKind kind);
 
 // Knobs: tile_oc, tile_oh, tile_ow (2 levels), tile_ic (2 levels), pad_mode
 // (0 inline, 1 root, 2 at the input-channel tile), unroll_inner (0/1).

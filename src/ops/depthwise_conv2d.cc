@@ -126,7 +126,7 @@ class DepthwiseConv2dNCHWc final : public OpTemplate {
   Conv2DAttrs attrs(const Workload& w) const {
     if (w.template_name != name()) detail::bad_workload(w, "is not a " + name() + " workload");
     if (w.dtype != "float32") detail::bad_workload(w, name() + " supports float32 only");
-    return conv2d_attrs(w);
+    return conv2d_attrs(w, ConvKind::kDepthwise);
   }
   int64_t block(const Workload& w, const Conv2DAttrs& a, const Config& cfg) const {
     int64_t cb = depthwise_conv2d_nchwc_oc_block(cfg);

@@ -244,7 +244,7 @@ TEST(WholeGraph, PoolCeilModeWindowStartingInPadding) {
   } catch (const std::exception& e) {
     if (std::string(e.what()).find("value_info says") == std::string::npos) throw;
     GTEST_SKIP() << "TODO(kiln bug): pool output size with ceil_mode: kiln's pool_window "
-                    "(src/graph/ops/nn_util.cc) drops a last window that starts in the padding "
+                    "(src/graph/ops/window.cc) drops a last window that starts in the padding "
                     "(as PyTorch does) but the frontend's ONNX 1.12 shape inference keeps it, so "
                     "the operator's result disagrees with the graph's value_info: "
                  << e.what();

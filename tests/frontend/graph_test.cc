@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "frontend/op_support.h"
+#include "graph/op_registry.h"
 
 using namespace kiln;
 using ::testing::ElementsAre;
@@ -49,6 +50,15 @@ TEST(OpSupport, CoversTheIssueList) {
   EXPECT_FALSE(frontend::is_supported_op("", "Loop"));
   const auto& ops = frontend::supported_op_types();
   EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
+}
+
+// The list is the operator registry's: a newly registered operator is
+// supported at once, kiln's internal operators never are.
+TEST(OpSupport, FollowsTheOperatorRegistry) {
+  for (const std::string& op : graph::registered_op_types())
+    EXPECT_EQ(frontend::is_supported_op("", op), op.rfind("kiln.", 0) != 0) << op;
+  EXPECT_TRUE(frontend::is_supported_op("", "Constant"));  // becomes an initializer
+  EXPECT_FALSE(frontend::is_supported_op("", "kiln.Template"));
 }
 
 }  // namespace

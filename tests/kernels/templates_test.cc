@@ -6,6 +6,7 @@
 // the lowered IR of epilogue kernels (tile-sized anchor buffer, vector stores).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -29,8 +30,21 @@ using ops::OpTemplate;
 using ops::Workload;
 using schedule::Config;
 
-const char* const kNames[] = {"conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86", "dense_pack.x86",
-                              "dense_nopack.x86", "batch_matmul.x86"};
+// The templates this file has workloads for. Every test iterates the registry
+// (ops::template_names()) instead, so that a newly registered template is
+// tested at once (and fails in workloads_of() until it gets workloads).
+const char* const kKnownNames[] = {"conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86",
+                                   "dense_pack.x86", "dense_nopack.x86", "batch_matmul.x86"};
+
+bool is_conv(const std::string& name) {
+  return name == "conv2d_NCHWc.x86" || name == "depthwise_conv2d_NCHWc.x86";
+}
+
+// The logical attributes of a conv template's workload.
+Conv2DAttrs conv_attrs(const Workload& w) {
+  bool depthwise = w.template_name == "depthwise_conv2d_NCHWc.x86";
+  return ops::conv2d_attrs(w, depthwise ? ops::ConvKind::kDepthwise : ops::ConvKind::kDense);
+}
 
 int64_t product(const std::vector<int64_t>& s) {
   int64_t n = 1;
@@ -109,8 +123,8 @@ Inputs make_inputs(const OpTemplate& t, const Workload& w, const Config& cfg,
   Inputs in;
   auto shapes = t.input_shapes(w, cfg);
   const std::string name = t.name();
-  if (name == "conv2d_NCHWc.x86" || name == "depthwise_conv2d_NCHWc.x86") {
-    Conv2DAttrs a = ops::conv2d_attrs(w);
+  if (is_conv(name)) {
+    Conv2DAttrs a = conv_attrs(w);
     int64_t icb = shapes[0][4], ocb = shapes[1][5];
     int64_t wic = a.in_channels / a.groups;
     in.logical = {random_floats(a.batch * a.in_channels * a.height * a.width, rng),
@@ -149,8 +163,8 @@ void expect_reference_matches_logical(const OpTemplate& t, const Workload& w, co
   auto out = template_reference(t, w, cfg, in);
   std::vector<float> logical, expected;
   const std::string name = t.name();
-  if (name == "conv2d_NCHWc.x86" || name == "depthwise_conv2d_NCHWc.x86") {
-    Conv2DAttrs a = ops::conv2d_attrs(w);
+  if (is_conv(name)) {
+    Conv2DAttrs a = conv_attrs(w);
     int64_t ocb = t.output_shape(w, cfg)[4];
     logical =
         ops::nchwc_to_nchw(out.data(), a.batch, a.out_channels, a.out_height(), a.out_width(), ocb);
@@ -357,19 +371,33 @@ void check_template(const std::string& name, uint64_t seed) {
   }
 }
 
-TEST(Templates, Conv2dNCHWc) { check_template("conv2d_NCHWc.x86", 101); }
-TEST(Templates, DepthwiseConv2dNCHWc) { check_template("depthwise_conv2d_NCHWc.x86", 102); }
-TEST(Templates, DensePack) { check_template("dense_pack.x86", 103); }
-TEST(Templates, DenseNopack) { check_template("dense_nopack.x86", 104); }
-TEST(Templates, BatchMatmul) { check_template("batch_matmul.x86", 105); }
+// One test per registered template, named after it ("conv2d_NCHWc_x86").
+class RegisteredTemplate : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RegisteredTemplate, MatchesReferences) {
+  // Seeds 101, 102, ... in registry order.
+  auto names = ops::template_names();
+  auto pos = std::find(names.begin(), names.end(), GetParam()) - names.begin();
+  check_template(GetParam(), 101 + pos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Templates, RegisteredTemplate, ::testing::ValuesIn(ops::template_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string id = info.param;
+                           std::replace(id.begin(), id.end(), '.', '_');
+                           return id;
+                         });
 
 TEST(Templates, RegistryFindsEveryTemplate) {
-  EXPECT_EQ(ops::template_names(), std::vector<std::string>(std::begin(kNames), std::end(kNames)));
-  for (const char* n : kNames) {
+  auto names = ops::template_names();
+  for (const char* n : kKnownNames)
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n << " is not registered";
+  for (const std::string& n : names) {
     const OpTemplate* t = ops::find_template(n);
     ASSERT_NE(t, nullptr) << n;
     EXPECT_EQ(t->name(), n);
     EXPECT_EQ(&ops::get_template(n), t);
+    EXPECT_EQ(std::count(names.begin(), names.end(), n), 1) << n << " is registered twice";
   }
   EXPECT_EQ(ops::find_template("conv2d_NCHWc.arm"), nullptr);
   EXPECT_THROW(ops::get_template("nope.x86"), std::invalid_argument);
@@ -380,7 +408,7 @@ TEST(Templates, WorkloadKeyRoundTrip) {
   EXPECT_EQ(w.key(),
             "conv2d_NCHWc.x86(data=[1,64,56,56],kernel=[64,64,3,3],strides=[1,1],"
             "pads=[1,1,1,1],dilation=[1,1],dtype=float32)");
-  for (const char* n : kNames)
+  for (const std::string& n : ops::template_names())
     for (const Workload& x : workloads_of(n)) {
       EXPECT_EQ(Workload::parse(x.key()), x) << x.key();
       EXPECT_EQ(Workload::parse(x.key()).key(), x.key());
@@ -454,7 +482,7 @@ TEST(Templates, FallbackRules) {
 }
 
 TEST(Templates, ShapesMatchComputeAndErrorsNameTheWorkload) {
-  for (const char* n : kNames) {
+  for (const std::string& n : ops::template_names()) {
     const OpTemplate& t = ops::get_template(n);
     for (const Workload& w : workloads_of(n)) {
       Config cfg = t.fallback(w);

@@ -12,12 +12,12 @@
 #include <memory>
 
 #include "graph/op_registry.h"
-#include "graph/ops/ew_util.h"
+#include "graph/ops/op_util.h"
 
 namespace kiln::graph {
 namespace {
 
-using namespace ew;  // NOLINT(google-build-using-namespace): this file's helpers
+using namespace op_util;  // NOLINT(google-build-using-namespace): the operator helpers
 using ir::Expr;
 
 // Which element types an operator accepts in evaluate().
@@ -61,10 +61,10 @@ Initializer eval_map(const Node& node, const std::vector<const Initializer*>& in
       fail(node, "dtype " + dt + " is not supported");
     } else {
       using R = std::conditional_t<kBoolOut, bool, T>;
-      Initializer out = make_host(dtype_of<R>(), out_shape);
-      R* o = ptr<R>(out);
+      Initializer out = make_tensor(dtype_of<R>(), out_shape);
+      R* o = data_of<R>(out);
       std::vector<const T*> src;
-      for (auto* t : ins) src.push_back(ptr<T>(*t));
+      for (auto* t : ins) src.push_back(data_of<T>(*t));
       auto v = std::make_unique<T[]>(ins.size());  // not vector<T>: T may be bool
       for_each_broadcast(out_shape, shapes, [&](int64_t i, const std::vector<int64_t>& offs) {
         for (size_t k = 0; k < ins.size(); ++k) v[k] = src[k][offs[k]];
@@ -79,8 +79,9 @@ Initializer eval_map(const Node& node, const std::vector<const Initializer*>& in
 template <typename F>
 EvaluateFn eval_float_fn(F f) {
   return [f](const Node& node, const std::vector<const Initializer*>& ins) {
-    return std::vector<Initializer>{eval_map<Types::kFloat>(
-        node, {&req_input(node, ins, 0)}, [&](auto* v) { return f(static_cast<double>(v[0])); })};
+    return std::vector<Initializer>{
+        eval_map<Types::kFloat>(node, {&required_input(node, ins, 0)},
+                                [&](auto* v) { return f(static_cast<double>(v[0])); })};
   };
 }
 
@@ -99,7 +100,7 @@ ir::Tensor compute_map(const std::vector<TensorType>& out_types,
       shape_exprs(ot.shape),
       [&](const std::vector<ir::Var>& i) {
         std::vector<Expr> v;
-        for (auto& t : tensors) v.push_back(read_broadcast(t, i));
+        for (auto& t : tensors) v.push_back(broadcast_read(t, i));
         Expr r = f(v);
         return r.dtype() == odt ? r : ir::cast(odt, r);
       },
@@ -109,7 +110,7 @@ ir::Tensor compute_map(const std::vector<TensorType>& out_types,
 // The first n inputs as TE tensors (all required).
 std::vector<ir::Tensor> first_tensors(const Node& node, const ComputeInputs& in, size_t n) {
   std::vector<ir::Tensor> t;
-  for (size_t i = 0; i < n; ++i) t.push_back(req_tensor(node, in, i));
+  for (size_t i = 0; i < n; ++i) t.push_back(required_tensor(node, in, i));
   return t;
 }
 
@@ -135,8 +136,8 @@ void reg_unary(const std::string& name, Op op, ExprFn f) {
   reg(
       name,
       [op](const Node& node, const std::vector<const Initializer*>& ins) {
-        return std::vector<Initializer>{
-            eval_map<kTypes>(node, {&req_input(node, ins, 0)}, [&](auto* v) { return op(v[0]); })};
+        return std::vector<Initializer>{eval_map<kTypes>(node, {&required_input(node, ins, 0)},
+                                                         [&](auto* v) { return op(v[0]); })};
       },
       map_compute(1, std::move(f)));
 }
@@ -193,8 +194,8 @@ void register_arithmetic() {
 // Pow: the exponent may have another dtype than the base (T1, T2). Integer
 // results go through double and truncate (as ONNX Runtime does).
 std::vector<Initializer> eval_pow(const Node& node, const std::vector<const Initializer*>& ins) {
-  const Initializer& x = req_input(node, ins, 0);
-  const Initializer& y = req_input(node, ins, 1);
+  const Initializer& x = required_input(node, ins, 0);
+  const Initializer& y = required_input(node, ins, 1);
   Shape out_shape = broadcast_shapes(node, {x.type.shape, y.type.shape});
   std::vector<double> yv = to_doubles(node, y);
   return {visit_dtype(node, x.type.dtype, [&](auto tag) -> Initializer {
@@ -202,9 +203,9 @@ std::vector<Initializer> eval_pow(const Node& node, const std::vector<const Init
     if constexpr (std::is_same_v<T, bool>) {
       fail(node, "bool base is not supported");
     } else {
-      Initializer out = make_host(x.type.dtype, out_shape);
-      const T* xp = ptr<T>(x);
-      T* o = ptr<T>(out);
+      Initializer out = make_tensor(x.type.dtype, out_shape);
+      const T* xp = data_of<T>(x);
+      T* o = data_of<T>(out);
       for_each_broadcast(out_shape, {x.type.shape, y.type.shape},
                          [&](int64_t i, const std::vector<int64_t>& offs) {
                            double e = yv[offs[1]];
@@ -222,7 +223,7 @@ std::vector<Initializer> eval_pow(const Node& node, const std::vector<const Init
 // multiplications (x*x for the common Pow(x, 2)) and 0.5 becomes sqrt.
 std::vector<ir::Tensor> compute_pow(const Node& node, const ComputeInputs& in,
                                     const std::vector<TensorType>& out_types) {
-  const ir::Tensor& x = req_tensor(node, in, 0);
+  const ir::Tensor& x = required_tensor(node, in, 0);
   std::optional<double> k;
   if (const Initializer* c = const_input(in, 1)) {
     std::vector<double> v = to_doubles(node, *c);
@@ -242,7 +243,7 @@ std::vector<ir::Tensor> compute_pow(const Node& node, const ComputeInputs& in,
         },
         "Pow")};
   }
-  const ir::Tensor& y = req_tensor(node, in, 1);
+  const ir::Tensor& y = required_tensor(node, in, 1);
   return {compute_map(
       out_types, {x, y},
       [fl](const std::vector<Expr>& v) {
@@ -312,7 +313,7 @@ void register_parametric() {
       [](const Node& node, const std::vector<const Initializer*>& ins) {
         float alpha = attr_float(node, "alpha", 0.01f);
         return std::vector<Initializer>{
-            eval_map<Types::kFloat>(node, {&req_input(node, ins, 0)}, [&](auto* v) {
+            eval_map<Types::kFloat>(node, {&required_input(node, ins, 0)}, [&](auto* v) {
               using T = std::remove_cv_t<std::remove_pointer_t<decltype(v)>>;
               return v[0] < T(0) ? v[0] * static_cast<T>(alpha) : v[0];
             })};
@@ -320,7 +321,7 @@ void register_parametric() {
       [](const Node& node, const ComputeInputs& in, const std::vector<TensorType>& out_types) {
         float alpha = attr_float(node, "alpha", 0.01f);
         return std::vector<ir::Tensor>{compute_map(
-            out_types, {req_tensor(node, in, 0)},
+            out_types, {required_tensor(node, in, 0)},
             [alpha](const std::vector<Expr>& v) {
               return ir::select(v[0] < konst(v[0], 0), v[0] * konst(v[0], alpha), v[0]);
             },
@@ -337,7 +338,7 @@ void register_parametric() {
     EvaluateFn ev = [=](const Node& node, const std::vector<const Initializer*>& ins) {
       auto [alpha, beta] = params(node);
       return std::vector<Initializer>{
-          eval_map<Types::kFloat>(node, {&req_input(node, ins, 0)}, [&](auto* v) {
+          eval_map<Types::kFloat>(node, {&required_input(node, ins, 0)}, [&](auto* v) {
             using T = std::remove_cv_t<std::remove_pointer_t<decltype(v)>>;
             T h =
                 std::max(T(0), std::min(T(1), static_cast<T>(alpha) * v[0] + static_cast<T>(beta)));
@@ -348,7 +349,7 @@ void register_parametric() {
                        const std::vector<TensorType>& out_types) {
       auto [alpha, beta] = params(node);
       return std::vector<ir::Tensor>{compute_map(
-          out_types, {req_tensor(node, in, 0)},
+          out_types, {required_tensor(node, in, 0)},
           [=](const std::vector<Expr>& v) {
             Expr x = v[0];
             Expr h =
@@ -383,8 +384,8 @@ std::pair<std::optional<double>, std::optional<double>> clip_bounds(const Node& 
 }
 
 std::vector<Initializer> eval_clip(const Node& node, const std::vector<const Initializer*>& ins) {
-  auto [lo, hi] = clip_bounds(node, opt_input(ins, 1), opt_input(ins, 2));
-  return {eval_map<Types::kNumeric>(node, {&req_input(node, ins, 0)}, [&](auto* v) {
+  auto [lo, hi] = clip_bounds(node, optional_input(ins, 1), optional_input(ins, 2));
+  return {eval_map<Types::kNumeric>(node, {&required_input(node, ins, 0)}, [&](auto* v) {
     using T = std::remove_cv_t<std::remove_pointer_t<decltype(v)>>;
     T x = v[0];
     if (lo && x < static_cast<T>(*lo)) x = static_cast<T>(*lo);
@@ -397,7 +398,7 @@ std::vector<ir::Tensor> compute_clip(const Node& node, const ComputeInputs& in,
                                      const std::vector<TensorType>& out_types) {
   auto [lo, hi] = clip_bounds(node, const_input(in, 1), const_input(in, 2));
   return {compute_map(
-      out_types, {req_tensor(node, in, 0)},
+      out_types, {required_tensor(node, in, 0)},
       [lo, hi](const std::vector<Expr>& v) {
         Expr x = v[0];
         if (lo) x = ir::select(x < konst(x, *lo), konst(x, *lo), x);
@@ -439,13 +440,14 @@ void register_minmax() {
 // ---- Comparison, selection, conversion -------------------------------------------
 
 std::vector<Initializer> eval_where(const Node& node, const std::vector<const Initializer*>& ins) {
-  const Initializer& c = req_input(node, ins, 0);
+  const Initializer& c = required_input(node, ins, 0);
   if (c.type.dtype != "bool") fail(node, "condition must be bool, got " + c.type.dtype);
-  std::vector<const Initializer*> xy = {&req_input(node, ins, 1), &req_input(node, ins, 2)};
+  std::vector<const Initializer*> xy = {&required_input(node, ins, 1),
+                                        &required_input(node, ins, 2)};
   check_same_dtype(node, xy);
   std::vector<Shape> shapes = {c.type.shape, xy[0]->type.shape, xy[1]->type.shape};
   Shape out_shape = broadcast_shapes(node, shapes);
-  Initializer out = make_host(xy[0]->type.dtype, out_shape);
+  Initializer out = make_tensor(xy[0]->type.dtype, out_shape);
   size_t es = dtype_size(out.type.dtype);
   const uint8_t* cp = c.data.data();
   for_each_broadcast(out_shape, shapes, [&](int64_t i, const std::vector<int64_t>& offs) {
@@ -456,18 +458,18 @@ std::vector<Initializer> eval_where(const Node& node, const std::vector<const In
 }
 
 std::vector<Initializer> eval_cast(const Node& node, const std::vector<const Initializer*>& ins) {
-  const Initializer& x = req_input(node, ins, 0);
+  const Initializer& x = required_input(node, ins, 0);
   auto to = node.attr<int64_t>("to");
   if (!to) fail(node, "attribute 'to' is missing");
   std::string dst = onnx_dtype_name(node, *to);
-  Initializer out = make_host(dst, x.type.shape);
+  Initializer out = make_tensor(dst, x.type.shape);
   int64_t n = x.type.num_elements();
   visit_dtype(node, x.type.dtype, [&](auto from) {
     using F = decltype(from);
     visit_dtype(node, dst, [&](auto to_tag) {
       using T = decltype(to_tag);
-      const F* s = ptr<F>(x);
-      T* d = ptr<T>(out);
+      const F* s = data_of<F>(x);
+      T* d = data_of<T>(out);
       for (int64_t i = 0; i < n; ++i) {
         if constexpr (std::is_same_v<T, bool>)
           d[i] = s[i] != F(0);  // NaN -> true, as in C
@@ -489,7 +491,7 @@ void register_logic() {
       [](const Node& node, const ComputeInputs& in, const std::vector<TensorType>& out_types) {
         ir::DataType to = ir_dtype(onnx_dtype_name(node, attr_int(node, "to", 0)));
         return std::vector<ir::Tensor>{compute_map(
-            out_types, {req_tensor(node, in, 0)},
+            out_types, {required_tensor(node, in, 0)},
             [to](const std::vector<Expr>& v) { return ir::cast(to, v[0]); }, "Cast")};
       });
 }
@@ -503,7 +505,7 @@ void check_bn(const Node& node, const Shape& x, const std::vector<const Initiali
   if (x.size() < 2) fail(node, "X must have rank >= 2, got " + shape_str(x));
   if (!ins) return;
   for (size_t i = 1; i < 5; ++i) {
-    const Initializer& p = req_input(node, *ins, i);
+    const Initializer& p = required_input(node, *ins, i);
     if (p.type.shape != Shape{x[1]})
       fail(node, "input " + std::to_string(i) + " must have shape [" + std::to_string(x[1]) +
                      "], got " + shape_str(p.type.shape));
@@ -511,7 +513,7 @@ void check_bn(const Node& node, const Shape& x, const std::vector<const Initiali
 }
 
 std::vector<Initializer> eval_bn(const Node& node, const std::vector<const Initializer*>& ins) {
-  const Initializer& x = req_input(node, ins, 0);
+  const Initializer& x = required_input(node, ins, 0);
   check_bn(node, x.type.shape, &ins);
   double eps = attr_float(node, "epsilon", 1e-5f);
   int64_t c = x.type.shape[1];
@@ -524,9 +526,9 @@ std::vector<Initializer> eval_bn(const Node& node, const std::vector<const Initi
     } else {
       std::vector<std::vector<double>> p;
       for (size_t i = 1; i < 5; ++i) p.push_back(to_doubles(node, *ins[i]));
-      Initializer out = make_host(x.type.dtype, x.type.shape);
-      const T* s = ptr<T>(x);
-      T* d = ptr<T>(out);
+      Initializer out = make_tensor(x.type.dtype, x.type.shape);
+      const T* s = data_of<T>(x);
+      T* d = data_of<T>(out);
       for (int64_t n = 0; n < outer; ++n)
         for (int64_t ch = 0; ch < c; ++ch) {
           double a = p[0][ch] / std::sqrt(p[3][ch] + eps), m = p[2][ch], b = p[1][ch];
@@ -541,10 +543,10 @@ std::vector<Initializer> eval_bn(const Node& node, const std::vector<const Initi
 
 std::vector<ir::Tensor> compute_bn(const Node& node, const ComputeInputs& in,
                                    const std::vector<TensorType>& out_types) {
-  const ir::Tensor& x = req_tensor(node, in, 0);
+  const ir::Tensor& x = required_tensor(node, in, 0);
   check_bn(node, static_shape(x), nullptr);
   std::vector<ir::Tensor> p;
-  for (size_t i = 1; i < 5; ++i) p.push_back(req_tensor(node, in, i));
+  for (size_t i = 1; i < 5; ++i) p.push_back(required_tensor(node, in, i));
   float eps = attr_float(node, "epsilon", 1e-5f);
   const TensorType& ot = out_types.at(0);
   return {ir::compute(
@@ -563,13 +565,13 @@ std::vector<ir::Tensor> compute_bn(const Node& node, const ComputeInputs& in,
 
 std::vector<Initializer> eval_dropout(const Node& node,
                                       const std::vector<const Initializer*>& ins) {
-  if (const Initializer* tm = opt_input(ins, 2)) {
+  if (const Initializer* tm = optional_input(ins, 2)) {
     std::vector<double> v = to_doubles(node, *tm);
     if (!v.empty() && v[0] != 0) fail(node, "training_mode=true is not supported");
   }
-  std::vector<Initializer> out = {req_input(node, ins, 0)};
+  std::vector<Initializer> out = {required_input(node, ins, 0)};
   if (node.outputs.size() > 1 && !node.outputs[1].empty()) {
-    Initializer mask = make_host("bool", out[0].type.shape);
+    Initializer mask = make_tensor("bool", out[0].type.shape);
     std::fill(mask.data.begin(), mask.data.end(), uint8_t{1});
     out.push_back(mask);
   }
@@ -584,7 +586,7 @@ std::vector<ir::Tensor> compute_dropout(const Node& node, const ComputeInputs& i
   } else if (in.tensors.size() > 2 && in.tensors[2]) {
     fail(node, "training_mode must be a constant");
   }
-  const ir::Tensor& x = req_tensor(node, in, 0);
+  const ir::Tensor& x = required_tensor(node, in, 0);
   std::vector<ir::Tensor> outs = {compute_map(
       out_types, {x}, [](const std::vector<Expr>& v) { return v[0]; }, "Dropout")};
   if (out_types.size() > 1) {
@@ -609,7 +611,7 @@ void register_elementwise_ops() {
   reg(
       "Identity",
       [](const Node& node, const std::vector<const Initializer*>& ins) {
-        return std::vector<Initializer>{req_input(node, ins, 0)};
+        return std::vector<Initializer>{required_input(node, ins, 0)};
       },
       map_compute(1, [](const std::vector<Expr>& v) { return v[0]; }));
   reg("Dropout", eval_dropout, compute_dropout, {1, 2});

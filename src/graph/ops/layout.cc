@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "graph/op_registry.h"
+#include "graph/ops/op_util.h"
 
 namespace kiln::graph {
 namespace {
@@ -17,7 +18,7 @@ struct Blocks {
 Blocks blocks_of(const Node& n) {
   Blocks b{n.attr<int64_t>("src_block").value_or(0), n.attr<int64_t>("dst_block").value_or(0)};
   if (b.src < 0 || b.dst < 0 || (b.src == 0 && b.dst == 0))
-    throw OpError("node '" + n.name + "': LayoutTransform needs src_block or dst_block > 0");
+    op_util::fail(n, "needs src_block or dst_block > 0");
   return b;
 }
 
@@ -38,8 +39,7 @@ std::vector<Initializer> evaluate(const Node& node, const std::vector<const Init
   Blocks b = blocks_of(node);
   const Initializer& x = *in.at(0);
   std::vector<int64_t> d = logical_dims(x.type.shape, b.src);
-  if (b.dst && d[1] % b.dst)
-    throw OpError("node '" + node.name + "': channels not divisible by the block");
+  if (b.dst && d[1] % b.dst) op_util::fail(node, "channels not divisible by the block");
   Initializer out;
   out.type.dtype = x.type.dtype;
   out.type.shape = b.dst ? std::vector<int64_t>{d[0], d[1] / b.dst, d[2], d[3], b.dst} : d;

@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "graph/op_registry.h"
-#include "graph/ops/nn_util.h"
+#include "graph/ops/op_util.h"
+#include "graph/ops/window.h"
 
 namespace kiln::graph {
 namespace {
@@ -16,7 +17,7 @@ using ir::Expr;
 using ir::IterVar;
 using ir::Tensor;
 using ir::Var;
-using nn::fail;
+using namespace op_util;  // NOLINT(google-build-using-namespace): the operator helpers
 
 // ---- Conv -------------------------------------------------------------------------
 
@@ -25,7 +26,7 @@ struct ConvShapes {
   int64_t n, c, h, w;  // input
   int64_t m, kh, kw;   // weight [m, c / group, kh, kw]
   int64_t group;
-  nn::Window win;
+  Window win;
   std::vector<int64_t> out_shape() const { return {n, m, win.out[0], win.out[1]}; }
 };
 
@@ -34,7 +35,7 @@ ConvShapes conv_shapes(const Node& node, const std::vector<int64_t>& x,
   if (x.size() != 4 || wt.size() != 4)
     fail(node, "only 2-D convolution (NCHW input, OIHW weight) is supported; got input " +
                    shape_str(x) + " and weight " + shape_str(wt));
-  ConvShapes s{x[0], x[1], x[2], x[3], wt[0], wt[2], wt[3], nn::attr_int(node, "group", 1), {}};
+  ConvShapes s{x[0], x[1], x[2], x[3], wt[0], wt[2], wt[3], attr_int(node, "group", 1), {}};
   if (s.group < 1 || s.c % s.group != 0 || s.m % s.group != 0)
     fail(node, "group " + std::to_string(s.group) + " does not divide the " + std::to_string(s.c) +
                    " input and " + std::to_string(s.m) + " output channels");
@@ -43,32 +44,32 @@ ConvShapes conv_shapes(const Node& node, const std::vector<int64_t>& x,
                    " input channels per group");
   if (bias && *bias != std::vector<int64_t>{s.m})
     fail(node, "bias " + shape_str(*bias) + " must have shape [" + std::to_string(s.m) + "]");
-  s.win = nn::conv_window(node, {s.h, s.w}, {s.kh, s.kw});
+  s.win = conv_window(node, {s.h, s.w}, {s.kh, s.kw});
   return s;
 }
 
 std::vector<Initializer> conv_evaluate(const Node& node,
                                        const std::vector<const Initializer*>& inputs) {
-  const Initializer& x = nn::required_input(node, inputs, 0);
-  const Initializer& wt = nn::required_input(node, inputs, 1);
-  const Initializer* b = nn::optional_input(inputs, 2);
-  nn::require_f32(node, x, "X");
-  nn::require_f32(node, wt, "W");
-  if (b) nn::require_f32(node, *b, "B");
+  const Initializer& x = required_input(node, inputs, 0);
+  const Initializer& wt = required_input(node, inputs, 1);
+  const Initializer* b = optional_input(inputs, 2);
+  require_f32(node, x, "X");
+  require_f32(node, wt, "W");
+  if (b) require_f32(node, *b, "B");
   ConvShapes s = conv_shapes(node, x.type.shape, wt.type.shape, b ? &b->type.shape : nullptr);
-  const nn::Window& win = s.win;
+  const Window& win = s.win;
   int64_t oh_n = win.out[0], ow_n = win.out[1], cg = s.c / s.group, mg = s.m / s.group;
 
-  Initializer y = nn::make_tensor("float32", s.out_shape());
-  const float* xp = nn::data_of<float>(x);
-  const float* wp = nn::data_of<float>(wt);
-  float* yp = nn::data_of<float>(y);
+  Initializer y = make_tensor("float32", s.out_shape());
+  const float* xp = data_of<float>(x);
+  const float* wp = data_of<float>(wt);
+  float* yp = data_of<float>(y);
   for (int64_t n = 0; n < s.n; ++n)
     for (int64_t m = 0; m < s.m; ++m) {
       int64_t c0 = (m / mg) * cg;  // first input channel of m's group
       for (int64_t oh = 0; oh < oh_n; ++oh)
         for (int64_t ow = 0; ow < ow_n; ++ow) {
-          double acc = b ? nn::data_of<float>(*b)[m] : 0.0;
+          double acc = b ? data_of<float>(*b)[m] : 0.0;
           for (int64_t c = 0; c < cg; ++c)
             for (int64_t ky = 0; ky < s.kh; ++ky) {
               int64_t ih = win.start(0, oh) + ky * win.dilation[0];
@@ -88,14 +89,13 @@ std::vector<Initializer> conv_evaluate(const Node& node,
 
 std::vector<Tensor> conv_compute(const Node& node, const ComputeInputs& in,
                                  const std::vector<TensorType>& out_types) {
-  const Tensor& x = nn::required_tensor(node, in, 0);
-  const Tensor& wt = nn::required_tensor(node, in, 1);
+  const Tensor& x = required_tensor(node, in, 0);
+  const Tensor& wt = required_tensor(node, in, 1);
   Tensor b = in.tensors.size() > 2 ? in.tensors[2] : nullptr;
-  std::vector<int64_t> b_shape = b ? nn::static_shape(b) : std::vector<int64_t>{};
-  ConvShapes s =
-      conv_shapes(node, nn::static_shape(x), nn::static_shape(wt), b ? &b_shape : nullptr);
-  nn::check_out_type(node, out_types, 0, s.out_shape(), "float32");
-  const nn::Window& win = s.win;
+  std::vector<int64_t> b_shape = b ? static_shape(b) : std::vector<int64_t>{};
+  ConvShapes s = conv_shapes(node, static_shape(x), static_shape(wt), b ? &b_shape : nullptr);
+  check_out_type(node, out_types, 0, s.out_shape(), "float32");
+  const Window& win = s.win;
   int64_t cg = s.c / s.group, mg = s.m / s.group;
   std::vector<int64_t> bound = {0, 0, win.leaves_input(0) ? s.h : 0, win.leaves_input(1) ? s.w : 0};
 
@@ -103,12 +103,12 @@ std::vector<Tensor> conv_compute(const Node& node, const ComputeInputs& in,
   IterVar ry = ir::reduce_axis(s.kh, "ry");
   IterVar rx = ir::reduce_axis(s.kw, "rx");
   Tensor conv = ir::compute(
-      nn::shape_exprs(s.out_shape()),
+      shape_exprs(s.out_shape()),
       [&](const std::vector<Var>& i) {
         Expr c = s.group == 1 ? Expr(rc->var) : ir::floordiv(i[1], mg) * cg + rc->var;
         Expr h = i[2] * win.stride[0] - win.pad_begin[0] + ry->var * win.dilation[0];
         Expr w = i[3] * win.stride[1] - win.pad_begin[1] + rx->var * win.dilation[1];
-        Expr xv = nn::guarded_read(x, {i[0], c, h, w}, bound, Expr(0.0f));
+        Expr xv = guarded_read(x, {i[0], c, h, w}, bound, Expr(0.0f));
         return ir::sum(xv * ir::at(wt, i[1], rc->var, ry->var, rx->var), {rc, ry, rx});
       },
       node.name + ".conv");
@@ -128,7 +128,7 @@ struct ConvTransposeShapes {
   int64_t n, c, h, w;  // input
   int64_t m, kh, kw;   // weight [c, m / group, kh, kw]
   int64_t group;
-  nn::TransposeWindow win;
+  TransposeWindow win;
   std::vector<int64_t> out_shape() const { return {n, m, win.out[0], win.out[1]}; }
 };
 
@@ -140,7 +140,7 @@ ConvTransposeShapes conv_transpose_shapes(const Node& node, const std::vector<in
          "only 2-D transposed convolution (NCHW input, IOHW weight) is supported; got "
          "input " +
              shape_str(x) + " and weight " + shape_str(wt));
-  int64_t group = nn::attr_int(node, "group", 1);
+  int64_t group = attr_int(node, "group", 1);
   if (group < 1 || x[1] % group != 0)
     fail(node, "group " + std::to_string(group) + " does not divide the " + std::to_string(x[1]) +
                    " input channels");
@@ -150,27 +150,27 @@ ConvTransposeShapes conv_transpose_shapes(const Node& node, const std::vector<in
   ConvTransposeShapes s{x[0], x[1], x[2], x[3], wt[1] * group, wt[2], wt[3], group, {}};
   if (bias && *bias != std::vector<int64_t>{s.m})
     fail(node, "bias " + shape_str(*bias) + " must have shape [" + std::to_string(s.m) + "]");
-  s.win = nn::conv_transpose_window(node, {s.h, s.w}, {s.kh, s.kw});
+  s.win = conv_transpose_window(node, {s.h, s.w}, {s.kh, s.kw});
   return s;
 }
 
 std::vector<Initializer> conv_transpose_evaluate(const Node& node,
                                                  const std::vector<const Initializer*>& inputs) {
-  const Initializer& x = nn::required_input(node, inputs, 0);
-  const Initializer& wt = nn::required_input(node, inputs, 1);
-  const Initializer* b = nn::optional_input(inputs, 2);
-  nn::require_f32(node, x, "X");
-  nn::require_f32(node, wt, "W");
-  if (b) nn::require_f32(node, *b, "B");
+  const Initializer& x = required_input(node, inputs, 0);
+  const Initializer& wt = required_input(node, inputs, 1);
+  const Initializer* b = optional_input(inputs, 2);
+  require_f32(node, x, "X");
+  require_f32(node, wt, "W");
+  if (b) require_f32(node, *b, "B");
   ConvTransposeShapes s =
       conv_transpose_shapes(node, x.type.shape, wt.type.shape, b ? &b->type.shape : nullptr);
-  const nn::TransposeWindow& win = s.win;
+  const TransposeWindow& win = s.win;
   int64_t oh_n = win.out[0], ow_n = win.out[1], cg = s.c / s.group, mg = s.m / s.group;
 
   // Scatter form: every input pixel adds its kernel-weighted copy to the output.
   std::vector<double> acc(static_cast<size_t>(s.n * s.m * oh_n * ow_n), 0.0);
-  const float* xp = nn::data_of<float>(x);
-  const float* wp = nn::data_of<float>(wt);
+  const float* xp = data_of<float>(x);
+  const float* wp = data_of<float>(wt);
   for (int64_t n = 0; n < s.n; ++n)
     for (int64_t c = 0; c < s.c; ++c) {
       int64_t m0 = (c / cg) * mg;  // first output channel of c's group
@@ -190,25 +190,25 @@ std::vector<Initializer> conv_transpose_evaluate(const Node& node,
             }
         }
     }
-  Initializer y = nn::make_tensor("float32", s.out_shape());
-  float* yp = nn::data_of<float>(y);
+  Initializer y = make_tensor("float32", s.out_shape());
+  float* yp = data_of<float>(y);
   for (size_t i = 0; i < acc.size(); ++i) {
     int64_t m = static_cast<int64_t>(i) / (oh_n * ow_n) % s.m;
-    yp[i] = static_cast<float>(acc[i] + (b ? nn::data_of<float>(*b)[m] : 0.0));
+    yp[i] = static_cast<float>(acc[i] + (b ? data_of<float>(*b)[m] : 0.0));
   }
   return {std::move(y)};
 }
 
 std::vector<Tensor> conv_transpose_compute(const Node& node, const ComputeInputs& in,
                                            const std::vector<TensorType>& out_types) {
-  const Tensor& x = nn::required_tensor(node, in, 0);
-  const Tensor& wt = nn::required_tensor(node, in, 1);
+  const Tensor& x = required_tensor(node, in, 0);
+  const Tensor& wt = required_tensor(node, in, 1);
   Tensor b = in.tensors.size() > 2 ? in.tensors[2] : nullptr;
-  std::vector<int64_t> b_shape = b ? nn::static_shape(b) : std::vector<int64_t>{};
-  ConvTransposeShapes s = conv_transpose_shapes(node, nn::static_shape(x), nn::static_shape(wt),
-                                                b ? &b_shape : nullptr);
-  nn::check_out_type(node, out_types, 0, s.out_shape(), "float32");
-  const nn::TransposeWindow& win = s.win;
+  std::vector<int64_t> b_shape = b ? static_shape(b) : std::vector<int64_t>{};
+  ConvTransposeShapes s =
+      conv_transpose_shapes(node, static_shape(x), static_shape(wt), b ? &b_shape : nullptr);
+  check_out_type(node, out_types, 0, s.out_shape(), "float32");
+  const TransposeWindow& win = s.win;
   int64_t cg = s.c / s.group, mg = s.m / s.group;
 
   // Gather form: output o takes input i = (o + pad - k * dilation) / stride for
@@ -225,7 +225,7 @@ std::vector<Tensor> conv_transpose_compute(const Node& node, const ComputeInputs
     return ir::max(ir::min(i, Expr(size - 1)), Expr(int64_t{0}));
   };
   Tensor conv = ir::compute(
-      nn::shape_exprs(s.out_shape()),
+      shape_exprs(s.out_shape()),
       [&](const std::vector<Var>& i) {
         Expr c = s.group == 1 ? Expr(rc->var) : ir::floordiv(i[1], mg) * cg + rc->var;
         Expr mm = s.group == 1 ? Expr(i[1]) : ir::floormod(i[1], mg);
@@ -259,8 +259,8 @@ GemmShapes gemm_shapes(const Node& node, const std::vector<int64_t>& a,
   if (a.size() != 2 || b.size() != 2)
     fail(node, "A and B must be 2-D; got " + shape_str(a) + " and " + shape_str(b));
   GemmShapes s;
-  s.trans_a = nn::attr_int(node, "transA", 0) != 0;
-  s.trans_b = nn::attr_int(node, "transB", 0) != 0;
+  s.trans_a = attr_int(node, "transA", 0) != 0;
+  s.trans_b = attr_int(node, "transB", 0) != 0;
   s.m = s.trans_a ? a[1] : a[0];
   s.k = s.trans_a ? a[0] : a[1];
   int64_t kb = s.trans_b ? b[1] : b[0];
@@ -270,7 +270,7 @@ GemmShapes gemm_shapes(const Node& node, const std::vector<int64_t>& a,
                    (s.trans_a ? " (transA)" : "") + (s.trans_b ? " (transB)" : ""));
   if (c) {
     if (c->size() > 2) fail(node, "C must have rank <= 2; got " + shape_str(*c));
-    nn::broadcast_strides(node, *c, {s.m, s.n}, "C");  // throws unless it broadcasts
+    broadcast_strides(node, *c, {s.m, s.n}, "C");  // throws unless it broadcasts
     s.c = *c;
   }
   return s;
@@ -278,22 +278,22 @@ GemmShapes gemm_shapes(const Node& node, const std::vector<int64_t>& a,
 
 std::vector<Initializer> gemm_evaluate(const Node& node,
                                        const std::vector<const Initializer*>& inputs) {
-  const Initializer& a = nn::required_input(node, inputs, 0);
-  const Initializer& b = nn::required_input(node, inputs, 1);
-  const Initializer* c = nn::optional_input(inputs, 2);
-  nn::require_f32(node, a, "A");
-  nn::require_f32(node, b, "B");
-  if (c) nn::require_f32(node, *c, "C");
+  const Initializer& a = required_input(node, inputs, 0);
+  const Initializer& b = required_input(node, inputs, 1);
+  const Initializer* c = optional_input(inputs, 2);
+  require_f32(node, a, "A");
+  require_f32(node, b, "B");
+  if (c) require_f32(node, *c, "C");
   GemmShapes s = gemm_shapes(node, a.type.shape, b.type.shape, c ? &c->type.shape : nullptr);
-  double alpha = nn::attr_float(node, "alpha", 1.0f);
-  double beta = nn::attr_float(node, "beta", 1.0f);
+  double alpha = attr_float(node, "alpha", 1.0f);
+  double beta = attr_float(node, "beta", 1.0f);
   std::vector<int64_t> cs =
-      c ? nn::broadcast_strides(node, s.c, {s.m, s.n}, "C") : std::vector<int64_t>{};
+      c ? broadcast_strides(node, s.c, {s.m, s.n}, "C") : std::vector<int64_t>{};
 
-  const float* ap = nn::data_of<float>(a);
-  const float* bp = nn::data_of<float>(b);
-  Initializer y = nn::make_tensor("float32", {s.m, s.n});
-  float* yp = nn::data_of<float>(y);
+  const float* ap = data_of<float>(a);
+  const float* bp = data_of<float>(b);
+  Initializer y = make_tensor("float32", {s.m, s.n});
+  float* yp = data_of<float>(y);
   for (int64_t i = 0; i < s.m; ++i)
     for (int64_t j = 0; j < s.n; ++j) {
       double acc = 0;
@@ -303,7 +303,7 @@ std::vector<Initializer> gemm_evaluate(const Node& node,
         acc += av * bv;
       }
       double v = alpha * acc;
-      if (c) v += beta * nn::data_of<float>(*c)[i * cs[0] + j * cs[1]];
+      if (c) v += beta * data_of<float>(*c)[i * cs[0] + j * cs[1]];
       yp[i * s.n + j] = static_cast<float>(v);
     }
   return {std::move(y)};
@@ -311,15 +311,14 @@ std::vector<Initializer> gemm_evaluate(const Node& node,
 
 std::vector<Tensor> gemm_compute(const Node& node, const ComputeInputs& in,
                                  const std::vector<TensorType>& out_types) {
-  const Tensor& a = nn::required_tensor(node, in, 0);
-  const Tensor& b = nn::required_tensor(node, in, 1);
+  const Tensor& a = required_tensor(node, in, 0);
+  const Tensor& b = required_tensor(node, in, 1);
   Tensor c = in.tensors.size() > 2 ? in.tensors[2] : nullptr;
-  std::vector<int64_t> c_shape = c ? nn::static_shape(c) : std::vector<int64_t>{};
-  GemmShapes s =
-      gemm_shapes(node, nn::static_shape(a), nn::static_shape(b), c ? &c_shape : nullptr);
-  nn::check_out_type(node, out_types, 0, {s.m, s.n}, "float32");
-  float alpha = nn::attr_float(node, "alpha", 1.0f);
-  float beta = nn::attr_float(node, "beta", 1.0f);
+  std::vector<int64_t> c_shape = c ? static_shape(c) : std::vector<int64_t>{};
+  GemmShapes s = gemm_shapes(node, static_shape(a), static_shape(b), c ? &c_shape : nullptr);
+  check_out_type(node, out_types, 0, {s.m, s.n}, "float32");
+  float alpha = attr_float(node, "alpha", 1.0f);
+  float beta = attr_float(node, "beta", 1.0f);
 
   IterVar k = ir::reduce_axis(s.k, "k");
   Tensor ab = ir::compute(
@@ -336,7 +335,7 @@ std::vector<Tensor> gemm_compute(const Node& node, const ComputeInputs& in,
       [&](const std::vector<Var>& i) {
         Expr v = ir::at(ab, i[0], i[1]);
         if (alpha != 1.0f) v = v * Expr(alpha);
-        if (c) v = v + nn::broadcast_read(c, c_shape, i) * Expr(beta);
+        if (c) v = v + broadcast_read(c, i) * Expr(beta);
         return v;
       },
       node.name + ".epilogue");
@@ -390,7 +389,7 @@ MatMulShapes matmul_shapes(const Node& node, const std::vector<int64_t>& a,
 // Batch strides of an operand (0 along broadcast dims) for the result's batch index.
 std::vector<int64_t> batch_strides(const MatMulShapes& s, const std::vector<int64_t>& shape,
                                    bool vec) {
-  std::vector<int64_t> st = nn::strides_of(shape);
+  std::vector<int64_t> st = strides_of(shape);
   size_t rb = vec ? 0 : shape.size() - 2;
   std::vector<int64_t> out(s.batch.size(), 0);
   for (size_t i = 0; i < rb; ++i) {
@@ -402,20 +401,20 @@ std::vector<int64_t> batch_strides(const MatMulShapes& s, const std::vector<int6
 
 std::vector<Initializer> matmul_evaluate(const Node& node,
                                          const std::vector<const Initializer*>& inputs) {
-  const Initializer& a = nn::required_input(node, inputs, 0);
-  const Initializer& b = nn::required_input(node, inputs, 1);
-  nn::require_f32(node, a, "A");
-  nn::require_f32(node, b, "B");
+  const Initializer& a = required_input(node, inputs, 0);
+  const Initializer& b = required_input(node, inputs, 1);
+  require_f32(node, a, "A");
+  require_f32(node, b, "B");
   MatMulShapes s = matmul_shapes(node, a.type.shape, b.type.shape);
   std::vector<int64_t> as = batch_strides(s, s.a, s.a_vec);
   std::vector<int64_t> bs = batch_strides(s, s.b, s.b_vec);
   int64_t batches = 1;
   for (int64_t d : s.batch) batches *= d;
 
-  const float* ap = nn::data_of<float>(a);
-  const float* bp = nn::data_of<float>(b);
-  Initializer y = nn::make_tensor("float32", s.out_shape());
-  float* yp = nn::data_of<float>(y);
+  const float* ap = data_of<float>(a);
+  const float* bp = data_of<float>(b);
+  Initializer y = make_tensor("float32", s.out_shape());
+  float* yp = data_of<float>(y);
   for (int64_t bi = 0; bi < batches; ++bi) {
     // Offsets of this batch entry in A and B (walk the batch index from the right).
     int64_t a_off = 0, b_off = 0;
@@ -438,10 +437,10 @@ std::vector<Initializer> matmul_evaluate(const Node& node,
 
 std::vector<Tensor> matmul_compute(const Node& node, const ComputeInputs& in,
                                    const std::vector<TensorType>& out_types) {
-  const Tensor& a = nn::required_tensor(node, in, 0);
-  const Tensor& b = nn::required_tensor(node, in, 1);
-  MatMulShapes s = matmul_shapes(node, nn::static_shape(a), nn::static_shape(b));
-  nn::check_out_type(node, out_types, 0, s.out_shape(), "float32");
+  const Tensor& a = required_tensor(node, in, 0);
+  const Tensor& b = required_tensor(node, in, 1);
+  MatMulShapes s = matmul_shapes(node, static_shape(a), static_shape(b));
+  check_out_type(node, out_types, 0, s.out_shape(), "float32");
   size_t nb = s.batch.size();
   // Index of one operand: its own (right-aligned) batch dims, 0 where broadcast.
   auto batch_index = [&](const std::vector<int64_t>& shape, bool vec, const std::vector<Var>& i) {
@@ -453,7 +452,7 @@ std::vector<Tensor> matmul_compute(const Node& node, const ComputeInputs& in,
   };
   IterVar k = ir::reduce_axis(s.k, "k");
   Tensor y = ir::compute(
-      nn::shape_exprs(s.out_shape()),
+      shape_exprs(s.out_shape()),
       [&](const std::vector<Var>& i) {
         std::vector<Expr> ai = batch_index(s.a, s.a_vec, i);
         std::vector<Expr> bi = batch_index(s.b, s.b_vec, i);

@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "graph/op_registry.h"
-#include "graph/ops/nn_util.h"
+#include "graph/ops/op_util.h"
+#include "graph/ops/window.h"
 
 namespace kiln::graph {
 namespace {
@@ -19,7 +20,7 @@ using ir::Expr;
 using ir::IterVar;
 using ir::Tensor;
 using ir::Var;
-using nn::fail;
+using namespace op_util;  // NOLINT(google-build-using-namespace): the operator helpers
 
 // ---- ReduceMean / ReduceSum / ReduceMax ---------------------------------------------
 
@@ -45,14 +46,14 @@ ReducePlan reduce_plan(const Node& node, const std::vector<int64_t>& shape,
     if (node.attrs.count("axes")) fail(node, "axes given both as attribute and input");
     axes = axes_input->as<int64_t>();
   } else {
-    axes = nn::attr_ints(node, "axes");
+    axes = attr_ints(node, "axes", {});
   }
   ReducePlan p;
-  p.keepdims = nn::attr_int(node, "keepdims", 1) != 0;
-  bool noop = axes.empty() && nn::attr_int(node, "noop_with_empty_axes", 0) != 0;
+  p.keepdims = attr_int(node, "keepdims", 1) != 0;
+  bool noop = axes.empty() && attr_int(node, "noop_with_empty_axes", 0) != 0;
   p.reduced.assign(shape.size(), axes.empty() && !noop);
   for (int64_t a : axes) {
-    int64_t d = nn::normalize_axis(node, a, rank);
+    int64_t d = normalize_axis(node, a, rank);
     if (p.reduced[d]) fail(node, "axis " + std::to_string(a) + " is listed twice");
     p.reduced[d] = true;
   }
@@ -73,7 +74,7 @@ void reduce_loop(ReduceKind kind, const Initializer& x, const ReducePlan& p, Ini
   // Output stride of every input dim (0 along reduced dims).
   std::vector<int64_t> full_out;
   for (size_t d = 0; d < shape.size(); ++d) full_out.push_back(p.reduced[d] ? 1 : shape[d]);
-  std::vector<int64_t> os = nn::strides_of(full_out);
+  std::vector<int64_t> os = strides_of(full_out);
   for (size_t d = 0; d < shape.size(); ++d)
     if (p.reduced[d]) os[d] = 0;
 
@@ -82,7 +83,7 @@ void reduce_loop(ReduceKind kind, const Initializer& x, const ReducePlan& p, Ini
   if constexpr (!std::is_floating_point_v<T>)
     if (kind == ReduceKind::kMax) init = std::numeric_limits<T>::lowest();
   std::vector<Acc> acc(static_cast<size_t>(n_out), init);
-  const T* xp = nn::data_of<T>(x);
+  const T* xp = data_of<T>(x);
   std::vector<int64_t> idx(shape.size(), 0);
   int64_t n_in = x.type.num_elements();
   for (int64_t i = 0; i < n_in; ++i) {
@@ -98,16 +99,16 @@ void reduce_loop(ReduceKind kind, const Initializer& x, const ReducePlan& p, Ini
       idx[d] = 0;
     }
   }
-  T* yp = nn::data_of<T>(y);
+  T* yp = data_of<T>(y);
   for (int64_t o = 0; o < n_out; ++o)
     yp[o] = static_cast<T>(kind == ReduceKind::kMean ? acc[o] / static_cast<Acc>(p.count) : acc[o]);
 }
 
 EvaluateFn reduce_evaluate(ReduceKind kind) {
   return [kind](const Node& node, const std::vector<const Initializer*>& inputs) {
-    const Initializer& x = nn::required_input(node, inputs, 0);
-    ReducePlan p = reduce_plan(node, x.type.shape, nn::optional_input(inputs, 1));
-    Initializer y = nn::make_tensor(x.type.dtype, p.out_shape);
+    const Initializer& x = required_input(node, inputs, 0);
+    ReducePlan p = reduce_plan(node, x.type.shape, optional_input(inputs, 1));
+    Initializer y = make_tensor(x.type.dtype, p.out_shape);
     if (p.count == 0 && kind != ReduceKind::kSum)
       fail(node, "reduction over an empty axis has no value");
     if (x.type.dtype == "float32")
@@ -123,16 +124,17 @@ EvaluateFn reduce_evaluate(ReduceKind kind) {
 ComputeFn reduce_compute(ReduceKind kind) {
   return
       [kind](const Node& node, const ComputeInputs& in, const std::vector<TensorType>& out_types) {
-        const Tensor& x = nn::required_tensor(node, in, 0);
-        std::vector<int64_t> shape = nn::static_shape(x);
+        const Tensor& x = required_tensor(node, in, 0);
+        std::vector<int64_t> shape = static_shape(x);
         const Initializer* axes = in.constants.size() > 1 ? in.constants[1] : nullptr;
         ReducePlan p = reduce_plan(node, shape, axes);
-        nn::check_out_type(node, out_types, 0, p.out_shape, x->dtype.str());
+        check_out_type(node, out_types, 0, p.out_shape, x->dtype.str());
         if (p.count == 0) fail(node, "reduction over an empty axis is not supported");
 
         std::vector<IterVar> raxes;
         for (size_t d = 0; d < shape.size(); ++d)
-          if (p.reduced[d]) raxes.push_back(ir::reduce_axis(shape[d], std::string("r").append(std::to_string(d))));
+          if (p.reduced[d])
+            raxes.push_back(ir::reduce_axis(shape[d], std::string("r").append(std::to_string(d))));
         // The input index of output index i (with reduce vars along reduced dims).
         auto source = [&](const std::vector<Var>& i) {
           std::vector<Expr> idx;
@@ -149,9 +151,9 @@ ComputeFn reduce_compute(ReduceKind kind) {
         };
         if (raxes.empty())  // noop_with_empty_axes: the identity
           return std::vector<Tensor>{
-              ir::compute(nn::shape_exprs(p.out_shape), source, node.name + ".copy")};
+              ir::compute(shape_exprs(p.out_shape), source, node.name + ".copy")};
         Tensor r = ir::compute(
-            nn::shape_exprs(p.out_shape),
+            shape_exprs(p.out_shape),
             [&](const std::vector<Var>& i) {
               return kind == ReduceKind::kMax ? ir::reduce_max(source(i), raxes)
                                               : ir::sum(source(i), raxes);
@@ -174,18 +176,18 @@ ComputeFn reduce_compute(ReduceKind kind) {
 // Opset >= 13 semantics: softmax along one axis (default -1).
 std::vector<Initializer> softmax_evaluate(const Node& node,
                                           const std::vector<const Initializer*>& inputs) {
-  const Initializer& x = nn::required_input(node, inputs, 0);
-  nn::require_f32(node, x, "input");
+  const Initializer& x = required_input(node, inputs, 0);
+  require_f32(node, x, "input");
   const std::vector<int64_t>& shape = x.type.shape;
   int64_t axis =
-      nn::normalize_axis(node, nn::attr_int(node, "axis", -1), static_cast<int64_t>(shape.size()));
+      normalize_axis(node, attr_int(node, "axis", -1), static_cast<int64_t>(shape.size()));
   int64_t outer = 1, len = shape[axis], inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
   for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
 
-  Initializer y = nn::make_tensor("float32", shape);
-  const float* xp = nn::data_of<float>(x);
-  float* yp = nn::data_of<float>(y);
+  Initializer y = make_tensor("float32", shape);
+  const float* xp = data_of<float>(x);
+  float* yp = data_of<float>(y);
   std::vector<double> e(static_cast<size_t>(len));
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t in = 0; in < inner; ++in) {
@@ -202,12 +204,12 @@ std::vector<Initializer> softmax_evaluate(const Node& node,
 
 std::vector<Tensor> softmax_compute(const Node& node, const ComputeInputs& in,
                                     const std::vector<TensorType>& out_types) {
-  const Tensor& x = nn::required_tensor(node, in, 0);
-  std::vector<int64_t> shape = nn::static_shape(x);
-  nn::check_out_type(node, out_types, 0, shape, "float32");
+  const Tensor& x = required_tensor(node, in, 0);
+  std::vector<int64_t> shape = static_shape(x);
+  check_out_type(node, out_types, 0, shape, "float32");
   if (x->dtype != ir::DataType::f32()) fail(node, "only float32 is supported");
   size_t axis = static_cast<size_t>(
-      nn::normalize_axis(node, nn::attr_int(node, "axis", -1), static_cast<int64_t>(shape.size())));
+      normalize_axis(node, attr_int(node, "axis", -1), static_cast<int64_t>(shape.size())));
   std::vector<int64_t> row_shape = shape;
   row_shape[axis] = 1;
   // x's index with the softmax axis replaced by `k`.
@@ -218,21 +220,21 @@ std::vector<Tensor> softmax_compute(const Node& node, const ComputeInputs& in,
   };
   IterVar k1 = ir::reduce_axis(shape[axis], "k");
   Tensor mx = ir::compute(
-      nn::shape_exprs(row_shape),
+      shape_exprs(row_shape),
       [&](const std::vector<Var>& i) {
         return ir::reduce_max(ir::read(x, along(i, k1->var)), {k1});
       },
       node.name + ".max");
   IterVar k2 = ir::reduce_axis(shape[axis], "k");
   Tensor sum = ir::compute(
-      nn::shape_exprs(row_shape),
+      shape_exprs(row_shape),
       [&](const std::vector<Var>& i) {
         Expr m = ir::read(mx, along(i, int64_t{0}));
         return ir::sum(ir::exp(ir::read(x, along(i, k2->var)) - m), {k2});
       },
       node.name + ".sum");
   Tensor y = ir::compute(
-      nn::shape_exprs(shape),
+      shape_exprs(shape),
       [&](const std::vector<Var>& i) {
         std::vector<Expr> idx(i.begin(), i.end());
         Expr m = ir::read(mx, along(i, int64_t{0}));
@@ -254,7 +256,7 @@ struct LayerNormShapes {
 LayerNormShapes layer_norm_shapes(const Node& node, const std::vector<int64_t>& x) {
   LayerNormShapes s;
   s.x = x;
-  s.axis = nn::normalize_axis(node, nn::attr_int(node, "axis", -1), static_cast<int64_t>(x.size()));
+  s.axis = normalize_axis(node, attr_int(node, "axis", -1), static_cast<int64_t>(x.size()));
   s.outer = s.inner = 1;
   s.stats = x;
   for (size_t d = 0; d < x.size(); ++d) {
@@ -266,30 +268,29 @@ LayerNormShapes layer_norm_shapes(const Node& node, const std::vector<int64_t>& 
     }
   }
   if (s.inner == 0) fail(node, "normalizing over an empty shape");
-  if (nn::attr_int(node, "stash_type", 1) != 1)
-    fail(node, "only stash_type 1 (float32) is supported");
+  if (attr_int(node, "stash_type", 1) != 1) fail(node, "only stash_type 1 (float32) is supported");
   return s;
 }
 
 std::vector<Initializer> layer_norm_evaluate(const Node& node,
                                              const std::vector<const Initializer*>& inputs) {
-  const Initializer& x = nn::required_input(node, inputs, 0);
-  const Initializer& scale = nn::required_input(node, inputs, 1);
-  const Initializer* bias = nn::optional_input(inputs, 2);
-  nn::require_f32(node, x, "X");
-  nn::require_f32(node, scale, "Scale");
-  if (bias) nn::require_f32(node, *bias, "B");
+  const Initializer& x = required_input(node, inputs, 0);
+  const Initializer& scale = required_input(node, inputs, 1);
+  const Initializer* bias = optional_input(inputs, 2);
+  require_f32(node, x, "X");
+  require_f32(node, scale, "Scale");
+  if (bias) require_f32(node, *bias, "B");
   LayerNormShapes s = layer_norm_shapes(node, x.type.shape);
-  double eps = nn::attr_float(node, "epsilon", 1e-5f);
-  std::vector<int64_t> ss = nn::broadcast_strides(node, scale.type.shape, s.x, "Scale");
+  double eps = attr_float(node, "epsilon", 1e-5f);
+  std::vector<int64_t> ss = broadcast_strides(node, scale.type.shape, s.x, "Scale");
   std::vector<int64_t> bs =
-      bias ? nn::broadcast_strides(node, bias->type.shape, s.x, "B") : std::vector<int64_t>{};
+      bias ? broadcast_strides(node, bias->type.shape, s.x, "B") : std::vector<int64_t>{};
 
-  Initializer y = nn::make_tensor("float32", s.x);
-  Initializer mean_t = nn::make_tensor("float32", s.stats);
-  Initializer inv_t = nn::make_tensor("float32", s.stats);
-  const float* xp = nn::data_of<float>(x);
-  float* yp = nn::data_of<float>(y);
+  Initializer y = make_tensor("float32", s.x);
+  Initializer mean_t = make_tensor("float32", s.stats);
+  Initializer inv_t = make_tensor("float32", s.stats);
+  const float* xp = data_of<float>(x);
+  float* yp = data_of<float>(y);
   std::vector<int64_t> idx(s.x.size(), 0);  // running index of element (o, j)
   for (int64_t o = 0; o < s.outer; ++o) {
     const float* row = xp + o * s.inner;
@@ -299,16 +300,16 @@ std::vector<Initializer> layer_norm_evaluate(const Node& node,
     for (int64_t j = 0; j < s.inner; ++j) var += (row[j] - mean) * (row[j] - mean);
     var /= static_cast<double>(s.inner);
     double inv = 1.0 / std::sqrt(var + eps);
-    nn::data_of<float>(mean_t)[o] = static_cast<float>(mean);
-    nn::data_of<float>(inv_t)[o] = static_cast<float>(inv);
+    data_of<float>(mean_t)[o] = static_cast<float>(mean);
+    data_of<float>(inv_t)[o] = static_cast<float>(inv);
     for (int64_t j = 0; j < s.inner; ++j) {
       int64_t si = 0, bi = 0;
       for (size_t d = 0; d < idx.size(); ++d) {
         si += idx[d] * ss[d];
         if (bias) bi += idx[d] * bs[d];
       }
-      double v = (row[j] - mean) * inv * nn::data_of<float>(scale)[si];
-      if (bias) v += nn::data_of<float>(*bias)[bi];
+      double v = (row[j] - mean) * inv * data_of<float>(scale)[si];
+      if (bias) v += data_of<float>(*bias)[bi];
       yp[o * s.inner + j] = static_cast<float>(v);
       for (size_t d = idx.size(); d-- > 0;) {
         if (++idx[d] < s.x[d]) break;
@@ -325,18 +326,18 @@ std::vector<Initializer> layer_norm_evaluate(const Node& node,
 
 std::vector<Tensor> layer_norm_compute(const Node& node, const ComputeInputs& in,
                                        const std::vector<TensorType>& out_types) {
-  const Tensor& x = nn::required_tensor(node, in, 0);
-  const Tensor& scale = nn::required_tensor(node, in, 1);
+  const Tensor& x = required_tensor(node, in, 0);
+  const Tensor& scale = required_tensor(node, in, 1);
   Tensor bias = in.tensors.size() > 2 ? in.tensors[2] : nullptr;
-  LayerNormShapes s = layer_norm_shapes(node, nn::static_shape(x));
-  std::vector<int64_t> scale_shape = nn::static_shape(scale);
-  std::vector<int64_t> bias_shape = bias ? nn::static_shape(bias) : std::vector<int64_t>{};
-  nn::broadcast_strides(node, scale_shape, s.x, "Scale");
-  if (bias) nn::broadcast_strides(node, bias_shape, s.x, "B");
-  nn::check_out_type(node, out_types, 0, s.x, "float32");
+  LayerNormShapes s = layer_norm_shapes(node, static_shape(x));
+  std::vector<int64_t> scale_shape = static_shape(scale);
+  std::vector<int64_t> bias_shape = bias ? static_shape(bias) : std::vector<int64_t>{};
+  broadcast_strides(node, scale_shape, s.x, "Scale");
+  if (bias) broadcast_strides(node, bias_shape, s.x, "B");
+  check_out_type(node, out_types, 0, s.x, "float32");
   for (size_t o = 1; o < node.outputs.size(); ++o)
-    nn::check_out_type(node, out_types, o, s.stats, "float32");
-  float eps = nn::attr_float(node, "epsilon", 1e-5f);
+    check_out_type(node, out_types, o, s.stats, "float32");
+  float eps = attr_float(node, "epsilon", 1e-5f);
   size_t axis = static_cast<size_t>(s.axis);
 
   // Reduce axes over the normalized dims and the x index they read.
@@ -359,31 +360,31 @@ std::vector<Tensor> layer_norm_compute(const Node& node, const ComputeInputs& in
   Expr inv_n = Expr(static_cast<float>(1.0 / static_cast<double>(s.inner)));
   std::vector<IterVar> r1 = make_axes("r");
   Tensor sum = ir::compute(
-      nn::shape_exprs(s.stats), [&](const std::vector<Var>& i) { return ir::sum(x_at(i, r1), r1); },
+      shape_exprs(s.stats), [&](const std::vector<Var>& i) { return ir::sum(x_at(i, r1), r1); },
       node.name + ".sum");
   Tensor mean = ir::compute(
-      nn::shape_exprs(s.stats), [&](const std::vector<Var>& i) { return stat_at(sum, i) * inv_n; },
+      shape_exprs(s.stats), [&](const std::vector<Var>& i) { return stat_at(sum, i) * inv_n; },
       node.name + ".mean");
   std::vector<IterVar> r2 = make_axes("v");
   Tensor sq = ir::compute(
-      nn::shape_exprs(s.stats),
+      shape_exprs(s.stats),
       [&](const std::vector<Var>& i) {
         Expr d = x_at(i, r2) - stat_at(mean, i);
         return ir::sum(d * d, r2);
       },
       node.name + ".sqsum");
   Tensor inv = ir::compute(
-      nn::shape_exprs(s.stats),
+      shape_exprs(s.stats),
       [&](const std::vector<Var>& i) {
         return Expr(1.0f) / ir::sqrt(stat_at(sq, i) * inv_n + Expr(eps));
       },
       node.name + ".invstd");
   Tensor y = ir::compute(
-      nn::shape_exprs(s.x),
+      shape_exprs(s.x),
       [&](const std::vector<Var>& i) {
         Expr v = (ir::read(x, {i.begin(), i.end()}) - stat_at(mean, i)) * stat_at(inv, i) *
-                 nn::broadcast_read(scale, scale_shape, i);
-        if (bias) v = v + nn::broadcast_read(bias, bias_shape, i);
+                 broadcast_read(scale, i);
+        if (bias) v = v + broadcast_read(bias, i);
         return v;
       },
       node.name + ".layernorm");
@@ -399,7 +400,7 @@ enum class PoolKind { kMax, kAverage };
 
 struct PoolShapes {
   int64_t n, c, h, w;
-  nn::Window win;
+  Window win;
   bool count_include_pad;
   std::vector<int64_t> out_shape() const { return {n, c, win.out[0], win.out[1]}; }
 };
@@ -413,14 +414,14 @@ PoolShapes pool_shapes(const Node& node, PoolKind kind, const std::vector<int64_
                x[1],
                x[2],
                x[3],
-               nn::pool_window(node, {x[2], x[3]}),
-               nn::attr_int(node, "count_include_pad", 0) != 0};
+               pool_window(node, {x[2], x[3]}),
+               attr_int(node, "count_include_pad", 0) != 0};
   return s;
 }
 
 // Number of taps k in [0, kernel) of output o's window along dim d that land in
 // [lo, hi): the divisor of AveragePool.
-int64_t taps_inside(const nn::Window& w, size_t d, int64_t o, int64_t lo, int64_t hi) {
+int64_t taps_inside(const Window& w, size_t d, int64_t o, int64_t lo, int64_t hi) {
   int64_t n = 0;
   for (int64_t k = 0; k < w.kernel[d]; ++k) {
     int64_t p = w.start(d, o) + k * w.dilation[d];
@@ -430,7 +431,7 @@ int64_t taps_inside(const nn::Window& w, size_t d, int64_t o, int64_t lo, int64_
 }
 
 // The same count as an expression of the output index o.
-Expr taps_inside_expr(const nn::Window& w, size_t d, Expr o, int64_t lo, int64_t hi) {
+Expr taps_inside_expr(const Window& w, size_t d, Expr o, int64_t lo, int64_t hi) {
   Expr start = o * w.stride[d] - w.pad_begin[d];
   int64_t dil = w.dilation[d];
   // First tap with start + k * dil >= lo, last with start + k * dil <= hi - 1.
@@ -447,13 +448,13 @@ std::pair<int64_t, int64_t> counted_range(const PoolShapes& s, size_t d) {
 
 EvaluateFn pool_evaluate(PoolKind kind) {
   return [kind](const Node& node, const std::vector<const Initializer*>& inputs) {
-    const Initializer& x = nn::required_input(node, inputs, 0);
-    nn::require_f32(node, x, "X");
+    const Initializer& x = required_input(node, inputs, 0);
+    require_f32(node, x, "X");
     PoolShapes s = pool_shapes(node, kind, x.type.shape);
-    const nn::Window& win = s.win;
-    Initializer y = nn::make_tensor("float32", s.out_shape());
-    const float* xp = nn::data_of<float>(x);
-    float* yp = nn::data_of<float>(y);
+    const Window& win = s.win;
+    Initializer y = make_tensor("float32", s.out_shape());
+    const float* xp = data_of<float>(x);
+    float* yp = data_of<float>(y);
     auto [lo_h, hi_h] = counted_range(s, 0);
     auto [lo_w, hi_w] = counted_range(s, 1);
     for (int64_t nc = 0; nc < s.n * s.c; ++nc)
@@ -482,10 +483,10 @@ EvaluateFn pool_evaluate(PoolKind kind) {
 ComputeFn pool_compute(PoolKind kind) {
   return [kind](const Node& node, const ComputeInputs& in,
                 const std::vector<TensorType>& out_types) {
-    const Tensor& x = nn::required_tensor(node, in, 0);
-    PoolShapes s = pool_shapes(node, kind, nn::static_shape(x));
-    nn::check_out_type(node, out_types, 0, s.out_shape(), "float32");
-    const nn::Window& win = s.win;
+    const Tensor& x = required_tensor(node, in, 0);
+    PoolShapes s = pool_shapes(node, kind, static_shape(x));
+    check_out_type(node, out_types, 0, s.out_shape(), "float32");
+    const Window& win = s.win;
     std::vector<int64_t> bound = {0, 0, win.leaves_input(0) ? s.h : 0,
                                   win.leaves_input(1) ? s.w : 0};
     Expr fill = kind == PoolKind::kMax ? ir::reduce_identity(ir::ReduceOp::Max, ir::DataType::f32())
@@ -493,11 +494,11 @@ ComputeFn pool_compute(PoolKind kind) {
     IterVar ry = ir::reduce_axis(win.kernel[0], "ry");
     IterVar rx = ir::reduce_axis(win.kernel[1], "rx");
     Tensor r = ir::compute(
-        nn::shape_exprs(s.out_shape()),
+        shape_exprs(s.out_shape()),
         [&](const std::vector<Var>& i) {
           Expr h = i[2] * win.stride[0] - win.pad_begin[0] + ry->var * win.dilation[0];
           Expr w = i[3] * win.stride[1] - win.pad_begin[1] + rx->var * win.dilation[1];
-          Expr v = nn::guarded_read(x, {i[0], i[1], h, w}, bound, fill);
+          Expr v = guarded_read(x, {i[0], i[1], h, w}, bound, fill);
           return kind == PoolKind::kMax ? ir::reduce_max(v, {ry, rx}) : ir::sum(v, {ry, rx});
         },
         node.name + (kind == PoolKind::kMax ? ".maxpool" : ".sumpool"));
@@ -527,14 +528,14 @@ std::vector<int64_t> global_pool_shape(const Node& node, const std::vector<int64
 
 EvaluateFn global_pool_evaluate(PoolKind kind) {
   return [kind](const Node& node, const std::vector<const Initializer*>& inputs) {
-    const Initializer& x = nn::required_input(node, inputs, 0);
-    nn::require_f32(node, x, "X");
+    const Initializer& x = required_input(node, inputs, 0);
+    require_f32(node, x, "X");
     std::vector<int64_t> out_shape = global_pool_shape(node, x.type.shape);
     int64_t planes = x.type.shape[0] * x.type.shape[1];
     int64_t area = planes ? x.type.num_elements() / planes : 0;
     if (area == 0) fail(node, "empty spatial dims");
-    Initializer y = nn::make_tensor("float32", out_shape);
-    const float* xp = nn::data_of<float>(x);
+    Initializer y = make_tensor("float32", out_shape);
+    const float* xp = data_of<float>(x);
     for (int64_t p = 0; p < planes; ++p) {
       double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
       for (int64_t j = 0; j < area; ++j) {
@@ -542,7 +543,7 @@ EvaluateFn global_pool_evaluate(PoolKind kind) {
         acc = kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
       }
       if (kind == PoolKind::kAverage) acc /= static_cast<double>(area);
-      nn::data_of<float>(y)[p] = static_cast<float>(acc);
+      data_of<float>(y)[p] = static_cast<float>(acc);
     }
     return std::vector<Initializer>{std::move(y)};
   };
@@ -551,10 +552,10 @@ EvaluateFn global_pool_evaluate(PoolKind kind) {
 ComputeFn global_pool_compute(PoolKind kind) {
   return
       [kind](const Node& node, const ComputeInputs& in, const std::vector<TensorType>& out_types) {
-        const Tensor& x = nn::required_tensor(node, in, 0);
-        std::vector<int64_t> shape = nn::static_shape(x);
+        const Tensor& x = required_tensor(node, in, 0);
+        std::vector<int64_t> shape = static_shape(x);
         std::vector<int64_t> out_shape = global_pool_shape(node, shape);
-        nn::check_out_type(node, out_types, 0, out_shape, "float32");
+        check_out_type(node, out_types, 0, out_shape, "float32");
         int64_t area = 1;
         std::vector<IterVar> r;
         for (size_t d = 2; d < shape.size(); ++d) {
@@ -563,7 +564,7 @@ ComputeFn global_pool_compute(PoolKind kind) {
         }
         if (area == 0) fail(node, "empty spatial dims");
         Tensor red = ir::compute(
-            nn::shape_exprs(out_shape),
+            shape_exprs(out_shape),
             [&](const std::vector<Var>& i) {
               std::vector<Expr> idx = {i[0], i[1]};
               for (auto& a : r) idx.push_back(a->var);

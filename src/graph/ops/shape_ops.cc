@@ -9,12 +9,12 @@
 #include <limits>
 
 #include "graph/op_registry.h"
-#include "graph/ops/ew_util.h"
+#include "graph/ops/op_util.h"
 
 namespace kiln::graph {
 namespace {
 
-using namespace ew;  // NOLINT(google-build-using-namespace): this file's helpers
+using namespace op_util;  // NOLINT(google-build-using-namespace): the operator helpers
 using ir::Expr;
 using Inputs = std::vector<const Initializer*>;
 using Outputs = std::vector<TensorType>;
@@ -28,7 +28,7 @@ void reg(const std::string& op, EvaluateFn ev, ComputeFn cp, std::vector<int> co
 template <typename F>
 Initializer map_elements(const Initializer& in, const Shape& out_shape, F src,
                          const uint8_t* fill = nullptr) {
-  Initializer out = make_host(in.type.dtype, out_shape);
+  Initializer out = make_tensor(in.type.dtype, out_shape);
   size_t es = dtype_size(in.type.dtype);
   int64_t total = numel(out_shape);
   Shape idx(out_shape.size(), 0);
@@ -87,11 +87,11 @@ void reg_reshape_like(const std::string& op, std::function<Shape(const Node&, co
   reg(
       op,
       [shape](const Node& node, const Inputs& ins) {
-        return std::vector<Initializer>{reshaped(req_input(node, ins, 0), shape(node, ins))};
+        return std::vector<Initializer>{reshaped(required_input(node, ins, 0), shape(node, ins))};
       },
       [](const Node& node, const ComputeInputs& in, const Outputs& out_types) {
         return std::vector<ir::Tensor>{
-            compute_reshape(node, req_tensor(node, in, 0), out_types.at(0).shape)};
+            compute_reshape(node, required_tensor(node, in, 0), out_types.at(0).shape)};
       },
       std::move(consts));
 }
@@ -99,8 +99,8 @@ void reg_reshape_like(const std::string& op, std::function<Shape(const Node&, co
 // ---- Reshape, Flatten, Squeeze, Unsqueeze ---------------------------------------
 
 Shape reshape_shape(const Node& node, const Inputs& ins) {
-  const Shape& in = req_input(node, ins, 0).type.shape;
-  Shape out = to_ints(node, req_input(node, ins, 1));
+  const Shape& in = required_input(node, ins, 0).type.shape;
+  Shape out = to_ints(node, required_input(node, ins, 1));
   bool allowzero = attr_int(node, "allowzero", 0) != 0;
   int64_t infer = -1, known = 1;
   for (size_t i = 0; i < out.size(); ++i) {
@@ -127,7 +127,7 @@ Shape reshape_shape(const Node& node, const Inputs& ins) {
 }
 
 Shape flatten_shape(const Node& node, const Inputs& ins) {
-  const Shape& in = req_input(node, ins, 0).type.shape;
+  const Shape& in = required_input(node, ins, 0).type.shape;
   int64_t r = static_cast<int64_t>(in.size());
   int64_t axis = attr_int(node, "axis", 1);
   if (axis < -r || axis > r) fail(node, "axis " + std::to_string(axis) + " out of range");
@@ -138,18 +138,18 @@ Shape flatten_shape(const Node& node, const Inputs& ins) {
 // Axes from the `axes` attribute (opset < 13) or input 1 (opset >= 13); nullopt when neither.
 std::optional<Shape> axes_of(const Node& node, const Inputs& ins, size_t input) {
   if (auto a = attr_ints(node, "axes")) return *a;
-  if (const Initializer* t = opt_input(ins, input)) return to_ints(node, *t);
+  if (const Initializer* t = optional_input(ins, input)) return to_ints(node, *t);
   return std::nullopt;
 }
 
 Shape squeeze_shape(const Node& node, const Inputs& ins) {
-  const Shape& in = req_input(node, ins, 0).type.shape;
+  const Shape& in = required_input(node, ins, 0).type.shape;
   int64_t r = static_cast<int64_t>(in.size());
   std::vector<bool> drop(in.size(), false);
   // An empty axes list squeezes every unit axis, as ONNX Runtime does.
   if (auto axes = axes_of(node, ins, 1); axes && !axes->empty()) {
     for (int64_t a : *axes) {
-      a = norm_axis(node, a, r);
+      a = normalize_axis(node, a, r);
       if (in[a] != 1)
         fail(node, "cannot squeeze axis " + std::to_string(a) + " of " + shape_str(in));
       drop[a] = true;
@@ -164,13 +164,13 @@ Shape squeeze_shape(const Node& node, const Inputs& ins) {
 }
 
 Shape unsqueeze_shape(const Node& node, const Inputs& ins) {
-  const Shape& in = req_input(node, ins, 0).type.shape;
+  const Shape& in = required_input(node, ins, 0).type.shape;
   auto axes = axes_of(node, ins, 1);
   if (!axes) fail(node, "axes are missing");
   int64_t r = static_cast<int64_t>(in.size() + axes->size());
   std::vector<bool> unit(r, false);
   for (int64_t a : *axes) {
-    a = norm_axis(node, a, r);
+    a = normalize_axis(node, a, r);
     if (unit[a]) fail(node, "axis " + std::to_string(a) + " repeated");
     unit[a] = true;
   }
@@ -192,7 +192,7 @@ Shape perm_of(const Node& node, size_t rank) {
   std::vector<bool> seen(rank, false);
   if (perm.size() != rank) fail(node, "perm has " + std::to_string(perm.size()) + " entries");
   for (int64_t& p : perm) {
-    p = norm_axis(node, p, static_cast<int64_t>(rank));
+    p = normalize_axis(node, p, static_cast<int64_t>(rank));
     if (seen[p]) fail(node, "perm is not a permutation");
     seen[p] = true;
   }
@@ -200,7 +200,7 @@ Shape perm_of(const Node& node, size_t rank) {
 }
 
 std::vector<Initializer> eval_transpose(const Node& node, const Inputs& ins) {
-  const Initializer& x = req_input(node, ins, 0);
+  const Initializer& x = required_input(node, ins, 0);
   const Shape& in = x.type.shape;
   Shape perm = perm_of(node, in.size()), out(in.size()), st = strides_of(in);
   for (size_t i = 0; i < in.size(); ++i) out[i] = in[perm[i]];
@@ -213,7 +213,7 @@ std::vector<Initializer> eval_transpose(const Node& node, const Inputs& ins) {
 
 std::vector<ir::Tensor> compute_transpose(const Node& node, const ComputeInputs& in,
                                           const Outputs& out_types) {
-  const ir::Tensor& x = req_tensor(node, in, 0);
+  const ir::Tensor& x = required_tensor(node, in, 0);
   Shape perm = perm_of(node, x->ndim());
   return {ir::compute(
       shape_exprs(out_types.at(0).shape),
@@ -229,15 +229,15 @@ std::vector<ir::Tensor> compute_transpose(const Node& node, const ComputeInputs&
 
 std::vector<Initializer> eval_concat(const Node& node, const Inputs& ins) {
   if (ins.empty()) fail(node, "no inputs");
-  const Initializer& first = req_input(node, ins, 0);
+  const Initializer& first = required_input(node, ins, 0);
   int64_t rank = static_cast<int64_t>(first.type.shape.size());
   auto axis_attr = node.attr<int64_t>("axis");
   if (!axis_attr) fail(node, "attribute 'axis' is missing");
-  int64_t axis = norm_axis(node, *axis_attr, rank);
+  int64_t axis = normalize_axis(node, *axis_attr, rank);
   Shape out = first.type.shape;
   out[axis] = 0;
   for (size_t k = 0; k < ins.size(); ++k) {
-    const Initializer& t = req_input(node, ins, k);
+    const Initializer& t = required_input(node, ins, k);
     if (t.type.dtype != first.type.dtype) fail(node, "inputs have different dtypes");
     bool ok = t.type.shape.size() == out.size();
     for (int64_t d = 0; ok && d < rank; ++d) ok = d == axis || t.type.shape[d] == out[d];
@@ -246,7 +246,7 @@ std::vector<Initializer> eval_concat(const Node& node, const Inputs& ins) {
                      " do not concatenate on axis " + std::to_string(axis));
     out[axis] += t.type.shape[axis];
   }
-  Initializer result = make_host(first.type.dtype, out);
+  Initializer result = make_tensor(first.type.dtype, out);
   size_t es = dtype_size(first.type.dtype);
   int64_t outer = numel(Shape(out.begin(), out.begin() + axis));
   int64_t inner = numel(Shape(out.begin() + axis + 1, out.end()));
@@ -266,11 +266,11 @@ std::vector<Initializer> eval_concat(const Node& node, const Inputs& ins) {
 std::vector<ir::Tensor> compute_concat(const Node& node, const ComputeInputs& in,
                                        const Outputs& out_types) {
   const Shape& out = out_types.at(0).shape;
-  int64_t axis = norm_axis(node, attr_int(node, "axis", 0), static_cast<int64_t>(out.size()));
+  int64_t axis = normalize_axis(node, attr_int(node, "axis", 0), static_cast<int64_t>(out.size()));
   std::vector<std::pair<ir::Tensor, int64_t>> parts;  // tensor, offset along axis
   int64_t off = 0;
   for (size_t k = 0; k < in.tensors.size(); ++k) {
-    const ir::Tensor& t = req_tensor(node, in, k);
+    const ir::Tensor& t = required_tensor(node, in, k);
     int64_t len = static_cast<int64_t>(static_shape(t)[axis]);
     if (len > 0) parts.push_back({t, off});
     off += len;
@@ -326,9 +326,9 @@ Shape split_sizes(const Node& node, int64_t dim, const Initializer* split) {
 }
 
 std::vector<Initializer> eval_split(const Node& node, const Inputs& ins) {
-  const Initializer& x = req_input(node, ins, 0);
-  int64_t axis = norm_axis(node, attr_int(node, "axis", 0), x.type.shape.size());
-  Shape sizes = split_sizes(node, x.type.shape[axis], opt_input(ins, 1));
+  const Initializer& x = required_input(node, ins, 0);
+  int64_t axis = normalize_axis(node, attr_int(node, "axis", 0), x.type.shape.size());
+  Shape sizes = split_sizes(node, x.type.shape[axis], optional_input(ins, 1));
   Shape st = strides_of(x.type.shape);
   std::vector<Initializer> outs;
   int64_t start = 0;
@@ -347,8 +347,8 @@ std::vector<Initializer> eval_split(const Node& node, const Inputs& ins) {
 
 std::vector<ir::Tensor> compute_split(const Node& node, const ComputeInputs& in,
                                       const Outputs& out_types) {
-  const ir::Tensor& x = req_tensor(node, in, 0);
-  int64_t axis = norm_axis(node, attr_int(node, "axis", 0), x->ndim());
+  const ir::Tensor& x = required_tensor(node, in, 0);
+  int64_t axis = normalize_axis(node, attr_int(node, "axis", 0), x->ndim());
   std::vector<ir::Tensor> outs;
   int64_t start = 0;
   for (size_t k = 0; k < out_types.size(); ++k) {
@@ -375,11 +375,11 @@ struct SliceSpec {
 SliceSpec slice_spec(const Node& node, const Shape& in, const Inputs& c) {
   size_t r = in.size();
   SliceSpec s{Shape(r, 0), Shape(r, 1), in};
-  Shape starts = to_ints(node, req_input(node, c, 1));
-  Shape ends = to_ints(node, req_input(node, c, 2));
+  Shape starts = to_ints(node, required_input(node, c, 1));
+  Shape ends = to_ints(node, required_input(node, c, 2));
   Shape axes, steps;
-  if (const Initializer* a = opt_input(c, 3)) axes = to_ints(node, *a);
-  if (const Initializer* t = opt_input(c, 4)) steps = to_ints(node, *t);
+  if (const Initializer* a = optional_input(c, 3)) axes = to_ints(node, *a);
+  if (const Initializer* t = optional_input(c, 4)) steps = to_ints(node, *t);
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   if (steps.empty()) steps.assign(starts.size(), 1);
@@ -387,7 +387,7 @@ SliceSpec slice_spec(const Node& node, const Shape& in, const Inputs& c) {
     fail(node, "starts, ends, axes and steps differ in length");
   std::vector<bool> seen(r, false);
   for (size_t k = 0; k < starts.size(); ++k) {
-    int64_t a = norm_axis(node, axes[k], static_cast<int64_t>(r));
+    int64_t a = normalize_axis(node, axes[k], static_cast<int64_t>(r));
     if (seen[a]) fail(node, "axis " + std::to_string(a) + " repeated");
     seen[a] = true;
     int64_t dim = in[a], step = steps[k];
@@ -414,7 +414,7 @@ SliceSpec slice_spec(const Node& node, const Shape& in, const Inputs& c) {
 }
 
 std::vector<Initializer> eval_slice(const Node& node, const Inputs& ins) {
-  const Initializer& x = req_input(node, ins, 0);
+  const Initializer& x = required_input(node, ins, 0);
   SliceSpec s = slice_spec(node, x.type.shape, ins);
   Shape st = strides_of(x.type.shape);
   return {map_elements(x, s.len, [&](const Shape& idx) {
@@ -426,7 +426,7 @@ std::vector<Initializer> eval_slice(const Node& node, const Inputs& ins) {
 
 std::vector<ir::Tensor> compute_slice(const Node& node, const ComputeInputs& in,
                                       const Outputs& out_types) {
-  const ir::Tensor& x = req_tensor(node, in, 0);
+  const ir::Tensor& x = required_tensor(node, in, 0);
   SliceSpec s = slice_spec(node, static_shape(x), in.constants);
   return {ir::compute(
       shape_exprs(out_types.at(0).shape),
@@ -446,11 +446,11 @@ std::vector<ir::Tensor> compute_slice(const Node& node, const ComputeInputs& in,
 // ---- Gather ------------------------------------------------------------------------
 
 std::vector<Initializer> eval_gather(const Node& node, const Inputs& ins) {
-  const Initializer& x = req_input(node, ins, 0);
-  const Initializer& ind = req_input(node, ins, 1);
+  const Initializer& x = required_input(node, ins, 0);
+  const Initializer& ind = required_input(node, ins, 1);
   const Shape& in = x.type.shape;
   if (in.empty()) fail(node, "data must have rank >= 1");
-  int64_t axis = norm_axis(node, attr_int(node, "axis", 0), in.size());
+  int64_t axis = normalize_axis(node, attr_int(node, "axis", 0), in.size());
   Shape idx = to_ints(node, ind);
   int64_t dim = in[axis];
   for (int64_t& i : idx) {
@@ -465,7 +465,7 @@ std::vector<Initializer> eval_gather(const Node& node, const Inputs& ins) {
   int64_t outer = numel(Shape(in.begin(), in.begin() + axis));
   int64_t inner = numel(Shape(in.begin() + axis + 1, in.end()));
   size_t es = dtype_size(x.type.dtype), row = static_cast<size_t>(inner) * es;
-  Initializer result = make_host(x.type.dtype, out);
+  Initializer result = make_tensor(x.type.dtype, out);
   uint8_t* d = result.data.data();
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i : idx) {
@@ -479,9 +479,9 @@ std::vector<Initializer> eval_gather(const Node& node, const Inputs& ins) {
 // clamped into the axis so that a bad index never reads outside the data.
 std::vector<ir::Tensor> compute_gather(const Node& node, const ComputeInputs& in,
                                        const Outputs& out_types) {
-  const ir::Tensor& x = req_tensor(node, in, 0);
-  const ir::Tensor& ind = req_tensor(node, in, 1);
-  int64_t axis = norm_axis(node, attr_int(node, "axis", 0), x->ndim());
+  const ir::Tensor& x = required_tensor(node, in, 0);
+  const ir::Tensor& ind = required_tensor(node, in, 1);
+  int64_t axis = normalize_axis(node, attr_int(node, "axis", 0), x->ndim());
   int64_t dim = static_shape(x)[axis];
   size_t ri = ind->ndim();
   return {ir::compute(
@@ -501,10 +501,10 @@ std::vector<ir::Tensor> compute_gather(const Node& node, const ComputeInputs& in
 // ---- Expand ------------------------------------------------------------------------
 
 std::vector<Initializer> eval_expand(const Node& node, const Inputs& ins) {
-  const Initializer& x = req_input(node, ins, 0);
-  Shape target = to_ints(node, req_input(node, ins, 1));
+  const Initializer& x = required_input(node, ins, 0);
+  Shape target = to_ints(node, required_input(node, ins, 1));
   Shape out = broadcast_shapes(node, {x.type.shape, target});
-  Initializer result = make_host(x.type.dtype, out);
+  Initializer result = make_tensor(x.type.dtype, out);
   size_t es = dtype_size(x.type.dtype);
   for_each_broadcast(out, {x.type.shape}, [&](int64_t o, const std::vector<int64_t>& offs) {
     std::memcpy(result.data.data() + o * es, x.data.data() + offs[0] * es, es);
@@ -514,37 +514,37 @@ std::vector<Initializer> eval_expand(const Node& node, const Inputs& ins) {
 
 std::vector<ir::Tensor> compute_expand(const Node& node, const ComputeInputs& in,
                                        const Outputs& out_types) {
-  const ir::Tensor& x = req_tensor(node, in, 0);
+  const ir::Tensor& x = required_tensor(node, in, 0);
   return {ir::compute(
       shape_exprs(out_types.at(0).shape),
-      [&](const std::vector<ir::Var>& i) { return read_broadcast(x, i); }, "Expand")};
+      [&](const std::vector<ir::Var>& i) { return broadcast_read(x, i); }, "Expand")};
 }
 
 // ---- Shape, ConstantOfShape --------------------------------------------------------
 
 // Uses only the input's type: the constant folder passes a tensor without data.
 std::vector<Initializer> eval_shape(const Node& node, const Inputs& ins) {
-  const Shape& s = req_input(node, ins, 0).type.shape;
+  const Shape& s = required_input(node, ins, 0).type.shape;
   int64_t r = static_cast<int64_t>(s.size());
   auto clampi = [r](int64_t v) { return std::clamp(v < 0 ? v + r : v, int64_t{0}, r); };
   int64_t b = clampi(attr_int(node, "start", 0));
   int64_t e = clampi(attr_int(node, "end", r));
   Shape dims(s.begin() + b, s.begin() + std::max(b, e));
-  Initializer out = make_host("int64", {static_cast<int64_t>(dims.size())});
+  Initializer out = make_tensor("int64", {static_cast<int64_t>(dims.size())});
   if (!dims.empty()) std::memcpy(out.data.data(), dims.data(), dims.size() * sizeof(int64_t));
   return {out};
 }
 
 std::vector<Initializer> eval_constant_of_shape(const Node& node, const Inputs& ins) {
-  Shape shape = to_ints(node, req_input(node, ins, 0));
+  Shape shape = to_ints(node, required_input(node, ins, 0));
   for (int64_t d : shape)
     if (d < 0) fail(node, "negative dimension in " + shape_str(shape));
-  Initializer value = make_host("float32", {1});
+  Initializer value = make_tensor("float32", {1});
   if (auto v = node.attr<Initializer>("value")) {
     if (v->type.num_elements() != 1) fail(node, "value must have one element");
     value = *v;
   }
-  Initializer out = make_host(value.type.dtype, shape);
+  Initializer out = make_tensor(value.type.dtype, shape);
   size_t es = dtype_size(value.type.dtype);
   for (size_t o = 0; o < out.data.size(); o += es)
     std::memcpy(out.data.data() + o, value.data.data(), es);
@@ -562,7 +562,7 @@ struct PadSpec {
 
 PadSpec pad_spec(const Node& node, const Shape& in, const Inputs& c) {
   size_t r = in.size();
-  std::string m = attr_str(node, "mode", "constant");
+  std::string m = attr_string(node, "mode", "constant");
   PadSpec p{PadMode::kConstant, Shape(r, 0), Shape(r, 0), in};
   if (m == "reflect")
     p.mode = PadMode::kReflect;
@@ -574,16 +574,16 @@ PadSpec pad_spec(const Node& node, const Shape& in, const Inputs& c) {
   if (auto a = attr_ints(node, "pads"))
     pads = *a;
   else
-    pads = to_ints(node, req_input(node, c, 1));
+    pads = to_ints(node, required_input(node, c, 1));
   Shape axes;
-  if (const Initializer* a = opt_input(c, 3)) axes = to_ints(node, *a);
+  if (const Initializer* a = optional_input(c, 3)) axes = to_ints(node, *a);
   if (axes.empty())
     for (size_t i = 0; i < r; ++i) axes.push_back(static_cast<int64_t>(i));
   if (pads.size() != 2 * axes.size())
     fail(node, "pads has " + std::to_string(pads.size()) + " entries for " +
                    std::to_string(axes.size()) + " axes");
   for (size_t k = 0; k < axes.size(); ++k) {
-    int64_t a = norm_axis(node, axes[k], static_cast<int64_t>(r));
+    int64_t a = normalize_axis(node, axes[k], static_cast<int64_t>(r));
     p.begin[a] = pads[k];
     p.end[a] = pads[k + axes.size()];
     p.out[a] = in[a] + p.begin[a] + p.end[a];
@@ -603,16 +603,16 @@ int64_t reflect_index(int64_t i, int64_t dim) {
 }
 
 std::vector<Initializer> eval_pad(const Node& node, const Inputs& ins) {
-  const Initializer& x = req_input(node, ins, 0);
+  const Initializer& x = required_input(node, ins, 0);
   const Shape& in = x.type.shape;
   PadSpec p = pad_spec(node, in, ins);
-  Initializer fill = make_host(x.type.dtype, {});
-  if (const Initializer* v = opt_input(ins, 2)) {
+  Initializer fill = make_tensor(x.type.dtype, {});
+  if (const Initializer* v = optional_input(ins, 2)) {
     if (v->type.dtype != x.type.dtype || v->type.num_elements() != 1)
       fail(node, "constant_value must be one element of the data's dtype");
     fill = *v;
   } else if (auto f = node.attr<float>("value")) {
-    fill = make_host("float32", {});
+    fill = make_tensor("float32", {});
     std::memcpy(fill.data.data(), &*f, 4);
     if (x.type.dtype != "float32") fail(node, "attribute value needs float32 data");
   }
@@ -637,7 +637,7 @@ std::vector<Initializer> eval_pad(const Node& node, const Inputs& ins) {
 
 std::vector<ir::Tensor> compute_pad(const Node& node, const ComputeInputs& in,
                                     const Outputs& out_types) {
-  const ir::Tensor& x = req_tensor(node, in, 0);
+  const ir::Tensor& x = required_tensor(node, in, 0);
   Shape shape = static_shape(x);
   PadSpec p = pad_spec(node, shape, in.constants);
   double value = 0;
@@ -696,12 +696,12 @@ ResizeSpec resize_spec(const Node& node, const Shape& in, const Inputs& c) {
   ResizeSpec s;
   s.in = in;
   size_t r = in.size();
-  std::string mode = attr_str(node, "mode", "nearest");
+  std::string mode = attr_string(node, "mode", "nearest");
   if (mode == "linear" || mode == "bilinear")
     s.linear = true;
   else if (mode != "nearest")
     fail(node, "mode '" + mode + "' is not supported");
-  std::string ct = attr_str(node, "coordinate_transformation_mode", "half_pixel");
+  std::string ct = attr_string(node, "coordinate_transformation_mode", "half_pixel");
   if (ct == "half_pixel")
     s.coord = Coord::kHalfPixel;
   else if (ct == "pytorch_half_pixel")
@@ -714,7 +714,7 @@ ResizeSpec resize_spec(const Node& node, const Shape& in, const Inputs& c) {
     s.coord = Coord::kTfHalfPixelForNn;
   else
     fail(node, "coordinate_transformation_mode '" + ct + "' is not supported");
-  std::string nm = attr_str(node, "nearest_mode", "round_prefer_floor");
+  std::string nm = attr_string(node, "nearest_mode", "round_prefer_floor");
   if (nm == "round_prefer_floor")
     s.nearest = Nearest::kRoundPreferFloor;
   else if (nm == "round_prefer_ceil")
@@ -733,24 +733,24 @@ ResizeSpec resize_spec(const Node& node, const Shape& in, const Inputs& c) {
     for (size_t i = 0; i < r; ++i) axes.push_back(static_cast<int64_t>(i));
   s.out = in;
   s.scale.assign(r, 1.0f);
-  const Initializer* scales = opt_input(c, 2);
-  const Initializer* sizes = opt_input(c, 3);
+  const Initializer* scales = optional_input(c, 2);
+  const Initializer* sizes = optional_input(c, 3);
   if (scales && scales->type.num_elements() > 0) {
     std::vector<double> v = to_doubles(node, *scales);
     if (v.size() != axes.size()) fail(node, "scales has the wrong length");
     for (size_t k = 0; k < axes.size(); ++k) {
-      int64_t a = norm_axis(node, axes[k], static_cast<int64_t>(r));
+      int64_t a = normalize_axis(node, axes[k], static_cast<int64_t>(r));
       s.scale[a] = static_cast<float>(v[k]);
       if (!(s.scale[a] > 0)) fail(node, "scales must be positive");
       s.out[a] = static_cast<int64_t>(std::floor(static_cast<double>(in[a]) * s.scale[a]));
     }
   } else if (sizes && sizes->type.num_elements() > 0) {
-    if (attr_str(node, "keep_aspect_ratio_policy", "stretch") != "stretch")
+    if (attr_string(node, "keep_aspect_ratio_policy", "stretch") != "stretch")
       fail(node, "keep_aspect_ratio_policy other than stretch is not supported");
     Shape v = to_ints(node, *sizes);
     if (v.size() != axes.size()) fail(node, "sizes has the wrong length");
     for (size_t k = 0; k < axes.size(); ++k) {
-      int64_t a = norm_axis(node, axes[k], static_cast<int64_t>(r));
+      int64_t a = normalize_axis(node, axes[k], static_cast<int64_t>(r));
       if (v[k] <= 0 || in[a] == 0) fail(node, "sizes must be positive");
       s.out[a] = v[k];
       s.scale[a] = static_cast<float>(v[k]) / static_cast<float>(in[a]);
@@ -809,7 +809,7 @@ Expr nearest_index_expr(const ResizeSpec& s, const Expr& x, int64_t n) {
 }
 
 std::vector<Initializer> eval_resize(const Node& node, const Inputs& ins) {
-  const Initializer& x = req_input(node, ins, 0);
+  const Initializer& x = required_input(node, ins, 0);
   ResizeSpec s = resize_spec(node, x.type.shape, ins);
   size_t r = s.in.size();
   Shape st = strides_of(s.in);
@@ -824,9 +824,9 @@ std::vector<Initializer> eval_resize(const Node& node, const Inputs& ins) {
     })};
   }
   if (x.type.dtype != "float32") fail(node, "linear mode needs float32 data");
-  const float* src = ptr<float>(x);
-  Initializer out = make_host("float32", s.out);
-  float* dst = ptr<float>(out);
+  const float* src = data_of<float>(x);
+  Initializer out = make_tensor("float32", s.out);
+  float* dst = data_of<float>(out);
   std::vector<size_t> axes;
   for (size_t d = 0; d < r; ++d)
     if (s.resized(d)) axes.push_back(d);
@@ -864,7 +864,7 @@ std::vector<Initializer> eval_resize(const Node& node, const Inputs& ins) {
 
 std::vector<ir::Tensor> compute_resize(const Node& node, const ComputeInputs& in,
                                        const Outputs& out_types) {
-  const ir::Tensor& x = req_tensor(node, in, 0);
+  const ir::Tensor& x = required_tensor(node, in, 0);
   ResizeSpec s = resize_spec(node, static_shape(x), in.constants);
   size_t r = s.in.size();
   if (s.linear && !x->dtype.is_float()) fail(node, "linear mode needs float data");

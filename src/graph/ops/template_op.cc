@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "graph/op_registry.h"
+#include "graph/ops/op_util.h"
 #include "ops/op_template.h"
 
 namespace kiln::graph {
@@ -21,7 +22,7 @@ std::vector<Initializer> evaluate(const Node& node, const std::vector<const Init
   std::vector<const float*> ptrs;
   for (const Initializer* x : in) {
     if (!x || x->type.dtype != "float32")
-      throw OpError("node '" + node.name + "': template inputs must be float32 tensors");
+      op_util::fail(node, "template inputs must be float32 tensors");
     ptrs.push_back(reinterpret_cast<const float*>(x->data.data()));
   }
   Initializer out;
@@ -29,7 +30,7 @@ std::vector<Initializer> evaluate(const Node& node, const std::vector<const Init
   int64_t n = 1;
   for (int64_t d : t.output_shape(w, cfg)) n *= d;
   if (n != out.type.num_elements())
-    throw OpError("node '" + node.name + "': output_shape does not match the template's output");
+    op_util::fail(node, "output_shape does not match the template's output");
   out.data.resize(static_cast<size_t>(n) * sizeof(float));
   t.reference(w, cfg, ptrs, reinterpret_cast<float*>(out.data.data()));
   return {out};

@@ -1,83 +1,11 @@
-#include "graph/ops/nn_util.h"
+#include "graph/ops/window.h"
 
 #include <algorithm>
+#include <string>
 
-namespace kiln::graph::nn {
+#include "graph/ops/op_util.h"
 
-void fail(const Node& node, const std::string& what) {
-  throw OpError(node.op_type + " node '" + node.name + "': " + what);
-}
-
-int64_t attr_int(const Node& node, const std::string& key, int64_t dflt) {
-  return node.attr<int64_t>(key).value_or(dflt);
-}
-
-float attr_float(const Node& node, const std::string& key, float dflt) {
-  return node.attr<float>(key).value_or(dflt);
-}
-
-std::string attr_string(const Node& node, const std::string& key, const std::string& dflt) {
-  return node.attr<std::string>(key).value_or(dflt);
-}
-
-std::vector<int64_t> attr_ints(const Node& node, const std::string& key,
-                               std::vector<int64_t> dflt) {
-  return node.attr<std::vector<int64_t>>(key).value_or(std::move(dflt));
-}
-
-int64_t normalize_axis(const Node& node, int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= rank)
-    fail(node,
-         "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  return axis < 0 ? axis + rank : axis;
-}
-
-const Initializer* optional_input(const std::vector<const Initializer*>& inputs, size_t i) {
-  return i < inputs.size() ? inputs[i] : nullptr;
-}
-
-const Initializer& required_input(const Node& node, const std::vector<const Initializer*>& inputs,
-                                  size_t i) {
-  const Initializer* t = optional_input(inputs, i);
-  if (!t) fail(node, "input " + std::to_string(i) + " is missing");
-  return *t;
-}
-
-void require_f32(const Node& node, const Initializer& t, const std::string& what) {
-  if (t.type.dtype != "float32")
-    fail(node, what + " has dtype " + t.type.dtype + "; only float32 is supported");
-}
-
-Initializer make_tensor(const std::string& dtype, std::vector<int64_t> shape) {
-  Initializer t;
-  t.type = {dtype, std::move(shape)};
-  t.data.assign(static_cast<size_t>(t.type.num_elements()) * dtype_size(dtype), 0);
-  return t;
-}
-
-std::vector<int64_t> strides_of(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
-  return s;
-}
-
-std::vector<int64_t> broadcast_strides(const Node& node, const std::vector<int64_t>& from,
-                                       const std::vector<int64_t>& to, const std::string& what) {
-  if (from.size() > to.size())
-    fail(node, what + " of shape " + shape_str(from) + " does not broadcast to " + shape_str(to));
-  std::vector<int64_t> fs = strides_of(from);
-  std::vector<int64_t> out(to.size(), 0);
-  size_t lead = to.size() - from.size();
-  for (size_t i = 0; i < from.size(); ++i) {
-    if (from[i] == to[lead + i])
-      out[lead + i] = from[i] == 1 ? 0 : fs[i];
-    else if (from[i] != 1)
-      fail(node, what + " of shape " + shape_str(from) + " does not broadcast to " + shape_str(to));
-  }
-  return out;
-}
-
-// ---- window arithmetic ----------------------------------------------------------
+namespace kiln::graph::op_util {
 
 namespace {
 
@@ -187,7 +115,7 @@ TransposeWindow conv_transpose_window(const Node& node, const std::vector<int64_
   size_t r = in_spatial.size();
   std::vector<int64_t> out_pad = attr_ints(node, "output_padding", std::vector<int64_t>(r, 0));
   if (out_pad.size() != r) fail(node, "output_padding must have one value per spatial dim");
-  std::vector<int64_t> out_shape = attr_ints(node, "output_shape");
+  std::vector<int64_t> out_shape = attr_ints(node, "output_shape", {});
   if (out_shape.size() == r + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
   if (!out_shape.empty() && out_shape.size() != r)
     fail(node, "output_shape must have one value per spatial dim");
@@ -225,60 +153,4 @@ TransposeWindow conv_transpose_window(const Node& node, const std::vector<int64_
   return w;
 }
 
-// ---- tensor expressions ------------------------------------------------------------
-
-std::vector<int64_t> static_shape(const ir::Tensor& t) {
-  std::vector<int64_t> s;
-  for (const ir::Expr& e : t->shape) {
-    const int64_t* v = ir::as_const_int(e);
-    if (!v) throw OpError("tensor " + t->name + " has a non-constant shape");
-    s.push_back(*v);
-  }
-  return s;
-}
-
-std::vector<ir::Expr> shape_exprs(const std::vector<int64_t>& shape) {
-  std::vector<ir::Expr> e;
-  for (int64_t d : shape) e.push_back(ir::Expr(d));
-  return e;
-}
-
-ir::Expr guarded_read(const ir::Tensor& t, std::vector<ir::Expr> idx,
-                      const std::vector<int64_t>& bound, ir::Expr fill) {
-  ir::Expr inside;
-  for (size_t d = 0; d < idx.size(); ++d) {
-    if (bound[d] <= 0) continue;
-    ir::Expr ok = ir::logical_and(idx[d] >= ir::Expr(int64_t{0}), idx[d] < ir::Expr(bound[d]));
-    inside = inside ? ir::logical_and(inside, ok) : ok;
-    idx[d] = ir::max(ir::min(idx[d], ir::Expr(bound[d] - 1)), ir::Expr(int64_t{0}));
-  }
-  ir::Expr value = ir::read(t, idx);
-  return inside ? ir::select(inside, value, fill) : value;
-}
-
-ir::Expr broadcast_read(const ir::Tensor& t, const std::vector<int64_t>& from,
-                        const std::vector<ir::Var>& idx) {
-  std::vector<ir::Expr> r;
-  size_t lead = idx.size() - from.size();
-  for (size_t i = 0; i < from.size(); ++i)
-    r.push_back(from[i] == 1 ? ir::Expr(int64_t{0}) : ir::Expr(idx[lead + i]));
-  return ir::read(t, r);
-}
-
-void check_out_type(const Node& node, const std::vector<TensorType>& out_types, size_t i,
-                    const std::vector<int64_t>& shape, const std::string& dtype) {
-  if (i >= out_types.size()) fail(node, "no inferred type for output " + std::to_string(i));
-  TensorType want{dtype, shape};
-  if (!(out_types[i] == want))
-    fail(node, "output " + std::to_string(i) + " was inferred as " + out_types[i].dtype + " " +
-                   shape_str(out_types[i].shape) + " but the operator computes " + dtype + " " +
-                   shape_str(shape));
-}
-
-const ir::Tensor& required_tensor(const Node& node, const ComputeInputs& in, size_t i) {
-  if (i >= in.tensors.size() || !in.tensors[i])
-    fail(node, "input " + std::to_string(i) + " is missing");
-  return in.tensors[i];
-}
-
-}  // namespace kiln::graph::nn
+}  // namespace kiln::graph::op_util
