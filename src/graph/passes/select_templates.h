@@ -1,0 +1,38 @@
+// Template selection: which tunable x86 template runs each Conv, Gemm and
+// MatMul of a graph, and on which workload. Pure analysis; apply_templates
+// does the rewrite. Every decision about whether a node is covered lives
+// here, so that apply_templates rewrites exactly the nodes selected.
+//
+//   Conv, groups 1, constant float32 4-D weight   conv2d_NCHWc.x86
+//   Conv, depthwise (groups = C = OC, multiplier 1)   depthwise_conv2d_NCHWc.x86
+//   Gemm (transA = 0) / MatMul with a constant 2-D B   dense_pack.x86 (A flattened to [M, K])
+//   MatMul of two activations (rank >= 3 on the left) whose batch dims match,
+//     or with no batch to broadcast on the right   batch_matmul.x86
+//
+// Anything else (grouped convs, transA, batch broadcast, other dtypes) keeps
+// its operator and runs as a generic kernel.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "ops/workload.h"
+
+namespace kiln::graph {
+
+// Which tunable template each Conv / Gemm / MatMul gets, and its workload (the
+// canonical key depends only on NCHW shapes and attributes, never on a config,
+// so that tuning records found before layout decisions still apply).
+struct TemplateSelection {
+  std::string node;           // the node's name
+  std::string template_name;  // e.g. "conv2d_NCHWc.x86"
+  ops::Workload workload;     // w.key() is the workload key
+};
+
+// One entry per covered node, in node order; the graph is unchanged.
+// Throws std::runtime_error naming the node for a Conv whose bias is not a
+// constant (the blocked bias is laid out at build time).
+std::vector<TemplateSelection> select_templates(const Graph& g);
+
+}  // namespace kiln::graph

@@ -1,0 +1,155 @@
+// fuse_ops: how a graph's nodes are grouped into kernels (epilogues into
+// anchors, injective chains, values read twice, reductions).
+#include "graph/passes/fuse_ops.h"
+
+#include <gtest/gtest.h>
+
+#include "graph/passes/alter_layout.h"
+#include "graph_builder.h"
+#include "layout_graphs.h"
+
+namespace kiln {
+namespace {
+
+using graph::FusedGroup;
+using graph::Graph;
+using graph::OpPattern;
+using test::conv;
+using test::GraphBuilder;
+using test::pads;
+using Strings = std::vector<std::string>;
+
+// The op types of every group's nodes, groups in kernel order.
+std::vector<Strings> grouped_ops(const Graph& g, const std::vector<FusedGroup>& groups) {
+  std::vector<Strings> out;
+  for (const FusedGroup& grp : groups) {
+    out.emplace_back();
+    for (size_t ni : grp.nodes) out.back().push_back(g.nodes[ni].op_type);
+  }
+  return out;
+}
+
+// Every node in exactly one group.
+void expect_partition(const Graph& g, const std::vector<FusedGroup>& groups) {
+  std::vector<int> seen(g.nodes.size(), 0);
+  for (const FusedGroup& grp : groups)
+    for (size_t ni : grp.nodes) ++seen.at(ni);
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], 1) << g.nodes[i].name;
+}
+
+TEST(FuseOps, EpilogueFusesIntoTheAnchor) {
+  GraphBuilder b(31);
+  std::string x = b.input("x", {1, 4, 5, 5});
+  std::string y = conv(b, "c", x, 4, 4, 3, pads(1), /*bias=*/false);
+  y = b.node("Add", {y, b.random_constant("bias", {4, 1, 1})}, {}, "bias_add");
+  y = b.node("Relu", {y}, {}, "relu");
+  y = b.node("Add", {y, x}, {}, "residual");
+  b.output(y);
+  const Graph& g = b.graph();
+  auto groups = graph::fuse_ops(g);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(grouped_ops(g, groups)[0], (Strings{"Conv", "Add", "Relu", "Add"}));
+  EXPECT_EQ(groups[0].anchor, 0);
+  EXPECT_EQ(groups[0].pattern, OpPattern::kAnchor);
+  EXPECT_EQ(groups[0].inputs, (Strings{x, "c_w", "bias"}));
+  EXPECT_EQ(groups[0].outputs, (Strings{y}));
+  EXPECT_EQ(graph::group_label(g, groups[0]), "fused_conv_add_relu_add");
+}
+
+// After the layout passes: the template takes its bias add, the residual add
+// of another conv's blocked output and the relu; the conv whose output is
+// read twice ends its group there.
+TEST(FuseOps, BlockedConvChainAfterTheLayoutPasses) {
+  GraphBuilder b(32);
+  std::string x = b.input("x", {1, 8, 5, 5});
+  std::string c1 = conv(b, "c1", x, 8, 16, 1);
+  std::string c2 = conv(b, "c2", c1, 16, 16, 3, pads(1));
+  std::string y = b.node("Add", {c2, c1}, {}, "residual");
+  b.output(b.node("Relu", {y}, {}, "relu"));
+  Graph g = b.graph();
+  graph::alter_layout(g, {});
+  auto groups = graph::fuse_ops(g);
+  expect_partition(g, groups);
+  EXPECT_EQ(grouped_ops(g, groups), (std::vector<Strings>{{"kiln.LayoutTransform"},
+                                                          {"kiln.Template", "Add"},
+                                                          {"kiln.Template", "Add", "Add", "Relu"},
+                                                          {"kiln.LayoutTransform"}}));
+  EXPECT_EQ(g.nodes[groups[2].anchor].name, "c2");
+  EXPECT_EQ(groups[1].outputs.size(), 1u);  // c1's blocked output, read by c2 and residual
+}
+
+TEST(FuseOps, InjectiveChainIsOneGroup) {
+  GraphBuilder b(33);
+  std::string x = b.input("x", {2, 3, 4});
+  std::string y = b.node("Transpose", {x}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
+  y = b.node("Reshape", {y, b.ints("shape", {8, 3})});
+  y = b.node("Relu", {y});
+  y = b.node("Mul", {y, b.random_constant("s", {3})});
+  b.output(y);
+  const Graph& g = b.graph();
+  auto groups = graph::fuse_ops(g);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(grouped_ops(g, groups)[0], (Strings{"Transpose", "Reshape", "Relu", "Mul"}));
+  EXPECT_EQ(groups[0].anchor, -1);
+  EXPECT_EQ(groups[0].outputs, (Strings{y}));
+}
+
+TEST(FuseOps, AValueWithTwoReadersEndsItsGroup) {
+  GraphBuilder b(34);
+  std::string x = b.input("x", {6});
+  std::string e = b.node("Exp", {x}, {}, "exp");
+  std::string n = b.node("Neg", {e}, {}, "neg");
+  std::string r = b.node("Relu", {e}, {}, "relu");
+  b.output(b.node("Add", {n, r}, {}, "add"));
+  const Graph& g = b.graph();
+  auto groups = graph::fuse_ops(g);
+  expect_partition(g, groups);
+  // add joins neg's group, which then needs relu's: the groups are reordered.
+  EXPECT_EQ(grouped_ops(g, groups), (std::vector<Strings>{{"Exp"}, {"Relu"}, {"Neg", "Add"}}));
+  EXPECT_EQ(groups[0].outputs, (Strings{e}));
+  EXPECT_EQ(groups[2].inputs, (Strings{e, r}));
+}
+
+TEST(FuseOps, AGraphOutputEndsItsGroup) {
+  GraphBuilder b(35);
+  std::string x = b.input("x", {6});
+  std::string r = b.node("Relu", {x});
+  b.output(r);
+  b.output(b.node("Neg", {r}));
+  const Graph& g = b.graph();
+  EXPECT_EQ(grouped_ops(g, graph::fuse_ops(g)), (std::vector<Strings>{{"Relu"}, {"Neg"}}));
+}
+
+TEST(FuseOps, InjectiveChainFusesIntoAReductionThatTakesItsEpilogue) {
+  GraphBuilder b(36);
+  std::string x = b.input("x", {2, 8});
+  std::string y = b.node("Mul", {x, b.random_constant("s", {8})});
+  y = b.node("Relu", {y});
+  y = b.node("ReduceMean", {y}, {{"axes", std::vector<int64_t>{1}}});  // [2, 1]
+  y = b.node("Exp", {y});
+  y = b.node("Reshape", {y, b.ints("shape", {2})});
+  b.output(y);
+  const Graph& g = b.graph();
+  auto groups = graph::fuse_ops(g);
+  EXPECT_EQ(grouped_ops(g, groups),
+            (std::vector<Strings>{{"Mul", "Relu", "ReduceMean", "Exp"}, {"Reshape"}}));
+  EXPECT_EQ(groups[0].pattern, OpPattern::kReduction);
+}
+
+// A pooling window re-reads its input: a layout transform stays its own kernel.
+TEST(FuseOps, LayoutTransformDoesNotFuseIntoAReduction) {
+  GraphBuilder b(37);
+  std::string x = b.input("x", {1, 8, 6, 6});
+  std::string y = conv(b, "c", x, 8, 16, 3, pads(1));
+  b.output(b.node("MaxPool", {y}, {{"kernel_shape", std::vector<int64_t>{2, 2}}}, "pool"));
+  Graph g = b.graph();
+  graph::alter_layout(g, {});
+  auto groups = graph::fuse_ops(g);
+  EXPECT_EQ(grouped_ops(g, groups), (std::vector<Strings>{{"kiln.LayoutTransform"},
+                                                          {"kiln.Template", "Add"},
+                                                          {"kiln.LayoutTransform"},
+                                                          {"MaxPool"}}));
+}
+
+}  // namespace
+}  // namespace kiln
