@@ -4,17 +4,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 
-#include "driver/build_module.h"
-#include "driver/package_writer.h"
-#include "driver/tasks.h"
-#include "frontend/onnx_import.h"
-#include "ops/op_template.h"
+#include "driver/build.h"
 #include "runtime/c_runtime_api.h"
 #include "tuner/records.h"
 #include "tuner/target_key.h"
@@ -27,7 +24,7 @@ const char* kBuildUsage =
     "usage: kiln build MODEL.onnx [-o OUT] [--target TARGET] [--input-shapes SHAPES]\n"
     "                  [--output-format tar|so] [--config FILE] [--tuning-log DB "
     "[--require-tuned]]\n"
-    "                  [--no-shipped-logs] [--no-borrow]\n"
+    "                  [--no-shipped-logs] [--no-borrow] [--dump-kernels DIR]\n"
     "  -o OUT             package to write (default: MODEL.tar, or MODEL.so with --output-format "
     "so)\n"
     "  --target TARGET    'llvm -mcpu=... -mattr=...' (default: this machine)\n"
@@ -40,12 +37,14 @@ const char* kBuildUsage =
     "                     (in DB or the shipped logs; a borrowed config does not count)\n"
     "  --no-shipped-logs  ignore the pre-tuned records kiln ships in logs/\n"
     "  --no-borrow        never use a config tuned for a nearby shape of the same template\n"
+    "  --dump-kernels DIR write each kernel's LLVM IR (.ll) and assembly (.s) into DIR\n"
     "Configs come from DB, else the shipped logs for this CPU's ISA class (logs/*.jsonl), else\n"
     "a nearby shape's record whose config is legal here, else the template's fallback; the\n"
     "report names each.\n";
 
 struct BuildArgs {
   std::string model, output, target, input_shapes, format = "tar", config_file, tuning_log;
+  std::string dump_kernels;
   bool require_tuned = false, no_shipped_logs = false, no_borrow = false;
 };
 
@@ -69,6 +68,8 @@ BuildArgs parse_args(const std::vector<std::string>& args) {
       a.config_file = value();
     else if (s == "--tuning-log")
       a.tuning_log = value();
+    else if (s == "--dump-kernels")
+      a.dump_kernels = value();
     else if (s == "--require-tuned")
       a.require_tuned = true;
     else if (s == "--no-shipped-logs")
@@ -121,9 +122,8 @@ std::map<std::string, std::string> read_configs(const std::string& path) {
 // user's database first, then the shipped log for this CPU's ISA class, then
 // a nearby shape's record (tuner/tuned_configs.h). Says so when the database
 // only holds other targets' records.
-std::map<std::string, tuner::ConfigChoice> tuned_configs(const BuildArgs& a,
-                                                         const codegen::Target& target,
-                                                         const graph::Graph& g) {
+std::map<std::string, tuner::ConfigChoice> tuned_configs(
+    const BuildArgs& a, const codegen::Target& target, const std::vector<std::string>& workloads) {
   int threads = kiln_get_num_threads();
   std::string key = tuner::TargetKey::for_target(target, threads).key();
   std::vector<tuner::RecordSource> sources;
@@ -139,9 +139,26 @@ std::map<std::string, tuner::ConfigChoice> tuned_configs(const BuildArgs& a,
     if (!shipped.empty()) sources.push_back(tuner::load_jsonl(shipped, threads));
   }
   if (sources.empty()) return {};
-  std::vector<std::string> workloads;
-  for (const tuner::Task& t : driver::extract_tasks({g})) workloads.push_back(t.workload_key);
   return tuner::choose_configs(workloads, sources, !a.no_borrow);
+}
+
+// --require-tuned: every workload needs a record of its own (DB or shipped
+// logs); a borrowed config does not count. Throws naming the ones without.
+void require_tuned(const BuildArgs& a, const std::vector<std::string>& workloads,
+                   const std::map<std::string, tuner::ConfigChoice>& tuned) {
+  std::string missing;
+  size_t n = 0;
+  for (const std::string& w : workloads) {
+    auto it = tuned.find(w);
+    bool own = it != tuned.end() && it->second.origin != tuner::ConfigChoice::Origin::kBorrowed;
+    if (!own && n++ < 20)
+      missing += "\n  " + w + (it != tuned.end() ? " (only a borrowed config)" : "");
+  }
+  if (n)
+    throw std::runtime_error(std::to_string(n) + " of " + std::to_string(workloads.size()) +
+                             " workloads have no record in " +
+                             (a.tuning_log.empty() ? std::string("") : a.tuning_log + " or ") +
+                             "the shipped logs (--require-tuned):" + missing);
 }
 
 // "tuned: N of M workloads (...)" and the borrowed ones, each with its donor.
@@ -181,32 +198,25 @@ int run_build(const std::vector<std::string>& args) {
   auto start = std::chrono::steady_clock::now();
   driver::BuildOptions options;
   if (!a.target.empty()) options.target = codegen::Target::parse(a.target);
-  std::map<std::string, std::string> explicit_configs = read_configs(a.config_file);
-  driver::check_output_path(a.output);  // before the slow part
-
-  graph::Graph g = frontend::import_onnx(a.model, frontend::parse_input_shapes(a.input_shapes));
-  std::map<std::string, tuner::ConfigChoice> tuned = tuned_configs(a, options.target, g);
-  for (const auto& [key, choice] : tuned) options.configs[key] = choice.config_json;
-  for (auto& [key, cfg] : explicit_configs) options.configs[key] = cfg;  // --config wins
-  driver::BuiltModule m = driver::build_module(std::move(g), options);
-  if (a.require_tuned) {
-    std::string missing;
-    size_t n = 0;
-    for (const auto& w : m.workloads) {
-      auto it = tuned.find(w.key);
-      bool own = it != tuned.end() && it->second.origin != tuner::ConfigChoice::Origin::kBorrowed;
-      if (!own && n++ < 20)
-        missing += "\n  " + w.key + (it != tuned.end() ? " (only a borrowed config)" : "");
-    }
-    if (n)
-      throw std::runtime_error(std::to_string(n) + " of " + std::to_string(m.workloads.size()) +
-                               " workloads have no record in " +
-                               (a.tuning_log.empty() ? std::string("") : a.tuning_log + " or ") +
-                               "the shipped logs (--require-tuned):" + missing);
-  }
-  driver::write_package(
-      m, options.target, a.output,
-      a.format == "so" ? driver::PackageFormat::kSharedLibrary : driver::PackageFormat::kTar);
+  options.input_shapes = a.input_shapes;
+  options.configs = read_configs(a.config_file);  // --config wins over records
+  options.output_path = a.output;
+  options.format =
+      a.format == "so" ? driver::PackageFormat::kSharedLibrary : driver::PackageFormat::kTar;
+  options.dump_kernels_dir = a.dump_kernels;
+  // KILN_DUMP_KERNELS=DIR, or =1 for OUT.kernels/ next to the package.
+  if (const char* env = std::getenv("KILN_DUMP_KERNELS");
+      options.dump_kernels_dir.empty() && env && *env && std::string(env) != "0")
+    options.dump_kernels_dir = std::string(env) == "1" ? a.output + ".kernels" : env;
+  std::map<std::string, tuner::ConfigChoice> tuned;
+  options.choose_configs = [&](const std::vector<std::string>& workloads) {
+    tuned = tuned_configs(a, options.target, workloads);
+    if (a.require_tuned) require_tuned(a, workloads, tuned);
+    std::map<std::string, std::string> configs;
+    for (const auto& [key, choice] : tuned) configs[key] = choice.config_json;
+    return configs;
+  };
+  driver::BuiltModule m = driver::build(a.model, options);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   size_t templated = 0, configured = 0;
   for (const auto& w : m.workloads) {
@@ -229,7 +239,7 @@ int run_build(const std::vector<std::string>& args) {
   // that a key with a typo is not silently ignored.
   size_t unused = 0;
   std::string first_unused;
-  for (const auto& [key, cfg] : explicit_configs) {
+  for (const auto& [key, cfg] : options.configs) {
     bool used = std::any_of(m.workloads.begin(), m.workloads.end(),
                             [&](const driver::WorkloadUse& w) { return w.key == key; });
     if (!used && unused++ == 0) first_unused = key;

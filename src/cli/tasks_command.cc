@@ -6,11 +6,12 @@
 #include <stdexcept>
 
 #include "codegen/target.h"
-#include "driver/tasks.h"
+#include "driver/build.h"
 #include "frontend/onnx_import.h"
 #include "runtime/c_runtime_api.h"
 #include "tuner/records.h"
 #include "tuner/target_key.h"
+#include "tuner/tasks.h"
 
 namespace kiln::cli {
 namespace {
@@ -70,9 +71,10 @@ int run_tasks(const std::vector<std::string>& args) {
     return 0;
   }
   frontend::InputShapes shapes = frontend::parse_input_shapes(a.input_shapes);
-  std::vector<graph::Graph> graphs;
-  for (const std::string& m : a.models) graphs.push_back(frontend::import_onnx(m, shapes));
-  std::vector<tuner::Task> tasks = driver::extract_tasks(graphs);
+  std::vector<std::vector<std::string>> workloads;
+  for (const std::string& m : a.models)
+    workloads.push_back(driver::template_workloads(frontend::import_onnx(m, shapes)));
+  std::vector<tuner::Task> tasks = tuner::make_tasks(workloads);
 
   int kernels = 0;
   for (const auto& t : tasks) kernels += t.count;

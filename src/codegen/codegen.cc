@@ -111,8 +111,8 @@ std::string emit_file(Built& b, llvm::CodeGenFileType kind) {
 void add_data_symbols(llvm::Module& m, const std::vector<DataSymbol>& data) {
   llvm::LLVMContext& ctx = m.getContext();
   for (const DataSymbol& d : data) {
-    llvm::Constant* bytes = llvm::ConstantDataArray::getRaw(d.bytes, d.bytes.size(),
-                                                            llvm::Type::getInt8Ty(ctx));
+    llvm::Constant* bytes =
+        llvm::ConstantDataArray::getRaw(d.bytes, d.bytes.size(), llvm::Type::getInt8Ty(ctx));
     auto* gv = new llvm::GlobalVariable(m, bytes->getType(), true,
                                         llvm::GlobalValue::ExternalLinkage, bytes, d.name);
     gv->setAlignment(llvm::Align(64));
@@ -272,27 +272,41 @@ int run_command(const std::vector<std::string>& argv, const fs::path& log) {
 
 }  // namespace
 
-void build_shared_library(const std::vector<ir::LoweredFunc>& funcs, const Target& target,
-                          const std::string& path, const std::vector<DataSymbol>& data) {
+std::string compile_object(const std::vector<ir::LoweredFunc>& funcs, const Target& target) {
   Built b = build(funcs, target, true);
-  add_data_symbols(*b.module, data);
-  std::string obj = emit_file(b, llvm::CGFT_ObjectFile);
+  return emit_file(b, llvm::CGFT_ObjectFile);
+}
 
+std::string data_object(const std::vector<DataSymbol>& data, const Target& target) {
+  Built b;
+  b.ctx = std::make_unique<llvm::LLVMContext>();
+  b.tm = detail::make_target_machine(target);
+  b.module = std::make_unique<llvm::Module>("kiln_data", *b.ctx);
+  b.module->setTargetTriple(target.triple);
+  b.module->setDataLayout(b.tm->createDataLayout());
+  add_data_symbols(*b.module, data);
+  return emit_file(b, llvm::CGFT_ObjectFile);
+}
+
+void link_shared_library(const std::vector<std::string>& objects, const std::string& path) {
   TempDir dir;
-  fs::path obj_path = dir.path / "kernels.o";
-  {
+  const char* cc = std::getenv("CC");
+  std::vector<std::string> argv = {cc && *cc ? cc : "cc", "-shared", "-o", ""};
+  for (size_t i = 0; i < objects.size(); ++i) {
+    fs::path obj_path = dir.path / ("part" + std::to_string(i) + ".o");
     std::ofstream out(obj_path, std::ios::binary);
-    out.write(obj.data(), static_cast<std::streamsize>(obj.size()));
+    out.write(objects[i].data(), static_cast<std::streamsize>(objects[i].size()));
     if (!out) throw std::runtime_error("cannot write " + obj_path.string());
+    argv.push_back(obj_path.string());
   }
+  argv.push_back("-lm");
   // Link next to the destination, then rename: readers never see a partial file.
   fs::path dest = fs::absolute(path);
   fs::path tmp = dest;
   tmp += ".tmp" + std::to_string(getpid());
+  argv[3] = tmp.string();
   fs::path log = dir.path / "link.log";
-  const char* cc = std::getenv("CC");
-  int rc = run_command(
-      {cc && *cc ? cc : "cc", "-shared", "-o", tmp.string(), obj_path.string(), "-lm"}, log);
+  int rc = run_command(argv, log);
   if (rc != 0) {
     std::error_code ec;
     fs::remove(tmp, ec);
@@ -305,6 +319,13 @@ void build_shared_library(const std::vector<ir::LoweredFunc>& funcs, const Targe
     fs::remove(tmp, ec);
     throw std::runtime_error("cannot write " + path + ": " + ec.message());
   }
+}
+
+void build_shared_library(const std::vector<ir::LoweredFunc>& funcs, const Target& target,
+                          const std::string& path, const std::vector<DataSymbol>& data) {
+  std::vector<std::string> objects = {compile_object(funcs, target)};
+  if (!data.empty()) objects.push_back(data_object(data, target));
+  link_shared_library(objects, path);
 }
 
 }  // namespace kiln::codegen

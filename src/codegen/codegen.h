@@ -52,6 +52,14 @@ struct DataSymbol {
 void build_shared_library(const std::vector<ir::LoweredFunc>& funcs, const Target& target,
                           const std::string& path, const std::vector<DataSymbol>& data = {});
 
+// The three steps of build_shared_library, for a build that generates code
+// once and packages it later (driver/build.cc): the kernels' object file, an
+// object holding only data symbols, and linking objects into `path`
+// (atomically, as above).
+std::string compile_object(const std::vector<ir::LoweredFunc>& funcs, const Target& target);
+std::string data_object(const std::vector<DataSymbol>& data, const Target& target);
+void link_shared_library(const std::vector<std::string>& objects, const std::string& path);
+
 // Textual LLVM IR, before or after the O3 pipeline (for debugging and tests).
 std::string emit_llvm_ir(const std::vector<ir::LoweredFunc>& funcs, const Target& target,
                          bool optimized = true);

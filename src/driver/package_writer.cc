@@ -85,11 +85,11 @@ struct TempDir {
   }
 };
 
-void write_tar(const BuiltModule& m, const codegen::Target& target, const std::string& path) {
+void write_tar(const BuiltModule& m, const std::string& path) {
   TempDir dir;
   fs::path so = dir.path / "mod.so";
   try {
-    codegen::build_shared_library(m.funcs, target, so.string());
+    codegen::link_shared_library({m.object}, so.string());
   } catch (const std::exception& e) {  // name the package, not the temporary mod.so
     throw std::runtime_error("cannot write " + path + ": " + e.what());
   }
@@ -132,13 +132,14 @@ void write_package(const BuiltModule& m, const codegen::Target& target, const st
                    PackageFormat format) {
   check_output_path(path);
   if (format == PackageFormat::kTar) {
-    write_tar(m, target, path);
+    write_tar(m, path);
     return;
   }
   std::string json = m.graph_json;
   json.push_back('\0');
-  codegen::build_shared_library(m.funcs, target, path,
-                                {{"kiln_graph_json", json}, {"kiln_params", params_npz(m)}});
+  std::string data =
+      codegen::data_object({{"kiln_graph_json", json}, {"kiln_params", params_npz(m)}}, target);
+  codegen::link_shared_library({m.object, data}, path);
 }
 
 }  // namespace kiln::driver

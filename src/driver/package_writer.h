@@ -4,21 +4,17 @@
 #include <string>
 
 #include "codegen/target.h"
-#include "driver/build_module.h"
+#include "driver/build.h"
 
 namespace kiln::driver {
-
-enum class PackageFormat {
-  kTar,            // model.tar: mod.so + mod.json + mod.params
-  kSharedLibrary,  // one .so embedding mod.json and mod.params
-};
 
 // Throws std::runtime_error naming `path` when no package can be written
 // there: its directory is missing, not a directory or not writable, or `path`
 // is a directory. kiln build calls it before compiling, to fail fast.
 void check_output_path(const std::string& path);
 
-// Writes the package at `path` atomically: on any failure no file is left
+// Writes the package at `path` atomically (linking m.object into mod.so, or
+// with the graph and weights into one library): on any failure no file is left
 // there (an existing file is left untouched).
 void write_package(const BuiltModule& m, const codegen::Target& target, const std::string& path,
                    PackageFormat format);

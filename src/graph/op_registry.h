@@ -1,5 +1,5 @@
 // The operator registry: everything kiln knows about one ONNX operator type,
-// found by name. "Operators are data" (DESIGN.md): the constant folder, the
+// found by name. "Operators are data" (docs/design.md): the constant folder, the
 // fuser, the kernel builder and the tests all discover operators here, never
 // through special cases of their own.
 //
@@ -47,8 +47,8 @@ struct ComputeInputs {
 // out_types: the inferred type of each node output (from shape inference).
 // Returns one TE tensor per node output, each with exactly that shape and dtype.
 // Throws OpError for attributes the compute does not support.
-using ComputeFn = std::function<std::vector<ir::Tensor>(
-    const Node& node, const ComputeInputs& in, const std::vector<TensorType>& out_types)>;
+using ComputeFn = std::function<std::vector<ir::Tensor>(const Node& node, const ComputeInputs& in,
+                                                        const std::vector<TensorType>& out_types)>;
 
 // Host evaluation with ONNX semantics (the reference implementation, and the
 // constant folder's engine). inputs: nullptr for an omitted optional input.

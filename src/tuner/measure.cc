@@ -33,18 +33,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-const char* measure_error_name(MeasureError e) {
-  switch (e) {
-    case MeasureError::kOk: return "ok";
-    case MeasureError::kCompileError: return "compile_error";
-    case MeasureError::kRuntimeError: return "runtime_error";
-    case MeasureError::kTimeout: return "timeout";
-    case MeasureError::kWrongResult: return "wrong_result";
-    case MeasureError::kInvalidConfig: return "invalid_config";
-  }
-  return "unknown";
-}
-
 std::string find_measure_worker(const MeasureOptions& options) {
   std::vector<std::string> tried;
   auto usable = [&](const std::string& p) {
@@ -94,7 +82,7 @@ struct BatchDir {
 
 // One candidate after the compile stage.
 struct Built {
-  MeasureError error = MeasureError::kOk;
+  ErrorClass error = ErrorClass::kOk;
   std::string message;
   std::string so_path, symbol;
   double flops = 0;
@@ -105,7 +93,7 @@ Built build_candidate(const MeasureInput& in, const std::string& fault,
                       const codegen::Target& target, const fs::path& so_path) {
   Built b;
   auto t0 = Clock::now();
-  auto fail = [&](MeasureError e, const std::string& msg) {
+  auto fail = [&](ErrorClass e, const std::string& msg) {
     b.error = e;
     b.message = msg;
     b.compile_s = seconds_since(t0);
@@ -120,18 +108,18 @@ Built build_candidate(const MeasureInput& in, const std::string& fault,
     space = t->space(w);
     b.flops = t->flops(w);
   } catch (const std::exception& e) {
-    return fail(MeasureError::kCompileError, std::string("bad workload: ") + e.what());
+    return fail(ErrorClass::kCompileError, std::string("bad workload: ") + e.what());
   } catch (...) {
-    return fail(MeasureError::kCompileError, "bad workload: unknown exception");
+    return fail(ErrorClass::kCompileError, "bad workload: unknown exception");
   }
   schedule::Config cfg;
   try {
     cfg = schedule::Config::from_json(space, in.config_json);
   } catch (const std::exception& e) {
-    return fail(MeasureError::kInvalidConfig,
+    return fail(ErrorClass::kInvalidConfig,
                 std::string("config not in the space of ") + t->name() + ": " + e.what());
   } catch (...) {
-    return fail(MeasureError::kInvalidConfig, "config not in the space of " + t->name());
+    return fail(ErrorClass::kInvalidConfig, "config not in the space of " + t->name());
   }
   try {
     if (fault == "compile")
@@ -142,9 +130,9 @@ Built build_candidate(const MeasureInput& in, const std::string& fault,
     b.so_path = so_path.string();
     b.symbol = k.name;
   } catch (const std::exception& e) {
-    return fail(MeasureError::kCompileError, e.what());
+    return fail(ErrorClass::kCompileError, e.what());
   } catch (...) {
-    return fail(MeasureError::kCompileError, "unknown exception while compiling");
+    return fail(ErrorClass::kCompileError, "unknown exception while compiling");
   }
   b.compile_s = seconds_since(t0);
   return b;
@@ -305,17 +293,17 @@ double median(std::vector<double> v) {
 // The worker's verdict from its exit and its one JSON line.
 void classify(const ProcessResult& p, double timeout_s, MeasureResult& r) {
   r.run_s = p.wall_s;
-  auto fail = [&](MeasureError e, std::string msg) {
+  auto fail = [&](ErrorClass e, std::string msg) {
     r.error = e;
     std::string err = tail(p.err);
     r.message = err.empty() ? msg : msg + "; stderr: " + err;
   };
-  if (!p.spawn_error.empty()) return fail(MeasureError::kRuntimeError, p.spawn_error);
+  if (!p.spawn_error.empty()) return fail(ErrorClass::kRuntimeError, p.spawn_error);
   if (p.timed_out)
-    return fail(MeasureError::kTimeout,
+    return fail(ErrorClass::kTimeout,
                 "killed after the timeout of " + json(timeout_s).dump() + " s");
   if (WIFSIGNALED(p.status))
-    return fail(MeasureError::kRuntimeError, "worker killed by " + signal_name(WTERMSIG(p.status)));
+    return fail(ErrorClass::kRuntimeError, "worker killed by " + signal_name(WTERMSIG(p.status)));
   int code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
   // The last non-empty stdout line is the result.
   std::string out = p.out;
@@ -324,24 +312,24 @@ void classify(const ProcessResult& p, double timeout_s, MeasureResult& r) {
       out.substr(out.find_last_of('\n') == std::string::npos ? 0 : out.find_last_of('\n') + 1);
   json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("status") || !j["status"].is_string())
-    return fail(MeasureError::kRuntimeError,
+    return fail(ErrorClass::kRuntimeError,
                 "worker exited with status " + std::to_string(code) + " without a result");
   std::string status = j["status"];
   if (j.contains("max_rel_err") && j["max_rel_err"].is_number()) r.max_rel_err = j["max_rel_err"];
   std::string message = j.value("message", std::string());
-  if (status == "wrong_result") return fail(MeasureError::kWrongResult, message);
+  if (status == "wrong_result") return fail(ErrorClass::kWrongResult, message);
   if (status != "ok")
-    return fail(MeasureError::kRuntimeError,
+    return fail(ErrorClass::kRuntimeError,
                 message.empty() ? "worker reported '" + status + "'" : message);
   try {
     r.times_ms = j.at("times_ms").get<std::vector<double>>();
     auto calls = j.at("calls").get<std::vector<int64_t>>();
     r.number_used = calls.empty() ? 0 : *std::max_element(calls.begin(), calls.end());
   } catch (const std::exception& e) {
-    return fail(MeasureError::kRuntimeError, std::string("malformed worker result: ") + e.what());
+    return fail(ErrorClass::kRuntimeError, std::string("malformed worker result: ") + e.what());
   }
-  if (r.times_ms.empty()) return fail(MeasureError::kRuntimeError, "worker reported no times");
-  r.error = MeasureError::kOk;
+  if (r.times_ms.empty()) return fail(ErrorClass::kRuntimeError, "worker reported no times");
+  r.error = ErrorClass::kOk;
 }
 
 }  // namespace
@@ -364,7 +352,7 @@ std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs
     MeasureResult& r = results[i];
     const Built& b = built[i];
     r.compile_s = b.compile_s;
-    if (b.error != MeasureError::kOk) {
+    if (b.error != ErrorClass::kOk) {
       r.error = b.error;
       r.message = b.message;
       if (options.on_result) options.on_result(i, r);
@@ -392,7 +380,7 @@ std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs
     // that min_repeat_ms asks for comes on top (a repeat's growth attempts sum to < 3x it).
     double limit_s = options.timeout_s + 3e-3 * a.repeat * std::max(0.0, options.min_repeat_ms);
     classify(run_process(argv, limit_s), limit_s, r);
-    if (r.error == MeasureError::kOk) r.gflops = b.flops / (median(r.times_ms) * 1e6);
+    if (r.error == ErrorClass::kOk) r.gflops = b.flops / (median(r.times_ms) * 1e6);
     std::error_code ec;
     fs::remove(b.so_path, ec);
     if (options.on_result) options.on_result(i, r);

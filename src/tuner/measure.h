@@ -6,7 +6,7 @@
 // (kiln-measure-worker, see measure_worker.h) one at a time, because timing
 // needs the machine to itself. The worker checks the kernel's output against
 // the template's reference() on seeded random inputs before it times anything,
-// so a time is only ever reported for a verified kernel (DESIGN.md invariant 2).
+// so a time is only ever reported for a verified kernel (docs/design.md, invariant 2).
 // A candidate that crashes, hangs or computes garbage is classified and
 // returned as that error; it never takes the calling process down (invariant 3).
 #pragma once
@@ -18,21 +18,9 @@
 #include <vector>
 
 #include "codegen/target.h"
+#include "tuner/error_class.h"
 
 namespace kiln::tuner {
-
-// Why a candidate has no time (kOk: it has one).
-enum class MeasureError {
-  kOk,
-  kCompileError,   // malformed workload key, template rejects it, lower/codegen/link failed
-  kRuntimeError,   // the worker died by a signal, exited without a result, or the kernel failed
-  kTimeout,        // the worker ran past timeout_s and was killed
-  kWrongResult,    // the kernel's output differs from the reference by more than rtol
-  kInvalidConfig,  // the config JSON is not a point of the template's space
-};
-
-// "ok", "compile_error", "runtime_error", "timeout", "wrong_result", "invalid_config".
-const char* measure_error_name(MeasureError e);
 
 struct MeasureResult;
 
@@ -74,7 +62,7 @@ struct MeasureInput {
 };
 
 struct MeasureResult {
-  MeasureError error = MeasureError::kOk;
+  ErrorClass error = ErrorClass::kOk;
   std::string message;           // why, for every error; empty when kOk
   std::vector<double> times_ms;  // per repeat: milliseconds per kernel call
   double gflops = 0;             // template flops / median of times_ms

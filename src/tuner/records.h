@@ -28,21 +28,9 @@
 #include <string>
 #include <vector>
 
+#include "tuner/error_class.h"
+
 namespace kiln::tuner {
-
-enum class ErrorClass {
-  kOk,
-  kCompileError,
-  kRuntimeError,  // the candidate crashed
-  kTimeout,
-  kWrongResult,  // ran, but did not match the reference implementation
-  kInvalidConfig,
-};
-
-// "ok", "compile_error", "runtime_error", "timeout", "wrong_result", "invalid_config".
-const char* to_string(ErrorClass e);
-// The inverse of to_string; throws std::invalid_argument listing the valid names.
-ErrorClass parse_error_class(const std::string& s);
 
 struct Record {
   std::string workload_key;      // ops::Workload::key()

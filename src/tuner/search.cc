@@ -338,12 +338,17 @@ bool EarlyStopping::observe(double gflops) {
 }
 
 std::unique_ptr<Tuner> make_tuner(const std::string& name, ConfigSpace space,
-                                  const std::vector<int64_t>& visited, uint64_t seed) {
+                                  const std::vector<int64_t>& visited, uint64_t seed, ScoreFn score,
+                                  ModelBasedOptions model_options) {
   if (name == "random") return std::make_unique<RandomTuner>(std::move(space), visited, seed);
   if (name == "grid") return std::make_unique<GridTuner>(std::move(space), visited);
   if (name == "ga") return std::make_unique<GATuner>(std::move(space), visited, GAOptions{}, seed);
-  throw std::invalid_argument("unknown tuner '" + name + "' (random, grid, ga; the model-based " +
-                              "tuner is built with its cost model)");
+  if (name == "xgb") {
+    if (!score) throw std::invalid_argument("the xgb tuner needs a cost model's score function");
+    return std::make_unique<ModelBasedTuner>(std::move(space), std::move(score), visited,
+                                             model_options, seed);
+  }
+  throw std::invalid_argument("unknown tuner '" + name + "' (xgb, random, grid, ga)");
 }
 
 }  // namespace kiln::tuner

@@ -206,9 +206,12 @@ class EarlyStopping {
   double best_ = 0;
 };
 
-// "random", "grid", "ga" (the model-based tuner needs a cost model: build it
-// directly). Throws std::invalid_argument for another name.
+// The one place a tuner is made by name (kiln tune --tuner, the replay
+// bench): "random", "grid", "ga", or "xgb", the model-based tuner, which needs
+// `score` (the cost model's prediction) and takes `model_options`. Throws
+// std::invalid_argument for another name, or for "xgb" without a score.
 std::unique_ptr<Tuner> make_tuner(const std::string& name, schedule::ConfigSpace space,
-                                  const std::vector<int64_t>& visited = {}, uint64_t seed = 0);
+                                  const std::vector<int64_t>& visited = {}, uint64_t seed = 0,
+                                  ScoreFn score = {}, ModelBasedOptions model_options = {});
 
 }  // namespace kiln::tuner

@@ -5,10 +5,7 @@
 #include <vector>
 
 #include "codegen/target.h"
-
-#ifndef KILN_VERSION_STRING
-#error "KILN_VERSION_STRING must be defined (CMakeLists.txt sets it from the project version)"
-#endif
+#include "support/version.h"
 
 namespace kiln::tuner {
 namespace {
@@ -63,8 +60,6 @@ std::vector<std::string> split(const std::string& s, const std::string& sep) {
 
 }  // namespace
 
-std::string kiln_version() { return KILN_VERSION_STRING; }
-
 std::string TargetKey::key() const {
   return target + "; features=" + features + "; threads=" + std::to_string(threads) +
          "; kiln=" + kiln_version + "; llvm=" + llvm_version;
@@ -115,7 +110,7 @@ TargetKey TargetKey::for_target(const codegen::Target& target, int threads) {
   std::sort(present.begin(), present.end());
   for (const std::string& name : present) k.features += (k.features.empty() ? "+" : ",+") + name;
   k.threads = threads;
-  k.kiln_version = tuner::kiln_version();
+  k.kiln_version = ::kiln::kiln_version();
   k.llvm_version = codegen::llvm_version_string();
   return k;
 }

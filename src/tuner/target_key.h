@@ -3,7 +3,7 @@
 // A kernel tuned on one machine is only known to be right and fast where the
 // same code comes out: the same triple, CPU model and fast-math setting, the
 // same ISA features codegen may use, the same thread count it was measured
-// with, and the same kiln and LLVM that generated it (DESIGN.md, "What a
+// with, and the same kiln and LLVM that generated it (docs/design.md, "What a
 // tuning record is keyed by"). TVM's keys ignored -mcpu and bit their users;
 // these keys name everything that changes the generated code, and nothing
 // that does not (a host's +sgx or +rdrnd must not split its records).
@@ -21,9 +21,6 @@ struct Target;
 }
 
 namespace kiln::tuner {
-
-// kiln's version, e.g. "0.1.0" (the project version CMake was configured with).
-std::string kiln_version();
 
 struct TargetKey {
   // codegen::Target::str() without its feature list: "llvm -mtriple=T [-mcpu=C] [-fast-math]".

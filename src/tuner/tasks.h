@@ -1,11 +1,13 @@
 // Tuning tasks: the distinct template workloads of one or more models, each
 // with how much of the models' estimated latency it accounts for. The tuner
-// spends its trials by these numbers (task_scheduler.h). Extracting tasks from
-// a model needs the graph passes, so it lives in driver/tasks.h; this header
-// is only the data the tuner works on.
+// spends its trials by these numbers (task_scheduler.h). The tuner tunes
+// workloads, not files: which workloads a model has comes from the build
+// driver (driver::template_workloads, the same passes a build runs), and
+// make_tasks turns those lists into tasks.
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace kiln::tuner {
 
@@ -19,5 +21,13 @@ struct Task {
   // the same GFLOP/s, so this is count * flops over the sum of those products.
   double weight = 0;
 };
+
+// One task per distinct workload key over all models, in first-use order
+// (model by model, kernel order within a model); `models` holds, per model,
+// the workload key of every template kernel. Identical keys from different
+// models merge: their counts add. Weights are count * flops over the total,
+// so they sum to 1 (all 0 when no model has a template workload). Throws
+// what ops::Workload::parse and ops::get_template throw for a bad key.
+std::vector<Task> make_tasks(const std::vector<std::vector<std::string>>& models);
 
 }  // namespace kiln::tuner

@@ -292,6 +292,46 @@ TEST_F(KilnBuildAndRun, LeavesExactlyTheRequestedFile) {
   expect_files({"m.onnx", "model.so", "model.tar"});
 }
 
+// The debug switches of README's "Debugging": KILN_DEBUG_GRAPH prints the
+// graph after the named build steps (node, op, template, shape, layout,
+// fused group), --dump-kernels and KILN_DUMP_KERNELS=1 write every kernel's
+// LLVM IR and assembly, and the package is the same as without them.
+TEST_F(KilnBuildAndRun, DebugGraphAndDumpKernels) {
+  graph::Initializer x = write_input();
+  write_model("m.onnx", small_model(0.25f, "1"));
+  std::string pkg = work_.file("m.tar"), dump = work_.file("kernels");
+  CommandResult r = kiln("build " + quote(work_.file("m.onnx")) + " -o " + quote(pkg) +
+                             " --dump-kernels " + quote(dump),
+                         "KILN_DEBUG_GRAPH=layout,fusion");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("graph after layout"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("graph after fusion"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("graph after import"), std::string::npos) << "a step not asked for";
+  EXPECT_NE(r.err.find("kiln.Template conv2d_NCHWc.x86"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(\[1,1,7,9,4\] float32 NCHW4c  group \d)")))
+      << r.err;
+  runtime::Package p = runtime::load_package(pkg);
+  size_t kernels = 0;
+  const nlohmann::json mod = nlohmann::json::parse(p.graph_json);
+  for (const auto& k : mod.at("kernels")) {
+    ++kernels;
+    std::string f = k["func"];
+    ASSERT_TRUE(fs::exists(dump + "/" + f + ".ll")) << f;
+    ASSERT_TRUE(fs::exists(dump + "/" + f + ".s")) << f;
+    std::ifstream ll(dump + "/" + f + ".ll");
+    std::string text((std::istreambuf_iterator<char>(ll)), {});
+    EXPECT_NE(text.find("define"), std::string::npos) << f << ".ll holds no function";
+  }
+  EXPECT_GT(kernels, 0u);
+  run_and_compare(pkg, reference(x, 0.25f));
+
+  std::string pkg2 = work_.file("n.tar");
+  r = kiln("build " + quote(work_.file("m.onnx")) + " -o " + quote(pkg2), "KILN_DUMP_KERNELS=1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(pkg2 + ".kernels/kiln_k0.s"));
+  EXPECT_TRUE(r.err.find("graph after") == std::string::npos) << "KILN_DEBUG_GRAPH unset";
+}
+
 // Without -o the package is written next to the model, named after it.
 TEST_F(KilnBuildAndRun, DefaultOutputName) {
   graph::Initializer x = write_input();

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "driver/build_module.h"
+#include "driver/build.h"
 #include "driver/package_writer.h"
 #include "frontend/onnx_builder.h"
 #include "frontend/onnx_import.h"

@@ -81,7 +81,7 @@ std::string illegal_config(const ops::Workload& w) {
 
 void expect_good(const MeasureResult& r, const MeasureOptions& o, const std::string& what) {
   SCOPED_TRACE(what);
-  ASSERT_EQ(r.error, MeasureError::kOk) << measure_error_name(r.error) << ": " << r.message;
+  ASSERT_EQ(r.error, ErrorClass::kOk) << to_string(r.error) << ": " << r.message;
   EXPECT_TRUE(r.message.empty()) << r.message;
   ASSERT_EQ(r.times_ms.size(), size_t(o.repeat));
   for (double t : r.times_ms) EXPECT_GT(t, 0);
@@ -92,10 +92,10 @@ void expect_good(const MeasureResult& r, const MeasureOptions& o, const std::str
   EXPECT_EQ(r.number_used, o.number);
 }
 
-void expect_error(const MeasureResult& r, MeasureError e, const std::string& needle,
+void expect_error(const MeasureResult& r, ErrorClass e, const std::string& needle,
                   const std::string& what) {
   SCOPED_TRACE(what);
-  EXPECT_EQ(r.error, e) << "got " << measure_error_name(r.error) << ": " << r.message;
+  EXPECT_EQ(r.error, e) << "got " << to_string(r.error) << ": " << r.message;
   EXPECT_NE(r.message.find(needle), std::string::npos)
       << "message '" << r.message << "' lacks '" << needle << "'";
   EXPECT_TRUE(r.times_ms.empty());
@@ -150,21 +150,21 @@ TEST(Measure, BatchClassifiesEveryPlantedFaultAndSurvives) {
   for (const char* good : {"dense fallback", "conv fallback", "dense random", "conv random"})
     expect_good(at(good), o, good);
 
-  expect_error(at("crash"), MeasureError::kRuntimeError, "SIGSEGV", "crash");
-  expect_error(at("abort"), MeasureError::kRuntimeError, "SIGABRT", "abort");
-  expect_error(at("silent exit"), MeasureError::kRuntimeError, "without a result", "exit");
-  expect_error(at("hang"), MeasureError::kTimeout, "timeout", "hang");
-  expect_error(at("garbage"), MeasureError::kWrongResult, "relative error", "garbage");
+  expect_error(at("crash"), ErrorClass::kRuntimeError, "SIGSEGV", "crash");
+  expect_error(at("abort"), ErrorClass::kRuntimeError, "SIGABRT", "abort");
+  expect_error(at("silent exit"), ErrorClass::kRuntimeError, "without a result", "exit");
+  expect_error(at("hang"), ErrorClass::kTimeout, "timeout", "hang");
+  expect_error(at("garbage"), ErrorClass::kWrongResult, "relative error", "garbage");
   EXPECT_GT(at("garbage").max_rel_err, o.rtol);
-  expect_error(at("compile fault"), MeasureError::kCompileError, "planted", "compile fault");
-  expect_error(at("illegal knob value"), MeasureError::kInvalidConfig, "999983", "illegal knob");
-  expect_error(at("config of another template"), MeasureError::kInvalidConfig, "dense_nopack",
+  expect_error(at("compile fault"), ErrorClass::kCompileError, "planted", "compile fault");
+  expect_error(at("illegal knob value"), ErrorClass::kInvalidConfig, "999983", "illegal knob");
+  expect_error(at("config of another template"), ErrorClass::kInvalidConfig, "dense_nopack",
                "other template's config");
-  expect_error(at("config not JSON"), MeasureError::kInvalidConfig, "config", "not JSON");
-  expect_error(at("malformed workload key"), MeasureError::kCompileError, "bad workload",
+  expect_error(at("config not JSON"), ErrorClass::kInvalidConfig, "config", "not JSON");
+  expect_error(at("malformed workload key"), ErrorClass::kCompileError, "bad workload",
                "malformed key");
-  expect_error(at("unknown template"), MeasureError::kCompileError, "no_such_op", "unknown");
-  expect_error(at("workload the template rejects"), MeasureError::kCompileError, "bad workload",
+  expect_error(at("unknown template"), ErrorClass::kCompileError, "no_such_op", "unknown");
+  expect_error(at("workload the template rejects"), ErrorClass::kCompileError, "bad workload",
                "rejected workload");
 
   // Nothing that failed before running was run; the hang was killed at its
@@ -218,7 +218,7 @@ TEST(Measure, MinRepeatMsGrowsTheCallsPerRepeat) {
   o.min_repeat_ms = 25;
   auto rs = measure_batch({fallback_input(dense_w())}, host(), o);
   const MeasureResult& r = rs.at(0);
-  ASSERT_EQ(r.error, MeasureError::kOk) << r.message;
+  ASSERT_EQ(r.error, ErrorClass::kOk) << r.message;
   ASSERT_EQ(r.times_ms.size(), 3u);
   // A tiny dense layer takes microseconds: one call cannot fill 25 ms.
   EXPECT_GT(r.number_used, 10);
@@ -243,7 +243,7 @@ TEST(Measure, RtolIsApplied) {
   MeasureOptions o = base_options();
   o.rtol = -1;
   auto rs = measure_batch({fallback_input(dense_w())}, host(), o);
-  EXPECT_EQ(rs.at(0).error, MeasureError::kWrongResult) << rs.at(0).message;
+  EXPECT_EQ(rs.at(0).error, ErrorClass::kWrongResult) << rs.at(0).message;
   EXPECT_GE(rs.at(0).max_rel_err, 0);
   EXPECT_LE(rs.at(0).max_rel_err, 1e-4);
 }
@@ -266,7 +266,7 @@ TEST(Measure, StopsAfterTheMeasurementInFlight) {
   MeasureOptions o = base_options();
   std::vector<size_t> seen;
   o.on_result = [&](size_t i, const MeasureResult& r) {
-    EXPECT_EQ(r.error, MeasureError::kOk) << r.message;
+    EXPECT_EQ(r.error, ErrorClass::kOk) << r.message;
     seen.push_back(i);
   };
   o.should_stop = [&] { return seen.size() >= 2; };
@@ -295,7 +295,7 @@ TEST(Measure, SharedReferenceCacheGivesTheSameVerdicts) {
   ASSERT_EQ(rs.size(), 4u);
   expect_good(rs[0], o, "first: computes and stores the reference");
   expect_good(rs[1], o, "second: reads it");
-  EXPECT_EQ(rs[2].error, MeasureError::kWrongResult) << rs[2].message;
+  EXPECT_EQ(rs[2].error, ErrorClass::kWrongResult) << rs[2].message;
   expect_good(rs[3], o, "another workload: its own reference");
   size_t files = 0;
   for (auto& e : std::filesystem::directory_iterator(dir)) files += e.path().extension() == ".bin";
@@ -347,13 +347,13 @@ TEST(MeasureWorker, ArgumentsRoundTrip) {
   EXPECT_THROW(parse_worker_args(argv), std::invalid_argument);
 }
 
-TEST(MeasureErrorNames, AreStable) {
-  EXPECT_STREQ(measure_error_name(MeasureError::kOk), "ok");
-  EXPECT_STREQ(measure_error_name(MeasureError::kCompileError), "compile_error");
-  EXPECT_STREQ(measure_error_name(MeasureError::kRuntimeError), "runtime_error");
-  EXPECT_STREQ(measure_error_name(MeasureError::kTimeout), "timeout");
-  EXPECT_STREQ(measure_error_name(MeasureError::kWrongResult), "wrong_result");
-  EXPECT_STREQ(measure_error_name(MeasureError::kInvalidConfig), "invalid_config");
+TEST(ErrorClassNames, AreStable) {
+  EXPECT_STREQ(to_string(ErrorClass::kOk), "ok");
+  EXPECT_STREQ(to_string(ErrorClass::kCompileError), "compile_error");
+  EXPECT_STREQ(to_string(ErrorClass::kRuntimeError), "runtime_error");
+  EXPECT_STREQ(to_string(ErrorClass::kTimeout), "timeout");
+  EXPECT_STREQ(to_string(ErrorClass::kWrongResult), "wrong_result");
+  EXPECT_STREQ(to_string(ErrorClass::kInvalidConfig), "invalid_config");
 }
 
 }  // namespace

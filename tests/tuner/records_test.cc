@@ -26,6 +26,7 @@
 
 #include "codegen/target.h"
 #include "records_writer.h"
+#include "support/version.h"
 #include "tuner/target_key.h"
 
 namespace fs = std::filesystem;
@@ -150,7 +151,7 @@ TEST(TargetKeyTest, FeaturesThatMatterFromCpuAndAttrs) {
   EXPECT_EQ(skx.features,
             "+avx,+avx2,+avx512bw,+avx512cd,+avx512dq,+avx512f,+avx512vl,+f16c,+fma,+sse4.2");
   EXPECT_EQ(skx.threads, 4);
-  EXPECT_EQ(skx.kiln_version, kiln::tuner::kiln_version());
+  EXPECT_EQ(skx.kiln_version, std::string(kiln::kiln_version()));
   EXPECT_EQ(skx.llvm_version.substr(0, 3), "16.");
 
   TargetKey hsw =

@@ -1,7 +1,8 @@
 // Tasks: extraction of the distinct template workloads of models built in
-// C++ (counts, FLOPs, weights, merging across models), and the task
-// scheduler's allocation of trials on simulated tuning curves.
-#include "driver/tasks.h"
+// C++ (driver::template_workloads, then tuner::make_tasks: counts, FLOPs,
+// weights, merging across models), and the task scheduler's allocation of
+// trials on simulated tuning curves.
+#include "tuner/tasks.h"
 
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 #include <functional>
 #include <map>
 
+#include "driver/build.h"
 #include "graph/graph_builder.h"
 #include "tuner/task_scheduler.h"
 
@@ -17,6 +19,13 @@ namespace kiln::tuner {
 namespace {
 
 using test::GraphBuilder;
+
+// What kiln tune does with the models it is given.
+std::vector<Task> extract_tasks(const std::vector<graph::Graph>& models) {
+  std::vector<std::vector<std::string>> workloads;
+  for (const graph::Graph& g : models) workloads.push_back(driver::template_workloads(g));
+  return make_tasks(workloads);
+}
 
 // Conv 3x3 (pad 1) keeps [n, c, hw, hw], so the two convolutions of
 // conv_conv_dense share one workload; then a Gemm to `classes`.
@@ -46,7 +55,7 @@ const Task* find_task(const std::vector<Task>& tasks, const std::string& templat
 TEST(Tasks, TwoIdenticalConvsAndADense) {
   for (auto [c, hw, classes] : {std::tuple<int64_t, int64_t, int64_t>{8, 10, 5}, {6, 7, 3}}) {
     SCOPED_TRACE("c " + std::to_string(c) + " hw " + std::to_string(hw));
-    std::vector<Task> tasks = driver::extract_tasks({conv_conv_dense(1, c, hw, classes)});
+    std::vector<Task> tasks = extract_tasks({conv_conv_dense(1, c, hw, classes)});
     ASSERT_EQ(tasks.size(), 2u);
     const Task* conv = find_task(tasks, "conv2d_NCHWc.x86");
     const Task* dense = find_task(tasks, "dense_pack.x86");
@@ -71,7 +80,7 @@ TEST(Tasks, IdenticalWorkloadsMergeAcrossModels) {
   graph::Graph a = conv_conv_dense(1, 8, 10, 5);
   graph::Graph b = conv_conv_dense(2, 8, 10, 7);  // same convs, another dense
   graph::Graph c = conv_conv_dense(3, 4, 10, 5);  // other convs, other dense
-  std::vector<Task> tasks = driver::extract_tasks({a, b, c});
+  std::vector<Task> tasks = extract_tasks({a, b, c});
   ASSERT_EQ(tasks.size(), 5u);
   std::map<std::string, int> count_by_key;
   double weights = 0;
@@ -91,8 +100,8 @@ TEST(Tasks, IdenticalWorkloadsMergeAcrossModels) {
   EXPECT_EQ(tasks[3].count, 2);
   EXPECT_EQ(tasks[4].count, 1);
   // The same model twice doubles every count and leaves the weights alone.
-  std::vector<Task> once = driver::extract_tasks({a});
-  std::vector<Task> twice = driver::extract_tasks({a, a});
+  std::vector<Task> once = extract_tasks({a});
+  std::vector<Task> twice = extract_tasks({a, a});
   ASSERT_EQ(once.size(), twice.size());
   for (size_t i = 0; i < once.size(); ++i) {
     EXPECT_EQ(twice[i].workload_key, once[i].workload_key);
@@ -106,8 +115,8 @@ TEST(Tasks, IdenticalWorkloadsMergeAcrossModels) {
 TEST(Tasks, AModelWithoutTemplatesHasNoTasks) {
   GraphBuilder b(1);
   b.output(b.node("Relu", {b.input("x", {2, 3})}));
-  EXPECT_TRUE(driver::extract_tasks({b.graph()}).empty());
-  EXPECT_TRUE(driver::extract_tasks({}).empty());
+  EXPECT_TRUE(extract_tasks({b.graph()}).empty());
+  EXPECT_TRUE(extract_tasks({}).empty());
 }
 
 // ---- the task scheduler -----------------------------------------------------------

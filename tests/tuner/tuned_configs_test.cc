@@ -14,6 +14,7 @@
 
 #include "codegen/target.h"
 #include "ops/op_template.h"
+#include "support/version.h"
 #include "tuner/target_key.h"
 
 namespace kiln::tuner {
@@ -38,7 +39,7 @@ Record record(const ops::Workload& w, const schedule::Config& cfg, double ms, in
   r.config_json = cfg.to_json();
   r.times_ms = {ms, ms};
   r.timestamp_unix = 1700000000;
-  r.kiln_version = kiln_version();
+  r.kiln_version = ::kiln::kiln_version();
   r.gflops = conv_template().flops(w) / (ms * 1e6);
   return r;
 }

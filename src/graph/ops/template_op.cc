@@ -1,6 +1,6 @@
 // kiln.Template: a node run by one of the tunable operator templates of
 // src/ops (conv2d_NCHWc.x86, dense_pack.x86, ...). The template-selection
-// pass (passes/alter_layout) creates it from Conv/Gemm/MatMul with inputs
+// pass (passes/apply_templates) creates it from Conv/Gemm/MatMul with inputs
 // already in the template's layouts (blocked activations, pre-packed weights).
 // Attributes: template (name), workload (key), config (Config JSON),
 // output_shape (the graph shape of the output; it may differ from the

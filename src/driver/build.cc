@@ -1,0 +1,240 @@
+#include "driver/build.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <variant>
+
+#include "codegen/codegen.h"
+#include "driver/debug.h"
+#include "driver/lower_group.h"
+#include "driver/package_writer.h"
+#include "frontend/onnx_import.h"
+#include "graph/passes/apply_templates.h"
+#include "graph/passes/fuse_ops.h"
+#include "graph/passes/memory_plan.h"
+#include "graph/passes/pipeline.h"
+#include "graph/passes/propagate_layout.h"
+#include "graph/passes/select_templates.h"
+#include "support/version.h"
+
+namespace kiln::driver {
+namespace {
+
+using graph::Graph;
+using nlohmann::json;
+
+// A model file to import, or a graph already imported.
+using ModelSource = std::variant<std::string, Graph>;
+
+Graph import_model(ModelSource src, const BuildOptions& o) {
+  if (Graph* g = std::get_if<Graph>(&src)) return std::move(*g);
+  return frontend::import_onnx(std::get<std::string>(src),
+                               frontend::parse_input_shapes(o.input_shapes));
+}
+
+// Every distinct workload key of the selection, in first-use order.
+std::vector<std::string> distinct_workloads(const std::vector<graph::TemplateSelection>& sel) {
+  std::vector<std::string> keys;
+  for (const auto& s : sel) {
+    std::string key = s.workload.key();
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+  }
+  return keys;
+}
+
+// The chooser's configs (tuning records), then the explicit ones over them.
+std::map<std::string, std::string> choose_configs(const std::vector<graph::TemplateSelection>& sel,
+                                                  const BuildOptions& o) {
+  std::map<std::string, std::string> configs;
+  if (o.choose_configs) configs = o.choose_configs(distinct_workloads(sel));
+  for (const auto& [key, cfg] : o.configs) configs[key] = cfg;
+  return configs;
+}
+
+// Counts template uses per workload key, in first-use order.
+std::vector<WorkloadUse> count_workloads(const std::vector<graph::TemplateUse>& uses) {
+  std::vector<WorkloadUse> out;
+  for (const auto& u : uses) {
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const WorkloadUse& w) { return w.key == u.workload; });
+    if (it == out.end())
+      out.push_back({u.workload, 1, u.configured});
+    else
+      ++it->count;
+  }
+  return out;
+}
+
+// One kernel per fused group, named kiln_k<i>.
+std::vector<GroupKernel> lower_groups(const Graph& g,
+                                      const std::vector<graph::FusedGroup>& groups) {
+  std::vector<GroupKernel> kernels;
+  for (size_t i = 0; i < groups.size(); ++i)
+    kernels.push_back(lower_group(g, groups[i], "kiln_k" + std::to_string(i)));
+  return kernels;
+}
+
+// The executor's view: every value that crosses a kernel boundary, the
+// graph's inputs and outputs, and the weights among them.
+struct TensorTable {
+  std::vector<std::string> names;
+  std::map<std::string, size_t> index;
+  std::vector<std::pair<std::string, std::string>> params;  // param name -> value
+
+  void add(const std::string& value) {
+    if (index.emplace(value, names.size()).second) names.push_back(value);
+  }
+};
+
+TensorTable tabulate(const Graph& g, const std::vector<GroupKernel>& kernels) {
+  TensorTable table;
+  for (const auto& in : g.inputs) table.add(in.name);
+  for (const GroupKernel& k : kernels)
+    for (const std::string& a : k.args) table.add(a);
+  for (const std::string& out : g.outputs) {
+    if (!g.type_of(out)) throw std::runtime_error("graph output '" + out + "' has no type");
+    table.add(out);
+  }
+  for (const std::string& name : table.names)
+    if (g.initializers.count(name))
+      table.params.emplace_back("p" + std::to_string(table.params.size()), name);
+  return table;
+}
+
+const graph::TensorType& type_of(const Graph& g, const std::string& value) {
+  const graph::TensorType* t = g.type_of(value);
+  if (!t) throw std::runtime_error("value '" + value + "' has no inferred type");
+  return *t;
+}
+
+// Storage for every tensor: graph inputs, outputs and weights own theirs;
+// intermediates share storage once their readers have run.
+graph::passes::MemoryPlan plan_storage(const Graph& g, const std::vector<GroupKernel>& kernels,
+                                       const TensorTable& table) {
+  graph::passes::MemoryPlanRequest req;
+  for (const GroupKernel& k : kernels) {
+    graph::passes::PlanStep step;
+    for (const std::string& a : k.args) {
+      bool produced = std::find(k.outputs.begin(), k.outputs.end(), a) != k.outputs.end();
+      (produced ? step.outputs : step.inputs).push_back(a);
+    }
+    req.steps.push_back(std::move(step));
+  }
+  for (const std::string& name : table.names) {
+    const graph::TensorType& t = type_of(g, name);
+    req.sizes[name] = static_cast<size_t>(t.num_elements()) * graph::dtype_size(t.dtype);
+    if (g.initializers.count(name)) req.external.insert(name);
+  }
+  for (const auto& in : g.inputs) req.external.insert(in.name);
+  for (const auto& out : g.outputs) req.external.insert(out);
+  return graph::passes::plan_memory(req);
+}
+
+// mod.json (docs/package-format.md).
+json describe(const Graph& g, const std::vector<graph::FusedGroup>& groups,
+              const std::vector<GroupKernel>& kernels, const TensorTable& table,
+              const graph::passes::MemoryPlan& plan, const codegen::Target& target) {
+  json j;
+  j["format_version"] = 1;
+  j["kiln_version"] = kiln_version();
+  j["target"] = target.str();
+  j["storages"] = json::array();
+  for (const auto& s : plan.storages)
+    j["storages"].push_back({{"bytes", std::max<size_t>(s.size, 1)}});
+  j["tensors"] = json::array();
+  for (const std::string& name : table.names) {
+    const graph::TensorType& t = type_of(g, name);
+    const graph::passes::StorageSlot& slot = plan.values.at(name);
+    j["tensors"].push_back({{"name", name},
+                            {"dtype", t.dtype},
+                            {"shape", t.shape},
+                            {"storage", slot.storage},
+                            {"offset", slot.offset}});
+  }
+  j["inputs"] = json::array();
+  for (const auto& in : g.inputs)
+    j["inputs"].push_back({{"name", in.name}, {"tensor", table.index.at(in.name)}});
+  j["outputs"] = json::array();
+  for (const auto& out : g.outputs)
+    j["outputs"].push_back({{"name", out}, {"tensor", table.index.at(out)}});
+  j["params"] = json::array();
+  for (const auto& [pname, value] : table.params)
+    j["params"].push_back({{"name", pname}, {"tensor", table.index.at(value)}});
+  j["kernels"] = json::array();
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    std::vector<size_t> args;
+    for (const std::string& a : kernels[i].args) args.push_back(table.index.at(a));
+    j["kernels"].push_back({{"name", graph::group_label(g, groups[i]) + "_" + std::to_string(i)},
+                            {"func", kernels[i].func.name},
+                            {"args", args},
+                            {"op_types", kernels[i].op_types},
+                            {"workload", kernels[i].workload},
+                            {"flops", kernels[i].flops}});
+  }
+  return j;
+}
+
+// Everything a package holds, from the lowered kernels and the plan.
+BuiltModule assemble(const Graph& g, const std::vector<graph::FusedGroup>& groups,
+                     std::vector<GroupKernel> kernels, const TensorTable& table,
+                     const graph::passes::MemoryPlan& plan, const codegen::Target& target) {
+  BuiltModule m;
+  m.graph_json = describe(g, groups, kernels, table, plan, target).dump(1);
+  for (const auto& [pname, value] : table.params)
+    m.params.emplace_back(pname, g.initializers.at(value));
+  for (GroupKernel& k : kernels) {
+    if (k.workload.empty()) ++m.generic_kernels;
+    m.funcs.push_back(std::move(k.func));
+  }
+  return m;
+}
+
+// The whole build, in order. Each step is one call; KILN_DEBUG_GRAPH prints
+// the graph after the graph steps and KILN_DEBUG_LOWER the loop IR of every
+// kernel after each lowering pass (driver/debug.h lists the switches).
+BuiltModule run_build(ModelSource model, const BuildOptions& o) {
+  if (!o.output_path.empty()) check_output_path(o.output_path);  // before the slow part
+  Graph g = import_model(std::move(model), o);
+  debug_graph("import", g);
+  graph::passes::run_default_passes(g);  // simplify, fold constants and BatchNorm, DCE
+  debug_graph("graph passes", g);
+  std::vector<graph::TemplateSelection> selected = graph::select_templates(g);
+  std::map<std::string, std::string> configs = choose_configs(selected, o);
+  std::vector<graph::TemplateUse> uses = graph::apply_templates(g, selected, configs);
+  debug_graph("templates", g);
+  graph::propagate_layout(g);
+  debug_graph("layout", g);
+  std::vector<graph::FusedGroup> groups = graph::fuse_ops(g);
+  debug_graph("fusion", g, groups);
+  std::vector<GroupKernel> kernels = lower_groups(g, groups);
+  TensorTable table = tabulate(g, kernels);
+  graph::passes::MemoryPlan plan = plan_storage(g, kernels, table);
+  BuiltModule m = assemble(g, groups, std::move(kernels), table, plan, o.target);
+  m.workloads = count_workloads(uses);
+  m.object = codegen::compile_object(m.funcs, o.target);
+  if (!o.dump_kernels_dir.empty()) dump_kernels(m.funcs, o.target, o.dump_kernels_dir);
+  if (!o.output_path.empty()) write_package(m, o.target, o.output_path, o.format);
+  return m;
+}
+
+}  // namespace
+
+BuiltModule build(const std::string& model_path, const BuildOptions& options) {
+  return run_build(model_path, options);
+}
+
+BuiltModule build_module(Graph g, const BuildOptions& options) {
+  return run_build(std::move(g), options);
+}
+
+std::vector<std::string> template_workloads(Graph g) {
+  graph::passes::run_default_passes(g);
+  std::vector<std::string> keys;
+  for (const graph::TemplateSelection& s : graph::select_templates(g))
+    keys.push_back(s.workload.key());
+  return keys;
+}
+
+}  // namespace kiln::driver

@@ -1,0 +1,80 @@
+// The build driver: an ONNX model (or a graph) -> kernels, the executor's
+// graph description, weights, native code and a package. build() in build.cc
+// lists every step in order; `kiln build`, the tests and task extraction for
+// `kiln tune` call into it.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "codegen/target.h"
+#include "graph/graph.h"
+#include "ir/function.h"
+
+namespace kiln::driver {
+
+enum class PackageFormat {
+  kTar,            // model.tar: mod.so + mod.json + mod.params
+  kSharedLibrary,  // one .so embedding mod.json and mod.params
+};
+
+// Chooses configs for a model's template workloads, called once per build
+// with every distinct workload key (first-use order) as soon as templates are
+// selected; returns workload key -> Config JSON for those it has a config for
+// (the rest run their template's fallback). It may throw to stop the build
+// before anything is lowered (kiln build --require-tuned).
+using ConfigChooser =
+    std::function<std::map<std::string, std::string>(const std::vector<std::string>& workloads)>;
+
+struct BuildOptions {
+  codegen::Target target = codegen::Target::host();
+  std::string input_shapes;      // "name:[1,3,224,224],..." for a model file's dynamic axes
+  ConfigChooser choose_configs;  // tuning records; may be empty
+  // Explicit configs by workload key (kiln build --config FILE), as
+  // Config::to_json text; they win over choose_configs'. Checked against the
+  // template's space when used.
+  std::map<std::string, std::string> configs;
+  // When set, build() checks this path before compiling and writes the
+  // package there at the end (atomically: a failed build leaves no file).
+  std::string output_path;
+  PackageFormat format = PackageFormat::kTar;
+  // Writes each kernel's LLVM IR (.ll) and assembly (.s) into this folder
+  // (kiln build --dump-kernels, KILN_DUMP_KERNELS). Empty: none.
+  std::string dump_kernels_dir;
+};
+
+// What kiln build reports about one template workload of the model.
+struct WorkloadUse {
+  std::string key;
+  int count = 0;            // kernels using it
+  bool configured = false;  // a config was given (else the template's fallback)
+};
+
+struct BuiltModule {
+  std::vector<ir::LoweredFunc> funcs;
+  std::string object;      // the kernels' native object code (codegen)
+  std::string graph_json;  // mod.json (docs/package-format.md)
+  std::vector<std::pair<std::string, graph::Initializer>> params;  // mod.params, by name
+  std::vector<WorkloadUse> workloads;
+  size_t generic_kernels = 0;  // kernels without a template (injective, reductions)
+};
+
+// The whole build of the ONNX model at `model_path`: import, graph passes,
+// template selection, configs, template rewrite with weight packing, layout,
+// fusion, one kernel per fused group, memory plan, codegen and, when
+// options.output_path is set, the package. Throws std::runtime_error naming
+// the file, node or value at fault.
+BuiltModule build(const std::string& model_path, const BuildOptions& options);
+
+// The same build from an imported graph (tests build graphs by hand).
+BuiltModule build_module(graph::Graph g, const BuildOptions& options);
+
+// The workload key of every template kernel a build of `g` would compile, in
+// kernel order (duplicates kept): the same graph passes and template
+// selection as build(), without lowering anything. kiln tune's tasks.
+std::vector<std::string> template_workloads(graph::Graph g);
+
+}  // namespace kiln::driver

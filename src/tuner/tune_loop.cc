@@ -1,0 +1,161 @@
+#include "tuner/tune_loop.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+
+#include "runtime/c_runtime_api.h"
+#include "support/version.h"
+#include "tuner/target_key.h"
+#include "tuner/task_search.h"
+
+namespace kiln::tuner {
+namespace {
+
+// A private temporary folder for the measurement workers' reference outputs,
+// removed with the run.
+struct ReferenceCache {
+  std::string path;
+  ReferenceCache() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/kiln-ref-XXXXXX";
+    if (mkdtemp(templ.data())) path = templ;  // without one, workers compute their own
+  }
+  ~ReferenceCache() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+  ReferenceCache(const ReferenceCache&) = delete;
+  ReferenceCache& operator=(const ReferenceCache&) = delete;
+};
+
+// Trials still to run over the active tasks.
+int64_t remaining_trials(const TaskScheduler& sched, int64_t per_task) {
+  int64_t left = 0;
+  for (size_t i = 0; i < sched.tasks().size(); ++i)
+    if (sched.state(i) == TaskState::Active)
+      left += std::max<int64_t>(0, per_task - sched.trials(i));
+  return left;
+}
+
+SchedulerOptions scheduler_options(const TuneOptions& o) {
+  SchedulerOptions s;
+  s.round_trials = o.batch;
+  s.max_trials_per_task = o.trials;
+  s.early_stopping = o.early_stopping;
+  s.time_budget_s = o.time_budget_s;
+  return s;
+}
+
+// The searches of every task, resumed from the database, sharing one model.
+std::vector<std::unique_ptr<TaskSearch>> resume_searches(const std::vector<Task>& tasks,
+                                                         const RecordDB& history,
+                                                         const std::string& tkey,
+                                                         const TuneOptions& o, TaskScheduler& sched,
+                                                         SharedCostModel& model) {
+  std::vector<std::unique_ptr<TaskSearch>> searches;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    searches.push_back(
+        TaskSearch::resume(tasks[i], history.records(tasks[i].workload_key, tkey), o.free_layout));
+    sched.resume(i, searches.back()->trials, searches.back()->best_gflops);
+    model.add_task(searches.back().get());
+  }
+  for (auto& t : searches) t->tuner = make_task_tuner(o.tuner, *t, model, o.batch);
+  return searches;
+}
+
+}  // namespace
+
+Record make_record(const std::string& workload_key, const std::string& target_key,
+                   const std::string& config_json, const MeasureResult& r) {
+  Record rec;
+  rec.workload_key = workload_key;
+  rec.target_key = target_key;
+  rec.config_json = config_json;
+  rec.times_ms = r.times_ms;
+  rec.error = r.error;
+  rec.error_message = r.message;
+  rec.timestamp_unix = static_cast<int64_t>(std::time(nullptr));
+  rec.kiln_version = kiln_version();
+  rec.gflops = r.error == ErrorClass::kOk ? r.gflops : 0;
+  return rec;
+}
+
+TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, RecordSink& sink,
+                 TuneOptions o, TuneObserver* observer) {
+  TuneObserver silent;
+  TuneObserver& obs = observer ? *observer : silent;
+  auto start = std::chrono::steady_clock::now();
+  if (o.measure.num_threads == 0) o.measure.num_threads = kiln_get_num_threads();
+  TuneSummary summary;
+  summary.target_key = TargetKey::for_target(o.target, o.measure.num_threads).key();
+  const std::string& tkey = summary.target_key;
+  ReferenceCache reference_cache;  // workers share reference outputs for this run
+  o.measure.reference_cache = reference_cache.path;
+
+  TaskScheduler sched(tasks, scheduler_options(o));
+  SharedCostModel model;
+  std::vector<std::unique_ptr<TaskSearch>> searches =
+      resume_searches(tasks, history, tkey, o, sched, model);
+  if (o.tuner == "xgb") {
+    summary.warm_records = model.warm_start(history, tkey, 48, 1500);
+    model.retrain();  // warm start: this run's tasks' records and the other workloads'
+  }
+  obs.on_start(tasks, tkey, summary.warm_records);
+
+  auto stopped = [&] { return o.should_stop && o.should_stop(); };
+  while (!stopped()) {
+    std::optional<size_t> next = sched.next_task();
+    if (!next) break;
+    const size_t ti = *next;
+    TaskSearch& t = *searches[ti];
+    size_t not_from_tuner = 0;
+    std::vector<schedule::Config> batch = t.next_batch(sched.round_size(ti), &not_from_tuner);
+    if (batch.empty()) {
+      sched.mark_exhausted(ti);
+      continue;
+    }
+    std::vector<MeasureInput> inputs;
+    for (const auto& c : batch) inputs.push_back({t.task.workload_key, c.to_json()});
+    MeasureOptions mopts = o.measure;
+    const int64_t done_before = sched.trials(ti);
+    double running_best = t.best_gflops;
+    mopts.on_result = [&](size_t i, const MeasureResult& r) {
+      double g = r.error == ErrorClass::kOk ? r.gflops : 0;
+      running_best = std::max(running_best, g);
+      obs.on_result(ti, done_before + static_cast<int64_t>(i) + 1, g, running_best,
+                    remaining_trials(sched, o.trials) - 1 - static_cast<int64_t>(i));
+    };
+    mopts.should_stop = stopped;
+    std::vector<MeasureResult> results = measure_batch(inputs, o.target, mopts);
+    if (results.empty()) break;
+    batch.resize(results.size());
+    std::vector<Record> records;
+    std::vector<double> gflops;
+    for (size_t i = 0; i < results.size(); ++i) {
+      records.push_back(make_record(t.task.workload_key, tkey, inputs[i].config_json, results[i]));
+      gflops.push_back(records.back().gflops);
+    }
+    sink.add_batch(records);  // stored before anything else can go wrong
+    t.record(batch, gflops, std::min(not_from_tuner, batch.size()));
+    sched.record(ti, gflops);
+    if (o.tuner == "xgb") model.retrain();
+    obs.on_round(ti, sched.trials(ti), gflops, t.best_gflops, remaining_trials(sched, o.trials));
+  }
+
+  summary.interrupted = stopped();
+  summary.stop_reason = summary.interrupted ? "interrupted" : sched.stop_reason();
+  summary.run_trials = sched.run_trials();
+  summary.elapsed_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (size_t i = 0; i < tasks.size(); ++i)
+    summary.tasks.push_back({tasks[i], sched.trials(i), searches[i]->best_gflops, sched.state(i)});
+  return summary;
+}
+
+}  // namespace kiln::tuner

@@ -1,0 +1,92 @@
+// The tuning engine: tasks -> search -> safe measurement -> records.
+//
+//   for each round the task scheduler hands out (task_scheduler.h):
+//     batch   = the task's tuner proposes configs (task_search.h; the
+//               fallback first when the database lacks it)
+//     results = measure_batch(batch)      (measure.h: a worker process each)
+//     sink.add_batch(records)             (stored before anything else)
+//     tuner, scheduler and cost model learn from the results
+//
+// `kiln tune` parses arguments and draws progress around tune(); the replay
+// bench drives the same TaskSearch and SharedCostModel offline.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "codegen/target.h"
+#include "tuner/measure.h"
+#include "tuner/record_sink.h"
+#include "tuner/records.h"
+#include "tuner/task_scheduler.h"
+#include "tuner/tasks.h"
+
+namespace kiln::tuner {
+
+struct TuneOptions {
+  std::string tuner = "xgb";  // xgb, random, grid, ga
+  int64_t trials = 64;        // per task in total, earlier runs' records included
+  int early_stopping = 0;     // trials without improvement that end a task; 0: off
+  int batch = 16;             // candidates measured per round
+  double time_budget_s = 0;   // 0: none
+  bool free_layout = false;   // conv configs may change the fallback's channel blocks
+  codegen::Target target = codegen::Target::host();
+  // Measurement settings; tune() fills num_threads (when 0) and
+  // reference_cache (a private folder for the run), and chains
+  // on_result/should_stop with the observer and `should_stop` below.
+  MeasureOptions measure;
+  // Asked between measurements: true stops the run after the one in flight
+  // (Ctrl-C). May be empty.
+  std::function<bool()> should_stop;
+};
+
+// What the loop reports while it runs; every method has a no-op default.
+class TuneObserver {
+ public:
+  virtual ~TuneObserver() = default;
+  // Before the first round: the target key and how many records of other
+  // workloads warm-started the cost model.
+  virtual void on_start(const std::vector<Task>& tasks, const std::string& target_key,
+                        size_t warm_records) {}
+  // After each measurement of task `task`: its trials so far, this result's
+  // and the best GFLOP/s, and the trials left over the active tasks.
+  virtual void on_result(size_t task, int64_t trials, double gflops, double best,
+                         int64_t remaining) {}
+  // After each round, once its records are stored.
+  virtual void on_round(size_t task, int64_t trials, const std::vector<double>& gflops, double best,
+                        int64_t remaining) {}
+};
+
+struct TaskSummary {
+  Task task;
+  int64_t trials = 0;  // earlier runs' included
+  double best_gflops = 0;
+  TaskState state = TaskState::Active;
+};
+
+struct TuneSummary {
+  std::vector<TaskSummary> tasks;
+  std::string target_key;
+  size_t warm_records = 0;
+  int64_t run_trials = 0;  // measured by this run
+  double elapsed_s = 0;
+  std::string stop_reason;  // TaskScheduler::stop_reason() ("every task finished", "time budget
+                            // spent", ...) or "interrupted"
+  bool interrupted = false;
+  bool budget_spent() const { return stop_reason == "time budget spent"; }
+};
+
+// Tunes `tasks`, resuming from `history` (the records of earlier runs on this
+// target: never measured again) and writing every measurement to `sink`.
+// Throws std::runtime_error when the measurement worker cannot be found or
+// the sink fails; records stored until then stay stored.
+TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, RecordSink& sink,
+                 TuneOptions options, TuneObserver* observer = nullptr);
+
+// The record of one measured candidate.
+Record make_record(const std::string& workload_key, const std::string& target_key,
+                   const std::string& config_json, const MeasureResult& r);
+
+}  // namespace kiln::tuner
