@@ -2,7 +2,6 @@
 // shared-library emission.
 #include "codegen/codegen.h"
 
-#include <fcntl.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
@@ -17,7 +16,6 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
 #include <llvm/TargetParser/Host.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,8 +28,7 @@
 
 #include "codegen/llvm_init.h"
 #include "codegen/lower_llvm.h"
-
-extern char** environ;
+#include "support/process.h"
 
 namespace kiln::codegen {
 
@@ -245,31 +242,6 @@ struct TempDir {
   }
 };
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// Runs argv (no shell) with stdout+stderr to log; returns the exit status.
-int run_command(const std::vector<std::string>& argv, const fs::path& log) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid;
-  int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return -1;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 }  // namespace
 
 std::string compile_object(const std::vector<ir::LoweredFunc>& funcs, const Target& target) {
@@ -305,13 +277,14 @@ void link_shared_library(const std::vector<std::string>& objects, const std::str
   fs::path tmp = dest;
   tmp += ".tmp" + std::to_string(getpid());
   argv[3] = tmp.string();
-  fs::path log = dir.path / "link.log";
-  int rc = run_command(argv, log);
-  if (rc != 0) {
+  support::ProcessResult r = support::run_process(argv);
+  bool ok = r.spawn_error.empty() && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
+  if (!ok) {
     std::error_code ec;
     fs::remove(tmp, ec);
+    int rc = r.spawn_error.empty() && WIFEXITED(r.status) ? WEXITSTATUS(r.status) : -1;
     throw std::runtime_error("linking " + path + " failed (exit " + std::to_string(rc) +
-                             "): " + read_text(log));
+                             "): " + (r.spawn_error.empty() ? r.out + r.err : r.spawn_error));
   }
   std::error_code ec;
   fs::rename(tmp, dest, ec);

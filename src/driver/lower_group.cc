@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "graph/op_registry.h"
+#include "graph/ops/op_util.h"
 #include "ops/generic_schedule.h"
 #include "ops/op_template.h"
 #include "schedule/lower.h"
@@ -15,11 +16,7 @@ namespace {
 using graph::Graph;
 using graph::Node;
 
-std::vector<ir::Expr> shape_exprs(const std::vector<int64_t>& s) {
-  std::vector<ir::Expr> e;
-  for (int64_t d : s) e.push_back(ir::Expr(d));
-  return e;
-}
+using graph::op_util::shape_exprs;
 
 const graph::TensorType& type_or_throw(const Graph& g, const std::string& value) {
   const graph::TensorType* t = g.type_of(value);

@@ -69,6 +69,7 @@ std::vector<int64_t> expect_list(const Workload& w, const std::string& name, siz
 class Conv2dNCHWc final : public OpTemplate {
  public:
   std::string name() const override { return "conv2d_NCHWc.x86"; }
+  bool channel_blocked() const override { return true; }
 
   ConfigSpace space(const Workload& w) const override {
     Conv2DAttrs a = attrs(w);

@@ -16,6 +16,7 @@ namespace {
 class DepthwiseConv2dNCHWc final : public OpTemplate {
  public:
   std::string name() const override { return "depthwise_conv2d_NCHWc.x86"; }
+  bool channel_blocked() const override { return true; }
 
   ConfigSpace space(const Workload& w) const override {
     Conv2DAttrs a = attrs(w);

@@ -45,7 +45,7 @@ std::vector<std::string> template_names() {
 
 std::pair<int64_t, int64_t> layout_blocks(const OpTemplate& t, const Workload& w,
                                           const schedule::Config& cfg) {
-  if (t.name().find("conv2d_NCHWc") == std::string::npos) return {0, 0};
+  if (!t.channel_blocked()) return {0, 0};
   return {t.input_shapes(w, cfg).at(0).back(), t.output_shape(w, cfg).back()};
 }
 

@@ -33,6 +33,10 @@ class OpTemplate {
  public:
   virtual ~OpTemplate() = default;
   virtual std::string name() const = 0;  // "conv2d_NCHWc.x86"
+  // Whether the template's activations are in NCHW[x]c: its first input's and
+  // its output's last dims are channel blocks that the config chooses (and
+  // that neighbouring operators must agree on; see layout_blocks()).
+  virtual bool channel_blocked() const { return false; }
   // Every method below throws std::invalid_argument naming the workload key
   // when the workload is not one this template accepts.
   virtual schedule::ConfigSpace space(const Workload& w) const = 0;

@@ -86,28 +86,4 @@ int64_t num_elements(const std::vector<int64_t>& shape) {
   return n;
 }
 
-std::vector<int64_t> conv2d_pads(const Node& n, const std::vector<int64_t>& in,
-                                 const std::vector<int64_t>& kernel,
-                                 const std::vector<int64_t>& strides,
-                                 const std::vector<int64_t>& dilations) {
-  std::string auto_pad = n.attr<std::string>("auto_pad").value_or("NOTSET");
-  if (auto_pad == "VALID") return {0, 0, 0, 0};
-  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    std::vector<int64_t> p(4);
-    for (int a = 0; a < 2; ++a) {
-      int64_t out = (in[a] + strides[a] - 1) / strides[a];
-      int64_t total =
-          std::max<int64_t>(0, (out - 1) * strides[a] + (kernel[a] - 1) * dilations[a] + 1 - in[a]);
-      // The odd pixel goes to the end for SAME_UPPER, to the beginning for SAME_LOWER.
-      int64_t small = total / 2, big = total - small;
-      p[a] = auto_pad == "SAME_UPPER" ? small : big;
-      p[a + 2] = auto_pad == "SAME_UPPER" ? big : small;
-    }
-    return p;
-  }
-  auto pads = n.attr<std::vector<int64_t>>("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
-  if (pads.size() != 4) return {};
-  return pads;
-}
-
 }  // namespace kiln::graph::passes

@@ -40,15 +40,4 @@ Initializer float_tensor(std::vector<int64_t> shape, const std::vector<float>& v
 // Product of the dims (1 for a scalar shape).
 int64_t num_elements(const std::vector<int64_t>& shape);
 
-// A 2-D Conv's pads [top, left, bottom, right] from its `pads` / `auto_pad`
-// attributes, for input spatial size in = {H, W}, kernel = {KH, KW}, strides
-// and dilations of 2 values each. Empty when `pads` does not have 4 values.
-// An unknown auto_pad reads `pads` (the operator itself rejects it later).
-// TODO(merge): use the Conv window helper of graph/ops/op_util.h once the
-// nn_util / ew_util merge lands (it throws for an unknown auto_pad instead).
-std::vector<int64_t> conv2d_pads(const Node& n, const std::vector<int64_t>& in,
-                                 const std::vector<int64_t>& kernel,
-                                 const std::vector<int64_t>& strides,
-                                 const std::vector<int64_t>& dilations);
-
 }  // namespace kiln::graph::passes

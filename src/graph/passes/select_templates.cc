@@ -3,6 +3,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include "graph/ops/op_util.h"
+#include "graph/ops/window.h"
 #include "graph/passes/pass_util.h"
 
 namespace kiln::graph {
@@ -33,14 +35,15 @@ std::optional<TemplateSelection> select_conv(const Graph& g, const Node& n) {
   int64_t group = n.attr<int64_t>("group").value_or(1);
   bool depthwise = group > 1 && group == x[1] && k[0] == x[1] && k[1] == 1;
   if (group != 1 && !depthwise) return std::nullopt;
-  auto st = n.attr<std::vector<int64_t>>("strides").value_or(std::vector<int64_t>{1, 1});
-  auto dil = n.attr<std::vector<int64_t>>("dilations").value_or(std::vector<int64_t>{1, 1});
-  if (st.size() != 2 || dil.size() != 2) return std::nullopt;
-  std::vector<int64_t> pads = passes::conv2d_pads(n, {x[2], x[3]}, {k[2], k[3]}, st, dil);
-  if (pads.size() != 4) return std::nullopt;
+  // The Conv operator's own window arithmetic (strides, dilations, pads,
+  // auto_pad): the template computes exactly the operator's output.
+  op_util::Window win = op_util::conv_window(n, {x[2], x[3]}, {k[2], k[3]});
+  const std::vector<int64_t>& st = win.stride;
+  const std::vector<int64_t>& dil = win.dilation;
+  std::vector<int64_t> pads = {win.pad_begin[0], win.pad_begin[1], win.pad_end[0], win.pad_end[1]};
   // The bias is re-laid out for the blocked layout at build time.
   if (n.inputs.size() > 2 && !n.inputs[2].empty() && !constant_of(g, n.inputs[2]))
-    throw std::runtime_error("node '" + n.name + "': a Conv bias must be a constant");
+    op_util::fail(n, "a Conv bias must be a constant");
   return selection(
       n, depthwise ? "depthwise_conv2d_NCHWc.x86" : "conv2d_NCHWc.x86",
       {{"data", x}, {"kernel", k}, {"strides", st}, {"pads", pads}, {"dilation", dil}});
