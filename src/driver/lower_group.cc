@@ -165,7 +165,7 @@ struct GroupBuilder {
     try {
       outs = def.compute(n, in, out_types);
     } catch (const std::exception& e) {
-      throw std::runtime_error("node '" + n.name + "' (" + n.op_type + "): " + e.what());
+      throw std::runtime_error(graph::op_util::node_error_once(n, e.what()));
     }
     if (outs.size() != n.outputs.size())
       throw std::runtime_error("node '" + n.name + "' (" + n.op_type + "): compute returned " +

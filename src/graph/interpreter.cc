@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "graph/op_registry.h"
+#include "graph/ops/op_util.h"
 
 namespace kiln::graph {
 namespace {
@@ -75,7 +76,7 @@ std::map<std::string, Initializer> run_graph(const Graph& g,
     try {
       results = def->evaluate(n, args);
     } catch (const std::exception& e) {
-      throw std::runtime_error(node_str(n) + ": " + e.what());
+      throw std::runtime_error(op_util::node_error_once(n, e.what()));
     }
     if (results.size() < n.outputs.size())
       throw std::runtime_error(node_str(n) + ": evaluate returned " +

@@ -46,6 +46,17 @@ TEST(OpUtil, ErrorsNameTheNodeItsOpTypeAndTheProblem) {
   EXPECT_EQ(op_error([&] { fail(n, "bad"); }), "node 'act_3' (Relu): bad");
 }
 
+// Callers that catch an operator's error and name the node (the interpreter,
+// constant folding, lowering) name it once.
+TEST(OpUtil, NodeErrorOnceNamesTheNodeOnce) {
+  Node n = node_of("Relu", "act_3");
+  EXPECT_EQ(node_error_once(n, "bad input"), "node 'act_3' (Relu): bad input");
+  EXPECT_EQ(node_error_once(n, node_error(n, "bad input")), "node 'act_3' (Relu): bad input");
+  Node other = node_of("Relu", "act_4");
+  EXPECT_EQ(node_error_once(n, node_error(other, "x")),
+            "node 'act_3' (Relu): node 'act_4' (Relu): x");
+}
+
 TEST(OpUtil, AttributesFallBackToTheirDefaults) {
   Node n = node_of("Gemm", "g",
                    {{"alpha", 0.5f},

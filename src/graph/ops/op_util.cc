@@ -8,6 +8,11 @@ std::string node_error(const Node& node, const std::string& problem) {
   return "node '" + node.name + "' (" + node.op_type + "): " + problem;
 }
 
+std::string node_error_once(const Node& node, const std::string& what) {
+  std::string prefix = node_error(node, "");
+  return what.rfind(prefix, 0) == 0 ? what : prefix + what;
+}
+
 void fail(const Node& node, const std::string& problem) {
   throw OpError(node_error(node, problem));
 }

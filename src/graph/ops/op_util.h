@@ -29,6 +29,10 @@ using Shape = std::vector<int64_t>;
 
 // "node '<name>' (<op type>): <problem>": the one format of operator errors.
 std::string node_error(const Node& node, const std::string& problem);
+// An error raised inside the node's evaluate/compute, for callers that name
+// the node: node_error(node, what), or `what` itself when it already starts
+// with that node's prefix (so that the node is named once, not twice).
+std::string node_error_once(const Node& node, const std::string& what);
 // Throws OpError(node_error(node, problem)).
 [[noreturn]] void fail(const Node& node, const std::string& problem);
 

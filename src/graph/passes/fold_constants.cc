@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "graph/op_registry.h"
+#include "graph/ops/op_util.h"
 #include "graph/passes/pass_util.h"
 
 namespace kiln::graph::passes {
@@ -73,7 +74,7 @@ FoldConstantsStats fold_constants(Graph& g, const FoldConstantsOptions& options)
     try {
       results = def->evaluate(n, *args);
     } catch (const std::exception& e) {
-      throw std::runtime_error("fold_constants: " + node_str(n) + ": " + e.what());
+      throw std::runtime_error("fold_constants: " + op_util::node_error_once(n, e.what()));
     }
     if (results.size() < n.outputs.size())
       throw std::runtime_error("fold_constants: " + node_str(n) + ": evaluate returned " +
