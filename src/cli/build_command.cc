@@ -13,6 +13,7 @@
 
 #include "driver/build.h"
 #include "runtime/c_runtime_api.h"
+#include "runtime/cpu_features.h"
 #include "tuner/records.h"
 #include "tuner/target_key.h"
 #include "tuner/tuned_configs.h"
@@ -243,6 +244,15 @@ int run_build(const std::vector<std::string>& args) {
     bool used = std::any_of(m.workloads.begin(), m.workloads.end(),
                             [&](const driver::WorkloadUse& w) { return w.key == key; });
     if (!used && unused++ == 0) first_unused = key;
+  }
+  std::vector<std::string> missing =
+      options.target.arch() == runtime::host_arch()
+          ? runtime::missing_cpu_features(options.target.required_features())
+          : std::vector<std::string>{"(another architecture: " + options.target.arch() + ")"};
+  if (!missing.empty()) {
+    std::string names;
+    for (const std::string& m : missing) names += " " + m;
+    std::printf("note: this machine cannot run the package; it lacks:%s\n", names.c_str());
   }
   if (unused)
     std::printf("note: %zu config(s) in %s match no workload of this model (first: %s)\n", unused,

@@ -10,8 +10,10 @@
 #include "cli/demo.h"
 #include "cli/records_command.h"
 #include "cli/run_command.h"
-#include "cli/tune_command.h"
+#include "cli/target_command.h"
 #include "cli/tasks_command.h"
+#include "cli/tune_command.h"
+#include "support/version.h"
 
 namespace {
 
@@ -29,12 +31,15 @@ const char* kUsage =
     "                      [--config FILE]\n"
     "                      compile an ONNX model into a package (kiln build --help)\n"
     "  tune MODEL.onnx [MORE.onnx ...] --tuning-log DB [--trials N] [--tuner xgb|random|grid|ga]\n"
-    "                      search the models' workloads, store every measurement (kiln tune --help)\n"
+    "                      search the models' workloads, store every measurement (kiln tune "
+    "--help)\n"
     "  tasks MODEL.onnx [MORE.onnx ...] [--input-shapes S] [--tuning-log DB]\n"
     "                      list the models' tuning tasks (kiln tasks --help)\n"
     "  records export DB -o OUT.jsonl [--workload KEY]\n"
     "  records import DB IN.jsonl\n"
     "                      move tuning records between databases as JSON lines\n"
+    "  target [--target T] what kiln compiles for: ISA class, vector width and registers,\n"
+    "                      caches, required CPU features (this machine by default)\n"
     "  version             print kiln's version\n"
     "  help                this text\n";
 
@@ -53,9 +58,10 @@ int main(int argc, char** argv) {
     if (cmd == "run") return kiln::cli::run_run(rest);
     if (cmd == "tune") return kiln::cli::run_tune(rest);
     if (cmd == "tasks") return kiln::cli::run_tasks(rest);
+    if (cmd == "target") return kiln::cli::run_target(rest);
     if (cmd == "records") return kiln::cli::run_records(rest);
     if (cmd == "version" || cmd == "--version") {
-      std::puts("kiln 0.1.0");
+      std::printf("kiln %s\n", kiln::kiln_version());
       return 0;
     }
     if (cmd == "help" || cmd == "--help" || cmd == "-h") {

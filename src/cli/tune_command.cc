@@ -263,6 +263,7 @@ int run_tune(const std::vector<std::string>& args) {
   if (!a.target.empty()) options.target = codegen::Target::parse(a.target);
   options.measure = a.measure;
   options.should_stop = [] { return g_interrupted.load(); };
+  tuner::check_host_runs(options.target);  // before the database is created
   tuner::RecordDB db = tuner::RecordDB::open(a.db);
   tuner::RecordDBSink sink(db);
 

@@ -5,15 +5,24 @@
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Support/TargetSelect.h>
+#include <llvm/TargetParser/AArch64TargetParser.h>
+#include <llvm/TargetParser/ARMTargetParser.h>
 #include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/X86TargetParser.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
 #include "codegen/llvm_init.h"
+#include "runtime/cpu_features.h"
 
 namespace kiln::codegen {
 
@@ -22,9 +31,13 @@ namespace detail {
 void initialize_llvm() {
   static std::once_flag once;
   std::call_once(once, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-    llvm::InitializeNativeTargetAsmParser();
+    // Every back end Debian's LLVM carries: kiln cross-compiles (aarch64,
+    // armv7) as well as JIT-compiling for the host.
+    llvm::InitializeAllTargetInfos();
+    llvm::InitializeAllTargets();
+    llvm::InitializeAllTargetMCs();
+    llvm::InitializeAllAsmPrinters();
+    llvm::InitializeAllAsmParsers();
   });
 }
 
@@ -53,6 +66,96 @@ std::vector<std::string> parse_features(const std::string& list, const std::stri
     out.push_back(f);
   }
   return out;
+}
+
+// Levenshtein distance, for "did you mean" lists.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// Up to five names of `known` closest to `name` (edit distance, then a
+// shared prefix), as "a, b, c".
+std::string near_matches(const std::string& name, const std::vector<std::string>& known) {
+  std::vector<std::pair<size_t, std::string>> scored;
+  for (const std::string& k : known) scored.emplace_back(edit_distance(name, k), k);
+  std::sort(scored.begin(), scored.end());
+  std::string out;
+  for (size_t i = 0; i < scored.size() && i < 5; ++i) {
+    if (scored[i].first > std::max<size_t>(3, name.size() / 2)) break;
+    out += (out.empty() ? "" : ", ") + scored[i].second;
+  }
+  return out;
+}
+
+std::string arch_of(const std::string& triple) {
+  std::string arch = triple.substr(0, triple.find('-'));
+  if (starts_with(arch, "armv") || starts_with(arch, "thumbv") || arch == "arm") return "arm";
+  return arch;
+}
+
+// The -mcpu names LLVM accepts for an architecture (empty when kiln has no list).
+std::vector<std::string> known_cpus(const std::string& arch) {
+  llvm::SmallVector<llvm::StringRef, 256> names;
+  if (arch == "x86_64" || arch == "i386" || arch == "i686") llvm::X86::fillValidCPUArchList(names);
+  if (arch == "aarch64") llvm::AArch64::fillValidCPUArchList(names);
+  if (arch == "arm") llvm::ARM::fillValidCPUArchList(names);
+  return std::vector<std::string>(names.begin(), names.end());
+}
+
+// The -mattr names LLVM accepts for x86: every feature host detection reports
+// on or off, every feature some CPU implies, and those kiln's own tables
+// name. Empty (no check) for other architectures.
+std::vector<std::string> known_features(const std::string& arch) {
+  if (arch != "x86_64") return {};
+  std::set<std::string> names;
+  llvm::StringMap<bool> host;
+  if (arch == arch_of(llvm::sys::getProcessTriple()) && llvm::sys::getHostCPUFeatures(host))
+    for (const auto& kv : host) names.insert(kv.first().str());
+  for (const std::string& cpu : known_cpus(arch)) {
+    llvm::SmallVector<llvm::StringRef, 128> feats;
+    llvm::X86::getFeaturesForCPU(cpu, feats);
+    for (llvm::StringRef f : feats) names.insert(f.ltrim("+-").str());
+  }
+  for (const std::string& f : runtime::checkable_cpu_features(arch)) names.insert(f);
+  for (const char* f : {"64bit", "cx8", "cx16", "sse", "sse2", "sse3", "ssse3", "mmx", "x87",
+                        "prefer-256-bit", "prefer-128-bit", "evex512", "fast-gather"})
+    names.insert(f);
+  return std::vector<std::string>(names.begin(), names.end());
+}
+
+// An unknown -mcpu or -mattr name is one clear error with near matches,
+// before LLVM prints a warning per subtarget and aborts.
+void check_names(const Target& t, const std::string& whole) {
+  std::string arch = arch_of(t.triple);
+  if (!t.cpu.empty()) {
+    std::string err;
+    const llvm::Target* lt = llvm::TargetRegistry::lookupTarget(t.triple, err);
+    std::unique_ptr<llvm::MCSubtargetInfo> sti(lt ? lt->createMCSubtargetInfo(t.triple, "", "")
+                                                  : nullptr);
+    if (sti && !sti->isCPUStringValid(t.cpu)) {
+      std::string near = near_matches(t.cpu, known_cpus(arch));
+      throw std::invalid_argument("target \"" + whole + "\": unknown -mcpu \"" + t.cpu + "\" for " +
+                                  arch + (near.empty() ? "" : " (did you mean: " + near + "?)"));
+    }
+  }
+  std::vector<std::string> known = known_features(arch);
+  if (known.empty()) return;
+  for (const std::string& f : t.features) {
+    std::string name = f.substr(1);
+    if (std::binary_search(known.begin(), known.end(), name)) continue;
+    std::string near = near_matches(name, known);
+    throw std::invalid_argument("target \"" + whole + "\": unknown feature \"" + name +
+                                "\" in -mattr for " + arch +
+                                (near.empty() ? "" : " (did you mean: " + near + "?)"));
+  }
 }
 
 }  // namespace
@@ -99,6 +202,7 @@ Target Target::parse(const std::string& s) {
   if (!llvm::TargetRegistry::lookupTarget(t.triple, err))
     throw std::invalid_argument("target \"" + s + "\": unsupported triple \"" + t.triple +
                                 "\": " + err);
+  check_names(t, s);
   return t;
 }
 
@@ -141,10 +245,84 @@ bool Target::has_feature(const std::string& name) const {
 
 std::string llvm_version_string() { return LLVM_VERSION_STRING; }
 
-int Target::vector_bits() const {
-  if (has_feature("avx512f")) return 512;
-  if (has_feature("avx2")) return 256;
-  return 128;
+int Target::vector_bits() const { return isa().vector_bits; }
+
+std::string Target::arch() const { return arch_of(triple); }
+
+// The per-ISA table: lane counts and register budgets come from here, never
+// from a constant in a template.
+Target::Isa Target::isa() const {
+  std::string a = arch();
+  if (a == "x86_64") {
+    if (has_feature("avx512f")) return {"x86_64-avx512", 512, 32, 2};
+    if (has_feature("avx2") && has_feature("fma")) return {"x86_64-avx2", 256, 16, 2};
+    return {"x86_64-sse", 128, 16, 1};
+  }
+  if (a == "aarch64") return {"aarch64-neon", 128, 32, 2};
+  if (a == "arm" && has_feature("neon")) return {"armv7-neon", 128, 16, 1};
+  return {"generic", 128, 16, 1};
+}
+
+std::vector<std::string> Target::required_features() const {
+  std::vector<std::string> out;
+  for (const std::string& f : runtime::checkable_cpu_features(arch()))
+    if (has_feature(f)) out.push_back(f);
+  return out;
+}
+
+namespace {
+
+// "48K" / "2048K" / "32M" from sysfs, in bytes.
+int64_t parse_size(const std::string& s) {
+  if (s.empty()) return 0;
+  int64_t n = std::atoll(s.c_str());
+  char unit = s.find_first_not_of("0123456789") == std::string::npos
+                  ? ' '
+                  : s[s.find_first_not_of("0123456789")];
+  return unit == 'K' ? n << 10 : unit == 'M' ? n << 20 : unit == 'G' ? n << 30 : n;
+}
+
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+CacheSizes host_caches() {
+  CacheSizes c;
+  for (int i = 0; i < 8; ++i) {
+    std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::string level = read_line(dir + "level"), type = read_line(dir + "type");
+    if (level.empty()) break;
+    int64_t size = parse_size(read_line(dir + "size"));
+    if (level == "1" && type == "Data") c.l1d = size;
+    if (level == "2") c.l2 = size;
+    if (level == "3") c.l3 = size;
+  }
+  return c;
+}
+
+}  // namespace
+
+CacheSizes cache_sizes(const Target& target) {
+  if (target == Target::host()) {
+    CacheSizes c = host_caches();
+    if (c.l1d > 0) return c;
+  }
+  // Known CPUs, per core (L3: the whole chip's share a core sees).
+  static const std::map<std::string, CacheSizes> known = {
+      {"skylake-avx512", {32 << 10, 1 << 20, 1408 << 10}},
+      {"icelake-server", {48 << 10, 1280 << 10, 1536 << 10}},
+      {"sapphirerapids", {48 << 10, 2 << 20, 1875 << 10}},
+      {"haswell", {32 << 10, 256 << 10, 2 << 20}},
+      {"znver3", {32 << 10, 512 << 10, 4 << 20}},
+      {"znver4", {32 << 10, 1 << 20, 4 << 20}},
+      {"cortex-a72", {32 << 10, 512 << 10, 0}},
+      {"cortex-a7", {32 << 10, 128 << 10, 0}},
+  };
+  if (auto it = known.find(target.cpu); it != known.end()) return it->second;
+  return {32 << 10, 1 << 20, 2 << 20};
 }
 
 }  // namespace kiln::codegen

@@ -7,6 +7,7 @@
 // Tuning records are keyed by the features, so str() prints every field.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,8 @@ struct Target {
   std::vector<std::string> features;  // "+avx512f", "-avx512fp16", ...
   bool fast_math = false;
 
-  // Throws std::invalid_argument naming the offending part of s.
+  // Throws std::invalid_argument naming the offending part of s; an unknown
+  // -mcpu or -mattr name is one error listing the nearest valid names.
   static Target parse(const std::string& s);
   // The machine this process runs on. Features come from the host's CPUID
   // (llvm::sys::getHostCPUFeatures), not from the CPU name, which a VM may
@@ -34,11 +36,38 @@ struct Target {
   // Widest profitable float vector: 512 with avx512f, 256 with avx2, else 128.
   int vector_bits() const;
 
+  // The target's row of the per-ISA table (target.cc): what kernel shapes
+  // are derived from (lanes, register budget) and what records and shipped
+  // logs are grouped by.
+  struct Isa {
+    std::string isa_class;      // "x86_64-avx512", "x86_64-avx2", "x86_64-sse",
+                                // "aarch64-neon", "armv7-neon", or "generic"
+    int vector_bits = 128;      // widest profitable float vector
+    int vector_registers = 16;  // architectural vector registers
+    int fma_per_cycle = 1;      // vector FMAs issued per cycle per core
+  };
+  Isa isa() const;
+  int float_lanes() const { return isa().vector_bits / 32; }
+  // "x86_64", "aarch64", "arm", ... (the triple's first component; armv7*
+  // and thumbv7* are "arm").
+  std::string arch() const;
+  // The CPU features of `runtime::checkable_cpu_features(arch())` this
+  // target's code may use: what a package built for it requires of the
+  // machine that loads it.
+  std::vector<std::string> required_features() const;
+
   bool operator==(const Target& o) const {
     return triple == o.triple && cpu == o.cpu && features == o.features && fast_math == o.fast_math;
   }
   bool operator!=(const Target& o) const { return !(*this == o); }
 };
+
+// Per-core cache sizes in bytes (0: unknown): read from sysfs for the host,
+// from a small table for known -mcpu names, else typical values.
+struct CacheSizes {
+  int64_t l1d = 0, l2 = 0, l3 = 0;
+};
+CacheSizes cache_sizes(const Target& target);
 
 // The version of the LLVM kiln generates code with, e.g. "16.0.6" (tuning
 // records are keyed by it: another LLVM may compile a config differently).

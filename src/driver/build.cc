@@ -140,6 +140,8 @@ json describe(const Graph& g, const std::vector<graph::FusedGroup>& groups,
   j["format_version"] = 1;
   j["kiln_version"] = kiln_version();
   j["target"] = target.str();
+  // What the runtime checks before any kernel runs (runtime/cpu_features.h).
+  j["requires"] = {{"arch", target.arch()}, {"cpu_features", target.required_features()}};
   j["storages"] = json::array();
   for (const auto& s : plan.storages)
     j["storages"].push_back({{"bytes", std::max<size_t>(s.size, 1)}});

@@ -8,6 +8,9 @@
 #include <set>
 #include <stdexcept>
 
+#include "runtime/cpu_features.h"
+#include "runtime/package.h"
+
 namespace kiln::runtime {
 
 namespace {
@@ -128,7 +131,32 @@ struct GraphExecutor::Impl {
                                      std::vector<std::string>* names);
   void load_params(const GraphReader& r, const json& g, Package& pkg);
   void read_kernels(const GraphReader& r, const json& g);
+  void check_requirements(const GraphReader& r, const json& g) const;
 };
+
+// mod.json's "requires" (packages of kiln 0.1 may lack it): the architecture
+// and the CPU features the kernels may use, checked before any kernel runs.
+void GraphExecutor::Impl::check_requirements(const GraphReader& r, const json& g) const {
+  if (!g.contains("requires")) return;
+  const json& req = g["requires"];
+  if (!req.is_object()) r.bad("requires", "not an object");
+  std::string arch = r.optional_string(req, "arch", "requires");
+  if (!arch.empty() && arch != host_arch())
+    throw IncompatiblePackage(path, "it is built for " + arch + "; this machine is " + host_arch());
+  const json& list = r.array(req, "cpu_features", "requires");
+  std::vector<std::string> wanted;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_string()) r.bad(at("requires.cpu_features", i), "not a string");
+    wanted.push_back(list[i].get<std::string>());
+  }
+  std::vector<std::string> missing = missing_cpu_features(wanted);
+  if (missing.empty()) return;
+  std::string names;
+  for (const std::string& m : missing) names += (names.empty() ? "" : ", ") + m;
+  throw IncompatiblePackage(path, "it needs CPU features this machine lacks: " + names +
+                                      " (built for " + (target.empty() ? "?" : target) +
+                                      "); rebuild it with --target for this machine");
+}
 
 GraphExecutor::Impl::Impl(Package pkg)
     : path(pkg.path), library_member(pkg.library_member), module(pkg.module) {
@@ -140,6 +168,7 @@ GraphExecutor::Impl::Impl(Package pkg)
                                 std::to_string(kFormatVersion) + ")");
   kiln_version = r.optional_string(g, "kiln_version", "top level");
   target = r.optional_string(g, "target", "top level");
+  check_requirements(r, g);
 
   const json& storage_list = r.array(g, "storages", "top level");
   for (size_t i = 0; i < storage_list.size(); ++i) {

@@ -11,9 +11,33 @@
 #include <fstream>
 #include <map>
 
+#include "runtime/cpu_features.h"
+
 namespace kiln::runtime {
 
 namespace {
+
+// The ELF machine of a kernel library against this process's, before dlopen:
+// a library for another architecture is an IncompatiblePackage, not a
+// loader error.
+void check_elf_machine(const std::string& library, const std::string& package) {
+  std::ifstream in(library, std::ios::binary);
+  unsigned char h[20] = {};
+  in.read(reinterpret_cast<char*>(h), sizeof h);
+  if (in.gcount() < static_cast<std::streamsize>(sizeof h) || h[0] != 0x7f || h[1] != 'E' ||
+      h[2] != 'L' || h[3] != 'F')
+    return;  // not ELF: Module::load says what is wrong
+  const int machine = h[5] == 2 ? (h[18] << 8 | h[19]) : (h[19] << 8 | h[18]);  // EI_DATA
+  static const std::map<int, std::string> names = {
+      {3, "i386"}, {40, "arm"}, {62, "x86_64"}, {183, "aarch64"}, {243, "riscv"}};
+  auto name = [&](int m) {
+    auto it = names.find(m);
+    return it == names.end() ? "ELF machine " + std::to_string(m) : it->second;
+  };
+  if (name(machine) != host_arch())
+    throw IncompatiblePackage(
+        package, "its kernels are built for " + name(machine) + "; this machine is " + host_arch());
+}
 
 namespace fs = std::filesystem;
 
@@ -113,6 +137,7 @@ Package load_tar(const std::string& path) {
 
   Package p;
   p.path = path;
+  check_elf_machine(so_path.string(), path);
   try {
     p.module = std::make_shared<Module>(Module::load(so_path.string()));
   } catch (const std::exception& ex) {
@@ -134,6 +159,7 @@ Package load_library(const std::string& path) {
   p.graph_member = "kiln_graph_json";
   p.params_member = "kiln_params";
   p.library_member = "the library";
+  check_elf_machine(path, path);
   try {
     p.module = std::make_shared<Module>(Module::load(path));
   } catch (const std::exception& ex) {

@@ -25,6 +25,15 @@ class CorruptPackage : public std::runtime_error {
       : std::runtime_error("corrupt package '" + package + "': " + detail) {}
 };
 
+// A sound package this machine cannot run: built for another architecture,
+// or for CPU features it lacks. what() reads "package '<file>' cannot run on
+// this machine: <why>". Raised before any kernel runs (never SIGILL).
+class IncompatiblePackage : public std::runtime_error {
+ public:
+  IncompatiblePackage(const std::string& package, const std::string& why)
+      : std::runtime_error("package '" + package + "' cannot run on this machine: " + why) {}
+};
+
 struct Package {
   std::string path;                // the package file, for messages
   std::shared_ptr<Module> module;  // the kernels (mod.so, or the library itself)

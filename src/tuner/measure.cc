@@ -18,6 +18,7 @@
 #include "codegen/codegen.h"
 #include "ops/op_template.h"
 #include "ops/workload.h"
+#include "runtime/cpu_features.h"
 #include "schedule/config_space.h"
 #include "schedule/lower.h"
 #include "support/process.h"
@@ -221,9 +222,24 @@ void classify(const support::ProcessResult& p, double timeout_s, MeasureResult& 
 
 }  // namespace
 
+void check_host_runs(const codegen::Target& target) {
+  if (target.arch() != runtime::host_arch())
+    throw std::runtime_error("cannot measure kernels for " + target.str() +
+                             " on this machine: it is " + runtime::host_arch() + ", the target " +
+                             target.arch());
+  std::vector<std::string> missing = runtime::missing_cpu_features(target.required_features());
+  if (missing.empty()) return;
+  std::string names;
+  for (const std::string& m : missing) names += (names.empty() ? "" : ", ") + m;
+  throw std::runtime_error("cannot measure kernels for " + target.str() +
+                           " on this machine: it lacks " + names + " (tune on a machine of ISA " +
+                           "class " + target.isa().isa_class + ")");
+}
+
 std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs,
                                          const codegen::Target& target,
                                          const MeasureOptions& options) {
+  check_host_runs(target);  // a candidate would die with SIGILL: not a result
   const std::string worker = find_measure_worker(options);
   std::vector<MeasureResult> results(inputs.size());
   if (inputs.empty()) return results;

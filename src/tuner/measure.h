@@ -73,12 +73,19 @@ struct MeasureResult {
 };
 
 // Measures every input; results are in input order. Throws std::runtime_error
-// only when the worker executable cannot be found; every per-candidate
-// failure is a result. When options.should_stop() turns true the result is
+// only when this machine cannot run the target's code (check_host_runs) or
+// the worker executable cannot be found; every per-candidate failure is a
+// result. When options.should_stop() turns true the result is
 // the prefix of inputs measured so far.
 std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs,
                                          const codegen::Target& target,
                                          const MeasureOptions& options);
+
+// Throws std::runtime_error naming what this machine lacks when it cannot run
+// code for `target` (another architecture, or missing CPU features): its
+// candidates would die with SIGILL, which is no tuning result. measure_batch() and
+// tune() call it first.
+void check_host_runs(const codegen::Target& target);
 
 // The worker executable measure_batch would use for these options (checked to
 // exist and be executable); throws std::runtime_error naming the places tried.

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 #include <memory>
+#include <stdexcept>
 
 #include "runtime/c_runtime_api.h"
 #include "support/version.h"
@@ -88,6 +89,7 @@ Record make_record(const std::string& workload_key, const std::string& target_ke
 
 TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, RecordSink& sink,
                  TuneOptions o, TuneObserver* observer) {
+  check_host_runs(o.target);  // a candidate would die with SIGILL: not a result
   TuneObserver silent;
   TuneObserver& obs = observer ? *observer : silent;
   auto start = std::chrono::steady_clock::now();

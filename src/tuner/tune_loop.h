@@ -80,8 +80,9 @@ struct TuneSummary {
 
 // Tunes `tasks`, resuming from `history` (the records of earlier runs on this
 // target: never measured again) and writing every measurement to `sink`.
-// Throws std::runtime_error when the measurement worker cannot be found or
-// the sink fails; records stored until then stay stored.
+// Throws std::runtime_error when this machine cannot run the target's code
+// (check_host_runs), the measurement worker cannot be found or the sink
+// fails; records stored until then stay stored.
 TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, RecordSink& sink,
                  TuneOptions options, TuneObserver* observer = nullptr);
 

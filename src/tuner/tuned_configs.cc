@@ -136,11 +136,9 @@ RecordSource load_jsonl(const std::string& path, int threads) {
 }
 
 std::string isa_class(const codegen::Target& target) {
-  std::string arch = target.triple.substr(0, target.triple.find('-'));
-  if (arch != "x86_64") return "";
-  if (target.has_feature("avx512f")) return "x86_64-avx512";
-  if (target.has_feature("avx2") && target.has_feature("fma")) return "x86_64-avx2";
-  return "";
+  // The Target's own ISA table decides; logs/ holds these two classes today.
+  std::string cls = target.isa().isa_class;
+  return cls == "x86_64-avx512" || cls == "x86_64-avx2" ? cls : "";
 }
 
 std::string shipped_log_path(const codegen::Target& target) {

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <stdexcept>
+
+#include "runtime/cpu_features.h"
 
 using kiln::codegen::Target;
 
@@ -65,3 +68,100 @@ TEST(Target, RejectsGarbage) {
   rejects("llvm -foo=bar", "-foo=bar");
   rejects("llvm -mtriple=nonsense-unknown-thing", "nonsense-unknown-thing");
 }
+
+namespace kiln::codegen {
+namespace {
+
+std::string parse_error(const std::string& s) {
+  try {
+    Target::parse(s);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A mistyped CPU or feature is one error with near matches, never LLVM's
+// warning per subtarget and an abort.
+TEST(Target, UnknownCpuOrFeatureListsNearMatches) {
+  std::string e = parse_error("llvm -mcpu=skylake_avx512");
+  EXPECT_NE(e.find("unknown -mcpu \"skylake_avx512\""), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean: skylake-avx512"), std::string::npos) << e;
+  e = parse_error("llvm -mcpu=haswell -mattr=+avx512vnn");
+  EXPECT_NE(e.find("unknown feature \"avx512vnn\""), std::string::npos) << e;
+  EXPECT_NE(e.find("avx512vnni"), std::string::npos) << e;
+  e = parse_error("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a27");
+  EXPECT_NE(e.find("unknown -mcpu \"cortex-a27\" for aarch64"), std::string::npos) << e;
+  EXPECT_NE(e.find("cortex-a"), std::string::npos) << e;
+  e = parse_error("llvm -mcpu=zzzzzzzzzzzzzzzzzzzz");
+  EXPECT_NE(e.find("unknown -mcpu"), std::string::npos) << e;
+  EXPECT_EQ(e.find("did you mean"), std::string::npos) << "nothing is near: " << e;
+  EXPECT_EQ(parse_error("llvm -mcpu=skylake-avx512 -mattr=+avx2,-avx512f"), "");
+}
+
+// Lanes and register budgets come from the per-ISA table.
+TEST(Target, IsaTableByArchitectureAndFeatures) {
+  struct Case {
+    std::string target, isa;
+    int bits, registers;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", "x86_64-avx512", 512, 32},
+           {"llvm -mtriple=x86_64-linux-gnu -mcpu=haswell", "x86_64-avx2", 256, 16},
+           {"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512 -mattr=-avx512f", "x86_64-avx2",
+            256, 16},
+           {"llvm -mtriple=x86_64-linux-gnu -mcpu=nehalem", "x86_64-sse", 128, 16},
+           {"llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72", "aarch64-neon", 128, 32},
+           {"llvm -mtriple=armv7a-linux-gnueabihf -mcpu=cortex-a7 -mattr=+neon", "armv7-neon", 128,
+            16},
+       }) {
+    SCOPED_TRACE(c.target);
+    Target t = Target::parse(c.target);
+    EXPECT_EQ(t.isa().isa_class, c.isa);
+    EXPECT_EQ(t.vector_bits(), c.bits);
+    EXPECT_EQ(t.isa().vector_registers, c.registers);
+    EXPECT_EQ(t.float_lanes(), c.bits / 32);
+  }
+  EXPECT_EQ(Target::parse("llvm -mtriple=armv7a-linux-gnueabihf -mcpu=cortex-a7").arch(), "arm");
+}
+
+// What a package built for a target requires: the checkable features the
+// target's code may use, so haswell code needs no AVX-512 and skylake-avx512
+// code does.
+TEST(Target, RequiredFeaturesFollowTheCpu) {
+  auto has = [](const std::vector<std::string>& v, const std::string& f) {
+    return std::find(v.begin(), v.end(), f) != v.end();
+  };
+  std::vector<std::string> hsw = Target::parse("llvm -mcpu=haswell").required_features();
+  EXPECT_TRUE(has(hsw, "avx2"));
+  EXPECT_TRUE(has(hsw, "fma"));
+  EXPECT_FALSE(has(hsw, "avx512f"));
+  std::vector<std::string> skx = Target::parse("llvm -mcpu=skylake-avx512").required_features();
+  EXPECT_TRUE(has(skx, "avx512f"));
+  EXPECT_TRUE(has(skx, "avx512bw"));
+  EXPECT_FALSE(has(skx, "amx-tile"));
+  EXPECT_EQ(Target::parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72").required_features(),
+            std::vector<std::string>{"neon"});
+}
+
+// The runtime's CPUID check (no LLVM) and LLVM's host detection agree on
+// every feature a package can require.
+TEST(Target, RuntimeFeatureCheckAgreesWithLlvmOnTheHost) {
+  Target h = Target::host();
+  ASSERT_EQ(h.arch(), runtime::host_arch());
+  for (const std::string& f : runtime::checkable_cpu_features(h.arch()))
+    EXPECT_EQ(runtime::host_has_cpu_feature(f), h.has_feature(f)) << f;
+  EXPECT_TRUE(runtime::missing_cpu_features(h.required_features()).empty());
+}
+
+// Cache sizes: the host's from sysfs, known CPUs from the table.
+TEST(Target, CacheSizes) {
+  CacheSizes host = cache_sizes(Target::host());
+  EXPECT_GT(host.l1d, 0);
+  EXPECT_GE(host.l2, host.l1d);
+  CacheSizes a72 = cache_sizes(Target::parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72"));
+  EXPECT_EQ(a72.l1d, 32 << 10);
+}
+
+}  // namespace
+}  // namespace kiln::codegen

@@ -10,6 +10,7 @@
 
 #include "driver_harness.h"
 #include "ops/op_template.h"
+#include "runtime/cpu_features.h"
 #include "runtime/npz.h"
 #include "runtime/package.h"
 
@@ -290,6 +291,47 @@ TEST_F(KilnBuildAndRun, LeavesExactlyTheRequestedFile) {
     run_and_compare(pkg, want);
   }
   expect_files({"m.onnx", "model.so", "model.tar"});
+}
+
+// A package for CPU features this machine lacks builds (cross-compiling is
+// legitimate, and the build says the package cannot run here), but `kiln run`
+// refuses it naming the missing features, before any kernel runs and without
+// writing an output; `kiln tune` for that target refuses to measure (each
+// candidate would die with SIGILL) and creates no database.
+TEST_F(KilnBuildAndRun, PackageForFeaturesThisMachineLacksIsRefused) {
+  std::string missing;
+  for (const std::string& f : runtime::checkable_cpu_features(runtime::host_arch()))
+    if (!runtime::host_has_cpu_feature(f) && missing.empty()) missing = f;
+  if (missing.empty()) GTEST_SKIP() << "this machine has every CPU feature kiln checks";
+  write_input();
+  write_model("m.onnx", small_model(0.25f, "1"));
+  std::string target = "--target 'llvm -mcpu=x86-64-v3 -mattr=+" + missing + "'";
+  for (const char* format : {"tar", "so"}) {
+    SCOPED_TRACE(format);
+    std::string pkg = work_.file(std::string("foreign.") + format);
+    CommandResult r = kiln("build " + quote(work_.file("m.onnx")) + " -o " + quote(pkg) + " " +
+                           target + " --output-format " + format);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("note: this machine cannot run the package; it lacks: " + missing),
+              std::string::npos)
+        << r.out;
+    std::string out = inputs_.file("foreign_out.npz");
+    r = kiln("run " + quote(pkg) + " --inputs " + quote(inputs_.file("in.npz")) + " --output " +
+             quote(out));
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_NE(r.err.find("cannot run on this machine: it needs CPU features this machine lacks: " +
+                         missing),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(fs::exists(out));
+  }
+  std::string db = work_.file("foreign.db");
+  CommandResult r = kiln("tune " + quote(work_.file("m.onnx")) + " --tuning-log " + quote(db) +
+                         " --trials 2 " + target);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("cannot measure kernels for"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("it lacks " + missing), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(db));
 }
 
 // The debug switches of README's "Debugging": KILN_DEBUG_GRAPH prints the

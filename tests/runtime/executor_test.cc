@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "package_builder.h"
+#include "runtime/cpu_features.h"
 #include "runtime/graph_executor.h"
 
 namespace kiln::test {
@@ -306,6 +307,61 @@ TEST(GraphExecutor, BrokenTarsFailWithOneMessageNamingTheMember) {
       << e;
   std::string nope = dir.file("nope.tar");
   EXPECT_EQ(error_of([&] { GraphExecutor::load(nope); }), "package '" + nope + "': no such file");
+}
+
+}  // namespace
+}  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+using runtime::checkable_cpu_features;
+using runtime::host_arch;
+using runtime::host_has_cpu_feature;
+
+// A checkable CPU feature this machine lacks, or "" when it has them all.
+std::string a_missing_feature() {
+  for (const std::string& f : checkable_cpu_features(host_arch()))
+    if (!host_has_cpu_feature(f)) return f;
+  return "";
+}
+
+// mod.json's "requires" is checked before any kernel can run: a package for
+// another architecture or for CPU features this machine lacks is refused
+// with one message naming them (never SIGILL); one this machine satisfies,
+// or an old one without "requires", loads and runs.
+TEST(GraphExecutor, RefusesPackagesThisMachineCannotRun) {
+  std::mt19937_64 rng(9);
+  TempDir dir;
+  std::string path = dir.file("p.tar");
+
+  PackageParts ok = good_parts(rng);
+  std::vector<std::string> have;
+  for (const std::string& f : checkable_cpu_features(host_arch()))
+    if (host_has_cpu_feature(f)) have.push_back(f);
+  ok.graph["requires"] = {{"arch", host_arch()}, {"cpu_features", have}};
+  ok.write(path);
+  EXPECT_NO_THROW(GraphExecutor::load(path));
+
+  PackageParts other_arch = good_parts(rng);
+  std::string arch = host_arch() == "aarch64" ? "x86_64" : "aarch64";
+  other_arch.graph["requires"] = {{"arch", arch}, {"cpu_features", json::array()}};
+  other_arch.write(path);
+  EXPECT_EQ(error_of([&] { GraphExecutor::load(path); }),
+            "package '" + path + "' cannot run on this machine: it is built for " + arch +
+                "; this machine is " + host_arch());
+
+  std::string missing = a_missing_feature();
+  if (missing.empty()) GTEST_SKIP() << "this machine has every feature kiln checks";
+  PackageParts lacking = good_parts(rng);
+  lacking.graph["requires"] = {{"arch", host_arch()}, {"cpu_features", {have.at(0), missing}}};
+  lacking.graph["target"] = "llvm -mattr=+" + missing;
+  lacking.write(path);
+  std::string e = error_of([&] { GraphExecutor::load(path); });
+  EXPECT_EQ(e, "package '" + path + "' cannot run on this machine: it needs CPU features this " +
+                   "machine lacks: " + missing + " (built for llvm -mattr=+" + missing +
+                   "); rebuild it with --target for this machine");
+  EXPECT_THROW(GraphExecutor::load(path), runtime::IncompatiblePackage);
 }
 
 }  // namespace
