@@ -25,7 +25,7 @@ const char* kBuildUsage =
     "usage: kiln build MODEL.onnx [-o OUT] [--target TARGET] [--input-shapes SHAPES]\n"
     "                  [--output-format tar|so] [--config FILE] [--tuning-log DB "
     "[--require-tuned]]\n"
-    "                  [--no-shipped-logs] [--no-borrow] [--dump-kernels DIR]\n"
+    "                  [--no-shipped-logs] [--no-borrow] [--dump-kernels DIR] [--time-report]\n"
     "  -o OUT             package to write (default: MODEL.tar, or MODEL.so with --output-format "
     "so)\n"
     "  --target TARGET    'llvm -mcpu=... -mattr=...' (default: this machine)\n"
@@ -39,6 +39,7 @@ const char* kBuildUsage =
     "  --no-shipped-logs  ignore the pre-tuned records kiln ships in logs/\n"
     "  --no-borrow        never use a config tuned for a nearby shape of the same template\n"
     "  --dump-kernels DIR write each kernel's LLVM IR (.ll) and assembly (.s) into DIR\n"
+    "  --time-report      print the slowest kernels' compile times\n"
     "Configs come from DB, else the shipped logs for this CPU's ISA class (logs/*.jsonl), else\n"
     "a nearby shape's record whose config is legal here, else the template's fallback; the\n"
     "report names each.\n";
@@ -46,7 +47,7 @@ const char* kBuildUsage =
 struct BuildArgs {
   std::string model, output, target, input_shapes, format = "tar", config_file, tuning_log;
   std::string dump_kernels;
-  bool require_tuned = false, no_shipped_logs = false, no_borrow = false;
+  bool require_tuned = false, no_shipped_logs = false, no_borrow = false, time_report = false;
 };
 
 BuildArgs parse_args(const std::vector<std::string>& args) {
@@ -69,6 +70,8 @@ BuildArgs parse_args(const std::vector<std::string>& args) {
       a.config_file = value();
     else if (s == "--tuning-log")
       a.tuning_log = value();
+    else if (s == "--time-report")
+      a.time_report = true;
     else if (s == "--dump-kernels")
       a.dump_kernels = value();
     else if (s == "--require-tuned")
@@ -162,6 +165,18 @@ void require_tuned(const BuildArgs& a, const std::vector<std::string>& workloads
                              "the shipped logs (--require-tuned):" + missing);
 }
 
+// --time-report: the total and the slowest kernels' compile times.
+void print_time_report(const driver::BuiltModule& m) {
+  std::vector<driver::BuiltModule::CompileTime> t = m.compile_times;
+  double total = 0;
+  for (const auto& k : t) total += k.seconds;
+  std::sort(t.begin(), t.end(), [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+  std::printf("compile time: %.2f s over %zu kernels (summed over threads); slowest:\n", total,
+              t.size());
+  for (size_t i = 0; i < t.size() && i < 10; ++i)
+    std::printf("  %8.3f s  %-10s %s\n", t[i].seconds, t[i].func.c_str(), t[i].label.c_str());
+}
+
 // "tuned: N of M workloads (...)" and the borrowed ones, each with its donor.
 void print_tuned(const driver::BuiltModule& m,
                  const std::map<std::string, tuner::ConfigChoice>& tuned) {
@@ -227,6 +242,7 @@ int run_build(const std::vector<std::string>& args) {
   std::printf("kiln build: %s -> %s (%zu kernels: %zu templated, %zu generic; %.1f s)\n",
               a.model.c_str(), a.output.c_str(), m.funcs.size(), templated, m.generic_kernels,
               secs);
+  if (a.time_report) print_time_report(m);
   if (!a.tuning_log.empty() || !tuned.empty()) print_tuned(m, tuned);
   std::printf("configs: %zu of %zu workloads configured", configured, m.workloads.size());
   if (configured < m.workloads.size()) {

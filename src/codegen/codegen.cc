@@ -19,12 +19,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <stdexcept>
+#include <thread>
 
 #include "codegen/llvm_init.h"
 #include "codegen/lower_llvm.h"
@@ -247,6 +250,46 @@ struct TempDir {
 std::string compile_object(const std::vector<ir::LoweredFunc>& funcs, const Target& target) {
   Built b = build(funcs, target, true);
   return emit_file(b, llvm::CGFT_ObjectFile);
+}
+
+std::vector<CompiledKernel> compile_kernels(const std::vector<ir::LoweredFunc>& funcs,
+                                            const Target& target, int threads) {
+  std::vector<CompiledKernel> out(funcs.size());
+  std::vector<std::exception_ptr> errors(funcs.size());
+  std::atomic<size_t> next{0};
+  // Each worker owns its LLVM contexts (one per kernel): LLVM is thread-safe
+  // across contexts.
+  // KILN_DEBUG_CODEGEN=1: a line per kernel as it starts and ends, so that a
+  // kernel LLVM takes too long on can be named while it runs.
+  const char* dbg = std::getenv("KILN_DEBUG_CODEGEN");
+  const bool trace = dbg && *dbg && std::string(dbg) != "0";
+  auto work = [&] {
+    for (size_t i; (i = next++) < funcs.size();) {
+      if (trace) std::fprintf(stderr, "[kiln codegen] start %s\n", funcs[i].name.c_str());
+      auto start = std::chrono::steady_clock::now();
+      try {
+        out[i].name = funcs[i].name;
+        out[i].object = compile_object({funcs[i]}, target);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+      out[i].seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (trace)
+        std::fprintf(stderr, "[kiln codegen] done  %s %.3f s\n", funcs[i].name.c_str(),
+                     out[i].seconds);
+    }
+  };
+  size_t n = threads > 0 ? static_cast<size_t>(threads)
+                         : std::max<size_t>(1, std::thread::hardware_concurrency());
+  n = std::min(n, std::max<size_t>(1, funcs.size()));
+  std::vector<std::thread> pool;
+  for (size_t i = 1; i < n; ++i) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return out;
 }
 
 std::string data_object(const std::vector<DataSymbol>& data, const Target& target) {

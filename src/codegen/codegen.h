@@ -57,6 +57,17 @@ void build_shared_library(const std::vector<ir::LoweredFunc>& funcs, const Targe
 // object holding only data symbols, and linking objects into `path`
 // (atomically, as above).
 std::string compile_object(const std::vector<ir::LoweredFunc>& funcs, const Target& target);
+
+// Each kernel compiled into an object of its own, `threads` kernels at a time
+// (0: one per hardware thread), in input order, with the wall time each took
+// (kiln build --time-report). Objects link together: kernels share no symbol.
+struct CompiledKernel {
+  std::string name;
+  std::string object;
+  double seconds = 0;
+};
+std::vector<CompiledKernel> compile_kernels(const std::vector<ir::LoweredFunc>& funcs,
+                                            const Target& target, int threads = 0);
 std::string data_object(const std::vector<DataSymbol>& data, const Target& target);
 void link_shared_library(const std::vector<std::string>& objects, const std::string& path);
 

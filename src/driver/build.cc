@@ -193,6 +193,19 @@ BuiltModule assemble(const Graph& g, const std::vector<graph::FusedGroup>& group
   return m;
 }
 
+// Native code for every kernel (compiled in parallel, one object each),
+// with each kernel's compile time.
+void generate_code(BuiltModule& m, const std::vector<graph::FusedGroup>& groups, const Graph& g,
+                   const codegen::Target& target) {
+  std::vector<codegen::CompiledKernel> compiled = codegen::compile_kernels(m.funcs, target);
+  for (size_t i = 0; i < compiled.size(); ++i) {
+    m.compile_times.push_back({compiled[i].name,
+                               graph::group_label(g, groups[i]) + "_" + std::to_string(i),
+                               compiled[i].seconds});
+    m.objects.push_back(std::move(compiled[i].object));
+  }
+}
+
 // The whole build, in order. Each step is one call; KILN_DEBUG_GRAPH prints
 // the graph after the graph steps and KILN_DEBUG_LOWER the loop IR of every
 // kernel after each lowering pass (driver/debug.h lists the switches).
@@ -215,7 +228,7 @@ BuiltModule run_build(ModelSource model, const BuildOptions& o) {
   graph::passes::MemoryPlan plan = plan_storage(g, kernels, table);
   BuiltModule m = assemble(g, groups, std::move(kernels), table, plan, o.target);
   m.workloads = count_workloads(uses);
-  m.object = codegen::compile_object(m.funcs, o.target);
+  generate_code(m, groups, g, o.target);
   if (!o.dump_kernels_dir.empty()) dump_kernels(m.funcs, o.target, o.dump_kernels_dir);
   if (!o.output_path.empty()) write_package(m, o.target, o.output_path, o.format);
   return m;

@@ -55,7 +55,14 @@ struct WorkloadUse {
 
 struct BuiltModule {
   std::vector<ir::LoweredFunc> funcs;
-  std::string object;      // the kernels' native object code (codegen)
+  std::vector<std::string> objects;  // native object code, one per kernel (codegen)
+  // Per kernel, in kernel order: function, mod.json label, compile seconds
+  // (LLVM's optimization and code generation; kiln build --time-report).
+  struct CompileTime {
+    std::string func, label;
+    double seconds = 0;
+  };
+  std::vector<CompileTime> compile_times;
   std::string graph_json;  // mod.json (docs/package-format.md)
   std::vector<std::pair<std::string, graph::Initializer>> params;  // mod.params, by name
   std::vector<WorkloadUse> workloads;

@@ -1,6 +1,7 @@
 #include "driver/lower_group.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <stdexcept>
 
@@ -104,6 +105,18 @@ ir::Tensor reshape_view(const ir::Tensor& t, const std::vector<ir::Expr>& shape,
       name);
 }
 
+// Whether two shapes of one element count differ only by dimensions of size
+// one (then a reshape between them maps indices one to one).
+bool unit_dims_apart(const std::vector<ir::Expr>& a, const std::vector<ir::Expr>& b) {
+  auto non_unit = [](const std::vector<ir::Expr>& s) {
+    std::vector<int64_t> dims;
+    for (const ir::Expr& d : s)
+      if (to_int(d) != 1) dims.push_back(to_int(d));
+    return dims;
+  };
+  return non_unit(a) == non_unit(b);
+}
+
 bool same_shape(const std::vector<ir::Expr>& a, const std::vector<ir::Expr>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
@@ -118,6 +131,11 @@ struct GroupBuilder {
   GroupKernel k;
   std::map<std::string, ir::Tensor> tensors;  // value -> TE tensor
   std::vector<ir::Tensor> arg_tensors;
+  // Set for an epilogue computed in a template's flat output space (see
+  // lower_group_template): the graph's shape of the anchor's value and the
+  // template's own [rows, N] shape it is computed in.
+  std::vector<int64_t> flat_from, flat_to;
+  std::deque<graph::Initializer> flat_constants;  // constants re-shaped for the flat space
 
   void bind_argument(const std::string& value, const ir::Tensor& t) {
     tensors[value] = t;
@@ -143,7 +161,34 @@ struct GroupBuilder {
       const graph::TensorType& t = type_or_throw(g, value);
       bind_argument(value, ir::placeholder(shape_exprs(t.shape), ir::DataType::parse(t.dtype),
                                            "arg" + std::to_string(arg_tensors.size())));
+      if (!flat_from.empty()) tensors[value] = flat_view(tensors[value]);
     }
+  }
+
+  // The shape a value of `shape` has in the flat space: the full shape
+  // becomes [rows, N], a trailing broadcast [1, ..., 1, n] becomes [n].
+  std::vector<int64_t> flat_shape(const std::vector<int64_t>& shape) const {
+    if (shape == flat_from) return flat_to;
+    if (shape.empty()) return shape;
+    return {shape.back()};
+  }
+
+  // A kernel argument read in the flat space (a placeholder: its div/mod
+  // index arithmetic costs bound inference nothing).
+  ir::Tensor flat_view(const ir::Tensor& t) {
+    std::vector<int64_t> shape;
+    for (const ir::Expr& d : t->shape) shape.push_back(to_int(d));
+    std::vector<int64_t> flat = flat_shape(shape);
+    return flat == shape ? t : reshape_view(t, shape_exprs(flat), "flat_view");
+  }
+
+  const graph::Initializer* flat_constant(const graph::Initializer* c) {
+    if (!c || flat_from.empty()) return c;
+    std::vector<int64_t> flat = flat_shape(c->type.shape);
+    if (flat == c->type.shape) return c;
+    flat_constants.push_back(*c);
+    flat_constants.back().type.shape = flat;
+    return &flat_constants.back();
   }
 
   void compute_node(const Node& n) {
@@ -155,12 +200,16 @@ struct GroupBuilder {
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const std::string& v = n.inputs[i];
       auto init = g.initializers.find(v);
-      in.constants.push_back(!v.empty() && init != g.initializers.end() ? &init->second : nullptr);
+      in.constants.push_back(
+          flat_constant(!v.empty() && init != g.initializers.end() ? &init->second : nullptr));
       bool omitted = v.empty() || is_constant_input(def, i);
       in.tensors.push_back(omitted ? nullptr : tensors.at(v));
     }
     std::vector<graph::TensorType> out_types;
-    for (const std::string& o : n.outputs) out_types.push_back(type_or_throw(g, o));
+    for (const std::string& o : n.outputs) {
+      out_types.push_back(type_or_throw(g, o));
+      if (!flat_from.empty()) out_types.back().shape = flat_shape(out_types.back().shape);
+    }
     std::vector<ir::Tensor> outs;
     try {
       outs = def.compute(n, in, out_types);
@@ -220,7 +269,22 @@ GroupKernel lower_group_template(const Graph& g, const graph::FusedGroup& group,
     b.bind_argument(anchor.inputs[i], inst.inputs.at(i));
   const graph::TensorType& yt = type_or_throw(g, anchor.outputs.at(0));
   std::vector<ir::Expr> graph_shape = shape_exprs(yt.shape);
-  b.tensors[anchor.outputs[0]] = same_shape(graph_shape, inst.anchor->shape)
+  // The anchor alone writes its own shape into the graph value's memory (a
+  // free reshape): a view there and back would hide from bound inference
+  // that the register tile is a tile, not the whole output.
+  // An epilogue behind a reshape that is more than unit dims (a dense on a
+  // [B, S, C] activation writes [B*S, N]) is computed in the template's flat
+  // space: reading the anchor through div/mod index arithmetic would hide
+  // the register tile from bound inference. fuse_ops only fuses epilogues
+  // whose inputs can be read there (graph::flat_epilogue_input).
+  const bool anchor_only = group.nodes.size() == 1;
+  const bool flat = !anchor_only && !same_shape(graph_shape, inst.anchor->shape) &&
+                    !unit_dims_apart(graph_shape, inst.anchor->shape);
+  if (flat) {
+    b.flat_from = yt.shape;
+    for (const ir::Expr& d : inst.anchor->shape) b.flat_to.push_back(to_int(d));
+  }
+  b.tensors[anchor.outputs[0]] = anchor_only || flat || same_shape(graph_shape, inst.anchor->shape)
                                      ? inst.anchor
                                      : reshape_view(inst.anchor, graph_shape, "anchor_view");
   b.k.op_types.push_back(t.name());

@@ -89,7 +89,7 @@ void write_tar(const BuiltModule& m, const std::string& path) {
   TempDir dir;
   fs::path so = dir.path / "mod.so";
   try {
-    codegen::link_shared_library({m.object}, so.string());
+    codegen::link_shared_library(m.objects, so.string());
   } catch (const std::exception& e) {  // name the package, not the temporary mod.so
     throw std::runtime_error("cannot write " + path + ": " + e.what());
   }
@@ -139,7 +139,9 @@ void write_package(const BuiltModule& m, const codegen::Target& target, const st
   json.push_back('\0');
   std::string data =
       codegen::data_object({{"kiln_graph_json", json}, {"kiln_params", params_npz(m)}}, target);
-  codegen::link_shared_library({m.object, data}, path);
+  std::vector<std::string> objects = m.objects;
+  objects.push_back(std::move(data));
+  codegen::link_shared_library(objects, path);
 }
 
 }  // namespace kiln::driver

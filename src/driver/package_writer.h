@@ -13,7 +13,7 @@ namespace kiln::driver {
 // is a directory. kiln build calls it before compiling, to fail fast.
 void check_output_path(const std::string& path);
 
-// Writes the package at `path` atomically (linking m.object into mod.so, or
+// Writes the package at `path` atomically (linking m.objects into mod.so, or
 // with the graph and weights into one library): on any failure no file is left
 // there (an existing file is left untouched).
 void write_package(const BuiltModule& m, const codegen::Target& target, const std::string& path,

@@ -9,8 +9,10 @@
 #include <cstdlib>
 #include <limits>
 #include <random>
+#include <regex>
 
 #include "driver_harness.h"
+#include "ir/printer.h"
 
 namespace kiln::test {
 namespace {
@@ -328,6 +330,48 @@ TEST(WholeGraph, HardSwishHardSigmoidSiLU) {
 }
 
 // ---- transformer pieces --------------------------------------------------------------
+
+// ConvNeXt's MLP: MatMul on a 4-D channels-last activation [1, H, W, C]
+// (dense_pack writes [H*W, N]), a bias and an Erf-GELU. The epilogue is fused
+// and computed in the template's flat [H*W, N] space: fused through the
+// reshape's div/mod instead, the whole output became the "register tile"
+// and LLVM took minutes on one kernel.
+TEST(WholeGraph, MatMulOnChannelsLastActivation) {
+  std::mt19937 rng(seed(31));
+  int64_t h = odd_size(rng, {5, 7, 9}), w = odd_size(rng, {3, 5, 7}), c = 12, n = 20;
+  OnnxBuilder b;
+  b.input("x", dims({1, h, w, c}));
+  b.output("y", dims({1, h, w, n}));
+  init_random(b, "W", {c, n}, rng);
+  init_random(b, "bias", {n}, rng);
+  b.init_f32("two", {}, {2.0f});
+  b.init_f32("one", {}, {1.0f});
+  b.init_f32("half", {}, {0.5f});
+  b.node("MatMul", "mm", {"x", "W"}, {"m"});
+  b.node("Add", "add_bias", {"m", "bias"}, {"a"});
+  b.node("Div", "div", {"a", "two"}, {"d"});
+  b.node("Erf", "erf", {"d"}, {"e"});
+  b.node("Add", "add_one", {"e", "one"}, {"e1"});
+  b.node("Mul", "mul", {"a", "e1"}, {"g"});
+  b.node("Mul", "gelu", {"g", "half"}, {"y"});
+  E2EResult r = check_end_to_end(b, "matmul_channels_last");
+  size_t dense_ops = 0;
+  for (const auto& k : r.mod.at("kernels"))
+    if (k.at("workload").get<std::string>().rfind("dense_pack.x86", 0) == 0)
+      dense_ops = k.at("op_types").size();
+  // The bias add is fused; its value has two readers (GELU), which ends the group.
+  EXPECT_EQ(dense_ops, 2u) << r.mod.at("kernels").dump();
+  // Every local buffer of every kernel is a register tile, not an output.
+  ScratchDir dir;
+  write_bytes(dir.file("m.onnx"), b.bytes());
+  driver::BuiltModule m = driver::build_module(frontend::import_onnx(dir.file("m.onnx")), {});
+  std::regex local(R"(allocate \S+\[float32 \* (\d+)\] local)");
+  for (const ir::LoweredFunc& f : m.funcs) {
+    std::string text = ir::to_string(f.body);
+    for (std::sregex_iterator it(text.begin(), text.end(), local), end; it != end; ++it)
+      EXPECT_LT(std::stoll((*it)[1]), h * w * n) << f.name << " keeps a whole output local";
+  }
+}
 
 // One encoder layer: multi-head self-attention (MatMul, Reshape, Transpose,
 // Div by sqrt(d), Softmax), residual + LayerNormalization, an Erf-GELU MLP,

@@ -7,6 +7,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "ops/op_template.h"
+
 namespace kiln::graph {
 namespace {
 
@@ -43,6 +45,34 @@ struct Builder {
                        [&](size_t ni) { return g.nodes[ni].op_type == "kiln.LayoutTransform"; });
   }
 
+  // Whether a template anchor's graph output is its own output reshaped by
+  // more than leading unit dims (dense_pack on a [1,56,56,C] activation writes
+  // [3136,C]). An epilogue computed in the graph's shape would read the
+  // anchor through div/mod index arithmetic, which bound inference cannot
+  // see through (the whole output became the register tile and LLVM spent
+  // minutes on it), so such an epilogue is computed in the anchor's flat
+  // space instead, and only joins when all its inputs can be read there.
+  bool anchor_reshapes_output(const Node& n) const {
+    if (n.op_type != "kiln.Template") return false;
+    const TensorType* t = g.type_of(n.outputs.empty() ? "" : n.outputs[0]);
+    auto name = n.attr<std::string>("template");
+    auto key = n.attr<std::string>("workload");
+    auto cfg = n.attr<std::string>("config");
+    if (!t || !name || !key || !cfg) return false;
+    const ops::OpTemplate& tmpl = ops::get_template(*name);
+    ops::Workload w = ops::Workload::parse(*key);
+    std::vector<int64_t> own =
+        tmpl.output_shape(w, schedule::Config::from_json(tmpl.space(w), *cfg));
+    // Shapes apart only by unit dims ([1, 128, N] against [128, N]) map one to one.
+    auto non_unit = [](const std::vector<int64_t>& s) {
+      std::vector<int64_t> d;
+      for (int64_t x : s)
+        if (x != 1) d.push_back(x);
+      return d;
+    };
+    return non_unit(own) != non_unit(t->shape);
+  }
+
   // The group `n` may join through its input `x`, or -1.
   int64_t joinable_group(const Node& n, const std::string& x) {
     auto it = producer_group.find(x);
@@ -55,6 +85,14 @@ struct Builder {
     bool same_shape = out && in && out->shape == in->shape && n.outputs.size() == 1;
     switch (grp.pattern) {
       case OpPattern::kAnchor:
+        if (grp.anchor >= 0 && anchor_reshapes_output(g.nodes[static_cast<size_t>(grp.anchor)]))
+          for (const std::string& other : n.inputs) {
+            const TensorType* t = g.type_of(other);
+            if (!other.empty() && other != x &&
+                (!t || !out || !flat_epilogue_input(t->shape, out->shape)))
+              return -1;
+          }
+        return is_elementwise(p) && same_shape ? static_cast<int64_t>(it->second) : -1;
       case OpPattern::kReduction:
         return is_elementwise(p) && same_shape ? static_cast<int64_t>(it->second) : -1;
       case OpPattern::kElemWise:
@@ -148,6 +186,14 @@ std::vector<FusedGroup> sort_groups(std::vector<FusedGroup> groups) {
 }
 
 }  // namespace
+
+bool flat_epilogue_input(const std::vector<int64_t>& shape, const std::vector<int64_t>& out) {
+  if (shape == out || shape.empty()) return true;
+  if (out.empty() || shape.size() > out.size()) return false;
+  for (size_t d = 0; d + 1 < shape.size(); ++d)
+    if (shape[d] != 1) return false;
+  return shape.back() == 1 || shape.back() == out.back();
+}
 
 std::vector<FusedGroup> fuse_ops(const Graph& g) {
   Builder b{g, {}, {}, {}, {}};

@@ -24,11 +24,20 @@ struct FusedGroup {
   std::vector<size_t> nodes;  // indices into Graph::nodes, in topological order
   int64_t anchor = -1;        // index of the anchor node (into Graph::nodes), -1 when none
   OpPattern pattern = OpPattern::kOpaque;  // the group's dominant pattern
-  std::vector<std::string> inputs;   // values read from outside the group (incl. initializers), first use order
+  std::vector<std::string>
+      inputs;  // values read from outside the group (incl. initializers), first use order
   std::vector<std::string> outputs;  // values used after the group or graph outputs
 };
 
 std::vector<FusedGroup> fuse_ops(const Graph& g);
+
+// Whether a value of `shape` can be read by an epilogue computed in a
+// template's flat [rows, N] output space when the graph's value has shape
+// `out` = [..., N] (a dense on a [B, S, C] or [1, H, W, C] activation): the
+// full shape itself, a scalar, or a trailing broadcast [1, ..., 1, N or 1].
+// fuse_ops fuses only such epilogues into such anchors; lowering
+// (driver/lower_group.cc) computes them in the flat space.
+bool flat_epilogue_input(const std::vector<int64_t>& shape, const std::vector<int64_t>& out);
 
 // "fused_conv_add_relu" style name from the op types (for mod.json and profiles).
 std::string group_label(const Graph& g, const FusedGroup& group);
