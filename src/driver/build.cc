@@ -67,12 +67,14 @@ std::vector<WorkloadUse> count_workloads(const std::vector<graph::TemplateUse>& 
   return out;
 }
 
-// One kernel per fused group, named kiln_k<i>.
-std::vector<GroupKernel> lower_groups(const Graph& g,
-                                      const std::vector<graph::FusedGroup>& groups) {
+// One kernel per fused group, named kiln_k<i>; generic schedules take the
+// target's vector lanes.
+std::vector<GroupKernel> lower_groups(const Graph& g, const std::vector<graph::FusedGroup>& groups,
+                                      const codegen::Target& target) {
   std::vector<GroupKernel> kernels;
   for (size_t i = 0; i < groups.size(); ++i)
-    kernels.push_back(lower_group(g, groups[i], "kiln_k" + std::to_string(i)));
+    kernels.push_back(
+        lower_group(g, groups[i], "kiln_k" + std::to_string(i), target.float_lanes()));
   return kernels;
 }
 
@@ -223,7 +225,7 @@ BuiltModule run_build(ModelSource model, const BuildOptions& o) {
   debug_graph("layout", g);
   std::vector<graph::FusedGroup> groups = graph::fuse_ops(g);
   debug_graph("fusion", g, groups);
-  std::vector<GroupKernel> kernels = lower_groups(g, groups);
+  std::vector<GroupKernel> kernels = lower_groups(g, groups, o.target);
   TensorTable table = tabulate(g, kernels);
   graph::passes::MemoryPlan plan = plan_storage(g, kernels, table);
   BuiltModule m = assemble(g, groups, std::move(kernels), table, plan, o.target);

@@ -313,7 +313,7 @@ GroupKernel lower_group_template(const Graph& g, const graph::FusedGroup& group,
 }  // namespace
 
 GroupKernel lower_group_generic(const Graph& g, const graph::FusedGroup& group,
-                                const std::string& func_name) {
+                                const std::string& func_name, int64_t vector_lanes) {
   GroupBuilder b{g, group, {}, {}, {}};
   b.bind_external_inputs();
   for (size_t ni : group.nodes) b.compute_node(g.nodes[ni]);
@@ -325,16 +325,16 @@ GroupKernel lower_group_generic(const Graph& g, const graph::FusedGroup& group,
     b.k.outputs.push_back(group.outputs[i]);
   }
   b.k.flops = estimate_flops(outputs);
-  schedule::Schedule sch = ops::schedule_generic(outputs);
+  schedule::Schedule sch = ops::schedule_generic(outputs, vector_lanes);
   b.k.func = schedule::lower(sch, b.arg_tensors, func_name);
   return b.k;
 }
 
 GroupKernel lower_group(const Graph& g, const graph::FusedGroup& group,
-                        const std::string& func_name) {
+                        const std::string& func_name, int64_t vector_lanes) {
   if (group.anchor >= 0 && g.nodes[static_cast<size_t>(group.anchor)].op_type == "kiln.Template")
     return lower_group_template(g, group, func_name);
-  return lower_group_generic(g, group, func_name);
+  return lower_group_generic(g, group, func_name, vector_lanes);
 }
 
 }  // namespace kiln::driver

@@ -25,14 +25,15 @@ struct GroupKernel {
 // Builds the kernel of `group` named `func_name`: through its template when
 // the group's anchor is a kiln.Template node (the anchor computed inside the
 // output's register tile, the epilogue applied there), else generically.
+// vector_lanes: the target's float32 lanes, for the generic schedule.
 GroupKernel lower_group(const graph::Graph& g, const graph::FusedGroup& group,
-                        const std::string& func_name);
+                        const std::string& func_name, int64_t vector_lanes);
 
 // Builds the kernel of `group` named `func_name`, scheduled generically
 // (ops::schedule_generic). Throws std::runtime_error naming the node whose
 // compute failed.
 GroupKernel lower_group_generic(const graph::Graph& g, const graph::FusedGroup& group,
-                                const std::string& func_name);
+                                const std::string& func_name, int64_t vector_lanes);
 
 // Flops of a lowered group estimated from its tensor expression: one per
 // output element of every injective stage, two per reduction step.

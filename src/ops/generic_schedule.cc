@@ -39,7 +39,7 @@ void fuse_leading_and_parallelize(const Stage& s, const std::vector<ir::IterVar>
 
 }  // namespace
 
-void schedule_loops(const Stage& s) {
+void schedule_loops(const Stage& s, int64_t vector_lanes) {
   const auto& axis = s->op->axis;
   if (axis.empty()) return;
   bool parallel = spatial_elements(s) >= kMinParallelElements;
@@ -52,8 +52,8 @@ void schedule_loops(const Stage& s) {
   }
   std::vector<ir::IterVar> outer(axis.begin(), axis.end() - 1);
   ir::IterVar last = axis.back();
-  if (extent_of(last) >= kVectorLanes) {
-    auto [lo, li] = s->split(last, kVectorLanes);
+  if (extent_of(last) >= vector_lanes) {
+    auto [lo, li] = s->split(last, vector_lanes);
     outer.push_back(lo);
     s->vectorize(li);
   } else {
@@ -62,7 +62,7 @@ void schedule_loops(const Stage& s) {
   fuse_leading_and_parallelize(s, outer, parallel);
 }
 
-schedule::Schedule schedule_generic(const std::vector<ir::Tensor>& outputs) {
+schedule::Schedule schedule_generic(const std::vector<ir::Tensor>& outputs, int64_t vector_lanes) {
   schedule::Schedule sch = schedule::create_schedule(outputs);
   for (const Stage& s : sch.stages()) {
     if (s->is_placeholder()) continue;
@@ -70,7 +70,7 @@ schedule::Schedule schedule_generic(const std::vector<ir::Tensor>& outputs) {
       s->compute_inline();
       continue;
     }
-    schedule_loops(s);
+    schedule_loops(s, vector_lanes);
   }
   return sch;
 }

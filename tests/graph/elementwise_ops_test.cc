@@ -100,7 +100,8 @@ std::vector<Initializer> run_with_constants(const Node& node,
   for (auto& t : out_types) got.push_back(test::make_tensor(t.dtype, t.shape));
   for (auto& o : outs) args.push_back(o);
   for (auto& g : got) ptrs.push_back(g.data.data());
-  auto f = schedule::lower(ops::schedule_generic(outs), args, "with_constants");
+  auto f = schedule::lower(ops::schedule_generic(outs, codegen::Target::host().float_lanes()), args,
+                           "with_constants");
   auto mod = codegen::jit_compile({f}, codegen::Target::host());
   EXPECT_EQ(mod->get_function("with_constants")(ptrs.data()), 0);
   for (size_t i = 0; i < want.size(); ++i) test::expect_same(got[i], want[i], 2e-6, node.op_type);

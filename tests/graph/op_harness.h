@@ -71,8 +71,8 @@ inline std::vector<ir::Expr> shape_exprs(const std::vector<int64_t>& s) {
 // Compiles `node` alone (inputs at positions in OpDef::constant_inputs are
 // passed as constants, the others as kernel arguments), runs it through the
 // JIT on `inputs`, and returns its outputs. Output types come from evaluate.
-inline std::vector<graph::Initializer> run_compiled(const graph::Node& node,
-                                                    const std::vector<const graph::Initializer*>& inputs) {
+inline std::vector<graph::Initializer> run_compiled(
+    const graph::Node& node, const std::vector<const graph::Initializer*>& inputs) {
   const graph::OpDef& def = graph::get_op(node.op_type);
   std::vector<graph::Initializer> expected = def.evaluate(node, inputs);
   std::vector<graph::TensorType> out_types;
@@ -89,9 +89,9 @@ inline std::vector<graph::Initializer> run_compiled(const graph::Node& node,
       in.tensors.push_back(nullptr);
       continue;
     }
-    ir::Tensor p = ir::placeholder(shape_exprs(inputs[i]->type.shape),
-                                   ir::DataType::parse(inputs[i]->type.dtype),
-                                   "in" + std::to_string(i));
+    ir::Tensor p =
+        ir::placeholder(shape_exprs(inputs[i]->type.shape),
+                        ir::DataType::parse(inputs[i]->type.dtype), "in" + std::to_string(i));
     in.tensors.push_back(p);
     args.push_back(p);
     arg_data.push_back(inputs[i]);
@@ -100,7 +100,7 @@ inline std::vector<graph::Initializer> run_compiled(const graph::Node& node,
   EXPECT_EQ(outs.size(), out_types.size());
   for (auto& o : outs) args.push_back(o);
 
-  schedule::Schedule sch = ops::schedule_generic(outs);
+  schedule::Schedule sch = ops::schedule_generic(outs, codegen::Target::host().float_lanes());
   ir::LoweredFunc f = schedule::lower(sch, args, "op_under_test");
   auto mod = codegen::jit_compile({f}, codegen::Target::host());
 
@@ -146,7 +146,8 @@ inline void expect_same(const graph::Initializer& got, const graph::Initializer&
 }
 
 // Compiles and evaluates `node` on `inputs` and compares every output.
-inline void check_node(const graph::Node& node, const std::vector<const graph::Initializer*>& inputs,
+inline void check_node(const graph::Node& node,
+                       const std::vector<const graph::Initializer*>& inputs,
                        double rel_tol = 1e-5) {
   const graph::OpDef& def = graph::get_op(node.op_type);
   auto want = def.evaluate(node, inputs);

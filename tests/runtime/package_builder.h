@@ -98,8 +98,10 @@ inline std::string build_kernel_library(const std::string& path) {
       {ir::Expr(kNumel)},
       [&](const std::vector<ir::Var>& i) { return ir::max(ir::at(a, i[0]), ir::Expr(0.0f)); },
       "relu");
-  auto add_f = schedule::lower(ops::schedule_generic({sum}), {a, b, sum}, "kiln_add");
-  auto relu_f = schedule::lower(ops::schedule_generic({relu}), {a, relu}, "kiln_relu");
+  auto add_f = schedule::lower(ops::schedule_generic({sum}, codegen::Target::host().float_lanes()),
+                               {a, b, sum}, "kiln_add");
+  auto relu_f = schedule::lower(
+      ops::schedule_generic({relu}, codegen::Target::host().float_lanes()), {a, relu}, "kiln_relu");
   codegen::build_shared_library({add_f, relu_f}, codegen::Target::host(), path);
   return read_file(path);
 }
