@@ -88,7 +88,7 @@ Config with_pick(const ConfigSpace& space, const Config& cfg, const Pick& pick) 
 Config picked_config(const ops::OpTemplate& t, const ops::Workload& w,
                      const std::vector<Pick>& picks, std::vector<std::string>& dropped) {
   ConfigSpace space = t.space(w);
-  Config cfg = t.fallback(w);
+  Config cfg = t.fallback(w, codegen::Target::host().isa());
   for (const Pick& p : picks) {
     try {
       cfg = with_pick(space, cfg, p);

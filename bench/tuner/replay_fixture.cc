@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 
+#include "codegen/target.h"
 #include "ops/conv2d.h"
 #include "ops/op_template.h"
 #include "tuner/records.h"
@@ -59,7 +60,7 @@ int run(int argc, char** argv) {
   ops::Workload w = ops::conv2d_workload(
       t.name(), ops::Conv2DAttrs{1, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1});
   schedule::ConfigSpace space = t.space(w);
-  std::vector<schedule::Config> configs{t.fallback(w)};
+  std::vector<schedule::Config> configs{t.fallback(w, codegen::Target::host().isa())};
   std::set<int64_t> seen{configs[0].index()};
   std::mt19937_64 rng(7);
   while (static_cast<int64_t>(configs.size()) < std::min<int64_t>(n, space.size())) {

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/target.h"
 #include "ops/op_template.h"
 #include "tuner/records.h"
 #include "tuner/task_search.h"
@@ -34,6 +35,12 @@ using namespace kiln;
 // Spaces larger than this are skipped: every config outside the pool is
 // listed as visited.
 constexpr int64_t kMaxSpace = 4'000'000;
+
+// The fallback is the one this machine's builds use.
+const Isa& host_isa() {
+  static const Isa isa = codegen::Target::host().isa();
+  return isa;
+}
 
 struct Pool {
   tuner::Task task;
@@ -74,7 +81,7 @@ struct Strategy {
 
 // Trials until the pool's best, and until one within 3 % of it, is measured.
 std::pair<int, int> simulate(const Pool& p, const Strategy& s, int batch, uint64_t seed) {
-  auto search = tuner::TaskSearch::resume(p.task, {}, /*free_layout=*/true);
+  auto search = tuner::TaskSearch::resume(p.task, {}, /*free_layout=*/true, host_isa());
   tuner::TaskSearch& t = *search;
   schedule::ConfigSpace space = t.tmpl->space(t.workload);
   if (t.pending_fallback && !p.gflops.count(t.pending_fallback->index()))
@@ -176,7 +183,7 @@ int main(int argc, char** argv) {
       continue;
     }
     schedule::Config fallback =
-        ops::get_template(p.task.template_name).fallback(ops::Workload::parse(key));
+        ops::get_template(p.task.template_name).fallback(ops::Workload::parse(key), host_isa());
     std::printf("%s\n  pool %zu of %lld configs, best %.1f GFLOP/s, fallback %s\n", key.c_str(),
                 p.gflops.size(), static_cast<long long>(space_size), p.gflops.at(p.best),
                 p.gflops.count(fallback.index()) ? "measured" : "absent");

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "support/isa.h"
+
 namespace kiln::codegen {
 
 struct Target {
@@ -39,15 +41,9 @@ struct Target {
   // The target's row of the per-ISA table (target.cc): what kernel shapes
   // are derived from (lanes, register budget) and what records and shipped
   // logs are grouped by.
-  struct Isa {
-    std::string isa_class;      // "x86_64-avx512", "x86_64-avx2", "x86_64-sse",
-                                // "aarch64-neon", "armv7-neon", or "generic"
-    int vector_bits = 128;      // widest profitable float vector
-    int vector_registers = 16;  // architectural vector registers
-    int fma_per_cycle = 1;      // vector FMAs issued per cycle per core
-  };
+  using Isa = kiln::Isa;
   Isa isa() const;
-  int float_lanes() const { return isa().vector_bits / 32; }
+  int float_lanes() const { return isa().lanes(); }
   // "x86_64", "aarch64", "arm", ... (the triple's first component; armv7*
   // and thumbv7* are "arm").
   std::string arch() const;

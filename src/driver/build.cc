@@ -219,7 +219,8 @@ BuiltModule run_build(ModelSource model, const BuildOptions& o) {
   debug_graph("graph passes", g);
   std::vector<graph::TemplateSelection> selected = graph::select_templates(g);
   std::map<std::string, std::string> configs = choose_configs(selected, o);
-  std::vector<graph::TemplateUse> uses = graph::apply_templates(g, selected, configs);
+  std::vector<graph::TemplateUse> uses =
+      graph::apply_templates(g, selected, configs, o.target.isa());
   debug_graph("templates", g);
   graph::propagate_layout(g);
   debug_graph("layout", g);

@@ -36,10 +36,10 @@ class BatchMatmul final : public OpTemplate {
     return space;
   }
 
-  Config fallback(const Workload& w) const override {
+  Config fallback(const Workload& w, const Isa& isa) const override {
     BatchMatmulShape s = shape(w);
     detail::KnobValues knobs;
-    detail::dense_fallback_knobs(s.M, s.N, s.K, true, knobs);
+    detail::dense_fallback_knobs(s.M, s.N, s.K, true, isa, knobs);
     return knobs.in(space(w));
   }
 

@@ -39,9 +39,10 @@ int64_t fallback_channel_block(int64_t channels) {
   return largest_divisor_at_most(channels, 16);
 }
 
-int64_t fallback_ow_tile(int64_t out_width, int64_t channel_block) {
-  int64_t zmm_per_column = (channel_block + 15) / 16;
-  int64_t cap = std::max<int64_t>(1, std::min<int64_t>(out_width, 24 / zmm_per_column));
+int64_t fallback_ow_tile(int64_t out_width, int64_t channel_block, const Isa& isa) {
+  int64_t vectors_per_column = (channel_block + isa.lanes() - 1) / isa.lanes();
+  int64_t cap = std::max<int64_t>(
+      1, std::min<int64_t>(out_width, isa.accumulator_budget() / vectors_per_column));
   int64_t d = largest_divisor_at_most(out_width, cap);
   if (d >= 8 || d == out_width) return d;
   int64_t p = 1;
@@ -91,11 +92,11 @@ class Conv2dNCHWc final : public OpTemplate {
     return space;
   }
 
-  Config fallback(const Workload& w) const override {
+  Config fallback(const Workload& w, const Isa& isa) const override {
     Conv2DAttrs a = attrs(w);
     int64_t icb = detail::fallback_channel_block(a.in_channels);
     int64_t ocb = detail::fallback_channel_block(a.out_channels);
-    int64_t owt = detail::fallback_ow_tile(a.out_width(), ocb);
+    int64_t owt = detail::fallback_ow_tile(a.out_width(), ocb, isa);
     return detail::KnobValues()
         .split("tile_ic", a.in_channels, {icb})
         .split("tile_oc", a.out_channels, {ocb})

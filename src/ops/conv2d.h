@@ -19,11 +19,14 @@
 //   levels, exact factors <= 64; oc_bn = inner), tile_ow (2 levels over OW,
 //   divisors and powers of two <= 32, a partial last tile is guarded),
 //   unroll_kw (0/1).
-//   Fallback rule (AVX-512 float32, 16 lanes):
+//   Fallback rule, for the target's ISA row (L float32 lanes, R vector
+//   registers; AVX-512 16 and 32, AVX2 8 and 16, NEON 4 and 32):
 //     block(X) = 16 if 16 | X, else 8 if 8 | X, else the largest divisor of X <= 16
-//     (C = 3 -> 3, OC = 1000 -> 8, OC = 24 -> 8, OC = 20 -> 10);
+//     (C = 3 -> 3, OC = 1000 -> 8, OC = 24 -> 8, OC = 20 -> 10), the same on
+//     every ISA (16 is a multiple of every L), so layouts agree across targets;
 //     ic_bn = block(C), oc_bn = block(OC);
-//     cap = min(OW, 24 / ceil(oc_bn / 16)) accumulators in zmm registers;
+//     cap = min(OW, (3R/4) / ceil(oc_bn / L)) accumulators (24 zmm with AVX-512,
+//     12 ymm with AVX2: 2 per column of 16 channels, so 6 columns);
 //     ow_tile = the largest divisor d of OW with d <= cap if d >= 8 or d == OW,
 //     else the largest power of two <= cap (a partial last tile);
 //     unroll_kw = 1 if KW <= 3 else 0.
@@ -86,7 +89,7 @@ ir::Tensor pad_spatial(const ir::Tensor& data, int64_t top, int64_t left, int64_
 // The channel block rule of the conv fallbacks (see above).
 int64_t fallback_channel_block(int64_t channels);
 // The ow register-tile rule of the conv fallbacks (see above).
-int64_t fallback_ow_tile(int64_t out_width, int64_t channel_block);
+int64_t fallback_ow_tile(int64_t out_width, int64_t channel_block, const Isa& isa);
 }  // namespace detail
 
 }  // namespace kiln::ops

@@ -14,15 +14,28 @@ using schedule::SplitPolicy;
 
 namespace detail {
 
-void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, KnobValues& knobs) {
+void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, const Isa& isa,
+                          KnobValues& knobs) {
+  // Column blocks in vectors of the ISA: 2, 3, 2.5, 1.5 or 1 vectors wide
+  // (32, 48, 40, 24, 16 with AVX-512; 16, 24, 20, 12, 8 with AVX2).
+  const int64_t L = isa.lanes();
   int64_t bn = 0;
-  for (int64_t c : {32, 48, 40, 24, 16})
-    if (N % c == 0) {
+  for (int64_t c : {2 * L, 3 * L, 5 * L / 2, 3 * L / 2, L})
+    if (c > 0 && N % c == 0) {
       bn = c;
       break;
     }
-  if (!bn) bn = exact_columns ? largest_divisor_at_most(N, 64) : N >= 32 ? 32 : N >= 16 ? 16 : N;
-  int64_t rows = std::min<int64_t>(M, 8);
+  if (!bn)
+    bn = exact_columns ? largest_divisor_at_most(N, 4 * L) : N >= 2 * L ? 2 * L : N >= L ? L : N;
+  // Rows of the register tile: at most 8, and the accumulators (rows x
+  // vectors per row) within the register budget, so that nothing spills; a
+  // row count the split can take (a divisor of M or a power of two).
+  int64_t vectors_per_row = (bn + L - 1) / L;
+  int64_t cap =
+      std::min<int64_t>(8, std::max<int64_t>(1, isa.accumulator_budget() / vectors_per_row));
+  int64_t rows = M;
+  if (M > cap)
+    for (rows = cap; rows > 1 && M % rows != 0 && (rows & (rows - 1)) != 0;) --rows;
   auto pow2_at_most = [](int64_t limit) {
     int64_t p = 1;
     while (p * 2 <= limit) p *= 2;
@@ -111,10 +124,10 @@ class DenseTemplate final : public OpTemplate {
     return dense_space(shape(w), SplitPolicy::All, true, pack_);
   }
 
-  Config fallback(const Workload& w) const override {
+  Config fallback(const Workload& w, const Isa& isa) const override {
     DenseWorkload d = shape(w);
     detail::KnobValues knobs;
-    detail::dense_fallback_knobs(d.M, d.N, d.K, !pack_, knobs);
+    detail::dense_fallback_knobs(d.M, d.N, d.K, !pack_, isa, knobs);
     return knobs.knob("tile_order", 1).in(space(w));
   }
 

@@ -24,11 +24,15 @@
 // register tile, slow to compile and to run), tile_k (2 levels, exact factors of
 // K, inner <= 32), tile_order (0/1).
 //
-// Fallback rule (AVX-512 float32, 16 lanes), also used by batch_matmul.x86:
-//   bn = tile_x[2] = the first of 32, 48, 40, 24, 16 that divides N, else
-//        (dense_pack) 32 if N >= 32, 16 if N >= 16, else N;
-//        (exact column splits) the largest divisor of N <= 64;
-//   rows = tile_y[2] = min(M, 8)  (rows x ceil(bn / 16) <= 24 zmm accumulators);
+// Fallback rule, for the target's ISA row (L float32 lanes, R vector
+// registers: AVX-512 16 and 32, AVX2 8 and 16), also used by batch_matmul.x86:
+//   bn = tile_x[2] = the first of 2L, 3L, 5L/2, 3L/2, L that divides N
+//        (AVX-512: 32, 48, 40, 24, 16), else (dense_pack) 2L if N >= 2L, L if
+//        N >= L, else N; (exact column splits) the largest divisor of N <= 4L;
+//   rows = tile_y[2] = M if M <= cap, else the largest divisor of M or power of
+//        two <= cap, where cap = min(8, (3R/4) / ceil(bn / L)) keeps the
+//        accumulators in registers (AVX-512 bn 32: 8 rows x 2 zmm; AVX2 bn 16:
+//        6 or 4 rows x 2 ymm);
 //   tile_x[1] = 1 if M = 1 (GEMV: many column tasks), else (bn | N) the largest
 //        divisor p of N / bn with p * bn <= 256, or (bn does not divide N) the
 //        largest power of two p with p * bn <= min(N, 256); tile_y[1] = the largest power of two p
@@ -73,7 +77,8 @@ std::vector<float> pack_dense_weight(const float* B, int64_t K, int64_t N, int64
 namespace detail {
 // Adds the fallback values of tile_y, tile_x, tile_k (rule above) to knobs.
 // exact_columns: tile_x is an exact-factor split (dense_nopack, batch_matmul).
-void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, KnobValues& knobs);
+void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, const Isa& isa,
+                          KnobValues& knobs);
 // The register-tile size limits of the dense and batch_matmul spaces.
 inline constexpr int64_t kMaxTileRows = 16, kMaxTileCols = 64, kMaxTileK = 32;
 }  // namespace detail

@@ -27,10 +27,10 @@ class DepthwiseConv2dNCHWc final : public OpTemplate {
     return space;
   }
 
-  Config fallback(const Workload& w) const override {
+  Config fallback(const Workload& w, const Isa& isa) const override {
     Conv2DAttrs a = attrs(w);
     int64_t cb = detail::fallback_channel_block(a.in_channels);
-    int64_t owt = detail::fallback_ow_tile(a.out_width(), cb);
+    int64_t owt = detail::fallback_ow_tile(a.out_width(), cb, isa);
     return detail::KnobValues()
         .split("tile_c", a.in_channels, {cb})
         .split("tile_ow", a.out_width(), {owt})

@@ -49,6 +49,10 @@ std::pair<int64_t, int64_t> layout_blocks(const OpTemplate& t, const Workload& w
   return {t.input_shapes(w, cfg).at(0).back(), t.output_shape(w, cfg).back()};
 }
 
+std::pair<int64_t, int64_t> fallback_layout_blocks(const OpTemplate& t, const Workload& w) {
+  return layout_blocks(t, w, t.fallback(w, Isa{}));  // any row: blocks do not depend on it
+}
+
 Kernel make_kernel(const OpTemplate& t, const Workload& w, const schedule::Config& cfg) {
   TemplateInstance inst = t.compute(w, cfg);
   std::string name = t.name();

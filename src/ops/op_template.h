@@ -20,6 +20,7 @@
 #include "ops/workload.h"
 #include "schedule/config_space.h"
 #include "schedule/schedule.h"
+#include "support/isa.h"
 
 namespace kiln::ops {
 
@@ -40,8 +41,9 @@ class OpTemplate {
   // Every method below throws std::invalid_argument naming the workload key
   // when the workload is not one this template accepts.
   virtual schedule::ConfigSpace space(const Workload& w) const = 0;
-  // The best choice without measuring; each template documents its rule.
-  virtual schedule::Config fallback(const Workload& w) const = 0;
+  // The best choice without measuring for the target's ISA (lanes, register
+  // budget); each template documents its rule.
+  virtual schedule::Config fallback(const Workload& w, const Isa& isa) const = 0;
   virtual TemplateInstance compute(const Workload& w, const schedule::Config& cfg) const = 0;
   // Schedules inst inside sch (created by the caller with create_schedule({output})). `output`
   // is either inst.anchor or an injective epilogue of the SAME shape computed from inst.anchor
@@ -77,6 +79,11 @@ Kernel make_kernel(const OpTemplate& t, const Workload& w, const schedule::Confi
 // them, which a kernel measured alone does not show.
 std::pair<int64_t, int64_t> layout_blocks(const OpTemplate& t, const Workload& w,
                                           const schedule::Config& cfg);
+// The channel blocks of the template's fallback. They are the same for every
+// ISA (16 channels where they divide: a multiple of every ISA's lanes), so
+// that records and layouts agree across targets; only register tiles follow
+// the ISA.
+std::pair<int64_t, int64_t> fallback_layout_blocks(const OpTemplate& t, const Workload& w);
 
 namespace detail {
 

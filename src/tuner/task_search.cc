@@ -25,12 +25,12 @@ std::vector<float> lowered_features(const ops::OpTemplate& tmpl, const ops::Work
 // ---- TaskSearch -----------------------------------------------------------------
 
 std::unique_ptr<TaskSearch> TaskSearch::resume(const Task& task, const std::vector<Record>& history,
-                                               bool free_layout) {
+                                               bool free_layout, const Isa& isa) {
   auto t = std::make_unique<TaskSearch>();
   t->task = task;
   t->tmpl = &ops::get_template(task.template_name);
   t->workload = ops::Workload::parse(task.workload_key);
-  schedule::Config fallback = t->tmpl->fallback(t->workload);
+  schedule::Config fallback = t->tmpl->fallback(t->workload, isa);
   if (!free_layout) t->layout = ops::layout_blocks(*t->tmpl, t->workload, fallback);
   schedule::ConfigSpace space = t->tmpl->space(t->workload);
   for (const Record& r : history) {

@@ -44,8 +44,9 @@ struct TaskSearch {
 
   // A task's search resumed from `history` (its records on this target):
   // measured configs are visited, verified ones train the model.
+  // `isa` (the target's) decides the fallback.
   static std::unique_ptr<TaskSearch> resume(const Task& task, const std::vector<Record>& history,
-                                            bool free_layout);
+                                            bool free_layout, const Isa& isa);
 
   // Features of a config (lowered loop IR before unrolling + knob values),
   // cached; zeros when the config does not lower.

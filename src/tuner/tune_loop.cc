@@ -61,8 +61,8 @@ std::vector<std::unique_ptr<TaskSearch>> resume_searches(const std::vector<Task>
                                                          SharedCostModel& model) {
   std::vector<std::unique_ptr<TaskSearch>> searches;
   for (size_t i = 0; i < tasks.size(); ++i) {
-    searches.push_back(
-        TaskSearch::resume(tasks[i], history.records(tasks[i].workload_key, tkey), o.free_layout));
+    searches.push_back(TaskSearch::resume(tasks[i], history.records(tasks[i].workload_key, tkey),
+                                          o.free_layout, o.target.isa()));
     sched.resume(i, searches.back()->trials, searches.back()->best_gflops);
     model.add_task(searches.back().get());
   }

@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 
 // The fallback's channel blocks for workloads of blocked-layout templates.
 std::pair<int64_t, int64_t> wanted_layout(const ops::OpTemplate& t, const ops::Workload& w) {
-  return ops::layout_blocks(t, w, t.fallback(w));
+  return ops::fallback_layout_blocks(t, w);
 }
 
 // Which elements of a workload param are sizes that borrowing may change:

@@ -28,7 +28,9 @@ Graph rewrite(const GraphBuilder& b, std::vector<TemplateUse>* uses,
               const std::map<std::string, std::string>& configs = {}) {
   return check_pass_preserves(
       b.graph(), b.inputs(),
-      [&](Graph& g) { *uses = graph::apply_templates(g, graph::select_templates(g), configs); },
+      [&](Graph& g) {
+        *uses = graph::apply_templates(g, graph::select_templates(g), configs, test::host_isa());
+      },
       1e-4);
 }
 
@@ -194,15 +196,16 @@ TEST(ApplyTemplates, UnselectedNodesStayAndBadInputsThrow) {
   std::string y = conv(b, "c", x, 4, 4, 1);
   b.output(b.node("Relu", {y}, {}, "relu"));
   Graph g = b.graph();
-  EXPECT_TRUE(graph::apply_templates(g, {}, {}).empty());
+  EXPECT_TRUE(graph::apply_templates(g, {}, {}, test::host_isa()).empty());
   EXPECT_EQ(op_types(g), (Strings{"Conv", "Relu"}));
   auto selected = graph::select_templates(g);
   auto ghost = selected;
   ghost[0].node = "ghost";
-  EXPECT_THROW(graph::apply_templates(g, ghost, {}), std::invalid_argument);
+  EXPECT_THROW(graph::apply_templates(g, ghost, {}, test::host_isa()), std::invalid_argument);
   g = b.graph();
   try {
-    graph::apply_templates(g, selected, {{selected[0].workload.key(), "{\"knobs\": {}}"}});
+    graph::apply_templates(g, selected, {{selected[0].workload.key(), "{\"knobs\": {}}"}},
+                           test::host_isa());
     ADD_FAILURE() << "no error";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find(selected[0].workload.key()), std::string::npos)

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "graph/passes/alter_layout.h"
+#include "graph/passes/apply_templates.h"
+#include "graph/passes/propagate_layout.h"
+#include "graph/passes/select_templates.h"
 #include "graph_builder.h"
 #include "layout_graphs.h"
 
@@ -67,7 +69,8 @@ TEST(FuseOps, BlockedConvChainAfterTheLayoutPasses) {
   std::string y = b.node("Add", {c2, c1}, {}, "residual");
   b.output(b.node("Relu", {y}, {}, "relu"));
   Graph g = b.graph();
-  graph::alter_layout(g, {});
+  graph::apply_templates(g, graph::select_templates(g), {}, test::host_isa());
+  graph::propagate_layout(g);
   auto groups = graph::fuse_ops(g);
   expect_partition(g, groups);
   EXPECT_EQ(grouped_ops(g, groups), (std::vector<Strings>{{"kiln.LayoutTransform"},
@@ -143,7 +146,8 @@ TEST(FuseOps, LayoutTransformDoesNotFuseIntoAReduction) {
   std::string y = conv(b, "c", x, 8, 16, 3, pads(1));
   b.output(b.node("MaxPool", {y}, {{"kernel_shape", std::vector<int64_t>{2, 2}}}, "pool"));
   Graph g = b.graph();
-  graph::alter_layout(g, {});
+  graph::apply_templates(g, graph::select_templates(g), {}, test::host_isa());
+  graph::propagate_layout(g);
   auto groups = graph::fuse_ops(g);
   EXPECT_EQ(grouped_ops(g, groups), (std::vector<Strings>{{"kiln.LayoutTransform"},
                                                           {"kiln.Template", "Add"},

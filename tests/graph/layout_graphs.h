@@ -8,11 +8,18 @@
 #include <string>
 #include <vector>
 
+#include "codegen/target.h"
 #include "graph/graph.h"
 #include "graph_builder.h"
 #include "ops/op_template.h"
 
 namespace kiln::test {
+
+// This machine's row of the per-ISA table: what a build here hands the passes.
+inline const Isa& host_isa() {
+  static const Isa isa = codegen::Target::host().isa();
+  return isa;
+}
 
 // Conv(x, W[oc, in_c / group, k, k] (, b[oc])) with random constants named
 // after the node; attrs as ONNX's (pads, strides, group, auto_pad, ...).

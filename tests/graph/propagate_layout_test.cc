@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include "graph/passes/alter_layout.h"
 #include "graph/passes/apply_templates.h"
 #include "graph/passes/select_templates.h"
 #include "graph_builder.h"
@@ -28,7 +27,10 @@ using test::producer;
 Graph applied(const GraphBuilder& b, const std::map<std::string, std::string>& configs = {}) {
   return check_pass_preserves(
       b.graph(), b.inputs(),
-      [&](Graph& g) { graph::apply_templates(g, graph::select_templates(g), configs); }, 1e-4);
+      [&](Graph& g) {
+        graph::apply_templates(g, graph::select_templates(g), configs, test::host_isa());
+      },
+      1e-4);
 }
 
 // propagate_layout on `g`, checked against run_graph on b's inputs.
@@ -163,39 +165,6 @@ TEST(PropagateLayout, GraphOutputsStayNCHW) {
   EXPECT_TRUE(blocked(g, node_named(g, "relu").outputs[0]));
   EXPECT_TRUE(blocked(g, node_named(g, "c2").inputs[0]));  // no trip through NCHW
   EXPECT_EQ(count_transforms(g), 4);
-}
-
-TEST(PropagateLayout, AlterLayoutIsSelectApplyPropagate) {
-  GraphBuilder b(27);
-  std::string x = b.input("x", {1, 8, 6, 6});
-  std::string y = conv(b, "c1", x, 8, 16, 3, pads(1));
-  y = b.node("Relu", {y}, {}, "relu");
-  y = b.node("Mul", {y, b.random_constant("s", {16, 1, 1})}, {}, "mul");
-  y = conv(b, "c2", y, 16, 16, 1);
-  y = b.node("Flatten", {y}, {}, "flatten");
-  b.output(b.node("Gemm", {y, b.random_constant("fc_w", {16 * 36, 10})}, {}, "fc"));
-  Graph composed = b.graph();
-  auto uses = graph::apply_templates(composed, graph::select_templates(composed), {});
-  graph::propagate_layout(composed);
-  Graph wrapped = check_pass_preserves(
-      b.graph(), b.inputs(),
-      [&](Graph& g) {
-        auto w = graph::alter_layout(g, {});
-        ASSERT_EQ(w.size(), uses.size());
-        for (size_t i = 0; i < w.size(); ++i) EXPECT_EQ(w[i].workload, uses[i].workload);
-      },
-      1e-4);
-  ASSERT_EQ(wrapped.nodes.size(), composed.nodes.size());
-  for (size_t i = 0; i < wrapped.nodes.size(); ++i) {
-    EXPECT_EQ(wrapped.nodes[i].name, composed.nodes[i].name);
-    EXPECT_EQ(wrapped.nodes[i].inputs, composed.nodes[i].inputs);
-    EXPECT_EQ(wrapped.nodes[i].outputs, composed.nodes[i].outputs);
-  }
-  EXPECT_EQ(wrapped.value_info, composed.value_info);
-  ASSERT_EQ(wrapped.initializers.size(), composed.initializers.size());
-  for (const auto& [name, init] : composed.initializers)
-    EXPECT_EQ(wrapped.initializers.at(name).data, init.data) << name;
-  EXPECT_EQ(count_transforms(composed), 2);
 }
 
 TEST(PropagateLayout, NothingToDoWithoutTemplates) {

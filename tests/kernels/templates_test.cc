@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <functional>
 
+#include "codegen/target.h"
 #include "harness.h"
 #include "ir/stmt.h"
 #include "ops/batch_matmul.h"
@@ -24,6 +25,12 @@
 
 namespace kiln::test {
 namespace {
+
+// The ISA row of this machine, whose JIT runs every kernel here.
+const Isa& host_isa() {
+  static const Isa isa = codegen::Target::host().isa();
+  return isa;
+}
 
 using ops::Conv2DAttrs;
 using ops::OpTemplate;
@@ -363,7 +370,14 @@ void check_template(const std::string& name, uint64_t seed) {
   std::mt19937_64 rng(seed);
   for (const Workload& w : workloads_of(name)) {
     auto space = t.space(w);
-    std::vector<Config> configs = {t.fallback(w)};
+    // The fallback of every row of the ISA table, all run on this machine's
+    // JIT: register tiles differ, results must not.
+    std::vector<Config> configs = {t.fallback(w, host_isa())};
+    for (const char* target : {"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512",
+                               "llvm -mtriple=x86_64-linux-gnu -mcpu=haswell",
+                               "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72",
+                               "llvm -mtriple=armv7a-linux-gnueabihf -mcpu=cortex-a7 -mattr=+neon"})
+      configs.push_back(t.fallback(w, codegen::Target::parse(target).isa()));
     for (int i = 0; i < configs_per_shape(3); ++i) configs.push_back(space.random(rng));
     expect_reference_matches_logical(t, w, configs[0], rng);
     expect_reference_matches_logical(t, w, configs[1], rng);
@@ -430,8 +444,15 @@ TEST(Templates, WorkloadKeyRoundTrip) {
   }
 }
 
+Isa isa_of(const std::string& target) { return codegen::Target::parse(target).isa(); }
+
+// The fallback rules on AVX-512 (32 zmm, 16 lanes; below), and where the ISA
+// changes them (FallbackRegisterTilesFollowTheIsa).
 TEST(Templates, FallbackRules) {
-  auto cfg = [](const Workload& w) { return ops::get_template(w.template_name).fallback(w); };
+  static const Isa avx512 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512");
+  auto cfg = [](const Workload& w) {
+    return ops::get_template(w.template_name).fallback(w, avx512);
+  };
   // First layer: C = 3 -> ic_bn 3; OW 112 has no divisor in [8, 24] but 16.
   Config c1 = cfg(conv(1, 3, 224, 224, 64, 7, 7, {2, 2}, {3, 3, 3, 3}, {1, 1}));
   EXPECT_EQ(c1.split("tile_ic").back(), 3);
@@ -474,18 +495,53 @@ TEST(Templates, FallbackRules) {
                                 dense("dense_pack.x86", n, n + s, 3 * n),
                                 dense("dense_nopack.x86", s, n, n), bmm(s, n, n + 1, 1, n + 2)}) {
         const OpTemplate& t = ops::get_template(w.template_name);
-        Config f = t.fallback(w);
-        EXPECT_EQ(Config::from_json(t.space(w), f.to_json()), f) << w.key();
+        for (const char* target : {"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512",
+                                   "llvm -mtriple=x86_64-linux-gnu -mcpu=haswell",
+                                   "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72"}) {
+          Config f = t.fallback(w, isa_of(target));
+          EXPECT_EQ(Config::from_json(t.space(w), f.to_json()), f) << w.key() << " " << target;
+        }
         EXPECT_GT(t.flops(w), 0);
       }
     }
+}
+
+// Register tiles follow the ISA's lanes and registers (accumulators within
+// three quarters of the vector registers); channel blocks, hence layouts
+// and records' keys, do not.
+TEST(Templates, FallbackRegisterTilesFollowTheIsa) {
+  const Isa avx512 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512");
+  const Isa avx2 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell");
+  const Isa neon = isa_of("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72");
+  // ResNet's 3x3 conv, 16-channel blocks: 1 zmm, 2 ymm or 4 q registers per column.
+  Workload c = conv(1, 64, 56, 56, 64, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1});
+  const OpTemplate& ct = ops::get_template(c.template_name);
+  EXPECT_EQ(ct.fallback(c, avx512).split("tile_ow").back(), 14);  // 14 of 24 accumulators
+  EXPECT_EQ(ct.fallback(c, avx2).split("tile_ow").back(), 4);     // 8 of 12 (56 = 4 x 14)
+  EXPECT_EQ(ct.fallback(c, neon).split("tile_ow").back(), 4);     // 16 of 24
+  for (const Isa& isa : {avx512, avx2, neon})
+    EXPECT_EQ(ops::layout_blocks(ct, c, ct.fallback(c, isa)), ops::fallback_layout_blocks(ct, c));
+  // A transformer's dense layer: columns in 2 vectors, rows within the budget.
+  Workload d = dense("dense_pack.x86", 128, 1024, 256);
+  const OpTemplate& dt = ops::get_template(d.template_name);
+  EXPECT_EQ(dt.fallback(d, avx512).split("tile_x").back(), 32);
+  EXPECT_EQ(dt.fallback(d, avx512).split("tile_y").back(), 8);  // 16 zmm accumulators
+  EXPECT_EQ(dt.fallback(d, avx2).split("tile_x").back(), 16);
+  EXPECT_EQ(dt.fallback(d, avx2).split("tile_y").back(), 4);  // 8 ymm (6 does not divide 128)
+  EXPECT_EQ(dt.fallback(d, neon).split("tile_x").back(), 8);
+  EXPECT_EQ(dt.fallback(d, neon).split("tile_y").back(), 8);  // 16 q registers
+  for (const Isa& isa : {avx512, avx2, neon}) {
+    Config f = dt.fallback(d, isa);
+    int64_t vectors = (f.split("tile_x").back() + isa.lanes() - 1) / isa.lanes();
+    EXPECT_LE(f.split("tile_y").back() * vectors, isa.accumulator_budget()) << isa.isa_class;
+  }
 }
 
 TEST(Templates, ShapesMatchComputeAndErrorsNameTheWorkload) {
   for (const std::string& n : ops::template_names()) {
     const OpTemplate& t = ops::get_template(n);
     for (const Workload& w : workloads_of(n)) {
-      Config cfg = t.fallback(w);
+      Config cfg = t.fallback(w, host_isa());
       auto inst = t.compute(w, cfg);
       auto shapes = t.input_shapes(w, cfg);
       ASSERT_EQ(inst.inputs.size(), shapes.size());

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/target.h"
 #include "ir/stmt.h"
 #include "ops/dense.h"
 #include "ops/op_template.h"
@@ -208,7 +209,7 @@ TEST(Features, TemplatesFixedLengthFiniteDeterministic) {
     SCOPED_TRACE(w.key());
     const ops::OpTemplate& t = ops::get_template(w.template_name);
     schedule::ConfigSpace space = t.space(w);
-    std::vector<Config> configs = {t.fallback(w)};
+    std::vector<Config> configs = {t.fallback(w, codegen::Target::host().isa())};
     for (int i = 0; i < 6; ++i) configs.push_back(space.random(rng));
     std::set<int64_t> indices;
     std::set<std::vector<float>> vectors;

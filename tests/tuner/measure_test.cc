@@ -60,7 +60,7 @@ ops::Workload conv_w() {
 
 MeasureInput fallback_input(const ops::Workload& w) {
   const ops::OpTemplate& t = ops::get_template(w.template_name);
-  return {w.key(), t.fallback(w).to_json()};
+  return {w.key(), t.fallback(w, codegen::Target::host().isa()).to_json()};
 }
 
 MeasureInput random_input(const ops::Workload& w, std::mt19937_64& rng) {
@@ -70,7 +70,8 @@ MeasureInput random_input(const ops::Workload& w, std::mt19937_64& rng) {
 
 // The fallback config with its first knob set to a value no space offers.
 std::string illegal_config(const ops::Workload& w) {
-  auto j = nlohmann::json::parse(ops::get_template(w.template_name).fallback(w).to_json());
+  auto j = nlohmann::json::parse(
+      ops::get_template(w.template_name).fallback(w, codegen::Target::host().isa()).to_json());
   auto& knob = j["knobs"].begin().value();
   if (knob.is_array())
     knob = std::vector<int64_t>(knob.size(), 999983);

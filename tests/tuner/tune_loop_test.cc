@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <set>
 
+#include "codegen/target.h"
 #include "ops/dense.h"
 #include "ops/op_template.h"
 
@@ -102,7 +103,7 @@ TEST(TuneLoop, RecordsGoThroughTheSinkFallbackFirstAndResumeMeasuresNothingTwice
   EXPECT_FALSE(first.budget_spent());
   // The build's default is measured first: the baseline a record must beat.
   EXPECT_EQ(schedule::Config::from_json(space, sink.all[0].config_json).index(),
-            tmpl.fallback(w).index());
+            tmpl.fallback(w, codegen::Target::host().isa()).index());
   std::set<int64_t> seen;
   double best = 0;
   for (const Record& r : sink.all) {

@@ -55,7 +55,7 @@ RecordSource source(const std::string& name, bool shipped, const std::vector<Rec
 // A config of w's space whose channel blocks differ from the fallback's.
 schedule::Config other_layout(const ops::Workload& w, std::mt19937_64& rng) {
   const ops::OpTemplate& t = conv_template();
-  auto want = ops::layout_blocks(t, w, t.fallback(w));
+  auto want = ops::layout_blocks(t, w, t.fallback(w, codegen::Target::host().isa()));
   for (int i = 0; i < 1000; ++i) {
     schedule::Config c = t.space(w).random(rng);
     if (ops::layout_blocks(t, w, c) != want) return c;
@@ -66,10 +66,11 @@ schedule::Config other_layout(const ops::Workload& w, std::mt19937_64& rng) {
 // A config of w's space with the fallback's channel blocks, other than the fallback.
 schedule::Config same_layout(const ops::Workload& w, std::mt19937_64& rng) {
   const ops::OpTemplate& t = conv_template();
-  auto want = ops::layout_blocks(t, w, t.fallback(w));
+  auto want = ops::layout_blocks(t, w, t.fallback(w, codegen::Target::host().isa()));
   for (int i = 0; i < 1000; ++i) {
     schedule::Config c = t.space(w).random(rng);
-    if (ops::layout_blocks(t, w, c) == want && !(c == t.fallback(w))) return c;
+    if (ops::layout_blocks(t, w, c) == want && !(c == t.fallback(w, codegen::Target::host().isa())))
+      return c;
   }
   throw std::runtime_error("no other config with the fallback's channel blocks");
 }
@@ -78,8 +79,9 @@ TEST(PickBest, PrefersTheFallbacksChannelBlocksOverAFasterRelayout) {
   std::mt19937_64 rng(1);
   ops::Workload w = conv(14, 14);
   schedule::Config keep = same_layout(w, rng), relayout = other_layout(w, rng);
-  std::vector<Record> records = {record(w, relayout, 0.5), record(w, keep, 0.9),
-                                 record(w, conv_template().fallback(w), 1.2)};
+  std::vector<Record> records = {
+      record(w, relayout, 0.5), record(w, keep, 0.9),
+      record(w, conv_template().fallback(w, codegen::Target::host().isa()), 1.2)};
   std::optional<Record> best = pick_best(w.key(), records);
   ASSERT_TRUE(best);
   EXPECT_EQ(best->config_json, keep.to_json());
@@ -91,10 +93,10 @@ TEST(PickBest, PrefersTheFallbacksChannelBlocksOverAFasterRelayout) {
 
 TEST(PickBest, IgnoresFailuresAndConfigsOutsideTheSpace) {
   ops::Workload w = conv(14, 14);
-  Record failed = record(w, conv_template().fallback(w), 0.1);
+  Record failed = record(w, conv_template().fallback(w, codegen::Target::host().isa()), 0.1);
   failed.error = ErrorClass::kWrongResult;
   failed.times_ms.clear();
-  Record foreign = record(w, conv_template().fallback(w), 0.1);
+  Record foreign = record(w, conv_template().fallback(w, codegen::Target::host().isa()), 0.1);
   foreign.config_json = R"({"knobs":{"tile_nothing":[1,2]}})";
   EXPECT_FALSE(pick_best(w.key(), {failed, foreign}));
 }
@@ -104,8 +106,10 @@ TEST(ChooseConfigs, DatabaseBeforeShippedLogs) {
   ops::Workload a = conv(14, 14), b = conv(28, 28);
   schedule::Config ca = same_layout(a, rng), cb = same_layout(b, rng);
   RecordSource db = source("user.db", false, {record(a, ca, 1.0)});
-  RecordSource shipped = source("logs/x.jsonl", true,
-                                {record(a, conv_template().fallback(a), 0.5), record(b, cb, 2.0)});
+  RecordSource shipped =
+      source("logs/x.jsonl", true,
+             {record(a, conv_template().fallback(a, codegen::Target::host().isa()), 0.5),
+              record(b, cb, 2.0)});
   auto chosen = choose_configs({a.key(), b.key()}, {db, shipped}, false);
   ASSERT_EQ(chosen.size(), 2u);
   EXPECT_EQ(chosen.at(a.key()).origin, ConfigChoice::Origin::kDatabase);
@@ -129,7 +133,8 @@ TEST(ChooseConfigs, BorrowsTheNearestLegalShapesConfig) {
   // Legal for the borrower and in its fallback's channel blocks.
   schedule::Config cfg = schedule::Config::from_json(conv_template().space(want), c.config_json);
   EXPECT_EQ(ops::layout_blocks(conv_template(), want, cfg),
-            ops::layout_blocks(conv_template(), want, conv_template().fallback(want)));
+            ops::layout_blocks(conv_template(), want,
+                               conv_template().fallback(want, codegen::Target::host().isa())));
   // Borrowing off: nothing.
   EXPECT_TRUE(choose_configs({want.key()}, {db}, false).empty());
 }
@@ -165,7 +170,7 @@ TEST(LoadJsonl, KeepsTheMatchingThreadCountAndNamesBadLines) {
   fs::path dir = fs::temp_directory_path() / ("kiln_tc_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   ops::Workload w = conv(14, 14);
-  schedule::Config fb = conv_template().fallback(w);
+  schedule::Config fb = conv_template().fallback(w, codegen::Target::host().isa());
   {
     std::ofstream out(dir / "logs.jsonl");
     out << record_to_json_line(record(w, fb, 1.0, 2)) << "\n"

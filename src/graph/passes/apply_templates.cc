@@ -15,6 +15,7 @@ using passes::float_tensor;
 struct Rewriter {
   Graph& g;
   const std::map<std::string, std::string>& configs;
+  const Isa& isa;  // the target's, for the templates' fallbacks
   std::vector<TemplateUse> uses;
   std::vector<Node> out;  // the new node list
   // One numbering over the pass: new values are "<node>/<what>/<k>".
@@ -69,7 +70,7 @@ struct Rewriter {
   schedule::Config config_for(const ops::OpTemplate& t, const ops::Workload& w, bool* configured) {
     auto it = configs.find(w.key());
     *configured = it != configs.end();
-    if (!*configured) return t.fallback(w);
+    if (!*configured) return t.fallback(w, isa);
     try {
       return schedule::Config::from_json(t.space(w), it->second);
     } catch (const std::exception& e) {
@@ -188,10 +189,11 @@ void Rewriter::rewrite_dense(const Node& n, const ops::OpTemplate& t, const ops:
 }  // namespace
 
 std::vector<TemplateUse> apply_templates(Graph& g, const std::vector<TemplateSelection>& selected,
-                                         const std::map<std::string, std::string>& configs) {
+                                         const std::map<std::string, std::string>& configs,
+                                         const Isa& isa) {
   std::map<std::string, const TemplateSelection*> by_node;
   for (const TemplateSelection& s : selected) by_node[s.node] = &s;
-  Rewriter rw{g, configs, {}, {}, 0, {}};
+  Rewriter rw{g, configs, isa, {}, {}, 0, {}};
   for (const Node& n : g.nodes) {
     auto it = by_node.find(n.name);
     if (it == by_node.end()) {

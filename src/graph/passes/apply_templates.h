@@ -21,6 +21,7 @@
 
 #include "graph/graph.h"
 #include "graph/passes/select_templates.h"
+#include "support/isa.h"
 
 namespace kiln::graph {
 
@@ -31,11 +32,12 @@ struct TemplateUse {
 };
 
 // configs: workload key -> Config JSON; a workload without one gets its
-// template's fallback. Returns one TemplateUse per rewritten node (that is,
-// per selection), in node order. Throws std::invalid_argument for a selection
-// that names no node of `g`, std::runtime_error for a config that is not a
-// point of its template's space.
+// template's fallback for `isa` (the target's row of the per-ISA table). Returns one TemplateUse
+// per rewritten node (that is, per selection), in node order. Throws std::invalid_argument for a
+// selection that names no node of `g`, std::runtime_error for a config that is not a point of its
+// template's space.
 std::vector<TemplateUse> apply_templates(Graph& g, const std::vector<TemplateSelection>& selected,
-                                         const std::map<std::string, std::string>& configs);
+                                         const std::map<std::string, std::string>& configs,
+                                         const Isa& isa);
 
 }  // namespace kiln::graph

@@ -1,0 +1,23 @@
+// One row of kiln's per-ISA table (codegen::Target::isa() fills it from the
+// target's features): what templates derive lane counts, register budgets
+// and tile sizes from, instead of a constant of one machine.
+#pragma once
+
+#include <string>
+
+namespace kiln {
+
+struct Isa {
+  std::string isa_class;      // "x86_64-avx512", "x86_64-avx2", "x86_64-sse",
+                              // "aarch64-neon", "armv7-neon", or "generic"
+  int vector_bits = 128;      // widest profitable vector
+  int vector_registers = 16;  // architectural vector registers
+  int fma_per_cycle = 1;      // vector FMAs issued per cycle per core
+
+  int lanes(int element_bits = 32) const { return vector_bits / element_bits; }
+  // Accumulators a register tile may hold: three quarters of the registers,
+  // the rest for the weights and the broadcast input of each step.
+  int accumulator_budget() const { return vector_registers * 3 / 4; }
+};
+
+}  // namespace kiln
