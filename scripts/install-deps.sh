@@ -6,6 +6,8 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   llvm-16-dev libzstd-dev zlib1g-dev libffi-dev libedit-dev libxml2-dev
+  # ld.lld links packages cross-compiled for Arm (aarch64, armv7)
+  lld
   libtbb-dev libgtest-dev libgmock-dev
   nlohmann-json3-dev libsqlite3-dev libarchive-dev
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers clang-format

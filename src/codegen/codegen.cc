@@ -26,11 +26,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
 #include "codegen/llvm_init.h"
 #include "codegen/lower_llvm.h"
+#include "runtime/cpu_features.h"
 #include "support/process.h"
 
 namespace kiln::codegen {
@@ -303,10 +305,38 @@ std::string data_object(const std::vector<DataSymbol>& data, const Target& targe
   return emit_file(b, llvm::CGFT_ObjectFile);
 }
 
-void link_shared_library(const std::vector<std::string>& objects, const std::string& path) {
+namespace {
+
+// The first of `names` found on PATH, else the first name (the error then says
+// that it could not be started).
+std::string find_program(const std::vector<std::string>& names) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "/usr/bin");
+  std::vector<std::string> folders;
+  for (std::string d; std::getline(dirs, d, ':');) folders.push_back(d);
+  for (const std::string& n : names)
+    for (const std::string& d : folders)
+      if (::access((d + "/" + n).c_str(), X_OK) == 0) return n;
+  return names.front();
+}
+
+// The link command's head: argv up to and including "-o" (the output follows).
+std::vector<std::string> linker_for(const Target& target) {
+  if (target.arch() == runtime::host_arch()) {
+    const char* cc = std::getenv("CC");
+    return {cc && *cc ? cc : "cc", "-shared", "-o"};
+  }
+  const char* lld = std::getenv("KILN_LINKER");
+  return {lld && *lld ? std::string(lld) : find_program({"ld.lld-16", "ld.lld"}), "-shared", "-o"};
+}
+
+}  // namespace
+
+void link_shared_library(const std::vector<std::string>& objects, const std::string& path,
+                         const Target& target) {
   TempDir dir;
-  const char* cc = std::getenv("CC");
-  std::vector<std::string> argv = {cc && *cc ? cc : "cc", "-shared", "-o", ""};
+  std::vector<std::string> argv = linker_for(target);
+  argv.push_back("");  // the output, set below
   for (size_t i = 0; i < objects.size(); ++i) {
     fs::path obj_path = dir.path / ("part" + std::to_string(i) + ".o");
     std::ofstream out(obj_path, std::ios::binary);
@@ -314,12 +344,13 @@ void link_shared_library(const std::vector<std::string>& objects, const std::str
     if (!out) throw std::runtime_error("cannot write " + obj_path.string());
     argv.push_back(obj_path.string());
   }
-  argv.push_back("-lm");
+  // libm resolves at load time either way; ld.lld links without a sysroot.
+  if (target.arch() == runtime::host_arch()) argv.push_back("-lm");
   // Link next to the destination, then rename: readers never see a partial file.
   fs::path dest = fs::absolute(path);
   fs::path tmp = dest;
   tmp += ".tmp" + std::to_string(getpid());
-  argv[3] = tmp.string();
+  argv[linker_for(target).size()] = tmp.string();
   support::ProcessResult r = support::run_process(argv);
   bool ok = r.spawn_error.empty() && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
   if (!ok) {
@@ -341,7 +372,7 @@ void build_shared_library(const std::vector<ir::LoweredFunc>& funcs, const Targe
                           const std::string& path, const std::vector<DataSymbol>& data) {
   std::vector<std::string> objects = {compile_object(funcs, target)};
   if (!data.empty()) objects.push_back(data_object(data, target));
-  link_shared_library(objects, path);
+  link_shared_library(objects, path, target);
 }
 
 }  // namespace kiln::codegen

@@ -69,7 +69,11 @@ struct CompiledKernel {
 std::vector<CompiledKernel> compile_kernels(const std::vector<ir::LoweredFunc>& funcs,
                                             const Target& target, int threads = 0);
 std::string data_object(const std::vector<DataSymbol>& data, const Target& target);
-void link_shared_library(const std::vector<std::string>& objects, const std::string& path);
+// Links with the C compiler ($CC, default cc) for the host's architecture,
+// and with LLVM's ld.lld ($KILN_LINKER overrides) for another one (aarch64,
+// armv7: cross-compiled packages need no cross toolchain).
+void link_shared_library(const std::vector<std::string>& objects, const std::string& path,
+                         const Target& target);
 
 // Textual LLVM IR, before or after the O3 pipeline (for debugging and tests).
 std::string emit_llvm_ir(const std::vector<ir::LoweredFunc>& funcs, const Target& target,

@@ -235,6 +235,22 @@ bool Target::has_feature(const std::string& name) const {
   for (auto it = features.rbegin(); it != features.rend(); ++it)
     if (it->substr(1) == name) return (*it)[0] == '+';
   if (cpu.empty()) return false;
+  // Ask LLVM only about names of this architecture: another one's (avx512f on
+  // aarch64) would print "not a recognized feature" warnings.
+  const std::string a = arch_of(triple);
+  const std::vector<std::string>& checkable = runtime::checkable_cpu_features(a);
+  static const std::map<std::string, std::vector<std::string>> more = {
+      {"aarch64", {"fp-armv8", "crypto", "crc", "lse", "rdm"}},
+      {"arm", {"vfp3", "vfp2", "d32", "fp16", "crypto"}},
+  };
+  bool known = std::find(checkable.begin(), checkable.end(), name) != checkable.end();
+  if (auto it = more.find(a); !known && it != more.end())
+    known = std::find(it->second.begin(), it->second.end(), name) != it->second.end();
+  if (!known && a == "x86_64") {
+    static const std::vector<std::string> x86 = known_features("x86_64");
+    known = std::binary_search(x86.begin(), x86.end(), name);
+  }
+  if (!known) return false;
   detail::initialize_llvm();
   std::string err;
   const llvm::Target* t = llvm::TargetRegistry::lookupTarget(triple, err);

@@ -85,11 +85,11 @@ struct TempDir {
   }
 };
 
-void write_tar(const BuiltModule& m, const std::string& path) {
+void write_tar(const BuiltModule& m, const codegen::Target& target, const std::string& path) {
   TempDir dir;
   fs::path so = dir.path / "mod.so";
   try {
-    codegen::link_shared_library(m.objects, so.string());
+    codegen::link_shared_library(m.objects, so.string(), target);
   } catch (const std::exception& e) {  // name the package, not the temporary mod.so
     throw std::runtime_error("cannot write " + path + ": " + e.what());
   }
@@ -132,7 +132,7 @@ void write_package(const BuiltModule& m, const codegen::Target& target, const st
                    PackageFormat format) {
   check_output_path(path);
   if (format == PackageFormat::kTar) {
-    write_tar(m, path);
+    write_tar(m, target, path);
     return;
   }
   std::string json = m.graph_json;
@@ -141,7 +141,7 @@ void write_package(const BuiltModule& m, const codegen::Target& target, const st
       codegen::data_object({{"kiln_graph_json", json}, {"kiln_params", params_npz(m)}}, target);
   std::vector<std::string> objects = m.objects;
   objects.push_back(std::move(data));
-  codegen::link_shared_library(objects, path);
+  codegen::link_shared_library(objects, path, target);
 }
 
 }  // namespace kiln::driver

@@ -334,6 +334,46 @@ TEST_F(KilnBuildAndRun, PackageForFeaturesThisMachineLacksIsRefused) {
   EXPECT_FALSE(fs::exists(db));
 }
 
+// Cross-compiled packages: aarch64 (Raspberry Pi 4, 64-bit) and armv7 with
+// NEON (32-bit) build, linked by ld.lld with no cross toolchain, hold kernels
+// of that architecture (ELF machine), and `kiln run` here refuses them naming
+// the architecture instead of failing in dlopen.
+TEST_F(KilnBuildAndRun, ArmPackagesBuildAndAreRefusedHere) {
+  if (std::system("command -v ld.lld >/dev/null 2>&1 || command -v ld.lld-16 >/dev/null 2>&1"))
+    GTEST_SKIP() << "no ld.lld (Debian package lld) to link Arm packages";
+  write_input();
+  write_model("m.onnx", small_model(0.25f, "1"));
+  struct Case {
+    const char* target;
+    int elf_class, elf_machine;
+    const char* arch;
+  };
+  for (const Case& c :
+       {Case{"llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72", 2, 183, "aarch64"},
+        Case{"llvm -mtriple=armv7a-linux-gnueabihf -mcpu=cortex-a7 -mattr=+neon", 1, 40, "arm"}}) {
+    SCOPED_TRACE(c.target);
+    std::string pkg = work_.file(std::string("arm_") + c.arch + ".so");
+    CommandResult r = kiln("build " + quote(work_.file("m.onnx")) + " -o " + quote(pkg) +
+                           " --output-format so --target '" + c.target + "'");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.err.find("not a recognized"), std::string::npos) << r.err;
+    std::string elf = read_bytes(pkg).substr(0, 20);
+    ASSERT_EQ(elf.substr(0, 4),
+              "\x7f"
+              "ELF");
+    EXPECT_EQ(elf[4], c.elf_class);
+    EXPECT_EQ(static_cast<unsigned char>(elf[18]) | static_cast<unsigned char>(elf[19]) << 8,
+              c.elf_machine);
+    std::string out = inputs_.file("arm_out.npz");
+    r = kiln("run " + quote(pkg) + " --inputs " + quote(inputs_.file("in.npz")) + " --output " +
+             quote(out));
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find(std::string("its kernels are built for ") + c.arch), std::string::npos)
+        << r.err;
+    EXPECT_FALSE(fs::exists(out));
+  }
+}
+
 // The debug switches of README's "Debugging": KILN_DEBUG_GRAPH prints the
 // graph after the named build steps (node, op, template, shape, layout,
 // fused group), --dump-kernels and KILN_DUMP_KERNELS=1 write every kernel's
