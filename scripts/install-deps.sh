@@ -32,12 +32,29 @@ done
 # npm ships inside NodeSource's nodejs but is its own package in Debian's.
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 
+export DEBIAN_FRONTEND=noninteractive
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Arm: the aarch64 cross compiler, qemu-user and arm64 libraries (multiarch)
+# for cross-building the runtime and running packages under qemu
+# (tests/e2e/run_arm_qemu.sh). Optional: without them that test is skipped
+# with a message, so a failure here only warns.
+ARM_PACKAGES=(g++-aarch64-linux-gnu qemu-user-static libtbb-dev:arm64 libarchive-dev:arm64)
+arm_missing=()
+for p in "${ARM_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || arm_missing+=("$p")
+done
+if [ ${#arm_missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${arm_missing[*]}"
+  if ! { dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64; } ||
+    ! $SUDO apt-get update -qq ||
+    ! $SUDO apt-get install -y -qq --no-install-recommends "${arm_missing[@]}"; then
+    echo "install-deps: warning: could not install ${arm_missing[*]}; the Arm qemu test will be skipped"
+  fi
+fi
