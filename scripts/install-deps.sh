@@ -37,7 +37,8 @@ if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
 else
   echo "install-deps: installing ${missing[*]}"
-  $SUDO apt-get update -qq
+  # A mirror mid-sync fails one index; what is needed may still install.
+  $SUDO apt-get update -qq || echo "install-deps: warning: apt-get update reported errors"
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 

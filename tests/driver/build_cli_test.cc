@@ -334,6 +334,30 @@ TEST_F(KilnBuildAndRun, PackageForFeaturesThisMachineLacksIsRefused) {
   EXPECT_FALSE(fs::exists(db));
 }
 
+// `kiln target` prints the per-ISA row kiln derives kernels from; a mistyped
+// CPU is one error with near matches and exit 1, not LLVM's warnings and an
+// abort (also for kiln build).
+TEST_F(KilnBuild, TargetCommandAndMistypedCpu) {
+  CommandResult r = kiln("target --target 'llvm -mtriple=x86_64-linux-gnu -mcpu=haswell'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("isa class         x86_64-avx2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("256 bits, 8 fp32 lanes, 16 registers"), std::string::npos) << r.out;
+  r = kiln("target --target 'llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("aarch64-neon"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("runs here         no (another architecture)"), std::string::npos) << r.out;
+  r = kiln("target");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("runs here         yes"), std::string::npos) << r.out;
+  write_model("m.onnx", small_model(0.25f, "1"));
+  expect_build_fails("m.onnx", "--target 'llvm -mcpu=skylake_avx512'",
+                     {"unknown -mcpu \"skylake_avx512\"", "did you mean: skylake-avx512"});
+  r = kiln("build " + quote(work_.file("m.onnx")) + " -o " + quote(work_.file("x.tar")) +
+           " --target 'llvm -mcpu=skylake_avx512'");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err.find("not a recognized processor"), std::string::npos) << r.err;
+}
+
 // Cross-compiled packages: aarch64 (Raspberry Pi 4, 64-bit) and armv7 with
 // NEON (32-bit) build, linked by ld.lld with no cross toolchain, hold kernels
 // of that architecture (ELF machine), and `kiln run` here refuses them naming

@@ -29,6 +29,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   exit 77
 fi
 
+mkdir -p "$WORK"
 BUILD=$WORK/runtime-aarch64
 echo "arm qemu: cross-building the runtime and kiln-run into $BUILD"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_RUNTIME_ONLY=ON \
