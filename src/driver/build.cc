@@ -71,10 +71,10 @@ std::vector<WorkloadUse> count_workloads(const std::vector<graph::TemplateUse>& 
 // target's vector lanes.
 std::vector<GroupKernel> lower_groups(const Graph& g, const std::vector<graph::FusedGroup>& groups,
                                       const codegen::Target& target) {
+  const int64_t lanes = target.float_lanes();  // asks LLVM: once, not per group
   std::vector<GroupKernel> kernels;
   for (size_t i = 0; i < groups.size(); ++i)
-    kernels.push_back(
-        lower_group(g, groups[i], "kiln_k" + std::to_string(i), target.float_lanes()));
+    kernels.push_back(lower_group(g, groups[i], "kiln_k" + std::to_string(i), lanes));
   return kernels;
 }
 
