@@ -42,20 +42,28 @@ else
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# Arm: the aarch64 cross compiler, qemu-user and arm64 libraries (multiarch)
-# for cross-building the runtime and running packages under qemu
-# (tests/e2e/run_arm_qemu.sh). Optional: without them that test is skipped
-# with a message, so a failure here only warns.
-ARM_PACKAGES=(g++-aarch64-linux-gnu qemu-user-static libtbb-dev:arm64 libarchive-dev:arm64)
-arm_missing=()
-for p in "${ARM_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || arm_missing+=("$p")
-done
-if [ ${#arm_missing[@]} -gt 0 ]; then
-  echo "install-deps: installing ${arm_missing[*]}"
-  if ! { dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64; } ||
-    ! $SUDO apt-get update -qq ||
-    ! $SUDO apt-get install -y -qq --no-install-recommends "${arm_missing[@]}"; then
-    echo "install-deps: warning: could not install ${arm_missing[*]}; the Arm qemu test will be skipped"
+# Arm: cross compilers, qemu-user and the Arm libraries the runtime links
+# (multiarch) for cross-building the runtime and running packages under qemu
+# (tests/e2e/run_arm_qemu.sh): arm64 for aarch64, armhf for armv7. Optional:
+# without them those tests are skipped with a message, so a failure here only
+# warns. --no-remove: a multiarch library whose version lags the host's (a
+# mirror mid-sync) must never make apt remove the host's packages. armv7
+# links libarchive13 alone (cmake/toolchains/arm-linux-gnueabihf.cmake): its
+# -dev package would pull every compression library's -dev package for armhf.
+install_arm() {
+  local arch=$1
+  shift
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "install-deps: installing ${missing[*]}"
+  if ! { dpkg --print-foreign-architectures | grep -qx "$arch" || $SUDO dpkg --add-architecture "$arch"; } ||
+    ! { $SUDO apt-get update -qq || true; } ||
+    ! $SUDO apt-get install -y -qq --no-install-recommends --no-remove "${missing[@]}"; then
+    echo "install-deps: warning: could not install ${missing[*]}; the $arch qemu test will be skipped"
   fi
-fi
+}
+install_arm arm64 g++-aarch64-linux-gnu qemu-user-static libtbb-dev:arm64 libarchive-dev:arm64
+install_arm armhf g++-arm-linux-gnueabihf qemu-user-static libtbb-dev:armhf libarchive13:armhf

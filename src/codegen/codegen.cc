@@ -15,6 +15,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
+#include <llvm/TargetParser/Triple.h>
 #include <llvm/TargetParser/Host.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,6 +49,12 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target& target) {
   for (size_t i = 0; i < target.features.size(); ++i)
     features += (i ? "," : "") + target.features[i];
   llvm::TargetOptions opts;
+  // "armv7a-linux-gnueabihf" (no vendor) is what users and Debian write;
+  // llvm::Triple's constructor would read "linux" as the vendor and lose the
+  // OS and the hard-float environment, so the triple is normalized first (as
+  // clang and llc do): a soft-float mod.so does not load into a hard-float
+  // process.
+  const std::string triple = llvm::Triple::normalize(target.triple);
   if (target.fast_math) {
     opts.UnsafeFPMath = true;
     opts.NoInfsFPMath = true;
@@ -55,7 +62,7 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target& target) {
     opts.AllowFPOpFusion = llvm::FPOpFusion::Fast;
   }
   std::unique_ptr<llvm::TargetMachine> tm(
-      t->createTargetMachine(target.triple, target.cpu, features, opts, llvm::Reloc::PIC_,
+      t->createTargetMachine(triple, target.cpu, features, opts, llvm::Reloc::PIC_,
                              std::nullopt, llvm::CodeGenOpt::Aggressive));
   if (!tm) throw std::runtime_error("codegen: cannot create a target machine for " + target.str());
   return tm;
@@ -299,7 +306,7 @@ std::string data_object(const std::vector<DataSymbol>& data, const Target& targe
   b.ctx = std::make_unique<llvm::LLVMContext>();
   b.tm = detail::make_target_machine(target);
   b.module = std::make_unique<llvm::Module>("kiln_data", *b.ctx);
-  b.module->setTargetTriple(target.triple);
+  b.module->setTargetTriple(b.tm->getTargetTriple().str());
   b.module->setDataLayout(b.tm->createDataLayout());
   add_data_symbols(*b.module, data);
   return emit_file(b, llvm::CGFT_ObjectFile);

@@ -361,7 +361,9 @@ TEST_F(KilnBuild, TargetCommandAndMistypedCpu) {
 // Cross-compiled packages: aarch64 (Raspberry Pi 4, 64-bit) and armv7 with
 // NEON (32-bit) build, linked by ld.lld with no cross toolchain, hold kernels
 // of that architecture (ELF machine), and `kiln run` here refuses them naming
-// the architecture instead of failing in dlopen.
+// the architecture instead of failing in dlopen. The armv7 "gnueabihf" package
+// is hard-float (ELF flag EF_ARM_ABI_FLOAT_HARD): a soft-float mod.so does not
+// load into a Raspberry Pi OS process.
 TEST_F(KilnBuildAndRun, ArmPackagesBuildAndAreRefusedHere) {
   if (std::system("command -v ld.lld >/dev/null 2>&1 || command -v ld.lld-16 >/dev/null 2>&1"))
     GTEST_SKIP() << "no ld.lld (Debian package lld) to link Arm packages";
@@ -371,23 +373,29 @@ TEST_F(KilnBuildAndRun, ArmPackagesBuildAndAreRefusedHere) {
     const char* target;
     int elf_class, elf_machine;
     const char* arch;
+    uint32_t required_flags;  // bits of e_flags that must be set
   };
   for (const Case& c :
-       {Case{"llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72", 2, 183, "aarch64"},
-        Case{"llvm -mtriple=armv7a-linux-gnueabihf -mcpu=cortex-a7 -mattr=+neon", 1, 40, "arm"}}) {
+       {Case{"llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72", 2, 183, "aarch64", 0},
+        Case{"llvm -mtriple=armv7a-linux-gnueabihf -mcpu=cortex-a7 -mattr=+neon", 1, 40, "arm",
+             0x400}}) {
     SCOPED_TRACE(c.target);
     std::string pkg = work_.file(std::string("arm_") + c.arch + ".so");
     CommandResult r = kiln("build " + quote(work_.file("m.onnx")) + " -o " + quote(pkg) +
                            " --output-format so --target '" + c.target + "'");
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.err.find("not a recognized"), std::string::npos) << r.err;
-    std::string elf = read_bytes(pkg).substr(0, 20);
+    std::string elf = read_bytes(pkg).substr(0, 64);
     ASSERT_EQ(elf.substr(0, 4),
               "\x7f"
               "ELF");
     EXPECT_EQ(elf[4], c.elf_class);
     EXPECT_EQ(static_cast<unsigned char>(elf[18]) | static_cast<unsigned char>(elf[19]) << 8,
               c.elf_machine);
+    size_t flags_at = c.elf_class == 1 ? 36 : 48;  // e_flags in ELF32 / ELF64
+    uint32_t flags = 0;
+    for (int i = 3; i >= 0; --i) flags = flags << 8 | static_cast<unsigned char>(elf[flags_at + i]);
+    EXPECT_EQ(flags & c.required_flags, c.required_flags) << std::hex << flags;
     std::string out = inputs_.file("arm_out.npz");
     r = kiln("run " + quote(pkg) + " --inputs " + quote(inputs_.file("in.npz")) + " --output " +
              quote(out));

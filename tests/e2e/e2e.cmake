@@ -13,6 +13,13 @@ endforeach()
 # Arm: packages cross-compiled for aarch64 run by the cross-built kiln-run under
 # qemu-user (skipped, naming what is missing, without the cross toolchain).
 add_test(NAME e2e_arm_qemu
-  COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_arm_qemu.sh $<TARGET_FILE:kiln> ${CMAKE_BINARY_DIR}/arm
-          1e-4 squeezenet1_1 mobilenet_v2 encoder)
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_arm_qemu.sh aarch64 $<TARGET_FILE:kiln>
+          ${CMAKE_BINARY_DIR}/arm 1e-4 squeezenet1_1 mobilenet_v2 encoder)
 set_tests_properties(e2e_arm_qemu PROPERTIES TIMEOUT 1800 LABELS e2e SKIP_RETURN_CODE 77)
+# 32-bit Arm: the same models (one work folder: the models are generated once;
+# the two tests must not run at once, hence RESOURCE_LOCK).
+add_test(NAME e2e_armv7_qemu
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_arm_qemu.sh armv7 $<TARGET_FILE:kiln>
+          ${CMAKE_BINARY_DIR}/arm 1e-4 squeezenet1_1 mobilenet_v2 encoder)
+set_tests_properties(e2e_armv7_qemu PROPERTIES TIMEOUT 1800 LABELS e2e SKIP_RETURN_CODE 77)
+set_tests_properties(e2e_arm_qemu e2e_armv7_qemu PROPERTIES RESOURCE_LOCK arm_models)
