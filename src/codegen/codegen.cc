@@ -15,8 +15,8 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
-#include <llvm/TargetParser/Triple.h>
 #include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/Triple.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -61,9 +61,9 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target& target) {
     opts.NoNaNsFPMath = true;
     opts.AllowFPOpFusion = llvm::FPOpFusion::Fast;
   }
-  std::unique_ptr<llvm::TargetMachine> tm(
-      t->createTargetMachine(triple, target.cpu, features, opts, llvm::Reloc::PIC_,
-                             std::nullopt, llvm::CodeGenOpt::Aggressive));
+  std::unique_ptr<llvm::TargetMachine> tm(t->createTargetMachine(triple, target.cpu, features, opts,
+                                                                 llvm::Reloc::PIC_, std::nullopt,
+                                                                 llvm::CodeGenOpt::Aggressive));
   if (!tm) throw std::runtime_error("codegen: cannot create a target machine for " + target.str());
   return tm;
 }

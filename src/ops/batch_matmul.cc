@@ -43,6 +43,10 @@ class BatchMatmul final : public OpTemplate {
     return knobs.in(space(w));
   }
 
+  bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {
+    return detail::dense_tile_fits(cfg.split("tile_y").back(), cfg.split("tile_x").back(), isa);
+  }
+
   TemplateInstance compute(const Workload& w, const Config& cfg) const override {
     BatchMatmulShape s = shape(w);
     Tensor a = placeholder({s.B, s.M, s.K}, DataType::f32(), "a");

@@ -141,7 +141,8 @@ class Conv2dNCHWc final : public OpTemplate {
       sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)}));
       sp->vectorize(sp->axis(4));
     }
-    RegisterTile rt = register_tile(out, cfg);
+    auto extent = [&](size_t d) { return *ir::as_const_int(out->axis(d)->dom.extent); };
+    RegisterTile rt = register_tile(extent(1), extent(2), extent(4), cfg);
     auto [oc_outer, oc_inner] = out->split(out->axis(1), rt.oc);
     auto [oh_outer, oh_inner] = out->split(out->axis(2), rt.oh);
     auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
@@ -166,25 +167,37 @@ class Conv2dNCHWc final : public OpTemplate {
   }
 
   // The register tile's extents in output-channel blocks and rows: the knobs'
-  // values, brought down to divisors of the extents, and then (rows first)
-  // until the tile holds at most kMaxAccumulators 16-float vectors, so that
-  // no config unrolls into a kernel LLVM takes minutes over.
+  // values, brought down to divisors of the extents (oco blocks of ocb
+  // channels, oh rows), and then (rows first) until the tile holds at most
+  // kMaxTileFloats accumulators counted in 64-byte lines. That bound is a
+  // compile-time guard, the same on every ISA (no config unrolls into a
+  // kernel LLVM takes minutes over); what fits an ISA's registers is fits().
   struct RegisterTile {
     int64_t oc = 1, oh = 1;
   };
-  static RegisterTile register_tile(const schedule::Stage& out, const Config& cfg) {
-    constexpr int64_t kMaxAccumulators = 32;
-    auto extent = [&](size_t d) { return *ir::as_const_int(out->axis(d)->dom.extent); };
-    int64_t oco = extent(1), oh = extent(2), ocb = extent(4);
+  static RegisterTile register_tile(int64_t oco, int64_t oh, int64_t ocb, const Config& cfg) {
+    constexpr int64_t kMaxTileFloats = 512, kFloatsPerLine = 16;
     int64_t ow_tile = cfg.split("tile_ow").back();
     RegisterTile rt{detail::largest_divisor_at_most(oco, cfg.knob("oc_reg")),
                     detail::largest_divisor_at_most(oh, cfg.knob("oh_reg"))};
-    auto accumulators = [&] { return rt.oc * rt.oh * ow_tile * ((ocb + 15) / 16); };
-    while (accumulators() > kMaxAccumulators && rt.oh > 1)
+    auto floats = [&] {
+      return rt.oc * rt.oh * ow_tile * ((ocb + kFloatsPerLine - 1) / kFloatsPerLine) *
+             kFloatsPerLine;
+    };
+    while (floats() > kMaxTileFloats && rt.oh > 1)
       rt.oh = detail::largest_divisor_at_most(oh, rt.oh - 1);
-    while (accumulators() > kMaxAccumulators && rt.oc > 1)
+    while (floats() > kMaxTileFloats && rt.oc > 1)
       rt.oc = detail::largest_divisor_at_most(oco, rt.oc - 1);
     return rt;
+  }
+
+  // The register tile's accumulators in the ISA's vectors fit its registers.
+  bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {
+    Conv2DAttrs a = attrs(w);
+    auto [icb, ocb] = blocks(w, a, cfg);
+    RegisterTile rt = register_tile(a.out_channels / ocb, a.out_height(), ocb, cfg);
+    int64_t vectors_per_column = (ocb + isa.lanes() - 1) / isa.lanes();
+    return rt.oc * rt.oh * cfg.split("tile_ow").back() * vectors_per_column <= isa.vector_registers;
   }
 
   double flops(const Workload& w) const override {

@@ -131,6 +131,10 @@ class DenseTemplate final : public OpTemplate {
     return knobs.knob("tile_order", 1).in(space(w));
   }
 
+  bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {
+    return detail::dense_tile_fits(cfg.split("tile_y").back(), cfg.split("tile_x").back(), isa);
+  }
+
   TemplateInstance compute(const Workload& w, const Config& cfg) const override {
     DenseWorkload d = shape(w);
     auto shapes = input_shapes(w, cfg);

@@ -79,6 +79,11 @@ namespace detail {
 // exact_columns: tile_x is an exact-factor split (dense_nopack, batch_matmul).
 void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, const Isa& isa,
                           KnobValues& knobs);
+// Whether a rows x cols register tile of accumulators (cols vectorized)
+// fits the ISA's vector registers: the fits() of dense and batch_matmul.
+inline bool dense_tile_fits(int64_t rows, int64_t cols, const Isa& isa) {
+  return rows * ((cols + isa.lanes() - 1) / isa.lanes()) <= isa.vector_registers;
+}
 // The register-tile size limits of the dense and batch_matmul spaces.
 inline constexpr int64_t kMaxTileRows = 16, kMaxTileCols = 64, kMaxTileK = 32;
 }  // namespace detail

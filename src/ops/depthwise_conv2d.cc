@@ -38,6 +38,14 @@ class DepthwiseConv2dNCHWc final : public OpTemplate {
         .in(space(w));
   }
 
+  // The register tile (ow_tile columns of cb channels) fits the ISA's registers.
+  bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {
+    Conv2DAttrs a = attrs(w);
+    int64_t cb = block(w, a, cfg);
+    return cfg.split("tile_ow").back() * ((cb + isa.lanes() - 1) / isa.lanes()) <=
+           isa.vector_registers;
+  }
+
   TemplateInstance compute(const Workload& w, const Config& cfg) const override {
     Conv2DAttrs a = attrs(w);
     int64_t cb = block(w, a, cfg), Co = a.in_channels / cb;

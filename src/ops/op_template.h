@@ -44,6 +44,16 @@ class OpTemplate {
   // The best choice without measuring for the target's ISA (lanes, register
   // budget); each template documents its rule.
   virtual schedule::Config fallback(const Workload& w, const Isa& isa) const = 0;
+  // Whether a config of the space suits the ISA: its register tile's
+  // accumulators (in the ISA's vectors) fit the ISA's vector registers, so
+  // that the tile does not spill. The space itself is the same on every ISA
+  // (records name configs by knob values, and a config computes the same
+  // result everywhere); this is the ISA's part of it: what the tuner searches
+  // on that target and what a config borrowed from another ISA must satisfy.
+  // Every fallback(w, isa) fits isa.
+  virtual bool fits(const Workload& w, const schedule::Config& cfg, const Isa& isa) const {
+    return true;
+  }
   virtual TemplateInstance compute(const Workload& w, const schedule::Config& cfg) const = 0;
   // Schedules inst inside sch (created by the caller with create_schedule({output})). `output`
   // is either inst.anchor or an injective epilogue of the SAME shape computed from inst.anchor

@@ -30,6 +30,7 @@ std::unique_ptr<TaskSearch> TaskSearch::resume(const Task& task, const std::vect
   t->task = task;
   t->tmpl = &ops::get_template(task.template_name);
   t->workload = ops::Workload::parse(task.workload_key);
+  t->isa = isa;
   schedule::Config fallback = t->tmpl->fallback(t->workload, isa);
   if (!free_layout) t->layout = ops::layout_blocks(*t->tmpl, t->workload, fallback);
   schedule::ConfigSpace space = t->tmpl->space(t->workload);
@@ -75,19 +76,21 @@ std::vector<schedule::Config> TaskSearch::next_batch(int n, size_t* not_from_tun
   }
   const int own = n - static_cast<int>(out.size());  // the tuner's share of the batch
   if (own <= 0) return out;
-  if (layout == std::pair<int64_t, int64_t>{0, 0}) {
-    for (schedule::Config& c : tuner->next_batch(own)) out.push_back(std::move(c));
-    return out;
-  }
   // Whole batches of `own`, filtered: a tuner's batch is planned as a whole.
   while (static_cast<int>(out.size()) < n) {
     std::vector<schedule::Config> got = tuner->next_batch(own);
     if (got.empty()) break;
     for (schedule::Config& c : got)
-      if (static_cast<int>(out.size()) < n && ops::layout_blocks(*tmpl, workload, c) == layout)
-        out.push_back(std::move(c));
+      if (static_cast<int>(out.size()) < n && searchable(c)) out.push_back(std::move(c));
   }
   return out;
+}
+
+bool TaskSearch::searchable(const schedule::Config& cfg) const {
+  if (layout != std::pair<int64_t, int64_t>{0, 0} &&
+      ops::layout_blocks(*tmpl, workload, cfg) != layout)
+    return false;
+  return tmpl->fits(workload, cfg, isa);
 }
 
 void TaskSearch::record(const std::vector<schedule::Config>& batch,
@@ -186,7 +189,24 @@ std::unique_ptr<Tuner> make_task_tuner(const std::string& name, TaskSearch& t,
   if (name == "xgb") {
     TaskSearch* tp = &t;
     SharedCostModel* mp = &model;
-    score = [tp, mp](const std::vector<schedule::Config>& cfgs) { return mp->score(*tp, cfgs); };
+    // Configs the search would drop (another layout, too many accumulators
+    // for the ISA's registers) score lowest, so that the plan holds
+    // searchable ones and few proposals are wasted (and are not lowered for
+    // their features).
+    score = [tp, mp](const std::vector<schedule::Config>& cfgs) {
+      std::vector<double> s(cfgs.size(), -1e9);
+      std::vector<schedule::Config> kept;
+      std::vector<size_t> at;
+      for (size_t i = 0; i < cfgs.size(); ++i)
+        if (tp->searchable(cfgs[i])) {
+          kept.push_back(cfgs[i]);
+          at.push_back(i);
+        }
+      if (kept.empty()) return s;
+      std::vector<double> ks = mp->score(*tp, kept);
+      for (size_t j = 0; j < at.size(); ++j) s[at[j]] = ks[j];
+      return s;
+    };
   }
   return make_tuner(name, t.tmpl->space(t.workload), t.visited, seed, std::move(score),
                     model_based_options(batch));

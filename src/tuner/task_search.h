@@ -35,6 +35,9 @@ struct TaskSearch {
   // layout: the build then needs no layout transform between neighbouring
   // convs. {0, 0}: any layout.
   std::pair<int64_t, int64_t> layout{0, 0};
+  // The target's ISA: its fallback, and which configs fit its registers
+  // (OpTemplate::fits); the tuner's proposals that do not are dropped.
+  Isa isa;
   double best_gflops = 0;
   int64_t trials = 0;  // records already in the database (resumed)
   // The template's fallback config, measured first when the database lacks
@@ -52,11 +55,14 @@ struct TaskSearch {
   // cached; zeros when the config does not lower.
   const std::vector<float>& features_of(const schedule::Config& cfg);
 
-  // Up to n proposals of the tuner that keep the task's layout, the pending
-  // fallback first; proposals of another layout are dropped unmeasured (the
-  // tuner never proposes them again). Returns how many of the batch's leading
+  // Up to n proposals of the tuner that are searchable(), the pending
+  // fallback first; other proposals are dropped unmeasured (the tuner never
+  // proposes them again). Returns how many of the batch's leading
   // configs are not the tuner's own (0 or 1: the fallback).
   std::vector<schedule::Config> next_batch(int n, size_t* not_from_tuner);
+  // Whether the search measures a config here: it keeps the task's layout
+  // (when fixed) and fits the ISA's registers.
+  bool searchable(const schedule::Config& cfg) const;
 
   // Tells the tuner and the model's training set one batch's results
   // (GFLOP/s, 0 for failures); the first `not_from_tuner` configs are not

@@ -500,6 +500,7 @@ TEST(Templates, FallbackRules) {
                                    "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72"}) {
           Config f = t.fallback(w, isa_of(target));
           EXPECT_EQ(Config::from_json(t.space(w), f.to_json()), f) << w.key() << " " << target;
+          EXPECT_TRUE(t.fits(w, f, isa_of(target))) << w.key() << " " << target;
         }
         EXPECT_GT(t.flops(w), 0);
       }
@@ -534,6 +535,48 @@ TEST(Templates, FallbackRegisterTilesFollowTheIsa) {
     Config f = dt.fallback(d, isa);
     int64_t vectors = (f.split("tile_x").back() + isa.lanes() - 1) / isa.lanes();
     EXPECT_LE(f.split("tile_y").back() * vectors, isa.accumulator_budget()) << isa.isa_class;
+  }
+}
+
+// fits(): a register tile fits an ISA when its accumulators, in that ISA's
+// vectors, fit its vector registers. The same config can fit AVX-512 (32
+// zmm) and not AVX2 (16 ymm) or armv7 NEON (16 q); every random point of a
+// space either fits or not consistently with that count.
+TEST(Templates, FitsCountsAccumulatorsInTheIsasVectors) {
+  const Isa avx512 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512");
+  const Isa avx2 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell");
+  const Isa a64 = isa_of("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72");
+  const Isa v7 = isa_of("llvm -mtriple=armv7a-linux-gnueabihf -mcpu=cortex-a7 -mattr=+neon");
+  Workload d = dense("dense_pack.x86", 128, 1024, 256);
+  const OpTemplate& dt = ops::get_template(d.template_name);
+  Config wide = ops::detail::config_from_knobs(
+      dt.space(d), R"("tile_y": [16, 1, 8], "tile_x": [32, 1, 32], "tile_k": [64, 4],)"
+                   R"( "tile_order": 1)");
+  EXPECT_TRUE(dt.fits(d, wide, avx512));  // 8 rows x 2 zmm = 16 of 32
+  EXPECT_FALSE(dt.fits(d, wide, avx2));   // 8 x 4 ymm = 32 of 16
+  EXPECT_FALSE(dt.fits(d, wide, a64));    // 8 x 8 q = 64 of 32
+  Workload c = conv(1, 64, 56, 56, 64, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1});
+  const OpTemplate& ct = ops::get_template(c.template_name);
+  Config tile28 = ops::detail::config_from_knobs(
+      ct.space(c), R"("tile_ic": [4, 16], "tile_oc": [4, 16], "tile_ow": [2, 28],)"
+                   R"( "unroll_kw": 1, "oc_reg": 1, "oh_reg": 1, "kernel_outer": 0)");
+  EXPECT_TRUE(ct.fits(c, tile28, avx512));  // 28 zmm of 32
+  EXPECT_FALSE(ct.fits(c, tile28, avx2));   // 56 ymm
+  EXPECT_FALSE(ct.fits(c, tile28, v7));     // 112 q
+  std::mt19937_64 rng(7);
+  for (const Workload& w : {c, d, depthwise(1, 96, 28, 28, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1})}) {
+    const OpTemplate& t = ops::get_template(w.template_name);
+    schedule::ConfigSpace space = t.space(w);
+    int fit512 = 0, fit2 = 0;
+    for (int i = 0; i < 200; ++i) {
+      Config cfg = space.get(std::uniform_int_distribution<int64_t>(0, space.size() - 1)(rng));
+      // A narrower vector file never fits what a wider one does not.
+      if (t.fits(w, cfg, avx2)) EXPECT_TRUE(t.fits(w, cfg, avx512)) << cfg.to_json();
+      fit512 += t.fits(w, cfg, avx512);
+      fit2 += t.fits(w, cfg, avx2);
+    }
+    EXPECT_GT(fit512, fit2) << w.key();  // the ISA narrows the search
+    EXPECT_GT(fit2, 0) << w.key();
   }
 }
 
