@@ -37,7 +37,8 @@ const char* kBuildUsage =
     "  --require-tuned    fail (writing nothing) when a workload has no record of its own\n"
     "                     (in DB or the shipped logs; a borrowed config does not count)\n"
     "  --no-shipped-logs  ignore the pre-tuned records kiln ships in logs/\n"
-    "  --no-borrow        never use a config tuned for a nearby shape of the same template\n"
+    "  --no-borrow        never use a config tuned for a nearby shape of the same template,\n"
+    "                     nor one from another ISA class's shipped log\n"
     "  --dump-kernels DIR write each kernel's LLVM IR (.ll) and assembly (.s) into DIR\n"
     "  --time-report      print the slowest kernels' compile times\n"
     "Configs come from DB, else the shipped logs for this CPU's ISA class (logs/*.jsonl), else\n"
@@ -141,9 +142,14 @@ std::map<std::string, tuner::ConfigChoice> tuned_configs(
   if (!a.no_shipped_logs) {
     std::string shipped = tuner::shipped_log_path(target);
     if (!shipped.empty()) sources.push_back(tuner::load_jsonl(shipped, threads));
+    // Other ISA classes' logs: borrowed configs that fit this target only.
+    if (!a.no_borrow)
+      for (tuner::RecordSource& src : tuner::other_isa_logs(target, threads))
+        sources.push_back(std::move(src));
   }
   if (sources.empty()) return {};
-  return tuner::choose_configs(workloads, sources, !a.no_borrow);
+  Isa isa = target.isa();
+  return tuner::choose_configs(workloads, sources, !a.no_borrow, &isa);
 }
 
 // --require-tuned: every workload needs a record of its own (DB or shipped
@@ -201,8 +207,10 @@ void print_tuned(const driver::BuiltModule& m,
   std::printf("tuned: %zu of %zu workloads%s%s%s\n", n, m.workloads.size(),
               from.empty() ? "" : " (", from.c_str(), from.empty() ? "" : ")");
   if (borrowed.empty()) return;
-  std::printf("borrowed: %zu workload%s use%s the config tuned for a nearby shape:\n",
-              borrowed.size(), borrowed.size() == 1 ? "" : "s", borrowed.size() == 1 ? "s" : "");
+  std::printf(
+      "borrowed: %zu workload%s use%s the config tuned for a nearby shape or another "
+      "ISA class (fitting this target's registers):\n",
+      borrowed.size(), borrowed.size() == 1 ? "" : "s", borrowed.size() == 1 ? "s" : "");
   for (const auto& [key, c] : borrowed)
     std::printf("  %s\n    <- %s (%s)\n", key.c_str(), c->borrowed_from.c_str(), c->source.c_str());
 }

@@ -53,40 +53,64 @@ double shape_distance(const ops::Workload& a, const ops::Workload& b) {
   return d;
 }
 
+// The best of a donor's records (pick_best) among those whose config, as a
+// point of w's space, fits the ISA: the donor's fastest may need more
+// registers than the borrower's target has.
+std::optional<Record> best_fitting(const ops::OpTemplate& t, const ops::Workload& w, const Isa& isa,
+                                   const std::string& donor_key,
+                                   const std::vector<Record>& records) {
+  schedule::ConfigSpace space = t.space(w);
+  std::vector<Record> fitting;
+  for (const Record& r : records) {
+    try {
+      if (t.fits(w, schedule::Config::from_json(space, r.config_json), isa)) fitting.push_back(r);
+    } catch (const std::exception&) {
+      // Not a point of w's space.
+    }
+  }
+  return pick_best(donor_key, fitting);
+}
+
 // The nearest workload of the same template in the sources whose best config
-// is legal for `w` and keeps its channel blocks.
+// is legal for `w`, keeps its channel blocks and fits `isa` (when given).
+// other_isa sources serve only with `other_isa` (then the same workload too).
 std::optional<ConfigChoice> borrow(const ops::Workload& w, const std::vector<RecordSource>& sources,
-                                   const std::map<std::string, std::optional<Record>>& best_of) {
+                                   const std::map<std::string, std::optional<Record>>& best_of,
+                                   const Isa* isa, bool other_isa) {
   const ops::OpTemplate& t = ops::get_template(w.template_name);
   schedule::ConfigSpace space = t.space(w);
   auto want = wanted_layout(t, w);
   std::optional<ConfigChoice> pick;
   double pick_distance = std::numeric_limits<double>::infinity();
-  for (const RecordSource& src : sources)
+  for (const RecordSource& src : sources) {
+    if (src.other_isa != other_isa) continue;
     for (const auto& [key, records] : src.by_workload) {
-      (void)records;
       ops::Workload other;
       try {
         other = ops::Workload::parse(key);
       } catch (const std::exception&) {
         continue;
       }
-      if (other.template_name != w.template_name || other == w) continue;
+      if (other.template_name != w.template_name || (other == w && !other_isa)) continue;
       double d = shape_distance(w, other);
       if (!(d < pick_distance)) continue;
-      const std::optional<Record>& best = best_of.at(src.name + "\n" + key);
+      std::optional<Record> best = best_of.at(src.name + "\n" + key);
+      if (isa && best) best = best_fitting(t, w, *isa, key, records);
       if (!best) continue;
       try {
         schedule::Config cfg = schedule::Config::from_json(space, best->config_json);
         if (want != std::pair<int64_t, int64_t>{0, 0} && ops::layout_blocks(t, w, cfg) != want)
           continue;
+        if (isa && !t.fits(w, cfg, *isa)) continue;
         pick = ConfigChoice{ConfigChoice::Origin::kBorrowed, cfg.to_json(), src.name, key,
                             best->gflops};
+        if (other_isa) pick->source += ", tuned for " + src.isa_class;
         pick_distance = d;
       } catch (const std::exception&) {
         // Not a point of this workload's space: a split that does not fit, say.
       }
     }
+  }
   return pick;
 }
 
@@ -163,6 +187,38 @@ std::string shipped_log_path(const codegen::Target& target) {
   return "";
 }
 
+std::vector<RecordSource> other_isa_logs(const codegen::Target& target, int threads) {
+  std::vector<RecordSource> out;
+  std::string own = shipped_log_path(target);
+  fs::path dir;
+  if (!own.empty()) {
+    dir = fs::path(own).parent_path();
+  } else {
+    // No log for this class: the folder the x86 classes' logs are in.
+    for (const char* other : {"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512",
+                              "llvm -mtriple=x86_64-linux-gnu -mcpu=haswell"}) {
+      std::string p = shipped_log_path(codegen::Target::parse(other));
+      if (!p.empty()) {
+        dir = fs::path(p).parent_path();
+        break;
+      }
+    }
+  }
+  if (dir.empty()) return out;
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".jsonl" && e.path().string() != own) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const fs::path& f : files) {
+    RecordSource src = load_jsonl(f.string(), threads);
+    src.other_isa = true;
+    src.isa_class = f.stem().string();
+    out.push_back(std::move(src));
+  }
+  return out;
+}
+
 std::optional<Record> pick_best(const std::string& workload_key,
                                 const std::vector<Record>& records) {
   ops::Workload w;
@@ -200,7 +256,7 @@ std::optional<Record> pick_best(const std::string& workload_key,
 
 std::map<std::string, ConfigChoice> choose_configs(const std::vector<std::string>& workloads,
                                                    const std::vector<RecordSource>& sources,
-                                                   bool borrow_nearby) {
+                                                   bool borrow_nearby, const Isa* isa) {
   // Every source workload's best record, computed once (borrowing scans them all).
   std::map<std::string, std::optional<Record>> best_of;
   for (const RecordSource& src : sources)
@@ -210,6 +266,7 @@ std::map<std::string, ConfigChoice> choose_configs(const std::vector<std::string
   std::map<std::string, ConfigChoice> out;
   for (const std::string& key : workloads) {
     for (size_t i = 0; i < sources.size() && !out.count(key); ++i) {
+      if (sources[i].other_isa) continue;
       auto it = best_of.find(sources[i].name + "\n" + key);
       if (it == best_of.end() || !it->second) continue;
       out[key] = ConfigChoice{
@@ -218,7 +275,11 @@ std::map<std::string, ConfigChoice> choose_configs(const std::vector<std::string
     }
     if (out.count(key) || !borrow_nearby) continue;
     try {
-      if (auto b = borrow(ops::Workload::parse(key), sources, best_of)) out[key] = *b;
+      ops::Workload w = ops::Workload::parse(key);
+      if (auto b = borrow(w, sources, best_of, isa, false))
+        out[key] = *b;
+      else if (isa)
+        if (auto o = borrow(w, sources, best_of, isa, true)) out[key] = *o;
     } catch (const std::exception&) {
       // A workload of a template this kiln lacks: the build reports it.
     }

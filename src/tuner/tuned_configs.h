@@ -10,6 +10,11 @@
 //      template at a nearby shape whose config is a legal point of this
 //      workload's space (and keeps its channel blocks): the nearest such
 //      shape's best config. The build report names what it borrowed from.
+//   4. borrowing across ISA classes: the shipped logs of other ISA classes
+//      (an AVX-512 log for an AVX2 or Arm target, ...) are never used as
+//      they are; their records, the same workload first, serve only as
+//      borrowed configs, and only those that fit the target's registers
+//      (OpTemplate::fits). The build report says so.
 // Anything else runs the template's fallback config, and the build says so.
 //
 // Within one workload's records the pick is the fastest verified record
@@ -23,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "support/isa.h"
 #include "tuner/records.h"
 
 namespace kiln::codegen {
@@ -35,6 +41,10 @@ namespace kiln::tuner {
 struct RecordSource {
   std::string name;
   bool shipped = false;  // a shipped log (logs/), not the user's database
+  // Records measured for another ISA class (isa_class names it): never used
+  // as they are, only borrowed, and only where they fit the target (4. above).
+  bool other_isa = false;
+  std::string isa_class;
   std::map<std::string, std::vector<Record>> by_workload;
 };
 
@@ -52,6 +62,9 @@ std::string isa_class(const codegen::Target& target);
 // variable is set, else logs/ next to the executable's parent folder (the
 // repository's build/ or an install's share/kiln/logs). Empty when none exists.
 std::string shipped_log_path(const codegen::Target& target);
+// The shipped logs of the other ISA classes (for borrowing, 4. above), each
+// loaded with load_jsonl and marked other_isa.
+std::vector<RecordSource> other_isa_logs(const codegen::Target& target, int threads);
 
 struct ConfigChoice {
   enum class Origin { kDatabase, kShippedLog, kBorrowed };
@@ -68,10 +81,13 @@ std::optional<Record> pick_best(const std::string& workload_key,
                                 const std::vector<Record>& records);
 
 // A choice for every workload that any source can serve; sources are tried in
-// order for exact matches, then all of them for borrowing (if `borrow`).
+// order for exact matches (other_isa sources never), then, if `borrow`, the
+// sources of the target's class for a nearby shape, then the other_isa ones.
+// A borrowed config must fit `isa` (the target's; nullptr: no register check,
+// and then other_isa sources are not used at all).
 std::map<std::string, ConfigChoice> choose_configs(const std::vector<std::string>& workloads,
                                                    const std::vector<RecordSource>& sources,
-                                                   bool borrow);
+                                                   bool borrow, const Isa* isa = nullptr);
 
 // The records worth shipping from a database: per workload and target, the
 // pick_best record and, when it differs, the fastest one.

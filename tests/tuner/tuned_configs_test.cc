@@ -139,6 +139,52 @@ TEST(ChooseConfigs, BorrowsTheNearestLegalShapesConfig) {
   EXPECT_TRUE(choose_configs({want.key()}, {db}, false).empty());
 }
 
+// Another ISA class's log: never used as it is, only borrowed, the same
+// workload first, and only a config that fits the target's registers; the
+// target's own class (a nearby shape) comes first.
+TEST(ChooseConfigs, OtherIsaLogsOnlyLendConfigsThatFitTheTarget) {
+  const Isa avx512 =
+      codegen::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512").isa();
+  const Isa avx2 = codegen::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell").isa();
+  ops::Workload w = conv(28, 28);
+  const ops::OpTemplate& t = conv_template();
+  std::pair<int64_t, int64_t> blocks = ops::fallback_layout_blocks(t, w);
+  // Two configs in the fallback's layout: one fits AVX2's 16 ymm, one only
+  // AVX-512's 32 zmm.
+  std::optional<schedule::Config> small, wide;
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 20000 && !(small && wide); ++i) {
+    schedule::Config c = t.space(w).random(rng);
+    if (ops::layout_blocks(t, w, c) != blocks) continue;
+    bool fits2 = t.fits(w, c, avx2), fits512 = t.fits(w, c, avx512);
+    if (fits2 && !small) small = c;
+    if (!fits2 && fits512 && !wide) wide = c;
+  }
+  ASSERT_TRUE(small && wide);
+  RecordSource log512 = source("logs/x86_64-avx512.jsonl", true, {record(w, *wide, 0.5)});
+  log512.other_isa = true;
+  log512.isa_class = "x86_64-avx512";
+  // Not without the target's ISA, and not when the config does not fit.
+  EXPECT_TRUE(choose_configs({w.key()}, {log512}, true).empty());
+  EXPECT_TRUE(choose_configs({w.key()}, {log512}, true, &avx2).empty());
+  EXPECT_TRUE(choose_configs({w.key()}, {log512}, false, &avx512).empty());  // borrowing off
+  // A fitting one is borrowed, and says from which class.
+  log512.by_workload[w.key()].push_back(record(w, *small, 0.6));
+  auto chosen = choose_configs({w.key()}, {log512}, true, &avx2);
+  ASSERT_EQ(chosen.count(w.key()), 1u);
+  EXPECT_EQ(chosen.at(w.key()).origin, ConfigChoice::Origin::kBorrowed);
+  EXPECT_EQ(chosen.at(w.key()).config_json, small->to_json());
+  EXPECT_NE(chosen.at(w.key()).source.find("tuned for x86_64-avx512"), std::string::npos);
+  // The target's own class at a nearby shape comes first.
+  ops::Workload near = conv(30, 28);
+  schedule::Config cn = same_layout(near, rng);
+  while (!t.fits(w, cn, avx2)) cn = same_layout(near, rng);
+  RecordSource own = source("logs/x86_64-avx2.jsonl", true, {record(near, cn, 1.0)});
+  chosen = choose_configs({w.key()}, {own, log512}, true, &avx2);
+  ASSERT_EQ(chosen.count(w.key()), 1u);
+  EXPECT_EQ(chosen.at(w.key()).borrowed_from, near.key());
+}
+
 TEST(ChooseConfigs, NeverBorrowsAcrossStridesOrAnIllegalConfig) {
   std::mt19937_64 rng(4);
   ops::Workload strided = conv(14, 14, 2), want = conv(14, 14);
