@@ -5,11 +5,13 @@ Usage:
   run_bench.py [--kiln build/kiln] [--models resnet18,...] [--models-dir DIR] [--work DIR]
                [--rounds 3] [--repeat 30] [--warmup 5] [--threads 2] [--out results.md]
                [--kiln-build-args "..."] [--skip kiln,torch,ort] [--peers-spin]
-               [--tuning-log DB]
+               [--tuning-log DB] [--shipped-logs]
 
 For each model (generated into --models-dir by generate.py when missing): `kiln build` with
 the fallback configs (no tuning log, --no-shipped-logs) and, with --tuning-log DB, a second
-build with the tuning log (engine "kiln_tuned"; shipped logs off, so that DB alone decides), one `kiln run --output` checked against expected.npz with
+build with the tuning log (engine "kiln_tuned"; shipped logs off, so that DB alone decides;
+with --shipped-logs the tuned build uses kiln's shipped logs for this CPU's ISA class, after
+DB if given), one `kiln run --output` checked against expected.npz with
 compare.py, then --rounds rounds that each time kiln (`kiln run --repeat N --print-time`),
 ONNX Runtime (ort_bench.js) and PyTorch (torch_bench.py) once, in a rotating order so that load
 on this shared machine hits all three alike. A peer's time is the median over rounds of its
@@ -113,9 +115,10 @@ class Bench:
         os.makedirs(work, exist_ok=True)
         variant = "tuned" if tuned else "fallback"
         package = os.path.join(work, f"model.{variant}.tar")
-        cmd = [self.args.kiln, "build", os.path.join(d, "model.onnx"), "-o", package,
-               "--no-shipped-logs"]
-        if tuned:
+        cmd = [self.args.kiln, "build", os.path.join(d, "model.onnx"), "-o", package]
+        if not (tuned and self.args.shipped_logs):
+            cmd += ["--no-shipped-logs"]
+        if tuned and self.args.tuning_log:
             cmd += ["--tuning-log", self.args.tuning_log]
         cmd += shlex.split(self.args.kiln_build_args)
         ok, out = run(cmd, self.args.timeout, self.env)
@@ -188,11 +191,14 @@ def main():
     p.add_argument("--peers-spin", action="store_true",
                    help="let ORT and PyTorch threads spin when idle (their defaults)")
     p.add_argument("--tuning-log", help="also time a build with this tuning database")
+    p.add_argument("--shipped-logs", action="store_true",
+                   help="the tuned build uses kiln's shipped logs (logs/<isa class>.jsonl, with "
+                        "--tuning-log DB after DB): what a user gets without tuning")
     p.add_argument("--out", help="also write the markdown table here")
     args = p.parse_args()
     args.work = args.work or os.path.join(args.models_dir, "kiln")
     skip = {s for s in args.skip.split(",") if s}
-    if not args.tuning_log:
+    if not args.tuning_log and not args.shipped_logs:
         skip.add("kiln_tuned")
     if skip - set(ENGINES) - {"kiln_tuned"}:
         p.error(f"--skip: unknown engine(s) {', '.join(sorted(skip - set(ENGINES)))}")
