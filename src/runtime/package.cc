@@ -12,31 +12,25 @@
 #include <map>
 
 #include "runtime/cpu_features.h"
+#include "runtime/elf_image.h"
 
 namespace kiln::runtime {
 
 namespace {
 
-// The ELF machine of a kernel library against this process's, before dlopen:
-// a library for another architecture is an IncompatiblePackage, not a
-// loader error.
-void check_elf_machine(const std::string& library, const std::string& package) {
-  std::ifstream in(library, std::ios::binary);
-  unsigned char h[20] = {};
-  in.read(reinterpret_cast<char*>(h), sizeof h);
-  if (in.gcount() < static_cast<std::streamsize>(sizeof h) || h[0] != 0x7f || h[1] != 'E' ||
-      h[2] != 'L' || h[3] != 'F')
-    return;  // not ELF: Module::load says what is wrong
-  const int machine = h[5] == 2 ? (h[18] << 8 | h[19]) : (h[19] << 8 | h[18]);  // EI_DATA
-  static const std::map<int, std::string> names = {
-      {3, "i386"}, {40, "arm"}, {62, "x86_64"}, {183, "aarch64"}, {243, "riscv"}};
-  auto name = [&](int m) {
-    auto it = names.find(m);
-    return it == names.end() ? "ELF machine " + std::to_string(m) : it->second;
-  };
-  if (name(machine) != host_arch())
-    throw IncompatiblePackage(
-        package, "its kernels are built for " + name(machine) + "; this machine is " + host_arch());
+// The ELF image of a kernel library before dlopen: a library for another
+// architecture is an IncompatiblePackage, not a loader error; a truncated one
+// is corrupt (dlopen would map it and die with SIGBUS). `member` names the
+// library in the package's messages.
+void check_elf_image(const std::string& library, const std::string& package,
+                     const std::string& member) {
+  ElfHeader h = read_elf_header(library);
+  if (!h.is_elf) return;  // not ELF: Module::load says what is wrong
+  if (elf_machine_name(h.machine) != host_arch())
+    throw IncompatiblePackage(package, "its kernels are built for " + elf_machine_name(h.machine) +
+                                           "; this machine is " + host_arch());
+  std::string problem = elf_image_problem(library);
+  if (!problem.empty()) throw CorruptPackage(package, member, problem);
 }
 
 namespace fs = std::filesystem;
@@ -137,7 +131,7 @@ Package load_tar(const std::string& path) {
 
   Package p;
   p.path = path;
-  check_elf_machine(so_path.string(), path);
+  check_elf_image(so_path.string(), path, "mod.so");
   try {
     p.module = std::make_shared<Module>(Module::load(so_path.string()));
   } catch (const std::exception& ex) {
@@ -159,7 +153,7 @@ Package load_library(const std::string& path) {
   p.graph_member = "kiln_graph_json";
   p.params_member = "kiln_params";
   p.library_member = "the library";
-  check_elf_machine(path, path);
+  check_elf_image(path, path, "shared library");
   try {
     p.module = std::make_shared<Module>(Module::load(path));
   } catch (const std::exception& ex) {

@@ -239,6 +239,40 @@ TEST(GraphExecutor, CorruptPackagesFailWithOneMessageNamingTheCulprit) {
   }
 }
 
+// A kernel library cut short (a copy interrupted, a disk full) maps without
+// complaint and would die with SIGBUS on first touch: it is corrupt instead,
+// in a tar (mod.so) and as a self-contained --output-format so file, at any
+// cut from 10 % to 99 % of its length.
+TEST(GraphExecutor, TruncatedKernelLibrariesAreCorruptNotABusError) {
+  std::mt19937_64 rng(11);
+  TempDir dir;
+  PackageParts parts = good_parts(rng);
+  std::string so = dir.file("whole.so");
+  ASSERT_EQ(build_self_contained(dir.path().string(), so, parts.graph.dump(), parts.params_npz()),
+            "");
+  std::string whole_so = read_file(so), library = parts.so;
+  for (int percent : {10, 25, 50, 75, 90, 99}) {
+    SCOPED_TRACE(percent);
+    parts.so = library.substr(0, library.size() * percent / 100);
+    std::string tar = dir.file("cut" + std::to_string(percent) + ".tar");
+    parts.write(tar);
+    std::string e = error_of([&] { GraphExecutor::load(tar); });
+    EXPECT_EQ(
+        e.rfind("corrupt package '" + tar + "': mod.so: truncated or damaged shared object", 0), 0u)
+        << e;
+    std::string lib = dir.file("cut" + std::to_string(percent) + ".so");
+    write_file(lib, whole_so.substr(0, whole_so.size() * percent / 100));
+    e = error_of([&] { GraphExecutor::load(lib); });
+    EXPECT_EQ(
+        e.rfind("corrupt package '" + lib + "': shared library: truncated or damaged shared object",
+                0),
+        0u)
+        << e;
+  }
+  // The whole ones still load.
+  EXPECT_NO_THROW(GraphExecutor::load(so));
+}
+
 TEST(GraphExecutor, BrokenTarsFailWithOneMessageNamingTheMember) {
   std::mt19937_64 rng(7);
   TempDir dir;
