@@ -14,6 +14,7 @@
 #include "driver/build.h"
 #include "runtime/c_runtime_api.h"
 #include "runtime/cpu_features.h"
+#include "support/same_file.h"
 #include "tuner/records.h"
 #include "tuner/target_key.h"
 #include "tuner/tuned_configs.h"
@@ -219,6 +220,9 @@ void print_tuned(const driver::BuiltModule& m,
 
 int run_build(const std::vector<std::string>& args) {
   BuildArgs a = parse_args(args);
+  support::refuse_output_over_input(a.output, {{"the model", a.model},
+                                               {"the --config file", a.config_file},
+                                               {"the tuning log", a.tuning_log}});
   auto start = std::chrono::steady_clock::now();
   driver::BuildOptions options;
   if (!a.target.empty()) options.target = codegen::Target::parse(a.target);

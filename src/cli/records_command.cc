@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "support/same_file.h"
 #include "tuner/records.h"
 #include "tuner/tuned_configs.h"
 
@@ -79,6 +80,7 @@ int run_export(const std::vector<std::string>& args) {
   if (db.empty()) throw UsageError("no database given");
   if (out.empty()) throw UsageError("no output given (-o OUT.jsonl, or -o - for stdout)");
   if (have_workload && workload.empty()) throw UsageError("--workload needs a non-empty key");
+  if (out != "-") support::refuse_output_over_input(out, {{"the database", db}});
   tuner::RecordDB records = tuner::RecordDB::open(db, tuner::RecordDB::Mode::kMustExist);
   // An unknown workload is most likely a typo: say so instead of writing nothing.
   if (!workload.empty()) {

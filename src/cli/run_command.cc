@@ -10,6 +10,7 @@
 
 #include "runtime/graph_executor.h"
 #include "runtime/npz.h"
+#include "support/same_file.h"
 
 namespace kiln::cli {
 
@@ -199,6 +200,8 @@ int run_run(const std::vector<std::string>& args) {
     std::fprintf(stderr, "kiln run: %s\n%s", e.what(), kRunUsage);
     return 2;
   }
+  support::refuse_output_over_input(o.output,
+                                    {{"the package", o.package}, {"the inputs", o.inputs}});
   runtime::GraphExecutor ex = runtime::GraphExecutor::load(o.package);
   set_inputs(ex, o);
   ex.run();  // the warm-up, and the outputs

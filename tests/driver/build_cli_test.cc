@@ -293,6 +293,44 @@ TEST_F(KilnBuildAndRun, LeavesExactlyTheRequestedFile) {
   expect_files({"m.onnx", "model.so", "model.tar"});
 }
 
+// An output that is one of the command's inputs (the same file through a
+// symlink too) is refused before anything is written: the model, the
+// package, the inputs and the database stay as they were.
+TEST_F(KilnBuildAndRun, AnOutputThatIsAnInputIsRefused) {
+  write_input();
+  write_model("m.onnx", small_model(0.25f, "1"));
+  std::string model = work_.file("m.onnx"), pkg = work_.file("p.tar");
+  std::string in = inputs_.file("in.npz");
+  ASSERT_EQ(kiln("build " + quote(model) + " -o " + quote(pkg)).status, 0);
+  std::string model_bytes = read_bytes(model), pkg_bytes = read_bytes(pkg),
+              in_bytes = read_bytes(in);
+  fs::create_symlink(model, work_.file("link.onnx"));
+  for (const std::string& out : {model, work_.file("link.onnx")}) {
+    CommandResult r = kiln("build " + quote(model) + " -o " + quote(out));
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("is the model"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("refusing to overwrite it"), std::string::npos) << r.err;
+  }
+  for (const std::string& out : {pkg, in}) {
+    CommandResult r =
+        kiln("run " + quote(pkg) + " --inputs " + quote(in) + " --output " + quote(out));
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("refusing to overwrite it"), std::string::npos) << r.err;
+  }
+  std::string db = work_.file("r.db"), none = work_.file("none.jsonl");
+  std::ofstream(none).close();
+  ASSERT_EQ(kiln("records import " + quote(db) + " " + quote(none)).status, 0);
+  std::string db_bytes = read_bytes(db);
+  CommandResult r = kiln("records export " + quote(db) + " -o " + quote(db));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("is the database"), std::string::npos) << r.err;
+  EXPECT_EQ(read_bytes(model), model_bytes);
+  EXPECT_EQ(read_bytes(pkg), pkg_bytes);
+  EXPECT_EQ(read_bytes(in), in_bytes);
+  EXPECT_EQ(read_bytes(db), db_bytes);
+  EXPECT_EQ(kiln("records export " + quote(db) + " -o -").status, 0);  // still a database
+}
+
 // A package for CPU features this machine lacks builds (cross-compiling is
 // legitimate, and the build says the package cannot run here), but `kiln run`
 // refuses it naming the missing features, before any kernel runs and without

@@ -1,0 +1,35 @@
+// Refusing to write an output over one of the command's own inputs
+// (`kiln build m.onnx -o m.onnx`, `kiln records export a.db -o a.db`, ...):
+// the output would destroy the data the command reads. Header-only, so that
+// the runtime-only kiln-run can use it.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::support {
+
+// Whether two paths name one existing file: the same device and inode, so
+// symlinks, hard links and "./a" vs "a" all count. False when either is missing.
+inline bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  if (a.empty() || b.empty() || ::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0)
+    return false;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+// Throws std::runtime_error naming both when `output` is one of `inputs`
+// (each a description such as "the model" and a path).
+inline void refuse_output_over_input(
+    const std::string& output, const std::vector<std::pair<std::string, std::string>>& inputs) {
+  for (const auto& [what, path] : inputs)
+    if (same_file(output, path))
+      throw std::runtime_error("the output '" + output + "' is " + what + " '" + path +
+                               "': refusing to overwrite it (choose another output path)");
+}
+
+}  // namespace kiln::support
