@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -428,17 +430,111 @@ std::string serve_one(const WorkerArgs& a, double timeout_s) {
   return j.dump();
 }
 
+// Protocol lines go to this descriptor (the server's original stdout); fd 1
+// itself is pointed at stderr, so that nothing a kernel or library prints can
+// break the protocol.
+int g_protocol_fd = 1;
+
+void write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    p += w;
+    n -= size_t(w);
+  }
+}
+
 void print_line(const std::string& line) {
-  std::fputs(line.c_str(), stdout);
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
+  std::string l = line + "\n";
+  write_all(g_protocol_fd, l.data(), l.size());
+}
+
+// ---- in-process isolation: where fork() cannot be used (qemu-user here hangs in
+// a forked child), the candidate runs in the server itself. A fatal signal or
+// the request's timer (SIGALRM) then writes a result line marked "fatal" from
+// the signal handler and ends the server; the host restarts it.
+constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGALRM};
+char g_fatal_lines[std::size(kFatalSignals)][256];
+
+extern "C" void on_fatal_signal(int sig) {
+  for (size_t i = 0; i < std::size(kFatalSignals); ++i)
+    if (kFatalSignals[i] == sig)
+      write_all(g_protocol_fd, g_fatal_lines[i], strlen(g_fatal_lines[i]));
+  _exit(3);
+}
+
+void set_fatal_line(int sig, const json& line) {
+  for (size_t i = 0; i < std::size(kFatalSignals); ++i)
+    if (kFatalSignals[i] == sig)
+      std::snprintf(g_fatal_lines[i], sizeof g_fatal_lines[i], "%s\n", line.dump().c_str());
+}
+
+std::string serve_in_process(const WorkerArgs& a, double timeout_s) {
+  for (int sig : kFatalSignals)
+    if (sig != SIGALRM)
+      set_fatal_line(sig, {{"status", "error"},
+                           {"message", "worker killed by " + signal_description(sig)},
+                           {"fatal", true}});
+  set_fatal_line(SIGALRM,
+                 {{"status", "timeout"},
+                  {"message", "killed after the timeout of " + json(timeout_s).dump() + " s"},
+                  {"fatal", true}});
+  struct sigaction sa = {};
+  sa.sa_handler = on_fatal_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+  for (int sig : kFatalSignals) sigaction(sig, &sa, nullptr);
+  itimerval timer = {};
+  double t = std::max(timeout_s, 1e-3);
+  timer.it_value.tv_sec = time_t(t);
+  timer.it_value.tv_usec = suseconds_t((t - std::floor(t)) * 1e6);
+  setitimer(ITIMER_REAL, &timer, nullptr);
+  std::string line;
+  try {
+    line = run_worker(a);
+  } catch (const std::exception& e) {
+    line = json{{"status", "error"}, {"message", e.what()}}.dump();
+  }
+  timer = {};
+  setitimer(ITIMER_REAL, &timer, nullptr);
+  sa.sa_handler = SIG_DFL;
+  sa.sa_flags = 0;
+  for (int sig : kFatalSignals) sigaction(sig, &sa, nullptr);
+  return line;
+}
+
+// Whether a forked child runs here: it must exit within a few seconds.
+bool fork_works() {
+  pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) _exit(0);
+  auto deadline = Clock::now() + std::chrono::seconds(3);
+  int status = 0;
+  for (;;) {
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (w < 0 && errno != EINTR) return false;
+    if (Clock::now() >= deadline) break;
+    usleep(2000);
+  }
+  kill(pid, SIGKILL);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return false;
 }
 
 }  // namespace
 
-int measure_worker_serve() {
+int measure_worker_serve(bool allow_fork) {
   namespace fs = std::filesystem;
   signal(SIGPIPE, SIG_IGN);  // a host gone away shows as a failed write, then EOF
+  std::fflush(stdout);
+  g_protocol_fd = fcntl(1, F_DUPFD_CLOEXEC, 3);
+  if (g_protocol_fd < 0)
+    g_protocol_fd = 1;
+  else
+    dup2(2, 1);
   std::string tmpl = (fs::temp_directory_path() / "kiln-serve-XXXXXX").string();
   if (!mkdtemp(tmpl.data())) {
     print_line(json{
@@ -461,8 +557,10 @@ int measure_worker_serve() {
   std::vector<std::string> features;
   for (const std::string& f : runtime::checkable_cpu_features(runtime::host_arch()))
     if (runtime::host_has_cpu_feature(f)) features.push_back(f);
+  const bool forking = allow_fork && fork_works();
   print_line(json{{"kiln_measure_worker", "serve"},
                   {"protocol", 1},
+                  {"isolation", forking ? "fork" : "none"},
                   {"arch", runtime::host_arch()},
                   {"features", features},
                   {"num_threads", kiln_get_num_threads()}}
@@ -514,7 +612,7 @@ int measure_worker_serve() {
         continue;
       }
     }
-    print_line(serve_one(a, timeout_s));
+    print_line(forking ? serve_one(a, timeout_s) : serve_in_process(a, timeout_s));
     fs::remove(a.so_path, ec);
   }
   std::free(raw);
@@ -522,7 +620,12 @@ int measure_worker_serve() {
 }
 
 int measure_worker_main(int argc, char** argv) {
-  if (argc == 2 && std::string(argv[1]) == "--serve") return measure_worker_serve();
+  if (argc >= 2 && std::string(argv[1]) == "--serve") {
+    if (argc == 2) return measure_worker_serve(/*allow_fork=*/true);
+    if (argc == 3 && std::string(argv[2]) == "--no-fork") return measure_worker_serve(false);
+    std::fputs("usage: kiln-measure-worker --serve [--no-fork]\n", stderr);
+    return 2;
+  }
   std::string line;
   int rc = 0;
   try {

@@ -20,8 +20,9 @@
 // behind a command such as `ssh pi@device kiln-measure-worker --serve`, and
 // speaks a line protocol on stdin/stdout:
 //   - on start it prints one hello line:
-//       {"kiln_measure_worker": "serve", "protocol": 1, "arch": "aarch64",
-//        "features": [...the checkable CPU features it has...], "num_threads": n}
+//       {"kiln_measure_worker": "serve", "protocol": 1, "isolation": "fork",
+//        "arch": "aarch64", "features": [...the checkable CPU features it
+//        has...], "num_threads": n}
 //   - each request is one JSON header line (serve_request_header) followed by
 //     so_size raw bytes, the candidate's shared library built on the host;
 //   - it writes the library to a private temporary folder, runs the candidate
@@ -30,6 +31,11 @@
 //     line: the lines above, plus
 //       {"status": "error", "message": "worker killed by SIGSEGV (...)"}
 //       {"status": "timeout", "message": "killed after the timeout of T s"}
+//   - isolation "none" (`--serve --no-fork`, or where fork() does not work,
+//     as under qemu-user): the candidate runs in the server; a fatal signal
+//     or the timeout (SIGALRM) prints the error or timeout line with
+//     "fatal": true from the signal handler and the server exits 3; the host
+//     restarts it for the next candidate.
 //   - EOF on stdin: it removes its folder and exits 0. A malformed request
 //     (the stream can no longer be framed) prints an error line and exits 2.
 // Reference outputs are cached in the server's folder for its lifetime.
@@ -83,7 +89,10 @@ std::string serve_request_header(const WorkerArgs& args, double timeout_s, uint6
 WorkerArgs parse_serve_request(const std::string& header, double& timeout_s, uint64_t& so_size);
 
 // The serve loop on stdin/stdout (see above); returns the exit status.
-int measure_worker_serve();
+// allow_fork false (`--serve --no-fork`), or a fork() that does not work here
+// (a probe child at start must exit within 3 s; under qemu-user here it
+// hangs): candidates run in the server itself, see the header comment.
+int measure_worker_serve(bool allow_fork = true);
 
 // "SIGSEGV (Segmentation fault)".
 std::string signal_description(int sig);

@@ -194,6 +194,7 @@ void RemoteRunner::start() {
         hello_.arch = j.value("arch", std::string());
         hello_.features = j.value("features", std::vector<std::string>());
         hello_.num_threads = j.value("num_threads", 0);
+        hello_.isolation = j.value("isolation", std::string());
         return;
       }
       if (skipped.size() < 1000) skipped += (skipped.empty() ? "" : " | ") + shorten(line, 200);
@@ -284,6 +285,9 @@ RemoteRunner::Reply RemoteRunner::request(const std::string& header, const std::
     if (j.is_object() && j.contains("status") && j["status"].is_string()) {
       r.line = line;
       err_tail_.clear();  // what it said so far belongs to this candidate
+      // A server without fork isolation ends after a crash or a timeout: wait for it,
+      // and start it again with the next request.
+      if (j.value("fatal", false)) stop(/*kill_now=*/false);
       return r;
     }
     stop(/*kill_now=*/true);

@@ -27,6 +27,7 @@ class RemoteRunner {
     std::string arch;                   // runtime::host_arch() there
     std::vector<std::string> features;  // the checkable CPU features it has
     int num_threads = 0;                // its kernels' default thread count
+    std::string isolation;              // "fork" (a child per candidate) or "none"
   };
   struct Reply {
     std::string line;   // the result line, when `error` is empty

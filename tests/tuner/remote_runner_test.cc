@@ -115,12 +115,40 @@ TEST(RemoteRunner, MeasuresAndClassifiesPlantedFaultsThroughOneServer) {
   expect_good(rs[7], o, "last");
   // The server forked a child per candidate and outlived every fault.
   EXPECT_EQ(o.runner_session->starts(), 1);
+  EXPECT_EQ(o.runner_session->hello().isolation, "fork");
   EXPECT_LT(wall, 30);
 
   // The session lives on for the next batch (tune() keeps one per run).
   rs = measure_batch({fallback_input(dense_w())}, host(), o);
   expect_good(rs.at(0), o, "next batch");
   EXPECT_EQ(o.runner_session->starts(), 1);
+}
+
+TEST(RemoteRunner, WithoutForkTheServerEndsOnAFaultAndIsRestarted) {
+  // `--serve --no-fork` (what a server does where fork() hangs, as under
+  // qemu-user here): candidates run in the server; a crash or a hang ends it
+  // after its result line, and the host starts it again for the next one.
+  MeasureOptions o = runner_options();
+  o.runner = serve_command() + " --no-fork";
+  o.runner_session = runner_for(o);
+  EXPECT_EQ(o.runner_session->hello().isolation, "none");
+  std::vector<MeasureInput> in = {fallback_input(dense_w()), fallback_input(conv_w()),
+                                  fallback_input(dense_w()), fallback_input(dense_w()),
+                                  fallback_input(conv_w()),  fallback_input(dense_w()),
+                                  fallback_input(conv_w()),  fallback_input(dense_w())};
+  o.fault_injection = {{1, "crash"}, {3, "hang"}, {4, "garbage"}, {5, "abort"}, {6, "exit"}};
+  std::vector<MeasureResult> rs = measure_batch(in, host(), o);
+  ASSERT_EQ(rs.size(), in.size());
+  expect_good(rs[0], o, "dense");
+  expect_error(rs[1], ErrorClass::kRuntimeError, "SIGSEGV", "crash");
+  expect_good(rs[2], o, "after the crash");
+  expect_error(rs[3], ErrorClass::kTimeout, "timeout", "hang");
+  EXPECT_LT(rs[3].run_s, o.timeout_s + 1.5);
+  expect_error(rs[4], ErrorClass::kWrongResult, "relative error", "garbage");
+  expect_error(rs[5], ErrorClass::kRuntimeError, "SIGABRT", "abort");
+  expect_error(rs[6], ErrorClass::kRuntimeError, "without a result", "exit");
+  expect_good(rs[7], o, "last");
+  EXPECT_EQ(o.runner_session->starts(), 5);  // the first, and after crash, hang, abort, exit
 }
 
 TEST(RemoteRunner, HelloDescribesTheDevice) {
