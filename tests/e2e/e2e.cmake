@@ -15,4 +15,13 @@ endforeach()
 add_test(NAME e2e_arm_qemu
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_arm_qemu.sh $<TARGET_FILE:kiln> ${CMAKE_BINARY_DIR}/arm
           1e-4 squeezenet1_1 mobilenet_v2 encoder)
-set_tests_properties(e2e_arm_qemu PROPERTIES TIMEOUT 1800 LABELS e2e SKIP_RETURN_CODE 77)
+set_tests_properties(e2e_arm_qemu PROPERTIES TIMEOUT 1800 LABELS e2e SKIP_RETURN_CODE 77
+  RESOURCE_LOCK arm_cross_build)
+# Arm tuning: `kiln tune --runner` measures through the cross-built
+# kiln-measure-worker --serve under qemu-user; the records build a package that
+# kiln-run runs there. Shares (and locks) the cross-build folder.
+add_test(NAME e2e_arm_qemu_tune
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_arm_qemu_tune.sh $<TARGET_FILE:kiln> ${CMAKE_BINARY_DIR}/arm
+          1e-4)
+set_tests_properties(e2e_arm_qemu_tune PROPERTIES TIMEOUT 1200 LABELS e2e SKIP_RETURN_CODE 77
+  RESOURCE_LOCK arm_cross_build)
