@@ -504,6 +504,23 @@ std::string serve_in_process(const WorkerArgs& a, double timeout_s) {
   return line;
 }
 
+// A server that ended by a fatal signal (isolation "none") left its folder
+// (library, reference cache) behind: the next one removes the folders whose
+// server process is gone. Their names carry the pid: kiln-serve-PID-XXXXXX.
+void remove_dead_servers_folders() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::temp_directory_path(), ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("kiln-serve-", 0) != 0) continue;
+    long pid = std::strtol(name.c_str() + 11, nullptr, 10);
+    if (pid <= 0 || pid == getpid() || !e.is_directory(ec)) continue;
+    if (kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    std::error_code rm;
+    fs::remove_all(e.path(), rm);
+  }
+}
+
 // Whether a forked child runs here: it must exit within a few seconds.
 bool fork_works() {
   pid_t pid = fork();
@@ -535,7 +552,9 @@ int measure_worker_serve(bool allow_fork) {
     g_protocol_fd = 1;
   else
     dup2(2, 1);
-  std::string tmpl = (fs::temp_directory_path() / "kiln-serve-XXXXXX").string();
+  remove_dead_servers_folders();
+  std::string tmpl =
+      (fs::temp_directory_path() / ("kiln-serve-" + std::to_string(getpid()) + "-XXXXXX")).string();
   if (!mkdtemp(tmpl.data())) {
     print_line(json{
         {"status", "error"},
