@@ -24,6 +24,7 @@
 #include "driver/build.h"
 #include "frontend/onnx_import.h"
 #include "tuner/records.h"
+#include "tuner/remote_runner.h"
 #include "tuner/tune_loop.h"
 
 namespace kiln::cli {
@@ -277,6 +278,11 @@ int run_tune(const std::vector<std::string>& args) {
   } else {
     options.measure.runner_session = tuner::runner_for(options.measure);
     tuner::check_runner_runs(*options.measure.runner_session, options.target);
+    const tuner::RemoteRunner::Hello& h = options.measure.runner_session->hello();
+    std::printf("measuring through the runner: an %s device, %d threads, %s\n", h.arch.c_str(),
+                h.num_threads,
+                h.isolation == "fork" ? "a child process per candidate"
+                                      : "candidates in the worker (restarted after a crash)");
   }
   tuner::RecordDB db = tuner::RecordDB::open(a.db);
   tuner::RecordDBSink sink(db);
