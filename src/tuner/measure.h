@@ -16,15 +16,19 @@
 // long-lived `kiln-measure-worker --serve` on the device, started by
 // `/bin/sh -c COMMAND` (e.g. `ssh pi@device kiln-measure-worker --serve`; see
 // measure_worker.h for the protocol and remote_runner.h for the host's end).
-// Only loading, verification against reference() and timing happen there,
-// each candidate in a child forked by the server, which kills it after the
-// timeout and reports crashes as results. check_host_runs() is replaced by a
-// check of the device's architecture and CPU features from the server's hello
-// line. A runner that answers a request with no result line (it exited,
-// printed garbage, or went quiet past the timeout plus a margin) gives that
-// candidate a runtime_error (timeout) carrying the runner's stderr tail and is
-// restarted; a runner that cannot be started at all is an exception, not a
-// result, so that a wrong command stores no records.
+// Only loading, verification against reference() and timing happen there.
+// The server runs each candidate in a forked child and kills it after the
+// timeout, so that crashes, hangs and garbage come back as result lines and
+// the server lives on; where fork() does not work (qemu-user here) it runs
+// candidates itself and ends after a fatal one, and the host restarts it.
+// check_host_runs() is replaced by check_runner_runs(): the device's
+// architecture and CPU features, from the server's hello line; its thread
+// count keys the records. A runner that answers a request with no result
+// line (it exited, printed garbage) gives that candidate a runtime_error, one
+// silent past the timeout plus a margin a timeout, both carrying the runner's
+// stderr tail; it is then killed and restarted. A runner that cannot be
+// started at all (or says no hello) is an exception, not a result, so that a
+// wrong command or an unreachable device stores no records.
 #pragma once
 
 #include <cstdint>
