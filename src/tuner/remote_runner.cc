@@ -188,9 +188,11 @@ void RemoteRunner::start() {
     if (io == Io::kLine) {
       json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (j.is_object() && j.value("kiln_measure_worker", std::string()) == "serve") {
-        if (j.value("protocol", 0) != 1)
+        if (!j.contains("protocol") || j["protocol"] != 1) {
+          stop(/*kill_now=*/true);
           throw std::runtime_error("the runner '" + command_ + "' speaks protocol " +
                                    j.value("protocol", json()).dump() + ", kiln speaks 1");
+        }
         hello_.arch = j.value("arch", std::string());
         hello_.features = j.value("features", std::vector<std::string>());
         hello_.num_threads = j.value("num_threads", 0);
