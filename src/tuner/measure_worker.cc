@@ -577,6 +577,10 @@ int measure_worker_serve(bool allow_fork) {
   for (const std::string& f : runtime::checkable_cpu_features(runtime::host_arch()))
     if (runtime::host_has_cpu_feature(f)) features.push_back(f);
   const bool forking = allow_fork && fork_works();
+  // Test only: a planted fault for every request (tests/e2e/run_arm_qemu_tune.sh
+  // checks verification and fault handling on the device this way).
+  const char* env_fault = std::getenv("KILN_MEASURE_WORKER_FAULT");
+  const std::string planted = env_fault ? env_fault : "";
   print_line(json{{"kiln_measure_worker", "serve"},
                   {"protocol", 1},
                   {"isolation", forking ? "fork" : "none"},
@@ -605,6 +609,7 @@ int measure_worker_serve(bool allow_fork) {
     }
     a.so_path = (dir / ("cand-" + std::to_string(n) + ".so")).string();
     a.reference_cache = (dir / "refs").string();
+    if (a.fault.empty()) a.fault = planted;
     {
       std::ofstream so(a.so_path, std::ios::binary);
       std::vector<char> buf(1 << 16);

@@ -36,7 +36,9 @@
 //     or the timeout (SIGALRM) prints the error or timeout line with
 //     "fatal": true from the signal handler and the server exits 3; the host
 //     restarts it for the next candidate.
-//   - EOF on stdin: it removes its folder and exits 0. A malformed request
+//   - EOF on stdin: it removes its folder and exits 0.
+//   - test only: $KILN_MEASURE_WORKER_FAULT plants that fault (see
+//     MeasureOptions::fault_injection) in every request that has none. A malformed request
 //     (the stream can no longer be framed) prints an error line and exits 2.
 // Reference outputs are cached in the server's folder for its lifetime.
 // Nothing but protocol lines goes to stdout: the child's stdout is its stderr.

@@ -69,6 +69,28 @@ for r in recs:
 print(f"arm qemu tune: {len(recs)} records of {len(workloads)} workloads, all verified (times under qemu are meaningless)")
 PY
 
+# The correctness gate and fault handling on the device: every candidate carries a
+# planted fault (KILN_MEASURE_WORKER_FAULT, test only); under qemu the worker runs
+# candidates in itself (fork() hangs in qemu-user here), so a crash or a hang ends it
+# after its result line and kiln restarts it. One trial per task.
+for fault in garbage:wrong_result crash:runtime_error hang:timeout; do
+  FDB=$WORK/$MODEL.aarch64-fault-${fault%%:*}.db
+  rm -f "$FDB" "$FDB-wal" "$FDB-shm"
+  timeout 300 "$KILN" tune "$DIR/model.onnx" --tuning-log "$FDB" --target "$TARGET" \
+    --runner "$QEMU -E KILN_MEASURE_WORKER_FAULT=${fault%%:*} $BUILD/kiln-measure-worker --serve --no-fork" \
+    --trials 1 --batch 1 --tuner random --repeat 1 --min-repeat-ms 0 --timeout 3 >/dev/null
+  "$KILN" records export "$FDB" -o "$FDB.jsonl" >/dev/null
+  "$PYTHON" - "$FDB.jsonl" "${fault%%:*}" "${fault##*:}" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+fault, want = sys.argv[2], sys.argv[3]
+assert len(recs) == 3, f"{fault}: expected 3 records, got {len(recs)}"
+bad = [f'{r["error"]}: {r["error_message"]}' for r in recs if r["error"] != want or r["times_ms"]]
+assert not bad, f"{fault}: expected {want} without times, got " + "; ".join(bad)
+print(f"arm qemu tune: planted {fault}: {len(recs)} records, all {want} ({recs[0]['error_message'][:60]})")
+PY
+done
+
 # The records build the model, which runs on the "device" and matches PyTorch.
 PKG=$WORK/$MODEL.aarch64-tuned.tar
 OUT=$WORK/$MODEL.aarch64-tuned.out.npz
