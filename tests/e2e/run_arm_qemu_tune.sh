@@ -48,7 +48,10 @@ if [ ! -f "$DIR/expected.npz" ]; then
 fi
 TARGET="llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72"
 # One kernel thread: qemu-user's emulation of the thread pool's waiting crawls.
+# The worker's folders (libraries, reference cache) go under $WORK, not /tmp.
+mkdir -p "$WORK/device-tmp"
 QEMU="qemu-aarch64-static -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=$BUILD -E KILN_NUM_THREADS=1"
+QEMU="$QEMU -E TMPDIR=$WORK/device-tmp"
 DB=$WORK/$MODEL.aarch64-tuning.db
 rm -f "$DB" "$DB-wal" "$DB-shm"
 timeout 600 "$KILN" tune "$DIR/model.onnx" --tuning-log "$DB" --target "$TARGET" \
