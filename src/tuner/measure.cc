@@ -335,9 +335,19 @@ std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs
         r.error = ErrorClass::kRuntimeError;
         r.message = "cannot read " + b.so_path;
       } else {
-        classify_remote(runner->request(serve_request_header(a, limit_s, bytes.size()), bytes,
-                                        1.5 * limit_s + 10),
-                        r);
+        RemoteRunner::Reply reply;
+        try {
+          reply = runner->request(serve_request_header(a, limit_s, bytes.size()), bytes,
+                                  1.5 * limit_s + 10);
+        } catch (const std::runtime_error&) {
+          // The runner could not be started again (the device went away): no result for
+          // this candidate. The ones measured so far are returned, to be stored; the next
+          // batch meets the same error at its start, unless the device is back.
+          if (i == 0) throw;
+          results.resize(i);
+          break;
+        }
+        classify_remote(reply, r);
       }
     } else {
       std::vector<std::string> argv = worker_argv(a);

@@ -28,7 +28,9 @@
 // silent past the timeout plus a margin a timeout, both carrying the runner's
 // stderr tail; it is then killed and restarted. A runner that cannot be
 // started at all (or says no hello) is an exception, not a result, so that a
-// wrong command or an unreachable device stores no records.
+// wrong command or an unreachable device stores no records; when that
+// happens on a restart within a batch, the batch returns the results before
+// it (as after should_stop) and the next batch throws.
 #pragma once
 
 #include <cstdint>
@@ -105,7 +107,8 @@ struct MeasureResult {
 // only when this machine (or the runner's device) cannot run the target's code
 // (check_host_runs, check_runner_runs), the worker executable cannot be found
 // or the runner cannot be started; every per-candidate failure is a result. When
-// options.should_stop() turns true the result is the prefix of inputs measured so far.
+// options.should_stop() turns true, or a runner cannot be restarted mid-batch, the result
+// is the prefix of inputs measured so far.
 std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs,
                                          const codegen::Target& target,
                                          const MeasureOptions& options);

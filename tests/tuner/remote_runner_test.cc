@@ -151,6 +151,35 @@ TEST(RemoteRunner, WithoutForkTheServerEndsOnAFaultAndIsRestarted) {
   EXPECT_EQ(o.runner_session->starts(), 5);  // the first, and after crash, hang, abort, exit
 }
 
+TEST(RemoteRunner, ADeviceLostMidBatchKeepsWhatWasMeasured) {
+  // The runner starts once; after the crash ends the (fork-less) server it
+  // cannot start again. The batch returns the two results before that, for the
+  // tuner to store; the next batch is the error.
+  std::filesystem::path marker =
+      std::filesystem::temp_directory_path() / ("kiln_runner_once_" + std::to_string(getpid()));
+  std::filesystem::remove(marker);
+  MeasureOptions o = runner_options();
+  o.runner = "if [ -e '" + marker.string() +
+             "' ]; then echo 'device gone' >&2; exit 1; fi; touch '" + marker.string() +
+             "'; exec " + serve_command() + " --no-fork";
+  o.runner_session = runner_for(o);
+  o.fault_injection = {{1, "crash"}};
+  std::vector<MeasureInput> in = {fallback_input(dense_w()), fallback_input(dense_w()),
+                                  fallback_input(dense_w()), fallback_input(dense_w())};
+  std::vector<MeasureResult> rs = measure_batch(in, host(), o);
+  ASSERT_EQ(rs.size(), 2u);
+  expect_good(rs[0], o, "before the crash");
+  expect_error(rs[1], ErrorClass::kRuntimeError, "SIGSEGV", "crash");
+  o.fault_injection.clear();
+  try {
+    measure_batch(in, host(), o);
+    FAIL() << "expected std::runtime_error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("device gone"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(marker);
+}
+
 TEST(RemoteRunner, HelloDescribesTheDevice) {
   RemoteRunner r(serve_command());
   const RemoteRunner::Hello& h = r.hello();
