@@ -24,6 +24,7 @@
 #include "driver/build.h"
 #include "frontend/onnx_import.h"
 #include "tuner/records.h"
+#include "tuner/remote_runner.h"
 #include "tuner/tune_loop.h"
 
 namespace kiln::cli {
@@ -36,6 +37,7 @@ const char* kTuneUsage =
     "                 [--target TARGET] [--free-layout]\n"
     "                 [--number N] [--repeat N] [--min-repeat-ms MS] [--timeout S] [--report "
     "OUT.json]\n"
+    "                 [--runner COMMAND]\n"
     "  --trials N         trials per task in total, measured ones of earlier runs included "
     "(default 64)\n"
     "  --tuner T          xgb (cost model + simulated annealing, default), random, grid, ga\n"
@@ -46,6 +48,10 @@ const char* kTuneUsage =
     "                     machine must be able to run the target's code)\n"
     "  --free-layout      let conv configs change channel blocks (default: keep the fallback's,\n"
     "                     so that neighbouring convolutions need no layout transform)\n"
+    "  --runner COMMAND   measure on another device: COMMAND (run by /bin/sh -c) must start\n"
+    "                     `kiln-measure-worker --serve` there, e.g. \"ssh pi@device\n"
+    "                     kiln-measure-worker --serve\"; this machine compiles each candidate\n"
+    "                     for --target and sends it; the device verifies and times it\n"
     "Re-running resumes: configs already in DB are not measured again. Ctrl-C stops after the\n"
     "measurement in flight; everything measured is stored.\n"
     "Exit status: 0 when every task finished (trials, early stopping or space exhausted), 3 when\n"
@@ -113,6 +119,8 @@ TuneArgs parse_args(const std::vector<std::string>& args) {
       a.free_layout = true;
     else if (s == "--target")
       a.target = value();
+    else if (s == "--runner")
+      a.measure.runner = value();
     else if (!s.empty() && s[0] == '-')
       throw std::invalid_argument("unknown option " + s + "\n" + kTuneUsage);
     else
@@ -263,7 +271,19 @@ int run_tune(const std::vector<std::string>& args) {
   if (!a.target.empty()) options.target = codegen::Target::parse(a.target);
   options.measure = a.measure;
   options.should_stop = [] { return g_interrupted.load(); };
-  tuner::check_host_runs(options.target);  // before the database is created
+  // Before the database is created: this machine, or the runner's device, must be able
+  // to run the target's code.
+  if (a.measure.runner.empty()) {
+    tuner::check_host_runs(options.target);
+  } else {
+    options.measure.runner_session = tuner::runner_for(options.measure);
+    tuner::check_runner_runs(*options.measure.runner_session, options.target);
+    const tuner::RemoteRunner::Hello& h = options.measure.runner_session->hello();
+    std::printf("measuring through the runner: an %s device, %d threads, %s\n", h.arch.c_str(),
+                h.num_threads,
+                h.isolation == "fork" ? "a child process per candidate"
+                                      : "candidates in the worker (restarted after a crash)");
+  }
   tuner::RecordDB db = tuner::RecordDB::open(a.db);
   tuner::RecordDBSink sink(db);
 

@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
@@ -23,6 +25,7 @@
 #include "schedule/lower.h"
 #include "support/process.h"
 #include "tuner/measure_worker.h"
+#include "tuner/remote_runner.h"
 
 namespace kiln::tuner {
 
@@ -159,13 +162,6 @@ std::vector<Built> build_all(const std::vector<MeasureInput>& inputs, const code
 
 // ---- running a worker process -----------------------------------------------------------
 
-std::string signal_name(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  std::string name = abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-  const char* desc = strsignal(sig);
-  return desc ? name + " (" + desc + ")" : name;
-}
-
 std::string tail(const std::string& s, size_t n = 2000) {
   std::string t = s.size() > n ? "..." + s.substr(s.size() - n) : s;
   while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
@@ -178,30 +174,9 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// The worker's verdict from its exit and its one JSON line.
-void classify(const support::ProcessResult& p, double timeout_s, MeasureResult& r) {
-  r.run_s = p.wall_s;
-  auto fail = [&](ErrorClass e, std::string msg) {
-    r.error = e;
-    std::string err = tail(p.err);
-    r.message = err.empty() ? msg : msg + "; stderr: " + err;
-  };
-  if (!p.spawn_error.empty()) return fail(ErrorClass::kRuntimeError, p.spawn_error);
-  if (p.timed_out)
-    return fail(ErrorClass::kTimeout,
-                "killed after the timeout of " + json(timeout_s).dump() + " s");
-  if (WIFSIGNALED(p.status))
-    return fail(ErrorClass::kRuntimeError, "worker killed by " + signal_name(WTERMSIG(p.status)));
-  int code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
-  // The last non-empty stdout line is the result.
-  std::string out = p.out;
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  std::string line =
-      out.substr(out.find_last_of('\n') == std::string::npos ? 0 : out.find_last_of('\n') + 1);
-  json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("status") || !j["status"].is_string())
-    return fail(ErrorClass::kRuntimeError,
-                "worker exited with status " + std::to_string(code) + " without a result");
+// The verdict of a worker's result line (a JSON object with a "status").
+template <class Fail>
+void classify_line(const json& j, Fail&& fail, MeasureResult& r) {
   std::string status = j["status"];
   if (j.contains("max_rel_err") && j["max_rel_err"].is_number()) r.max_rel_err = j["max_rel_err"];
   std::string message = j.value("message", std::string());
@@ -220,6 +195,49 @@ void classify(const support::ProcessResult& p, double timeout_s, MeasureResult& 
   r.error = ErrorClass::kOk;
 }
 
+// The worker's verdict from its exit and its one JSON line.
+void classify(const support::ProcessResult& p, double timeout_s, MeasureResult& r) {
+  r.run_s = p.wall_s;
+  auto fail = [&](ErrorClass e, std::string msg) {
+    r.error = e;
+    std::string err = tail(p.err);
+    r.message = err.empty() ? msg : msg + "; stderr: " + err;
+  };
+  if (!p.spawn_error.empty()) return fail(ErrorClass::kRuntimeError, p.spawn_error);
+  if (p.timed_out)
+    return fail(ErrorClass::kTimeout,
+                "killed after the timeout of " + json(timeout_s).dump() + " s");
+  if (WIFSIGNALED(p.status))
+    return fail(ErrorClass::kRuntimeError,
+                "worker killed by " + signal_description(WTERMSIG(p.status)));
+  int code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
+  // The last non-empty stdout line is the result.
+  std::string out = p.out;
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  std::string line =
+      out.substr(out.find_last_of('\n') == std::string::npos ? 0 : out.find_last_of('\n') + 1);
+  json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("status") || !j["status"].is_string())
+    return fail(ErrorClass::kRuntimeError,
+                "worker exited with status " + std::to_string(code) + " without a result");
+  classify_line(j, fail, r);
+}
+
+// A serve-mode worker's answer, or the runner's failure to give one.
+void classify_remote(const RemoteRunner::Reply& reply, MeasureResult& r) {
+  r.run_s = reply.wall_s;
+  auto fail = [&](ErrorClass e, std::string msg) {
+    r.error = e;
+    r.message = std::move(msg);
+  };
+  if (!reply.error.empty())
+    return fail(reply.timed_out ? ErrorClass::kTimeout : ErrorClass::kRuntimeError, reply.error);
+  json j = json::parse(reply.line);  // checked by RemoteRunner::request
+  if (j["status"] == "timeout")
+    return fail(ErrorClass::kTimeout, j.value("message", std::string("timeout")));
+  classify_line(j, fail, r);
+}
+
 }  // namespace
 
 void check_host_runs(const codegen::Target& target) {
@@ -236,11 +254,39 @@ void check_host_runs(const codegen::Target& target) {
                            "class " + target.isa().isa_class + ")");
 }
 
+void check_runner_runs(RemoteRunner& runner, const codegen::Target& target) {
+  const RemoteRunner::Hello& h = runner.hello();
+  const std::string where = "through the runner '" + runner.command() + "'";
+  if (target.arch() != h.arch)
+    throw std::runtime_error("cannot measure kernels for " + target.str() + " " + where +
+                             ": its device is " + h.arch + ", the target " + target.arch());
+  std::string names;
+  for (const std::string& f : target.required_features())
+    if (std::find(h.features.begin(), h.features.end(), f) == h.features.end())
+      names += (names.empty() ? "" : ", ") + f;
+  if (!names.empty())
+    throw std::runtime_error("cannot measure kernels for " + target.str() + " " + where +
+                             ": its device lacks " + names);
+}
+
+std::shared_ptr<RemoteRunner> runner_for(const MeasureOptions& options) {
+  if (options.runner_session) return options.runner_session;
+  // Starting may mean qemu, or ssh and a login: more than a candidate's timeout.
+  return std::make_shared<RemoteRunner>(options.runner, std::max(30.0, options.timeout_s));
+}
+
 std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs,
                                          const codegen::Target& target,
                                          const MeasureOptions& options) {
-  check_host_runs(target);  // a candidate would die with SIGILL: not a result
-  const std::string worker = find_measure_worker(options);
+  std::string worker;
+  std::shared_ptr<RemoteRunner> runner;
+  if (options.runner.empty()) {
+    check_host_runs(target);  // a candidate would die with SIGILL: not a result
+    worker = find_measure_worker(options);
+  } else {
+    runner = runner_for(options);
+    check_runner_runs(*runner, target);  // the device's hello: its arch and features
+  }
   std::vector<MeasureResult> results(inputs.size());
   if (inputs.empty()) return results;
   BatchDir dir;
@@ -277,12 +323,37 @@ std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs
     a.fault = fault_of(options, i);
     if (a.fault == "compile") a.fault.clear();
     a.parent_pid = getpid();
-    std::vector<std::string> argv = worker_argv(a);
-    argv.insert(argv.begin(), worker);
     // The timeout bounds loading, verification and `number` calls per repeat; the time
     // that min_repeat_ms asks for comes on top (a repeat's growth attempts sum to < 3x it).
     double limit_s = options.timeout_s + 3e-3 * a.repeat * std::max(0.0, options.min_repeat_ms);
-    classify(support::run_process(argv, limit_s), limit_s, r);
+    if (runner) {
+      // The server enforces limit_s on the device; the margin covers the transfer, and
+      // a runner silent past it is killed and restarted.
+      std::ifstream so(b.so_path, std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(so)), std::istreambuf_iterator<char>());
+      if (!so.good() && !so.eof()) {
+        r.error = ErrorClass::kRuntimeError;
+        r.message = "cannot read " + b.so_path;
+      } else {
+        RemoteRunner::Reply reply;
+        try {
+          reply = runner->request(serve_request_header(a, limit_s, bytes.size()), bytes,
+                                  1.5 * limit_s + 10);
+        } catch (const std::runtime_error&) {
+          // The runner could not be started again (the device went away): no result for
+          // this candidate. The ones measured so far are returned, to be stored; the next
+          // batch meets the same error at its start, unless the device is back.
+          if (i == 0) throw;
+          results.resize(i);
+          break;
+        }
+        classify_remote(reply, r);
+      }
+    } else {
+      std::vector<std::string> argv = worker_argv(a);
+      argv.insert(argv.begin(), worker);
+      classify(support::run_process(argv, limit_s), limit_s, r);
+    }
     if (r.error == ErrorClass::kOk) r.gflops = b.flops / (median(r.times_ms) * 1e6);
     std::error_code ec;
     fs::remove(b.so_path, ec);

@@ -9,11 +9,34 @@
 // so a time is only ever reported for a verified kernel (docs/design.md, invariant 2).
 // A candidate that crashes, hangs or computes garbage is classified and
 // returned as that error; it never takes the calling process down (invariant 3).
+//
+// Through a runner (options.runner, `kiln tune --runner "COMMAND"`), for a
+// device that cannot run the compiler: the host still lowers and
+// cross-compiles every candidate for the target, then streams it to one
+// long-lived `kiln-measure-worker --serve` on the device, started by
+// `/bin/sh -c COMMAND` (e.g. `ssh pi@device kiln-measure-worker --serve`; see
+// measure_worker.h for the protocol and remote_runner.h for the host's end).
+// Only loading, verification against reference() and timing happen there.
+// The server runs each candidate in a forked child and kills it after the
+// timeout, so that crashes, hangs and garbage come back as result lines and
+// the server lives on; where fork() does not work (qemu-user here) it runs
+// candidates itself and ends after a fatal one, and the host restarts it.
+// check_host_runs() is replaced by check_runner_runs(): the device's
+// architecture and CPU features, from the server's hello line; its thread
+// count keys the records. A runner that answers a request with no result
+// line (it exited, printed garbage) gives that candidate a runtime_error, one
+// silent past the timeout plus a margin a timeout, both carrying the runner's
+// stderr tail; it is then killed and restarted. A runner that cannot be
+// started at all (or says no hello) is an exception, not a result, so that a
+// wrong command or an unreachable device stores no records; when that
+// happens on a restart within a batch, the batch returns the results before
+// it (as after should_stop) and the next batch throws.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +46,7 @@
 namespace kiln::tuner {
 
 struct MeasureResult;
+class RemoteRunner;
 
 struct MeasureOptions {
   int number = 1;            // kernel calls per repeat (grown by min_repeat_ms)
@@ -41,6 +65,13 @@ struct MeasureOptions {
   // The kiln-measure-worker executable. Empty: $KILN_MEASURE_WORKER, else the
   // file of that name next to the running executable.
   std::string worker_path;
+  // A shell command that runs `kiln-measure-worker --serve` where the
+  // target's code can run (another machine, qemu-user). Empty: a local worker
+  // process per candidate, as always.
+  std::string runner;
+  // The running runner, kept across batches (tune() starts one per run);
+  // when null, measure_batch starts one for the batch.
+  std::shared_ptr<RemoteRunner> runner_session;
   // Test only: planted faults by input position, acted out instead of
   // behaving: "crash" (the kernel writes to an unmapped output: SIGSEGV),
   // "hang" (the worker calls the kernel forever), "garbage" (the output is
@@ -73,10 +104,11 @@ struct MeasureResult {
 };
 
 // Measures every input; results are in input order. Throws std::runtime_error
-// only when this machine cannot run the target's code (check_host_runs) or
-// the worker executable cannot be found; every per-candidate failure is a
-// result. When options.should_stop() turns true the result is
-// the prefix of inputs measured so far.
+// only when this machine (or the runner's device) cannot run the target's code
+// (check_host_runs, check_runner_runs), the worker executable cannot be found
+// or the runner cannot be started; every per-candidate failure is a result. When
+// options.should_stop() turns true, or a runner cannot be restarted mid-batch, the result
+// is the prefix of inputs measured so far.
 std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs,
                                          const codegen::Target& target,
                                          const MeasureOptions& options);
@@ -86,6 +118,14 @@ std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs
 // candidates would die with SIGILL, which is no tuning result. measure_batch() and
 // tune() call it first.
 void check_host_runs(const codegen::Target& target);
+
+// Throws std::runtime_error naming what the runner's device lacks (another
+// architecture, missing CPU features) when it cannot run code for `target`.
+// Starts the runner when it is not running.
+void check_runner_runs(RemoteRunner& runner, const codegen::Target& target);
+
+// The runner options.runner names: options.runner_session, or a new one.
+std::shared_ptr<RemoteRunner> runner_for(const MeasureOptions& options);
 
 // The worker executable measure_batch would use for these options (checked to
 // exist and be executable); throws std::runtime_error naming the places tried.

@@ -1,17 +1,25 @@
 #include "tuner/measure_worker.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -21,6 +29,7 @@
 #include "ops/reference.h"
 #include "ops/workload.h"
 #include "runtime/c_runtime_api.h"
+#include "runtime/cpu_features.h"
 #include "runtime/module.h"
 #include "schedule/config_space.h"
 
@@ -290,7 +299,357 @@ std::string run_worker(const WorkerArgs& a) {
   return result.dump();
 }
 
+// ---- serve mode -------------------------------------------------------------------------
+
+std::string signal_description(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  std::string name = abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+  const char* desc = strsignal(sig);
+  return desc ? name + " (" + desc + ")" : name;
+}
+
+std::string serve_request_header(const WorkerArgs& a, double timeout_s, uint64_t so_size) {
+  json h = {{"workload", a.workload_key},   {"config", a.config_json},
+            {"symbol", a.symbol},           {"number", a.number},
+            {"repeat", a.repeat},           {"min_repeat_ms", a.min_repeat_ms},
+            {"flush_cache", a.flush_cache}, {"rtol", a.rtol},
+            {"num_threads", a.num_threads}, {"seed", a.seed},
+            {"timeout_s", timeout_s},       {"so_size", so_size}};
+  if (!a.fault.empty()) h["fault"] = a.fault;
+  return h.dump();
+}
+
+WorkerArgs parse_serve_request(const std::string& header, double& timeout_s, uint64_t& so_size) {
+  json h = json::parse(header, nullptr, /*allow_exceptions=*/false);
+  if (!h.is_object()) throw std::invalid_argument("request header is not a JSON object");
+  WorkerArgs a;
+  try {
+    a.workload_key = h.at("workload").get<std::string>();
+    a.config_json = h.at("config").get<std::string>();
+    a.symbol = h.at("symbol").get<std::string>();
+    a.number = h.value("number", 1);
+    a.repeat = h.value("repeat", 3);
+    a.min_repeat_ms = h.value("min_repeat_ms", 0.0);
+    a.flush_cache = h.value("flush_cache", true);
+    a.rtol = h.value("rtol", 1e-4);
+    a.num_threads = h.value("num_threads", 0);
+    a.seed = h.value("seed", uint64_t(42));
+    a.fault = h.value("fault", std::string());
+    timeout_s = h.value("timeout_s", 10.0);
+    so_size = h.at("so_size").get<uint64_t>();
+  } catch (const json::exception& e) {
+    throw std::invalid_argument(std::string("bad request header: ") + e.what());
+  }
+  if (a.number < 1 || a.repeat < 1)
+    throw std::invalid_argument("bad request header: number and repeat must be >= 1");
+  return a;
+}
+
+namespace {
+
+// Runs one candidate in a forked child and returns its result line. The
+// child's stdout goes to stderr; its line comes back through a pipe.
+std::string serve_one(const WorkerArgs& a, double timeout_s) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    return json{{"status", "error"}, {"message", std::string("pipe: ") + std::strerror(errno)}}
+        .dump();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  auto t0 = Clock::now();
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return json{{"status", "error"}, {"message", std::string("fork: ") + std::strerror(errno)}}
+        .dump();
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // a server killed mid-run takes its candidate along
+    dup2(2, 1);
+    int null = open("/dev/null", O_RDONLY);
+    if (null >= 0) dup2(null, 0);
+    std::string line;
+    try {
+      line = run_worker(a);
+    } catch (const std::exception& e) {
+      line = json{{"status", "error"}, {"message", e.what()}}.dump();
+    }
+    line += "\n";
+    for (size_t off = 0; off < line.size();) {
+      ssize_t n = write(fds[1], line.data() + off, line.size() - off);
+      if (n <= 0 && errno != EINTR) break;
+      if (n > 0) off += size_t(n);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string out;
+  bool timed_out = false;
+  auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(std::max(0.0, timeout_s)));
+  for (;;) {
+    double ms = std::chrono::duration<double, std::milli>(deadline - Clock::now()).count();
+    if (ms <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p = {fds[0], POLLIN, 0};
+    int n = poll(&p, 1, int(std::clamp(std::ceil(ms), 1.0, 100.0)));
+    if (n < 0 && errno != EINTR) break;
+    if (n <= 0) continue;
+    char buf[4096];
+    ssize_t got = read(fds[0], buf, sizeof buf);
+    if (got > 0)
+      out.append(buf, size_t(got));
+    else if (got == 0 || errno != EINTR)
+      break;
+  }
+  close(fds[0]);
+  int status = 0;
+  if (timed_out) kill(pid, SIGKILL);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out)
+    return json{{"status", "timeout"},
+                {"message", "killed after the timeout of " + json(timeout_s).dump() + " s"}}
+        .dump();
+  if (WIFSIGNALED(status))
+    return json{{"status", "error"},
+                {"message", "worker killed by " + signal_description(WTERMSIG(status))}}
+        .dump();
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  json j = json::parse(out, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("status"))
+    return json{{"status", "error"},
+                {"message", "worker exited with status " +
+                                std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                                " without a result"}}
+        .dump();
+  return j.dump();
+}
+
+// Protocol lines go to this descriptor (the server's original stdout); fd 1
+// itself is pointed at stderr, so that nothing a kernel or library prints can
+// break the protocol.
+int g_protocol_fd = 1;
+
+void write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    p += w;
+    n -= size_t(w);
+  }
+}
+
+void print_line(const std::string& line) {
+  std::string l = line + "\n";
+  write_all(g_protocol_fd, l.data(), l.size());
+}
+
+// ---- in-process isolation: where fork() cannot be used (qemu-user here hangs in
+// a forked child), the candidate runs in the server itself. A fatal signal or
+// the request's timer (SIGALRM) then writes a result line marked "fatal" from
+// the signal handler and ends the server; the host restarts it.
+constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGALRM};
+char g_fatal_lines[std::size(kFatalSignals)][256];
+
+extern "C" void on_fatal_signal(int sig) {
+  for (size_t i = 0; i < std::size(kFatalSignals); ++i)
+    if (kFatalSignals[i] == sig)
+      write_all(g_protocol_fd, g_fatal_lines[i], strlen(g_fatal_lines[i]));
+  _exit(3);
+}
+
+void set_fatal_line(int sig, const json& line) {
+  for (size_t i = 0; i < std::size(kFatalSignals); ++i)
+    if (kFatalSignals[i] == sig)
+      std::snprintf(g_fatal_lines[i], sizeof g_fatal_lines[i], "%s\n", line.dump().c_str());
+}
+
+std::string serve_in_process(const WorkerArgs& a, double timeout_s) {
+  for (int sig : kFatalSignals)
+    if (sig != SIGALRM)
+      set_fatal_line(sig, {{"status", "error"},
+                           {"message", "worker killed by " + signal_description(sig)},
+                           {"fatal", true}});
+  set_fatal_line(SIGALRM,
+                 {{"status", "timeout"},
+                  {"message", "killed after the timeout of " + json(timeout_s).dump() + " s"},
+                  {"fatal", true}});
+  struct sigaction sa = {};
+  sa.sa_handler = on_fatal_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+  for (int sig : kFatalSignals) sigaction(sig, &sa, nullptr);
+  itimerval timer = {};
+  double t = std::max(timeout_s, 1e-3);
+  timer.it_value.tv_sec = time_t(t);
+  timer.it_value.tv_usec = suseconds_t((t - std::floor(t)) * 1e6);
+  setitimer(ITIMER_REAL, &timer, nullptr);
+  std::string line;
+  try {
+    line = run_worker(a);
+  } catch (const std::exception& e) {
+    line = json{{"status", "error"}, {"message", e.what()}}.dump();
+  }
+  timer = {};
+  setitimer(ITIMER_REAL, &timer, nullptr);
+  sa.sa_handler = SIG_DFL;
+  sa.sa_flags = 0;
+  for (int sig : kFatalSignals) sigaction(sig, &sa, nullptr);
+  return line;
+}
+
+// A server that ended by a fatal signal (isolation "none") left its folder
+// (library, reference cache) behind: the next one removes the folders whose
+// server process is gone. Their names carry the pid: kiln-serve-PID-XXXXXX.
+void remove_dead_servers_folders() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::temp_directory_path(), ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("kiln-serve-", 0) != 0) continue;
+    long pid = std::strtol(name.c_str() + 11, nullptr, 10);
+    if (pid <= 0 || pid == getpid() || !e.is_directory(ec)) continue;
+    if (kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    std::error_code rm;
+    fs::remove_all(e.path(), rm);
+  }
+}
+
+// Whether a forked child runs here: it must exit within a few seconds.
+bool fork_works() {
+  pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) _exit(0);
+  auto deadline = Clock::now() + std::chrono::seconds(3);
+  int status = 0;
+  for (;;) {
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (w < 0 && errno != EINTR) return false;
+    if (Clock::now() >= deadline) break;
+    usleep(2000);
+  }
+  kill(pid, SIGKILL);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return false;
+}
+
+}  // namespace
+
+int measure_worker_serve(bool allow_fork) {
+  namespace fs = std::filesystem;
+  signal(SIGPIPE, SIG_IGN);  // a host gone away shows as a failed write, then EOF
+  std::fflush(stdout);
+  g_protocol_fd = fcntl(1, F_DUPFD_CLOEXEC, 3);
+  if (g_protocol_fd < 0)
+    g_protocol_fd = 1;
+  else
+    dup2(2, 1);
+  remove_dead_servers_folders();
+  std::string tmpl =
+      (fs::temp_directory_path() / ("kiln-serve-" + std::to_string(getpid()) + "-XXXXXX")).string();
+  if (!mkdtemp(tmpl.data())) {
+    print_line(json{
+        {"status", "error"},
+        {"message", "cannot create a temporary directory: " + std::string(std::strerror(errno))}}
+                   .dump());
+    return 2;
+  }
+  const fs::path dir = tmpl;
+  std::error_code ec;
+  fs::create_directories(dir / "refs", ec);
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{dir};
+
+  std::vector<std::string> features;
+  for (const std::string& f : runtime::checkable_cpu_features(runtime::host_arch()))
+    if (runtime::host_has_cpu_feature(f)) features.push_back(f);
+  const bool forking = allow_fork && fork_works();
+  // Test only: a planted fault for every request (tests/e2e/run_arm_qemu_tune.sh
+  // checks verification and fault handling on the device this way).
+  const char* env_fault = std::getenv("KILN_MEASURE_WORKER_FAULT");
+  const std::string planted = env_fault ? env_fault : "";
+  print_line(json{{"kiln_measure_worker", "serve"},
+                  {"protocol", 1},
+                  {"isolation", forking ? "fork" : "none"},
+                  {"arch", runtime::host_arch()},
+                  {"features", features},
+                  {"num_threads", kiln_get_num_threads()}}
+                 .dump());
+
+  char* raw = nullptr;
+  size_t cap = 0;
+  for (uint64_t n = 0;; ++n) {
+    ssize_t len = getline(&raw, &cap, stdin);
+    if (len < 0) break;  // EOF: the host is done
+    std::string header(raw, size_t(len));
+    while (!header.empty() && (header.back() == '\n' || header.back() == '\r')) header.pop_back();
+    if (header.empty()) continue;
+    WorkerArgs a;
+    double timeout_s = 10;
+    uint64_t so_size = 0;
+    try {
+      a = parse_serve_request(header, timeout_s, so_size);
+    } catch (const std::exception& e) {
+      print_line(json{{"status", "error"}, {"message", e.what()}}.dump());
+      std::free(raw);
+      return 2;  // the stream cannot be framed any more
+    }
+    a.so_path = (dir / ("cand-" + std::to_string(n) + ".so")).string();
+    a.reference_cache = (dir / "refs").string();
+    if (a.fault.empty()) a.fault = planted;
+    {
+      std::ofstream so(a.so_path, std::ios::binary);
+      std::vector<char> buf(1 << 16);
+      uint64_t left = so_size;
+      while (left > 0) {
+        size_t want = size_t(std::min<uint64_t>(left, buf.size()));
+        size_t got = std::fread(buf.data(), 1, want, stdin);
+        if (got == 0) break;
+        so.write(buf.data(), std::streamsize(got));
+        left -= got;
+      }
+      if (left > 0) {
+        print_line(json{{"status", "error"},
+                        {"message", "request truncated: " + std::to_string(left) + " of " +
+                                        std::to_string(so_size) + " library bytes missing"}}
+                       .dump());
+        std::free(raw);
+        return 2;
+      }
+      so.close();
+      if (!so) {
+        print_line(json{{"status", "error"}, {"message", "cannot write " + a.so_path}}.dump());
+        fs::remove(a.so_path, ec);
+        continue;
+      }
+    }
+    print_line(forking ? serve_one(a, timeout_s) : serve_in_process(a, timeout_s));
+    fs::remove(a.so_path, ec);
+  }
+  std::free(raw);
+  return 0;
+}
+
 int measure_worker_main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "--serve") {
+    if (argc == 2) return measure_worker_serve(/*allow_fork=*/true);
+    if (argc == 3 && std::string(argv[2]) == "--no-fork") return measure_worker_serve(false);
+    std::fputs("usage: kiln-measure-worker --serve [--no-fork]\n", stderr);
+    return 2;
+  }
   std::string line;
   int rc = 0;
   try {

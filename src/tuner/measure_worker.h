@@ -14,6 +14,34 @@
 // times_ms holds milliseconds per call, one entry per repeat; calls the calls
 // each repeat made. The parent (measure.cc) classifies a missing line, a
 // death by signal and a timeout itself.
+//
+// Serve mode (`kiln-measure-worker --serve`), for tuning a device that cannot
+// run the compiler (MeasureOptions::runner): the worker runs on the device,
+// behind a command such as `ssh pi@device kiln-measure-worker --serve`, and
+// speaks a line protocol on stdin/stdout:
+//   - on start it prints one hello line:
+//       {"kiln_measure_worker": "serve", "protocol": 1, "isolation": "fork",
+//        "arch": "aarch64", "features": [...the checkable CPU features it
+//        has...], "num_threads": n}
+//   - each request is one JSON header line (serve_request_header) followed by
+//     so_size raw bytes, the candidate's shared library built on the host;
+//   - it writes the library to a private temporary folder, runs the candidate
+//     in a forked child (so a crash is a result line, not the server's death),
+//     kills the child after the request's timeout_s, and prints one result
+//     line: the lines above, plus
+//       {"status": "error", "message": "worker killed by SIGSEGV (...)"}
+//       {"status": "timeout", "message": "killed after the timeout of T s"}
+//   - isolation "none" (`--serve --no-fork`, or where fork() does not work,
+//     as under qemu-user): the candidate runs in the server; a fatal signal
+//     or the timeout (SIGALRM) prints the error or timeout line with
+//     "fatal": true from the signal handler and the server exits 3; the host
+//     restarts it for the next candidate.
+//   - EOF on stdin: it removes its folder and exits 0.
+//   - test only: $KILN_MEASURE_WORKER_FAULT plants that fault (see
+//     MeasureOptions::fault_injection) in every request that has none. A malformed request
+//     (the stream can no longer be framed) prints an error line and exits 2.
+// Reference outputs are cached in the server's folder for its lifetime.
+// Nothing but protocol lines goes to stdout: the child's stdout is its stderr.
 #pragma once
 
 #include <cstdint>
@@ -54,8 +82,25 @@ WorkerArgs parse_worker_args(const std::vector<std::string>& argv);
 // errors (library, workload, config).
 std::string run_worker(const WorkerArgs& args);
 
+// The header line (without its newline) of a serve-mode request for `args`
+// (so_path, parent_pid and reference_cache are not sent: the server has its
+// own), whose library of so_size bytes follows it; timeout_s bounds the run on
+// the device.
+std::string serve_request_header(const WorkerArgs& args, double timeout_s, uint64_t so_size);
+// Reads it back (so_path left empty); throws std::invalid_argument.
+WorkerArgs parse_serve_request(const std::string& header, double& timeout_s, uint64_t& so_size);
+
+// The serve loop on stdin/stdout (see above); returns the exit status.
+// allow_fork false (`--serve --no-fork`), or a fork() that does not work here
+// (a probe child at start must exit within 3 s; under qemu-user here it
+// hangs): candidates run in the server itself, see the header comment.
+int measure_worker_serve(bool allow_fork = true);
+
+// "SIGSEGV (Segmentation fault)".
+std::string signal_description(int sig);
+
 // main() of kiln-measure-worker: parse, run, print one line; exit 0 for a
-// result, 2 for an error line.
+// result, 2 for an error line. `--serve`: measure_worker_serve().
 int measure_worker_main(int argc, char** argv);
 
 }  // namespace kiln::tuner

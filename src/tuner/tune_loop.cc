@@ -12,6 +12,7 @@
 
 #include "runtime/c_runtime_api.h"
 #include "support/version.h"
+#include "tuner/remote_runner.h"
 #include "tuner/target_key.h"
 #include "tuner/task_search.h"
 
@@ -89,7 +90,16 @@ Record make_record(const std::string& workload_key, const std::string& target_ke
 
 TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, RecordSink& sink,
                  TuneOptions o, TuneObserver* observer) {
-  check_host_runs(o.target);  // a candidate would die with SIGILL: not a result
+  if (o.measure.runner.empty()) {
+    check_host_runs(o.target);  // a candidate would die with SIGILL: not a result
+  } else {
+    // One runner for the whole run; the device, not this machine, must run the code,
+    // and its default thread count is the one the records are keyed by.
+    if (!o.measure.runner_session) o.measure.runner_session = runner_for(o.measure);
+    check_runner_runs(*o.measure.runner_session, o.target);
+    if (o.measure.num_threads == 0)
+      o.measure.num_threads = std::max(1, o.measure.runner_session->hello().num_threads);
+  }
   TuneObserver silent;
   TuneObserver& obs = observer ? *observer : silent;
   auto start = std::chrono::steady_clock::now();

@@ -81,8 +81,10 @@ struct TuneSummary {
 // Tunes `tasks`, resuming from `history` (the records of earlier runs on this
 // target: never measured again) and writing every measurement to `sink`.
 // Throws std::runtime_error when this machine cannot run the target's code
-// (check_host_runs), the measurement worker cannot be found or the sink
-// fails; records stored until then stay stored.
+// (check_host_runs; with options.measure.runner: when the runner cannot be
+// started or its device cannot run it, check_runner_runs), the measurement
+// worker cannot be found or the sink fails; records stored until then stay
+// stored. With a runner, a num_threads of 0 means the device's default.
 TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, RecordSink& sink,
                  TuneOptions options, TuneObserver* observer = nullptr);
 

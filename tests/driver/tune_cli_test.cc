@@ -98,6 +98,38 @@ TEST_F(KilnTune, ResumesAndBuildsWithTheLog) {
   EXPECT_TRUE(fs::exists(pkg));
 }
 
+TEST_F(KilnTune, RunnerMeasuresThroughACommandAndStoresVerifiedRecords) {
+  // --runner: this machine's own worker in serve mode stands in for a device
+  // (the aarch64 one under qemu is tests/e2e/run_arm_qemu_tune.sh).
+  std::string worker = (fs::path(KILN_BINARY).parent_path() / "kiln-measure-worker").string();
+  std::string db = work_.file("runner.db");
+  CommandResult r = kiln(tune(db, 3) + " --runner " + quote(worker + " --serve"));
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("[task 1/1]"), std::string::npos) << r.out;
+  tuner::RecordDB rdb = tuner::RecordDB::open(db);
+  ASSERT_EQ(rdb.count(), 3u);
+  for (const std::string& target : rdb.targets())
+    for (const std::string& w : rdb.workloads(target))
+      for (const tuner::Record& rec : rdb.records(w, target)) {
+        EXPECT_EQ(rec.error, tuner::ErrorClass::kOk) << rec.error_message;
+        EXPECT_GT(rec.gflops, 0);
+      }
+
+  // A device that cannot run the target's code is one clear error, before any database.
+  std::string other = work_.file("other.db");
+  r = kiln(tune(other, 3) + " --runner " + quote(worker + " --serve") +
+           " --target 'llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72'");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.err.find("its device is " + codegen::Target::host().arch()), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(other));
+  // A runner that cannot start stores nothing either.
+  r = kiln(tune(other, 3) + " --runner 'echo no route to host >&2; exit 255'");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.err.find("no route to host"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(other));
+}
+
 TEST_F(KilnTune, RequireTunedWithoutRecordsWritesNothing) {
   std::string db = work_.file("empty.db");
   std::string none = work_.file("none.jsonl");

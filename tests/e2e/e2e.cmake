@@ -16,10 +16,18 @@ add_test(NAME e2e_arm_qemu
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_arm_qemu.sh aarch64 $<TARGET_FILE:kiln>
           ${CMAKE_BINARY_DIR}/arm 1e-4 squeezenet1_1 mobilenet_v2 encoder)
 set_tests_properties(e2e_arm_qemu PROPERTIES TIMEOUT 1800 LABELS e2e SKIP_RETURN_CODE 77)
-# 32-bit Arm: the same models (one work folder: the models are generated once;
-# the two tests must not run at once, hence RESOURCE_LOCK).
+# 32-bit Arm: the same models (one work folder: the models are generated once).
 add_test(NAME e2e_armv7_qemu
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_arm_qemu.sh armv7 $<TARGET_FILE:kiln>
           ${CMAKE_BINARY_DIR}/arm 1e-4 squeezenet1_1 mobilenet_v2 encoder)
 set_tests_properties(e2e_armv7_qemu PROPERTIES TIMEOUT 1800 LABELS e2e SKIP_RETURN_CODE 77)
-set_tests_properties(e2e_arm_qemu e2e_armv7_qemu PROPERTIES RESOURCE_LOCK arm_models)
+# Arm tuning: `kiln tune --runner` measures through the cross-built
+# kiln-measure-worker --serve under qemu-user; the records build a package that
+# kiln-run runs there. Shares the cross-build folder with e2e_arm_qemu.
+add_test(NAME e2e_arm_qemu_tune
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_arm_qemu_tune.sh $<TARGET_FILE:kiln> ${CMAKE_BINARY_DIR}/arm
+          1e-4)
+set_tests_properties(e2e_arm_qemu_tune PROPERTIES TIMEOUT 1200 LABELS e2e SKIP_RETURN_CODE 77)
+# The three share the work folder (models, cross builds): never at once.
+set_tests_properties(e2e_arm_qemu e2e_armv7_qemu e2e_arm_qemu_tune PROPERTIES
+  RESOURCE_LOCK arm_cross_build)
