@@ -73,7 +73,8 @@ int run_tasks(const std::vector<std::string>& args) {
   frontend::InputShapes shapes = frontend::parse_input_shapes(a.input_shapes);
   std::vector<std::vector<std::string>> workloads;
   for (const std::string& m : a.models)
-    workloads.push_back(driver::template_workloads(frontend::import_onnx(m, shapes)));
+    workloads.push_back(driver::template_workloads(frontend::import_onnx(m, shapes),
+                                                   codegen::Target::host().isa()));
   std::vector<tuner::Task> tasks = tuner::make_tasks(workloads);
 
   int kernels = 0;

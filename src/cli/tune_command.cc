@@ -252,10 +252,13 @@ int run_tune(const std::vector<std::string>& args) {
       return 0;
     }
   TuneArgs a = parse_args(args);
+  // The target first: the strategy rows that pick the tasks' templates may depend on its ISA.
+  codegen::Target target =
+      a.target.empty() ? codegen::Target::host() : codegen::Target::parse(a.target);
   std::vector<std::vector<std::string>> workloads;
   for (const std::string& m : a.models)
     workloads.push_back(driver::template_workloads(
-        frontend::import_onnx(m, frontend::parse_input_shapes(a.input_shapes))));
+        frontend::import_onnx(m, frontend::parse_input_shapes(a.input_shapes)), target.isa()));
   std::vector<tuner::Task> tasks = tuner::make_tasks(workloads);
   if (tasks.empty()) {
     std::printf("kiln tune: no tunable workload in the model(s)\n");
@@ -268,7 +271,7 @@ int run_tune(const std::vector<std::string>& args) {
   options.batch = a.batch;
   options.time_budget_s = a.time_budget;
   options.free_layout = a.free_layout;
-  if (!a.target.empty()) options.target = codegen::Target::parse(a.target);
+  options.target = target;
   options.measure = a.measure;
   options.should_stop = [] { return g_interrupted.load(); };
   // Before the database is created: this machine, or the runner's device, must be able

@@ -217,7 +217,7 @@ BuiltModule run_build(ModelSource model, const BuildOptions& o) {
   debug_graph("import", g);
   graph::passes::run_default_passes(g);  // simplify, fold constants and BatchNorm, DCE
   debug_graph("graph passes", g);
-  std::vector<graph::TemplateSelection> selected = graph::select_templates(g);
+  std::vector<graph::TemplateSelection> selected = graph::select_templates(g, o.target.isa());
   std::map<std::string, std::string> configs = choose_configs(selected, o);
   std::vector<graph::TemplateUse> uses =
       graph::apply_templates(g, selected, configs, o.target.isa());
@@ -247,10 +247,10 @@ BuiltModule build_module(Graph g, const BuildOptions& options) {
   return run_build(std::move(g), options);
 }
 
-std::vector<std::string> template_workloads(Graph g) {
+std::vector<std::string> template_workloads(Graph g, const Isa& isa) {
   graph::passes::run_default_passes(g);
   std::vector<std::string> keys;
-  for (const graph::TemplateSelection& s : graph::select_templates(g))
+  for (const graph::TemplateSelection& s : graph::select_templates(g, isa))
     keys.push_back(s.workload.key());
   return keys;
 }

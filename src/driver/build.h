@@ -81,7 +81,8 @@ BuiltModule build_module(graph::Graph g, const BuildOptions& options);
 
 // The workload key of every template kernel a build of `g` would compile, in
 // kernel order (duplicates kept): the same graph passes and template
-// selection as build(), without lowering anything. kiln tune's tasks.
-std::vector<std::string> template_workloads(graph::Graph g);
+// selection as build() for a target with `isa` (the strategy rows may depend
+// on it), without lowering anything. kiln tune's tasks.
+std::vector<std::string> template_workloads(graph::Graph g, const Isa& isa = Isa{});
 
 }  // namespace kiln::driver

@@ -299,6 +299,12 @@ Conv2DAttrs conv2d_attrs(const Workload& w, ConvKind kind) {
     if (k[1] != 1 || k[0] != d[1])
       detail::bad_workload(w, "a depthwise kernel must be [C, 1, KH, KW] (multiplier 1)");
     a.groups = d[1];
+  } else if (kind == ConvKind::kGrouped) {
+    if (d[1] % k[1] != 0 || d[1] / k[1] < 2 || k[0] % (d[1] / k[1]) != 0)
+      detail::bad_workload(w,
+                           "a grouped kernel must be [OC, C/G, KH, KW] with groups G = C / "
+                           "kernel[1] > 1 dividing C and OC");
+    a.groups = d[1] / k[1];
   } else if (k[1] != d[1]) {
     detail::bad_workload(w, "kernel input channels must equal the data channels (groups = 1)");
   }

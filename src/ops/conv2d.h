@@ -44,7 +44,8 @@ using Conv2DAttrs = reference::Conv2DAttrs;
 
 const OpTemplate& conv2d_nchwc_template();
 
-// The workload of a conv template ("conv2d_NCHWc.x86" or "depthwise_conv2d_NCHWc.x86")
+// The workload of a conv template ("conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86" or
+// "group_conv2d_NCHWc.x86")
 // for logical attributes: data=[N,C,H,W], kernel=[OC,C/groups,KH,KW], strides, pads,
 // dilation.
 Workload conv2d_workload(const std::string& template_name, const Conv2DAttrs& a);
@@ -53,6 +54,7 @@ Workload conv2d_workload(const std::string& template_name, const Conv2DAttrs& a)
 enum class ConvKind {
   kDense,      // groups = 1: kernel [OC, C, KH, KW]
   kDepthwise,  // groups = C, multiplier 1: kernel [C, 1, KH, KW]
+  kGrouped,    // groups G = C / kernel[1] > 1 dividing C and OC: kernel [OC, C/G, KH, KW]
 };
 // The attributes of such a workload, checked (positive sizes, a non-empty output,
 // the kernel shape of `kind`); throws std::invalid_argument.

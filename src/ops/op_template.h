@@ -9,7 +9,10 @@
 // find_template()/get_template() and never special-case one.
 //
 // Adding a template: implement OpTemplate in its own file and list it in the
-// registry table in op_template.cc.
+// registry table in op_template.cc; then give the graph compiler a row for it
+// in the strategy table (graph/passes/strategy.h: which operator, on which
+// targets, with which rewrite). docs/architecture.md, "Templates and the
+// strategy table", has the whole list.
 #pragma once
 
 #include <string>

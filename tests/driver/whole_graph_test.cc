@@ -73,7 +73,7 @@ size_t transform_count(const E2EResult& r) {
 // (generic schedule) or a conv template.
 bool starts_with_conv(const nlohmann::json& k) {
   std::string first = k.at("op_types").at(0);
-  return first == "Conv" || first.rfind("conv2d", 0) == 0;
+  return first == "Conv" || first.find("conv2d") != std::string::npos;
 }
 
 // How often `op` appears in a kernel's op_types.
@@ -186,7 +186,51 @@ TEST(WholeGraph, GroupedConv) {
   OnnxBuilder::attr_ints(n, "pads", {1, 0, 2, 1});
   OnnxBuilder::attr_ints(n, "dilations", {2, 1});
   b.node("Relu", "relu", {"c"}, {"y"});
-  check_end_to_end(b, "grouped_conv");
+  E2EResult r = check_end_to_end(b, "grouped_conv");
+  // The template covers it (dilation, asymmetric pads and all).
+  std::vector<nlohmann::json> ks = compute_kernels(r);
+  ASSERT_EQ(ks.size(), 1u) << r.mod.at("kernels").dump();
+  EXPECT_EQ(ks[0].at("op_types").at(0), "group_conv2d_NCHWc.x86") << ks[0].dump();
+}
+
+// A ResNeXt bottleneck with a stride-2 projection shortcut:
+//   x -> conv1x1 -> BN -> relu -> grouped conv3x3/2 (G groups of cg channels)
+//     -> BN -> relu -> conv1x1 -> BN --+--> add -> relu
+//   x -> conv1x1/2 -> BN -------------+
+// The grouped conv runs as group_conv2d_NCHWc.x86 with its BN folded and its
+// relu fused, and the whole block matches the interpreter.
+TEST(WholeGraph, ResNeXtBottleneckGroupedConv) {
+  std::mt19937 rng(seed(24));
+  int64_t groups = std::vector<int64_t>{4, 8}[rng() % 2], cg = odd_size(rng, {3, 4, 8});
+  int64_t cin = odd_size(rng, {5, 16}), width = groups * cg, cout = 2 * width;
+  int64_t h = odd_size(rng), w = odd_size(rng);
+  OnnxBuilder b;
+  b.input("x", dims({1, cin, h, w}));
+  output_any(b, "y", 4);
+  conv(b, "reduce", "x", "c1", {cin, width, 1, 1, 1, 0, 1, 1, false}, rng);
+  batch_norm(b, "bn1", "c1", "b1", width, rng);
+  b.node("Relu", "relu1", {"b1"}, {"r1"});
+  conv(b, "grouped", "r1", "c2", {width, width, 3, 3, 2, 1, groups, 1, false}, rng);
+  batch_norm(b, "bn2", "c2", "b2", width, rng);
+  b.node("Relu", "relu2", {"b2"}, {"r2"});
+  conv(b, "expand", "r2", "c3", {width, cout, 1, 1, 1, 0, 1, 1, false}, rng);
+  batch_norm(b, "bn3", "c3", "b3", cout, rng);
+  conv(b, "down", "x", "cd", {cin, cout, 1, 1, 2, 0, 1, 1, false}, rng);
+  batch_norm(b, "bnd", "cd", "bd", cout, rng);
+  b.node("Add", "add", {"b3", "bd"}, {"s"});
+  b.node("Relu", "relu3", {"s"}, {"y"});
+  E2EResult r = check_end_to_end(b, "resnext_block");
+  std::vector<nlohmann::json> ks = compute_kernels(r);
+  ASSERT_EQ(ks.size(), 4u) << r.mod.at("kernels").dump();
+  size_t grouped = 0;
+  for (const auto& k : ks) {
+    EXPECT_TRUE(starts_with_conv(k)) << k.dump();
+    if (k.at("op_types").at(0) == "group_conv2d_NCHWc.x86") {
+      ++grouped;
+      EXPECT_EQ(count_op(k, "Relu"), 1u) << k.dump();
+    }
+  }
+  EXPECT_EQ(grouped, 1u) << r.mod.at("kernels").dump();
 }
 
 // Pooling: MaxPool and AveragePool with ceil_mode (and count_include_pad

@@ -119,6 +119,77 @@ TEST(ApplyTemplates, DepthwiseWeightIsPackedPerChannelBlock) {
             reference_conv_pack(b.graph().initializers.at("dw_w").as<float>(), 16, 1, 3, 3, 1, 16));
 }
 
+// OIHW [OC, ICg, KH, KW] of G groups -> [G, OCg/ocb, ICg/icb, KH, KW, icb, ocb],
+// written out as group_conv2d.h's layout says.
+std::vector<float> reference_group_pack(const std::vector<float>& w, int64_t groups, int64_t oc,
+                                        int64_t icg, int64_t kh, int64_t kw, int64_t icb,
+                                        int64_t ocb) {
+  int64_t ocg = oc / groups;
+  std::vector<float> out(w.size());
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t o = 0; o < ocg; ++o)
+      for (int64_t i = 0; i < icg; ++i)
+        for (int64_t y = 0; y < kh; ++y)
+          for (int64_t x = 0; x < kw; ++x) {
+            int64_t dst =
+                (((((g * (ocg / ocb) + o / ocb) * (icg / icb) + i / icb) * kh + y) * kw + x) * icb +
+                 i % icb) *
+                    ocb +
+                o % ocb;
+            out[dst] = w[(((g * ocg + o) * icg + i) * kh + y) * kw + x];
+          }
+  return out;
+}
+
+// ResNeXt's grouped 3x3 (8 groups of 4 channels here): the group template,
+// blocks within a group (4 and 4 by the fallback; 2 and 4 by a config), the
+// weight packed group by group, the bias blocked like conv's.
+TEST(ApplyTemplates, GroupedConvBecomesTheGroupTemplate) {
+  GraphBuilder b(15);
+  std::string x = b.input("x", {1, 32, 6, 7});
+  b.output(conv(b, "gc", x, 32, 32, 3,
+                {{"group", int64_t{8}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
+  std::vector<TemplateUse> uses;
+  Graph g = rewrite(b, &uses);
+  EXPECT_EQ(op_types(g),
+            (Strings{"kiln.LayoutTransform", "kiln.Template", "Add", "kiln.LayoutTransform"}));
+  ASSERT_EQ(uses.size(), 1u);
+  EXPECT_EQ(uses[0].template_name, "group_conv2d_NCHWc.x86");
+  EXPECT_EQ(g.nodes[0].attr<int64_t>("dst_block"), 4);
+  EXPECT_EQ(g.nodes[3].attr<int64_t>("src_block"), 4);
+  const std::vector<float>& w = b.graph().initializers.at("gc_w").as<float>();
+  const graph::Initializer& packed = input_constant(g, node_named(g, "gc"), 1);
+  EXPECT_EQ(packed.type.shape, (std::vector<int64_t>{8, 1, 3, 3, 4, 4}));
+  EXPECT_EQ(packed.as<float>(), reference_group_pack(w, 8, 32, 4, 3, 3, 4, 4));
+  EXPECT_EQ(input_constant(g, g.nodes[2], 1).type.shape, (std::vector<int64_t>{1, 8, 1, 1, 4}));
+
+  std::string key = uses[0].workload;
+  std::string cfg = test::conv_config_with_blocks("group_conv2d_NCHWc.x86", key, 2, 4);
+  g = rewrite(b, &uses, {{key, cfg}});
+  EXPECT_TRUE(uses[0].configured);
+  EXPECT_EQ(g.nodes[0].attr<int64_t>("dst_block"), 2);
+  const graph::Initializer& packed2 = input_constant(g, node_named(g, "gc"), 1);
+  EXPECT_EQ(packed2.type.shape, (std::vector<int64_t>{8, 2, 3, 3, 2, 4}));
+  EXPECT_EQ(packed2.as<float>(), reference_group_pack(w, 8, 32, 4, 3, 3, 2, 4));
+}
+
+// Groups of 16 output channels with 2 input channels each (OC = 8 x 16, a
+// stride of 2): output blocks of 16 inside a group, input blocks of 2.
+TEST(ApplyTemplates, GroupedConvWithWideOutputGroups) {
+  GraphBuilder b(16);
+  std::string x = b.input("x", {1, 16, 7, 9});
+  b.output(conv(b, "gc", x, 16, 128, 3,
+                {{"group", int64_t{8}}, {"strides", std::vector<int64_t>{2, 2}}}));
+  std::vector<TemplateUse> uses;
+  Graph g = rewrite(b, &uses);
+  ASSERT_EQ(uses.size(), 1u);
+  EXPECT_EQ(uses[0].template_name, "group_conv2d_NCHWc.x86");
+  const graph::Initializer& packed = input_constant(g, node_named(g, "gc"), 1);
+  EXPECT_EQ(packed.type.shape, (std::vector<int64_t>{8, 1, 3, 3, 2, 16}));
+  EXPECT_EQ(packed.as<float>(), reference_group_pack(b.graph().initializers.at("gc_w").as<float>(),
+                                                     8, 128, 2, 3, 3, 2, 16));
+}
+
 TEST(ApplyTemplates, ConvsReadingOneActivationShareItsTransform) {
   GraphBuilder b(14);
   std::string x = b.input("x", {1, 8, 5, 5});

@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include "graph/passes/strategy.h"
 #include "graph_builder.h"
 #include "layout_graphs.h"
+#include "ops/op_template.h"
 
 namespace kiln {
 namespace {
@@ -41,8 +45,72 @@ TEST(SelectTemplates, PlainDepthwiseAndGroupedConvs) {
                     "pads=[1,1,1,1],dilation=[1,1],dtype=float32)"},
                    {"depthwise", "depthwise_conv2d_NCHWc.x86",
                     "depthwise_conv2d_NCHWc.x86(data=[1,16,6,7],kernel=[16,1,3,3],strides=[1,1],"
+                    "pads=[0,0,0,0],dilation=[1,1],dtype=float32)"},
+                   {"grouped", "group_conv2d_NCHWc.x86",
+                    "group_conv2d_NCHWc.x86(data=[1,16,4,5],kernel=[8,8,1,1],strides=[1,1],"
                     "pads=[0,0,0,0],dilation=[1,1],dtype=float32)"}}));
   EXPECT_EQ(b.graph().nodes.size(), nodes);  // analysis only
+}
+
+// ResNeXt's and RegNet's grouped convs (4..32 channels per group, strides 1
+// and 2), and a channel multiplier > 1 (groups = C, OC = 2C: not depthwise),
+// take group_conv2d_NCHWc.x86 on every ISA row; the table's first matching
+// row wins, so a depthwise conv still takes the depthwise template.
+TEST(SelectTemplates, GroupedConvsTakeTheGroupTemplate) {
+  GraphBuilder b;
+  std::string x = b.input("x", {1, 128, 8, 8});
+  std::string y = conv(b, "resnext", x, 128, 128, 3,
+                       {{"group", int64_t{32}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  std::string z = conv(b, "regnet_s2", y, 128, 128, 3,
+                       {{"group", int64_t{8}},
+                        {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                        {"strides", std::vector<int64_t>{2, 2}}});
+  std::string m = conv(b, "multiplier", z, 128, 256, 3, {{"group", int64_t{128}}});
+  std::string d = conv(b, "depthwise", m, 256, 256, 1, {{"group", int64_t{256}}});
+  b.output(d);
+  for (const Isa& isa : {Isa{}, Isa{"x86_64-avx512", 512, 32, 2}, Isa{"x86_64-avx2", 256, 16, 2},
+                         Isa{"aarch64-neon", 128, 32, 2}}) {
+    auto s = graph::select_templates(b.graph(), isa);
+    ASSERT_EQ(s.size(), 4u) << isa.isa_class;
+    EXPECT_EQ(s[0].template_name, "group_conv2d_NCHWc.x86");
+    EXPECT_EQ(s[0].workload.get("kernel"), (std::vector<int64_t>{128, 4, 3, 3}));
+    EXPECT_EQ(s[1].template_name, "group_conv2d_NCHWc.x86");
+    EXPECT_EQ(s[1].workload.get("strides"), (std::vector<int64_t>{2, 2}));
+    EXPECT_EQ(s[1].workload.get("kernel"), (std::vector<int64_t>{128, 16, 3, 3}));
+    EXPECT_EQ(s[2].template_name, "group_conv2d_NCHWc.x86");
+    EXPECT_EQ(s[2].workload.get("kernel"), (std::vector<int64_t>{256, 1, 3, 3}));
+    EXPECT_EQ(s[3].template_name, "depthwise_conv2d_NCHWc.x86");
+  }
+}
+
+// Every row of the strategy table names a registered template and a rewrite
+// apply_templates knows; find_strategy finds each by (operator, template).
+TEST(SelectTemplates, StrategyTableRowsAreRegisteredTemplates) {
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const graph::Strategy& row : graph::strategies()) {
+    const ops::OpTemplate* t = ops::find_template(row.template_name);
+    ASSERT_NE(t, nullptr) << row.template_name;
+    EXPECT_TRUE(seen.insert({row.op_type, row.template_name}).second)
+        << row.op_type << " " << row.template_name << " listed twice";
+    EXPECT_EQ(graph::find_strategy(row.op_type, row.template_name), &row);
+    if (row.rewrite == graph::Rewrite::kBlockedConv) {
+      EXPECT_TRUE(t->channel_blocked()) << row.template_name;
+      EXPECT_NE(row.pack_weight, nullptr) << row.template_name;
+    }
+  }
+  EXPECT_EQ(graph::find_strategy("Conv", "dense_pack.x86"), nullptr);
+  EXPECT_NE(graph::find_strategy("Conv", "group_conv2d_NCHWc.x86"), nullptr);
+}
+
+// A grouped conv with a runtime bias is covered, so it is an error like any
+// other covered Conv's (the blocked bias is laid out at build time).
+TEST(SelectTemplates, GroupedConvWithARuntimeBiasIsAnError) {
+  GraphBuilder b;
+  std::string x = b.input("x", {1, 8, 5, 5});
+  std::string bias = b.input("bias", {8});
+  b.output(b.node("Conv", {x, b.random_constant("w", {8, 2, 1, 1}), bias}, {{"group", int64_t{4}}},
+                  "gconv"));
+  EXPECT_THROW(graph::select_templates(b.graph()), std::runtime_error);
 }
 
 TEST(SelectTemplates, ConvKeyHasTheAutoPadPadsAndStrides) {

@@ -19,6 +19,7 @@
 #include "ops/conv2d.h"
 #include "ops/dense.h"
 #include "ops/depthwise_conv2d.h"
+#include "ops/group_conv2d.h"
 #include "ops/op_template.h"
 #include "ops/reference.h"
 #include "ops/workload.h"
@@ -41,16 +42,21 @@ using schedule::Config;
 // (ops::template_names()) instead, so that a newly registered template is
 // tested at once (and fails in workloads_of() until it gets workloads).
 const char* const kKnownNames[] = {"conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86",
-                                   "dense_pack.x86", "dense_nopack.x86", "batch_matmul.x86"};
+                                   "dense_pack.x86",   "dense_nopack.x86",
+                                   "batch_matmul.x86", "group_conv2d_NCHWc.x86"};
 
 bool is_conv(const std::string& name) {
-  return name == "conv2d_NCHWc.x86" || name == "depthwise_conv2d_NCHWc.x86";
+  return name == "conv2d_NCHWc.x86" || name == "depthwise_conv2d_NCHWc.x86" ||
+         name == "group_conv2d_NCHWc.x86";
 }
 
 // The logical attributes of a conv template's workload.
 Conv2DAttrs conv_attrs(const Workload& w) {
-  bool depthwise = w.template_name == "depthwise_conv2d_NCHWc.x86";
-  return ops::conv2d_attrs(w, depthwise ? ops::ConvKind::kDepthwise : ops::ConvKind::kDense);
+  if (w.template_name == "depthwise_conv2d_NCHWc.x86")
+    return ops::conv2d_attrs(w, ops::ConvKind::kDepthwise);
+  if (w.template_name == "group_conv2d_NCHWc.x86")
+    return ops::conv2d_attrs(w, ops::ConvKind::kGrouped);
+  return ops::conv2d_attrs(w, ops::ConvKind::kDense);
 }
 
 int64_t product(const std::vector<int64_t>& s) {
@@ -85,6 +91,18 @@ Workload depthwise(int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh, int64
                    {"dilation", dilation}}};
 }
 
+// A grouped conv: `groups` groups of c/groups input and oc/groups output channels.
+Workload group_conv(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t groups,
+                    int64_t kh, int64_t kw, std::vector<int64_t> strides, std::vector<int64_t> pads,
+                    std::vector<int64_t> dilation) {
+  return Workload{"group_conv2d_NCHWc.x86",
+                  {{"data", {n, c, h, w}},
+                   {"kernel", {oc, c / groups, kh, kw}},
+                   {"strides", strides},
+                   {"pads", pads},
+                   {"dilation", dilation}}};
+}
+
 Workload dense(const char* name, int64_t m, int64_t n, int64_t k) {
   return ops::dense_workload(name, {m, n, k});
 }
@@ -109,6 +127,11 @@ std::vector<Workload> workloads_of(const std::string& name) {
             depthwise(1, 40, 9, 14, 5, 5, {2, 2}, {2, 2, 1, 1}, {1, 1}),
             depthwise(2, 16, 8, 8, 3, 3, {1, 1}, {2, 2, 2, 2}, {2, 2}),
             depthwise(1, 3, 7, 56, 3, 3, {1, 1}, {0, 1, 0, 1}, {1, 1})};
+  if (name == "group_conv2d_NCHWc.x86")
+    return {group_conv(1, 32, 9, 13, 32, 8, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}),
+            group_conv(2, 12, 7, 7, 24, 4, 3, 3, {2, 2}, {1, 0, 2, 1}, {1, 1}),
+            group_conv(1, 64, 5, 11, 64, 2, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}),
+            group_conv(1, 6, 8, 10, 12, 6, 3, 2, {1, 2}, {2, 1, 2, 1}, {2, 1})};
   if (name == "dense_pack.x86" || name == "dense_nopack.x86")
     return {dense(name.c_str(), 1, 1000, 96), dense(name.c_str(), 7, 5, 13),
             dense(name.c_str(), 33, 17, 29), dense(name.c_str(), 64, 48, 40)};
@@ -136,10 +159,14 @@ Inputs make_inputs(const OpTemplate& t, const Workload& w, const Config& cfg,
     int64_t wic = a.in_channels / a.groups;
     in.logical = {random_floats(a.batch * a.in_channels * a.height * a.width, rng),
                   random_floats(a.out_channels * wic * a.kernel_h * a.kernel_w, rng)};
+    bool depthwise = name == "depthwise_conv2d_NCHWc.x86";
     in.physical = {
         ops::nchw_to_nchwc(in.logical[0].data(), a.batch, a.in_channels, a.height, a.width, icb),
-        ops::oihw_to_blocked(in.logical[1].data(), a.out_channels, wic, a.kernel_h, a.kernel_w,
-                             a.groups == 1 ? icb : 1, ocb)};
+        a.groups == 1 || depthwise
+            ? ops::oihw_to_blocked(in.logical[1].data(), a.out_channels, wic, a.kernel_h,
+                                   a.kernel_w, depthwise ? 1 : icb, ocb)
+            : ops::group_conv2d_pack_weight(in.logical[1].data(), a.groups, a.out_channels, wic,
+                                            a.kernel_h, a.kernel_w, icb, ocb)};
   } else if (name == "dense_pack.x86") {
     const auto &d = w.get("data"), &b = w.get("weight");
     in.logical = {random_floats(product(d), rng), random_floats(product(b), rng)};
@@ -352,7 +379,8 @@ void check_config(const OpTemplate& t, const Workload& w, const Config& cfg, std
   int64_t tile = lanes * (conv ? cfg.split("tile_ow").back() : cfg.split("tile_y").back());
   // conv2d_NCHWc's register tile also spans oc_reg channel blocks and oh_reg
   // rows (at most: the template brings them down to divisors).
-  if (t.name() == "conv2d_NCHWc.x86") tile *= cfg.knob("oc_reg") * cfg.knob("oh_reg");
+  if (t.name() == "conv2d_NCHWc.x86" || t.name() == "group_conv2d_NCHWc.x86")
+    tile *= cfg.knob("oc_reg") * cfg.knob("oh_reg");
   for (auto& [name, size] : allocs) {
     EXPECT_GT(size, 0) << name;
     if (name == b.anchor->name) {
@@ -474,6 +502,20 @@ TEST(Templates, FallbackRules) {
   EXPECT_EQ(d1.split("tile_c").back(), 8);
   EXPECT_EQ(d1.split("tile_ow").back(), 13);
   EXPECT_EQ(d1.knob("unroll_kw"), 1);
+  // ResNeXt-50's grouped 3x3s: blocks of the channels per group (4 -> 4,
+  // 8 -> 8, 16 -> 16; 24 -> 8; 3 -> 3), never straddling a group.
+  Config gc1 = cfg(group_conv(1, 128, 56, 56, 128, 32, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}));
+  EXPECT_EQ(gc1.split("tile_ic"), (std::vector<int64_t>{1, 4}));
+  EXPECT_EQ(gc1.split("tile_oc"), (std::vector<int64_t>{1, 4}));
+  EXPECT_EQ(gc1.split("tile_ow").back(), 14);  // 1 zmm per column: 24 accumulators at most
+  EXPECT_EQ(gc1.knob("unroll_kw"), 1);
+  Config gc2 = cfg(group_conv(1, 1024, 14, 14, 1024, 32, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}));
+  EXPECT_EQ(gc2.split("tile_ic").back(), 16);
+  EXPECT_EQ(gc2.split("tile_oc"), (std::vector<int64_t>{2, 16}));
+  EXPECT_EQ(gc2.split("tile_ow").back(), 7);
+  Config gc3 = cfg(group_conv(1, 96, 9, 9, 144, 4, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}));
+  EXPECT_EQ(gc3.split("tile_ic").back(), 8);   // 24 channels per group
+  EXPECT_EQ(gc3.split("tile_oc").back(), 12);  // 36 per group: largest divisor <= 16
   // GEMV: 40 columns (divides 1000), one row, deep k unroll, many column tasks.
   Config g = cfg(dense("dense_pack.x86", 1, 1000, 2048));
   EXPECT_EQ(g.split("tile_x"), (std::vector<int64_t>{25, 1, 40}));
@@ -490,10 +532,12 @@ TEST(Templates, FallbackRules) {
   // Every template's fallback is a point of its space for many shapes.
   for (int64_t n : {1, 2, 3, 5, 7, 13, 16, 24, 40, 72, 100, 1000})
     for (int64_t s : {1, 2}) {
-      for (const Workload& w : {conv(1, n, 9, n + 2, n, 3, 3, {s, s}, {1, 0, 1, 2}, {1, 1}),
-                                depthwise(1, n, 9, n + 2, 3, 3, {s, s}, {1, 1, 0, 0}, {1, 1}),
-                                dense("dense_pack.x86", n, n + s, 3 * n),
-                                dense("dense_nopack.x86", s, n, n), bmm(s, n, n + 1, 1, n + 2)}) {
+      for (const Workload& w :
+           {conv(1, n, 9, n + 2, n, 3, 3, {s, s}, {1, 0, 1, 2}, {1, 1}),
+            depthwise(1, n, 9, n + 2, 3, 3, {s, s}, {1, 1, 0, 0}, {1, 1}),
+            group_conv(1, 2 * n, 9, n + 2, 4 * n, 2, 3, 3, {s, s}, {1, 0, 1, 2}, {1, 1}),
+            dense("dense_pack.x86", n, n + s, 3 * n), dense("dense_nopack.x86", s, n, n),
+            bmm(s, n, n + 1, 1, n + 2)}) {
         const OpTemplate& t = ops::get_template(w.template_name);
         for (const char* target : {"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512",
                                    "llvm -mtriple=x86_64-linux-gnu -mcpu=haswell",

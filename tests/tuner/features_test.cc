@@ -62,7 +62,13 @@ std::vector<ops::Workload> sample_workloads() {
                          {"dilation", {1, 1}}}},
           ops::dense_workload("dense_pack.x86", {33, 40, 29}),
           ops::dense_workload("dense_nopack.x86", {7, 48, 13}),
-          ops::Workload{"batch_matmul.x86", {{"a", {2, 7, 13}}, {"b", {2, 13, 20}}}}};
+          ops::Workload{"batch_matmul.x86", {{"a", {2, 7, 13}}, {"b", {2, 13, 20}}}},
+          ops::Workload{"group_conv2d_NCHWc.x86",
+                        {{"data", {1, 32, 9, 11}},
+                         {"kernel", {32, 4, 3, 3}},
+                         {"strides", {1, 1}},
+                         {"pads", {1, 1, 1, 1}},
+                         {"dilation", {1, 1}}}}};
 }
 
 ir::LoweredFunc lower_config(const ops::Workload& w, const Config& cfg) {

@@ -193,6 +193,12 @@ TEST(Measure, RandomConfigsOfEveryTemplateVerify) {
       ops::dense_workload("dense_pack.x86", {7, 20, 13}),
       dense_w(),
       ops::Workload{"batch_matmul.x86", {{"a", {2, 7, 13}}, {"b", {1, 13, 20}}}},
+      ops::Workload{"group_conv2d_NCHWc.x86",
+                    {{"data", {1, 16, 7, 9}},
+                     {"kernel", {24, 2, 3, 3}},
+                     {"strides", {1, 2}},
+                     {"pads", {1, 1, 1, 1}},
+                     {"dilation", {1, 1}}}},
   };
   std::vector<std::string> names;
   for (auto& w : ws) names.push_back(w.template_name);

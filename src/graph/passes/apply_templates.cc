@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "graph/passes/pass_util.h"
-#include "ops/conv2d.h"
+#include "graph/passes/strategy.h"
 #include "ops/dense.h"
 #include "ops/op_template.h"
 
@@ -95,42 +95,44 @@ struct Rewriter {
   }
 
   void rewrite(const Node& n, const TemplateSelection& s);
-  void rewrite_conv(const Node& n, const ops::OpTemplate& t, const ops::Workload& w,
-                    const schedule::Config& cfg);
+  void rewrite_conv(const Node& n, const Strategy& row, const ops::OpTemplate& t,
+                    const ops::Workload& w, const schedule::Config& cfg);
   void rewrite_dense(const Node& n, const ops::OpTemplate& t, const ops::Workload& w,
                      const schedule::Config& cfg);
 };
 
+// The rewrite of the strategy row that selected the template (strategy.h).
 void Rewriter::rewrite(const Node& n, const TemplateSelection& s) {
   const ops::OpTemplate& t = ops::get_template(s.template_name);
+  const Strategy* row = find_strategy(n.op_type, t.name());
+  if (!row)
+    throw std::invalid_argument("node '" + n.name + "': no strategy row for " + n.op_type +
+                                " with template " + t.name());
   bool configured = false;
   schedule::Config cfg = config_for(t, s.workload, &configured);
-  if (t.name() == "conv2d_NCHWc.x86" || t.name() == "depthwise_conv2d_NCHWc.x86") {
-    rewrite_conv(n, t, s.workload, cfg);
-  } else if (t.name() == "dense_pack.x86") {
-    rewrite_dense(n, t, s.workload, cfg);
-  } else if (t.name() == "batch_matmul.x86") {
-    emit_template(n, t, s.workload, cfg, {n.inputs[0], n.inputs[1]}, n.outputs[0],
-                  g.type_of(n.outputs[0])->shape);
-  } else {
-    throw std::invalid_argument("node '" + n.name + "': no rewrite for template " + t.name());
+  switch (row->rewrite) {
+    case Rewrite::kBlockedConv: rewrite_conv(n, *row, t, s.workload, cfg); break;
+    case Rewrite::kDense: rewrite_dense(n, t, s.workload, cfg); break;
+    case Rewrite::kPlain:
+      emit_template(n, t, s.workload, cfg, n.inputs, n.outputs.at(0),
+                    g.type_of(n.outputs.at(0))->shape);
+      break;
   }
   uses.push_back({t.name(), s.workload.key(), configured});
 }
 
-void Rewriter::rewrite_conv(const Node& n, const ops::OpTemplate& t, const ops::Workload& w,
-                            const schedule::Config& cfg) {
-  bool depthwise = t.name() == "depthwise_conv2d_NCHWc.x86";
-  const std::vector<int64_t>& x = w.get("data");
-  const std::vector<int64_t>& k = w.get("kernel");
-  int64_t OC = k[0];
+void Rewriter::rewrite_conv(const Node& n, const Strategy& row, const ops::OpTemplate& t,
+                            const ops::Workload& w, const schedule::Config& cfg) {
+  if (!t.channel_blocked() || !row.pack_weight)
+    throw std::invalid_argument("node '" + n.name + "': " + t.name() +
+                                " is not a channel-blocked template with a weight packer");
+  int64_t OC = w.get("kernel")[0];
   auto in_shapes = t.input_shapes(w, cfg);
   std::vector<int64_t> out_shape = t.output_shape(w, cfg);
-  int64_t icb = in_shapes.at(0).back(), ocb = out_shape.back();
+  auto [icb, ocb] = ops::layout_blocks(t, w, cfg);
 
   std::vector<float> weight = g.initializers.at(n.inputs[1]).as<float>();
-  std::vector<float> packed = ops::oihw_to_blocked(weight.data(), OC, depthwise ? 1 : x[1], k[2],
-                                                   k[3], depthwise ? 1 : icb, ocb);
+  std::vector<float> packed = row.pack_weight(w, icb, ocb, weight.data());
   std::string w_packed =
       add_constant(n.name + "/weight_packed", float_tensor(in_shapes.at(1), packed));
   std::string& x_c = blocked[{n.inputs[0], icb}];

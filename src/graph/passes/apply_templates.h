@@ -1,10 +1,10 @@
 // Template rewrite: turns every node select_templates chose into a
 // kiln.Template node in its template's layouts, with weights re-laid out at
-// build time:
+// build time, by the rewrite of the strategy row that chose it (strategy.h):
 //
-//   Conv(x, W, b)  ->  LT(x: NCHW -> NCHW[ic]c) -> kiln.Template(conv2d_NCHWc.x86 or
-//                      depthwise_conv2d_NCHWc.x86; x_c, W packed) -> Add(bias blocked)
-//                      -> LT(NCHW[oc]c -> NCHW)
+//   Conv(x, W, b)  ->  LT(x: NCHW -> NCHW[ic]c) -> kiln.Template(conv2d_NCHWc.x86,
+//                      depthwise_conv2d_NCHWc.x86 or group_conv2d_NCHWc.x86; x_c, W packed
+//                      by the row's packer) -> Add(bias blocked) -> LT(NCHW[oc]c -> NCHW)
 //   Gemm(A, B, C) / MatMul(A, B const)  ->  kiln.Template(dense_pack.x86; A, alpha * B
 //                      packed) -> Add(beta * C)
 //   MatMul(A, B)   ->  kiln.Template(batch_matmul.x86; A, B)

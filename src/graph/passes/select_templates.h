@@ -1,16 +1,20 @@
-// Template selection: which tunable x86 template runs each Conv, Gemm and
-// MatMul of a graph, and on which workload. Pure analysis; apply_templates
-// does the rewrite. Every decision about whether a node is covered lives
-// here, so that apply_templates rewrites exactly the nodes selected.
+// Template selection: which tunable template runs each operator of a graph
+// that a row of the strategy table (strategy.h) covers, and on which workload.
+// Pure analysis; apply_templates does the rewrite with the same row. Every
+// decision about whether a node is covered lives in the table's matchers, so
+// that apply_templates rewrites exactly the nodes selected. The rows today:
 //
 //   Conv, groups 1, constant float32 4-D weight   conv2d_NCHWc.x86
 //   Conv, depthwise (groups = C = OC, multiplier 1)   depthwise_conv2d_NCHWc.x86
+//   Conv, 1 < groups, not depthwise (ResNeXt, RegNet)   group_conv2d_NCHWc.x86
 //   Gemm (transA = 0) / MatMul with a constant 2-D B   dense_pack.x86 (A flattened to [M, K])
 //   MatMul of two activations (rank >= 3 on the left) whose batch dims match,
 //     or with no batch to broadcast on the right   batch_matmul.x86
 //
-// Anything else (grouped convs, transA, batch broadcast, other dtypes) keeps
-// its operator and runs as a generic kernel.
+// Anything else (transA, batch broadcast, other dtypes) keeps its operator
+// and runs as a generic kernel. To add a template or a target-specific
+// choice, add a row to strategy.cc (strategy.h says how); this file does not
+// change.
 #pragma once
 
 #include <string>
@@ -18,6 +22,7 @@
 
 #include "graph/graph.h"
 #include "ops/workload.h"
+#include "support/isa.h"
 
 namespace kiln::graph {
 
@@ -30,9 +35,11 @@ struct TemplateSelection {
   ops::Workload workload;     // w.key() is the workload key
 };
 
-// One entry per covered node, in node order; the graph is unchanged.
-// Throws std::runtime_error naming the node for a Conv whose bias is not a
-// constant (the blocked bias is laid out at build time).
-std::vector<TemplateSelection> select_templates(const Graph& g);
+// One entry per covered node, in node order; the graph is unchanged. `isa` is
+// the target's row of the per-ISA table (codegen::Target::isa()), which rows
+// may condition on; the default (generic) row suits target-independent
+// analysis. Throws std::runtime_error naming the node for a Conv whose bias is
+// not a constant (the blocked bias is laid out at build time).
+std::vector<TemplateSelection> select_templates(const Graph& g, const Isa& isa = Isa{});
 
 }  // namespace kiln::graph

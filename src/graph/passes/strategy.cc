@@ -1,0 +1,158 @@
+#include "graph/passes/strategy.h"
+
+#include "graph/ops/op_util.h"
+#include "graph/ops/window.h"
+#include "graph/passes/pass_util.h"
+#include "ops/conv2d.h"
+#include "ops/group_conv2d.h"
+
+namespace kiln::graph {
+namespace {
+
+using passes::constant_of;
+using passes::num_elements;
+
+bool is_f32(const TensorType* t) { return t && t->dtype == "float32"; }
+
+// ---- Conv ---------------------------------------------------------------------------
+
+enum class ConvKind { kDense, kDepthwise, kGrouped };
+
+// The conv workload params when n is a Conv of `kind` that a template can take:
+// float32 NCHW data, a constant float32 4-D weight, a constant bias.
+std::optional<WorkloadParams> match_conv(const Graph& g, const Node& n, ConvKind kind) {
+  if (n.inputs.size() < 2) return std::nullopt;
+  const TensorType* xt = g.type_of(n.inputs[0]);
+  const Initializer* wt = constant_of(g, n.inputs[1]);
+  if (!wt || !is_f32(xt) || !is_f32(&wt->type) || xt->shape.size() != 4 ||
+      wt->type.shape.size() != 4)
+    return std::nullopt;
+  const std::vector<int64_t>& x = xt->shape;
+  const std::vector<int64_t>& k = wt->type.shape;
+  int64_t group = n.attr<int64_t>("group").value_or(1);
+  bool depthwise = group > 1 && group == x[1] && k[0] == x[1] && k[1] == 1;
+  bool grouped =
+      group > 1 && !depthwise && x[1] % group == 0 && k[1] == x[1] / group && k[0] % group == 0;
+  switch (kind) {
+    case ConvKind::kDense:
+      if (group != 1) return std::nullopt;
+      break;
+    case ConvKind::kDepthwise:
+      if (!depthwise) return std::nullopt;
+      break;
+    case ConvKind::kGrouped:
+      if (!grouped) return std::nullopt;
+      break;
+  }
+  // The Conv operator's own window arithmetic (strides, dilations, pads,
+  // auto_pad): the template computes exactly the operator's output.
+  op_util::Window win = op_util::conv_window(n, {x[2], x[3]}, {k[2], k[3]});
+  std::vector<int64_t> pads = {win.pad_begin[0], win.pad_begin[1], win.pad_end[0], win.pad_end[1]};
+  // The bias is re-laid out for the blocked layout at build time.
+  if (n.inputs.size() > 2 && !n.inputs[2].empty() && !constant_of(g, n.inputs[2]))
+    op_util::fail(n, "a Conv bias must be a constant");
+  return WorkloadParams{{"data", x},
+                        {"kernel", k},
+                        {"strides", win.stride},
+                        {"pads", pads},
+                        {"dilation", win.dilation}};
+}
+
+template <ConvKind kind>
+std::optional<WorkloadParams> conv_row(const Graph& g, const Node& n, const Isa&) {
+  return match_conv(g, n, kind);
+}
+
+// OIHW [OC, C, KH, KW] -> [OC/ocb, C/icb, KH, KW, icb, ocb].
+std::vector<float> pack_dense_conv(const ops::Workload& w, int64_t icb, int64_t ocb,
+                                   const float* oihw) {
+  const auto &x = w.get("data"), &k = w.get("kernel");
+  return ops::oihw_to_blocked(oihw, k[0], x[1], k[2], k[3], icb, ocb);
+}
+
+// [C, 1, KH, KW] -> [C/cb, 1, KH, KW, 1, cb].
+std::vector<float> pack_depthwise(const ops::Workload& w, int64_t, int64_t cb, const float* oihw) {
+  const auto& k = w.get("kernel");
+  return ops::oihw_to_blocked(oihw, k[0], 1, k[2], k[3], 1, cb);
+}
+
+// [OC, C/G, KH, KW] -> [OC/ocb, ICg/icb, KH, KW, icb, ocb] (group_conv2d.h).
+std::vector<float> pack_grouped(const ops::Workload& w, int64_t icb, int64_t ocb,
+                                const float* oihw) {
+  const auto &x = w.get("data"), &k = w.get("kernel");
+  return ops::group_conv2d_pack_weight(oihw, x[1] / k[1], k[0], k[1], k[2], k[3], icb, ocb);
+}
+
+// ---- Gemm / MatMul ------------------------------------------------------------------
+
+// Gemm, or MatMul with a constant right operand: dense over A flattened to [M, K].
+std::optional<WorkloadParams> dense_row(const Graph& g, const Node& n, const Isa&) {
+  bool gemm = n.op_type == "Gemm";
+  if (n.inputs.size() < 2) return std::nullopt;
+  const TensorType* at = g.type_of(n.inputs[0]);
+  const Initializer* bt = constant_of(g, n.inputs[1]);
+  const TensorType* yt = g.type_of(n.outputs.at(0));
+  if (!bt || !yt || !is_f32(at) || !is_f32(&bt->type) || bt->type.shape.size() != 2 ||
+      at->shape.size() < 2)
+    return std::nullopt;
+  bool trans_b = false;
+  if (gemm) {
+    if (n.attr<int64_t>("transA").value_or(0) != 0) return std::nullopt;
+    trans_b = n.attr<int64_t>("transB").value_or(0) != 0;
+    // C is scaled by beta at build time, so a scaled C must be a constant.
+    float beta = n.attr<float>("beta").value_or(1.0f);
+    bool has_c = n.inputs.size() > 2 && !n.inputs[2].empty();
+    if (has_c && beta != 0.0f && beta != 1.0f && !constant_of(g, n.inputs[2])) return std::nullopt;
+  }
+  int64_t K = at->shape.back();
+  int64_t M = num_elements(at->shape) / K;
+  int64_t N = trans_b ? bt->type.shape[0] : bt->type.shape[1];
+  if ((trans_b ? bt->type.shape[1] : bt->type.shape[0]) != K) return std::nullopt;
+  return WorkloadParams{{"data", {M, K}}, {"weight", {K, N}}};
+}
+
+// MatMul of two activations (attention's Q K^T and P V): batch_matmul.x86
+// when the batch dimensions match or the right operand has none to broadcast.
+std::optional<WorkloadParams> batch_matmul_row(const Graph& g, const Node& n, const Isa&) {
+  if (n.inputs.size() != 2) return std::nullopt;
+  const TensorType* at = g.type_of(n.inputs[0]);
+  const TensorType* bt = g.type_of(n.inputs[1]);
+  const TensorType* yt = g.type_of(n.outputs.at(0));
+  if (!yt || !is_f32(at) || !is_f32(bt) || at->shape.size() < 3 || bt->shape.size() < 2)
+    return std::nullopt;
+  std::vector<int64_t> a_batch(at->shape.begin(), at->shape.end() - 2);
+  std::vector<int64_t> b_batch(bt->shape.begin(), bt->shape.end() - 2);
+  int64_t M = at->shape[at->shape.size() - 2], K = at->shape.back();
+  int64_t N = bt->shape.back();
+  if (bt->shape[bt->shape.size() - 2] != K) return std::nullopt;
+  int64_t B = num_elements(a_batch), Bb = num_elements(b_batch);
+  if (Bb != 1 && b_batch != a_batch) return std::nullopt;
+  return WorkloadParams{{"a", {B, M, K}}, {"b", {Bb, K, N}}};
+}
+
+}  // namespace
+
+// The table (see strategy.h). Rows of one operator are tried in this order.
+const std::vector<Strategy>& strategies() {
+  static const std::vector<Strategy> rows = {
+      {"Conv", "conv2d_NCHWc.x86", conv_row<ConvKind::kDense>, Rewrite::kBlockedConv,
+       pack_dense_conv},
+      {"Conv", "depthwise_conv2d_NCHWc.x86", conv_row<ConvKind::kDepthwise>, Rewrite::kBlockedConv,
+       pack_depthwise},
+      {"Conv", "group_conv2d_NCHWc.x86", conv_row<ConvKind::kGrouped>, Rewrite::kBlockedConv,
+       pack_grouped},
+      {"Gemm", "dense_pack.x86", dense_row, Rewrite::kDense},
+      // A MatMul dense does not cover (a non-constant B) may still be a batch_matmul.
+      {"MatMul", "dense_pack.x86", dense_row, Rewrite::kDense},
+      {"MatMul", "batch_matmul.x86", batch_matmul_row, Rewrite::kPlain},
+  };
+  return rows;
+}
+
+const Strategy* find_strategy(const std::string& op_type, const std::string& template_name) {
+  for (const Strategy& s : strategies())
+    if (op_type == s.op_type && template_name == s.template_name) return &s;
+  return nullptr;
+}
+
+}  // namespace kiln::graph

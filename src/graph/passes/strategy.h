@@ -1,0 +1,76 @@
+// The strategy table: which tunable template covers which operator on which
+// target, and how apply_templates rewrites a node it covers. One row per
+// (operator, template); select_templates tries the rows of a node's operator
+// in table order (the first row whose matcher accepts the node wins) and
+// apply_templates rewrites the node with its row's rewrite. Nothing else in
+// the graph compiler names a template.
+//
+//   op      template                      matcher                                   rewrite
+//   Conv    conv2d_NCHWc.x86              groups 1, constant f32 4-D weight         kBlockedConv
+//   Conv    depthwise_conv2d_NCHWc.x86    groups = C = OC, multiplier 1             kBlockedConv
+//   Conv    group_conv2d_NCHWc.x86        1 < groups, not depthwise                 kBlockedConv
+//   Gemm    dense_pack.x86                transA 0, constant 2-D B                  kDense
+//   MatMul  dense_pack.x86                constant 2-D B (A flattened to [M, K])    kDense
+//   MatMul  batch_matmul.x86              two activations, batch dims match or none kPlain
+//                                         on the right
+//
+// Adding a template: write it in src/ops/ (its own .h/.cc, listed in
+// ops/op_template.cc's registry), then add one row here: its operator, its
+// name, a matcher that returns its workload params for the nodes (and
+// targets: the matcher sees the target's Isa) it covers, and a rewrite kind
+// (with a weight packer for kBlockedConv). Adding a target-specific template
+// for an operator: a row with a matcher that checks the Isa, placed before
+// the rows it should win over. A new rewrite kind (a template whose graph
+// rewrite is none of these) is one more case in apply_templates.cc.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/graph.h"
+#include "ops/workload.h"
+#include "support/isa.h"
+
+namespace kiln::graph {
+
+// How apply_templates turns a covered node into template nodes.
+enum class Rewrite {
+  // Conv(x, W, b) -> LT(x: NCHW -> NCHW[ic_bn]c) -> kiln.Template(x_c, W packed by
+  // the row's pack_weight) -> Add(bias in NCHW[oc_bn]c) -> LT(NCHW[oc_bn]c -> NCHW).
+  // The template must be channel_blocked(); ic_bn and oc_bn are its layout blocks.
+  kBlockedConv,
+  // Gemm(A, B, C) / MatMul(A, B const) -> kiln.Template(A, alpha * B packed) -> Add(beta * C).
+  kDense,
+  // kiln.Template on the node's inputs as they are (batch_matmul).
+  kPlain,
+};
+
+// A constant OIHW weight in the template's weight layout, for a workload and
+// its layout blocks (input, output).
+using PackWeight = std::vector<float> (*)(const ops::Workload& w, int64_t ic_block,
+                                          int64_t oc_block, const float* oihw);
+
+using WorkloadParams = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+
+struct Strategy {
+  const char* op_type;        // the graph operator ("Conv", "Gemm", "MatMul")
+  const char* template_name;  // a registered ops template
+  // The workload params when this row covers node n on a target with `isa`,
+  // std::nullopt otherwise. Throws std::runtime_error naming the node for a
+  // node the row covers but cannot rewrite (a Conv with a runtime bias).
+  std::optional<WorkloadParams> (*match)(const Graph& g, const Node& n, const Isa& isa);
+  Rewrite rewrite;
+  PackWeight pack_weight = nullptr;  // kBlockedConv rows only
+};
+
+// Every row, in the order select_templates tries them.
+const std::vector<Strategy>& strategies();
+
+// The row that selected template `template_name` for an `op_type` node;
+// nullptr if there is none.
+const Strategy* find_strategy(const std::string& op_type, const std::string& template_name);
+
+}  // namespace kiln::graph

@@ -1,0 +1,221 @@
+#include "ops/group_conv2d.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "ops/conv2d.h"
+#include "schedule/split_apply.h"
+
+namespace kiln::ops {
+
+using namespace kiln::ir;
+using schedule::Config;
+using schedule::ConfigSpace;
+using schedule::SplitPolicy;
+
+namespace {
+
+// group_conv2d_NCHWc.x86 (see group_conv2d.h).
+class GroupConv2dNCHWc final : public OpTemplate {
+ public:
+  std::string name() const override { return "group_conv2d_NCHWc.x86"; }
+  bool channel_blocked() const override { return true; }
+
+  ConfigSpace space(const Workload& w) const override {
+    Conv2DAttrs a = attrs(w);
+    ConfigSpace space;
+    space.define_split("tile_ic", icg(a), 2, SplitPolicy::Factors, 64);
+    space.define_split("tile_oc", ocg(a), 2, SplitPolicy::Factors, 64);
+    space.define_split("tile_ow", a.out_width(), 2, SplitPolicy::All, 32);
+    space.define_knob("unroll_kw", {0, 1});
+    // Register tile beyond the width: output-channel blocks of one group and
+    // rows computed together (see conv2d_NCHWc.x86); neither changes the layout.
+    space.define_knob("oc_reg", {1, 2, 4});
+    space.define_knob("oh_reg", {1, 2, 4});
+    space.define_knob("kernel_outer", {0, 1});
+    return space;
+  }
+
+  Config fallback(const Workload& w, const Isa& isa) const override {
+    Conv2DAttrs a = attrs(w);
+    int64_t icb = detail::fallback_channel_block(icg(a));
+    int64_t ocb = detail::fallback_channel_block(ocg(a));
+    int64_t owt = detail::fallback_ow_tile(a.out_width(), ocb, isa);
+    return detail::KnobValues()
+        .split("tile_ic", icg(a), {icb})
+        .split("tile_oc", ocg(a), {ocb})
+        .split("tile_ow", a.out_width(), {owt})
+        .knob("unroll_kw", a.kernel_w <= 3)
+        .knob("oc_reg", 1)
+        .knob("oh_reg", 1)
+        .knob("kernel_outer", 0)
+        .in(space(w));
+  }
+
+  TemplateInstance compute(const Workload& w, const Config& cfg) const override {
+    Conv2DAttrs a = attrs(w);
+    auto [icb, ocb] = blocks(w, a, cfg);
+    int64_t ICgb = icg(a) / icb, OCgb = ocg(a) / ocb;
+    Tensor data = placeholder({a.batch, a.in_channels / icb, a.height, a.width, icb},
+                              DataType::f32(), "data");
+    Tensor weight = placeholder({a.out_channels / ocb, ICgb, a.kernel_h, a.kernel_w, icb, ocb},
+                                DataType::f32(), "weight");
+    Tensor pad =
+        detail::pad_spatial(data, a.pad_top, a.pad_left, a.pad_bottom, a.pad_right, "data_pad");
+    IterVar ico = reduce_axis(ICgb, "ico"), kh = reduce_axis(a.kernel_h, "kh"),
+            kw = reduce_axis(a.kernel_w, "kw"), ici = reduce_axis(icb, "ici");
+    Tensor out = ir::compute(
+        {a.batch, a.out_channels / ocb, a.out_height(), a.out_width(), ocb},
+        [&](const std::vector<Var>& i) {
+          // The group of output block i[1], and its first input block.
+          Expr group = OCgb == 1 ? Expr(i[1]) : floordiv(i[1], make_int(OCgb));
+          Expr in_block = group * ICgb + ico->var;
+          Expr h = i[2] * a.stride_h + kh->var * a.dilation_h;
+          Expr x = i[3] * a.stride_w + kw->var * a.dilation_w;
+          return sum(at(pad, i[0], in_block, h, x, ici->var) *
+                         at(weight, i[1], ico->var, kh->var, kw->var, ici->var, i[4]),
+                     {ico, kh, kw, ici});
+        },
+        "group_conv");
+    return {{data, weight}, out};
+  }
+
+  void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
+                const Config& cfg) const override {
+    auto [tile, out] = detail::prepare_anchor(sch, inst.anchor, output, name());
+    for (auto& t : input_tensors(inst.anchor)) {
+      if (t->is_placeholder) continue;
+      auto sp = sch[t];  // the padding stage: at root, rows in parallel
+      sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)}));
+      sp->vectorize(sp->axis(4));
+    }
+    int64_t oc_per_group = cfg.split("tile_oc").front();  // OCg / oc_bn
+    auto extent = [&](size_t d) { return *ir::as_const_int(out->axis(d)->dom.extent); };
+    int64_t oh = extent(2), ocb = extent(4), ow_tile = cfg.split("tile_ow").back();
+    // The register tile: oc blocks of one group (a divisor of the blocks per
+    // group) and rows, brought down (rows first) to at most 32 accumulators of
+    // 16 floats, as conv2d_NCHWc.x86 does.
+    constexpr int64_t kMaxAccumulators = 32;
+    int64_t rt_oc = detail::largest_divisor_at_most(oc_per_group, cfg.knob("oc_reg"));
+    int64_t rt_oh = detail::largest_divisor_at_most(oh, cfg.knob("oh_reg"));
+    auto accumulators = [&] { return rt_oc * rt_oh * ow_tile * ((ocb + 15) / 16); };
+    while (accumulators() > kMaxAccumulators && rt_oh > 1)
+      rt_oh = detail::largest_divisor_at_most(oh, rt_oh - 1);
+    while (accumulators() > kMaxAccumulators && rt_oc > 1)
+      rt_oc = detail::largest_divisor_at_most(oc_per_group, rt_oc - 1);
+
+    auto [oc_outer, oc_inner] = out->split(out->axis(1), rt_oc);
+    auto [oh_outer, oh_inner] = out->split(out->axis(2), rt_oh);
+    auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
+    out->reorder(
+        {out->axis(0), oc_outer, oh_outer, ow[0], oc_inner, oh_inner, ow[1], out->axis(4)});
+    // Batch x (groups x oc blocks) x rows in parallel.
+    out->parallel(out->fuse({out->axis(0), oc_outer, oh_outer}));
+    out->vectorize(out->axis(4));
+
+    tile->compute_at(out, ow[0]);
+    std::vector<IterVar> order = {tile->reduce_axis(0), tile->reduce_axis(1), tile->reduce_axis(2)};
+    if (cfg.knob("kernel_outer"))
+      order = {tile->reduce_axis(1), tile->reduce_axis(2), tile->reduce_axis(0)};
+    tile->reorder({order[0], order[1], order[2], tile->reduce_axis(3), tile->axis(1), tile->axis(2),
+                   tile->axis(3), tile->axis(4)});
+    if (cfg.knob("unroll_kw")) tile->unroll(tile->reduce_axis(2));
+    tile->unroll(tile->axis(1));
+    tile->unroll(tile->axis(2));
+    tile->unroll(tile->axis(3));
+    tile->vectorize(tile->axis(4));
+  }
+
+  double flops(const Workload& w) const override {
+    Conv2DAttrs a = attrs(w);
+    return 2.0 * a.batch * a.out_channels * a.out_height() * a.out_width() * icg(a) * a.kernel_h *
+           a.kernel_w;
+  }
+
+  std::vector<std::vector<int64_t>> input_shapes(const Workload& w,
+                                                 const Config& cfg) const override {
+    Conv2DAttrs a = attrs(w);
+    auto [icb, ocb] = blocks(w, a, cfg);
+    return {{a.batch, a.in_channels / icb, a.height, a.width, icb},
+            {a.out_channels / ocb, icg(a) / icb, a.kernel_h, a.kernel_w, icb, ocb}};
+  }
+
+  std::vector<int64_t> output_shape(const Workload& w, const Config& cfg) const override {
+    Conv2DAttrs a = attrs(w);
+    auto [icb, ocb] = blocks(w, a, cfg);
+    return {a.batch, a.out_channels / ocb, a.out_height(), a.out_width(), ocb};
+  }
+
+  void reference(const Workload& w, const Config& cfg, const std::vector<const float*>& inputs,
+                 float* output) const override {
+    Conv2DAttrs a = attrs(w);
+    auto [icb, ocb] = blocks(w, a, cfg);
+    if (inputs.size() != 2) detail::bad_workload(w, "reference needs data and weight");
+    const float *data = inputs[0], *weight = inputs[1];
+    int64_t ICo = a.in_channels / icb, OCo = a.out_channels / ocb;
+    int64_t ICgb = icg(a) / icb, OCgb = ocg(a) / ocb;
+    int64_t OH = a.out_height(), OW = a.out_width();
+    for (int64_t n = 0; n < a.batch; ++n)
+      for (int64_t oco = 0; oco < OCo; ++oco)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow)
+            for (int64_t oci = 0; oci < ocb; ++oci) {
+              double acc = 0;
+              int64_t first = (oco / OCgb) * ICgb;  // the group's first input block
+              for (int64_t ico = 0; ico < ICgb; ++ico)
+                for (int64_t kh = 0; kh < a.kernel_h; ++kh)
+                  for (int64_t kw = 0; kw < a.kernel_w; ++kw) {
+                    int64_t ih = oh * a.stride_h + kh * a.dilation_h - a.pad_top;
+                    int64_t iw = ow * a.stride_w + kw * a.dilation_w - a.pad_left;
+                    if (ih < 0 || ih >= a.height || iw < 0 || iw >= a.width) continue;
+                    const float* x =
+                        data + (((n * ICo + first + ico) * a.height + ih) * a.width + iw) * icb;
+                    const float* k =
+                        weight +
+                        (((oco * ICgb + ico) * a.kernel_h + kh) * a.kernel_w + kw) * icb * ocb;
+                    for (int64_t ici = 0; ici < icb; ++ici)
+                      acc += double(x[ici]) * double(k[ici * ocb + oci]);
+                  }
+              output[(((n * OCo + oco) * OH + oh) * OW + ow) * ocb + oci] = static_cast<float>(acc);
+            }
+  }
+
+ private:
+  static int64_t icg(const Conv2DAttrs& a) { return a.in_channels / a.groups; }
+  static int64_t ocg(const Conv2DAttrs& a) { return a.out_channels / a.groups; }
+
+  Conv2DAttrs attrs(const Workload& w) const {
+    if (w.template_name != name()) detail::bad_workload(w, "is not a " + name() + " workload");
+    if (w.dtype != "float32") detail::bad_workload(w, name() + " supports float32 only");
+    return conv2d_attrs(w, ConvKind::kGrouped);
+  }
+  std::pair<int64_t, int64_t> blocks(const Workload& w, const Conv2DAttrs& a,
+                                     const Config& cfg) const {
+    int64_t icb = cfg.split("tile_ic").back(), ocb = cfg.split("tile_oc").back();
+    if (icb < 1 || ocb < 1 || icg(a) % icb || ocg(a) % ocb)
+      detail::bad_workload(w, "channel blocks " + std::to_string(icb) + "/" + std::to_string(ocb) +
+                                  " must divide the channels per group");
+    return {icb, ocb};
+  }
+};
+
+}  // namespace
+
+const OpTemplate& group_conv2d_nchwc_template() {
+  static const GroupConv2dNCHWc t;
+  return t;
+}
+
+std::vector<float> group_conv2d_pack_weight(const float* w, int64_t groups, int64_t oc, int64_t icg,
+                                            int64_t kh, int64_t kw, int64_t icb, int64_t ocb) {
+  if (groups < 1 || oc % groups || icb < 1 || ocb < 1 || icg % icb || (oc / groups) % ocb)
+    throw std::invalid_argument("group_conv2d_pack_weight: blocks " + std::to_string(icb) + "/" +
+                                std::to_string(ocb) + " must divide the channels per group " +
+                                std::to_string(icg) + "/" +
+                                std::to_string(oc / std::max<int64_t>(groups, 1)));
+  // Output blocks never straddle groups, so the grouped layout is the dense
+  // conv's blocked layout over the group's input channels.
+  return oihw_to_blocked(w, oc, icg, kh, kw, icb, ocb);
+}
+
+}  // namespace kiln::ops
