@@ -50,6 +50,25 @@ int64_t fallback_ow_tile(int64_t out_width, int64_t channel_block, const Isa& is
   return std::max(p, d);
 }
 
+ConvRegisterTile conv_register_tile(int64_t oc_blocks, int64_t oh, int64_t ocb, const Config& cfg) {
+  constexpr int64_t kMaxTileFloats = 512, kFloatsPerLine = 16;
+  int64_t ow_tile = cfg.split("tile_ow").back();
+  ConvRegisterTile rt{largest_divisor_at_most(oc_blocks, cfg.knob("oc_reg")),
+                      largest_divisor_at_most(oh, cfg.knob("oh_reg"))};
+  auto floats = [&] {
+    return rt.oc * rt.oh * ow_tile * ((ocb + kFloatsPerLine - 1) / kFloatsPerLine) * kFloatsPerLine;
+  };
+  while (floats() > kMaxTileFloats && rt.oh > 1) rt.oh = largest_divisor_at_most(oh, rt.oh - 1);
+  while (floats() > kMaxTileFloats && rt.oc > 1)
+    rt.oc = largest_divisor_at_most(oc_blocks, rt.oc - 1);
+  return rt;
+}
+
+bool conv_tile_fits(const ConvRegisterTile& rt, int64_t ow_tile, int64_t ocb, const Isa& isa) {
+  int64_t vectors_per_column = (ocb + isa.lanes() - 1) / isa.lanes();
+  return rt.oc * rt.oh * ow_tile * vectors_per_column <= isa.vector_registers;
+}
+
 }  // namespace detail
 
 namespace {
@@ -142,7 +161,7 @@ class Conv2dNCHWc final : public OpTemplate {
       sp->vectorize(sp->axis(4));
     }
     auto extent = [&](size_t d) { return *ir::as_const_int(out->axis(d)->dom.extent); };
-    RegisterTile rt = register_tile(extent(1), extent(2), extent(4), cfg);
+    detail::ConvRegisterTile rt = detail::conv_register_tile(extent(1), extent(2), extent(4), cfg);
     auto [oc_outer, oc_inner] = out->split(out->axis(1), rt.oc);
     auto [oh_outer, oh_inner] = out->split(out->axis(2), rt.oh);
     auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
@@ -166,38 +185,12 @@ class Conv2dNCHWc final : public OpTemplate {
     tile->vectorize(tile->axis(4));
   }
 
-  // The register tile's extents in output-channel blocks and rows: the knobs'
-  // values, brought down to divisors of the extents (oco blocks of ocb
-  // channels, oh rows), and then (rows first) until the tile holds at most
-  // kMaxTileFloats accumulators counted in 64-byte lines. That bound is a
-  // compile-time guard, the same on every ISA (no config unrolls into a
-  // kernel LLVM takes minutes over); what fits an ISA's registers is fits().
-  struct RegisterTile {
-    int64_t oc = 1, oh = 1;
-  };
-  static RegisterTile register_tile(int64_t oco, int64_t oh, int64_t ocb, const Config& cfg) {
-    constexpr int64_t kMaxTileFloats = 512, kFloatsPerLine = 16;
-    int64_t ow_tile = cfg.split("tile_ow").back();
-    RegisterTile rt{detail::largest_divisor_at_most(oco, cfg.knob("oc_reg")),
-                    detail::largest_divisor_at_most(oh, cfg.knob("oh_reg"))};
-    auto floats = [&] {
-      return rt.oc * rt.oh * ow_tile * ((ocb + kFloatsPerLine - 1) / kFloatsPerLine) *
-             kFloatsPerLine;
-    };
-    while (floats() > kMaxTileFloats && rt.oh > 1)
-      rt.oh = detail::largest_divisor_at_most(oh, rt.oh - 1);
-    while (floats() > kMaxTileFloats && rt.oc > 1)
-      rt.oc = detail::largest_divisor_at_most(oco, rt.oc - 1);
-    return rt;
-  }
-
-  // The register tile's accumulators in the ISA's vectors fit its registers.
   bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {
     Conv2DAttrs a = attrs(w);
     auto [icb, ocb] = blocks(w, a, cfg);
-    RegisterTile rt = register_tile(a.out_channels / ocb, a.out_height(), ocb, cfg);
-    int64_t vectors_per_column = (ocb + isa.lanes() - 1) / isa.lanes();
-    return rt.oc * rt.oh * cfg.split("tile_ow").back() * vectors_per_column <= isa.vector_registers;
+    detail::ConvRegisterTile rt =
+        detail::conv_register_tile(a.out_channels / ocb, a.out_height(), ocb, cfg);
+    return detail::conv_tile_fits(rt, cfg.split("tile_ow").back(), ocb, isa);
   }
 
   double flops(const Workload& w) const override {

@@ -92,6 +92,22 @@ ir::Tensor pad_spatial(const ir::Tensor& data, int64_t top, int64_t left, int64_
 int64_t fallback_channel_block(int64_t channels);
 // The ow register-tile rule of the conv fallbacks (see above).
 int64_t fallback_ow_tile(int64_t out_width, int64_t channel_block, const Isa& isa);
+
+// The register tile of the conv templates (conv2d, group_conv2d) beyond the
+// width: output-channel blocks and rows computed together. The knobs oc_reg
+// and oh_reg, brought down to divisors of the extents (oc_blocks blocks of
+// ocb channels that may share a tile, oh rows), then (rows first) until the
+// tile holds at most 512 accumulator floats counted in 64-byte lines: a
+// compile-time guard, the same on every ISA (no config unrolls into a kernel
+// LLVM takes minutes over). What fits an ISA's registers is conv_tile_fits.
+struct ConvRegisterTile {
+  int64_t oc = 1, oh = 1;
+};
+ConvRegisterTile conv_register_tile(int64_t oc_blocks, int64_t oh, int64_t ocb,
+                                    const schedule::Config& cfg);
+// Whether the tile (oc x oh x ow_tile columns of ocb channels) fits the ISA's
+// vector registers, counted in the ISA's vectors.
+bool conv_tile_fits(const ConvRegisterTile& rt, int64_t ow_tile, int64_t ocb, const Isa& isa);
 }  // namespace detail
 
 }  // namespace kiln::ops

@@ -91,19 +91,11 @@ class GroupConv2dNCHWc final : public OpTemplate {
     }
     int64_t oc_per_group = cfg.split("tile_oc").front();  // OCg / oc_bn
     auto extent = [&](size_t d) { return *ir::as_const_int(out->axis(d)->dom.extent); };
-    int64_t oh = extent(2), ocb = extent(4), ow_tile = cfg.split("tile_ow").back();
+    int64_t oh = extent(2), ocb = extent(4);
     // The register tile: oc blocks of one group (a divisor of the blocks per
-    // group) and rows, brought down (rows first) to at most 32 accumulators of
-    // 16 floats, as conv2d_NCHWc.x86 does.
-    constexpr int64_t kMaxAccumulators = 32;
-    int64_t rt_oc = detail::largest_divisor_at_most(oc_per_group, cfg.knob("oc_reg"));
-    int64_t rt_oh = detail::largest_divisor_at_most(oh, cfg.knob("oh_reg"));
-    auto accumulators = [&] { return rt_oc * rt_oh * ow_tile * ((ocb + 15) / 16); };
-    while (accumulators() > kMaxAccumulators && rt_oh > 1)
-      rt_oh = detail::largest_divisor_at_most(oh, rt_oh - 1);
-    while (accumulators() > kMaxAccumulators && rt_oc > 1)
-      rt_oc = detail::largest_divisor_at_most(oc_per_group, rt_oc - 1);
-
+    // group) and rows, as conv2d_NCHWc.x86's.
+    detail::ConvRegisterTile rt = detail::conv_register_tile(oc_per_group, oh, ocb, cfg);
+    int64_t rt_oc = rt.oc, rt_oh = rt.oh;
     auto [oc_outer, oc_inner] = out->split(out->axis(1), rt_oc);
     auto [oh_outer, oh_inner] = out->split(out->axis(2), rt_oh);
     auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
@@ -124,6 +116,14 @@ class GroupConv2dNCHWc final : public OpTemplate {
     tile->unroll(tile->axis(2));
     tile->unroll(tile->axis(3));
     tile->vectorize(tile->axis(4));
+  }
+
+  bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {
+    Conv2DAttrs a = attrs(w);
+    auto [icb, ocb] = blocks(w, a, cfg);
+    detail::ConvRegisterTile rt =
+        detail::conv_register_tile(cfg.split("tile_oc").front(), a.out_height(), ocb, cfg);
+    return detail::conv_tile_fits(rt, cfg.split("tile_ow").back(), ocb, isa);
   }
 
   double flops(const Workload& w) const override {
