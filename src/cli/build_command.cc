@@ -41,7 +41,7 @@ const char* kBuildUsage =
     "  --no-borrow        never use a config tuned for a nearby shape of the same template,\n"
     "                     nor one from another ISA class's shipped log\n"
     "  --dump-kernels DIR write each kernel's LLVM IR (.ll) and assembly (.s) into DIR\n"
-    "  --time-report      print the slowest kernels' compile times\n"
+    "  --time-report      print the slowest kernels' compile times and estimated sizes\n"
     "Configs come from DB, else the shipped logs for this CPU's ISA class (logs/*.jsonl), else\n"
     "a nearby shape's record whose config is legal here, else the template's fallback; the\n"
     "report names each.\n";
@@ -172,7 +172,8 @@ void require_tuned(const BuildArgs& a, const std::vector<std::string>& workloads
                              "the shipped logs (--require-tuned):" + missing);
 }
 
-// --time-report: the total and the slowest kernels' compile times.
+// --time-report: the total and the slowest kernels' compile times, each with
+// its estimated size (schedule/code_size.h).
 void print_time_report(const driver::BuiltModule& m) {
   std::vector<driver::BuiltModule::CompileTime> t = m.compile_times;
   double total = 0;
@@ -180,8 +181,24 @@ void print_time_report(const driver::BuiltModule& m) {
   std::sort(t.begin(), t.end(), [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
   std::printf("compile time: %.2f s over %zu kernels (summed over threads); slowest:\n", total,
               t.size());
-  for (size_t i = 0; i < t.size() && i < 10; ++i)
-    std::printf("  %8.3f s  %-10s %s\n", t[i].seconds, t[i].func.c_str(), t[i].label.c_str());
+  for (size_t i = 0; i < t.size() && i < 5; ++i)
+    std::printf("  %8.3f s  %-10s %9lld est. ops  %s\n", t[i].seconds, t[i].func.c_str(),
+                static_cast<long long>(t[i].code_size), t[i].label.c_str());
+}
+
+// One line per kernel whose unrolling the compile-time budget demoted: its
+// code is not what its config asked for, so a build says so.
+void print_demotions(const driver::BuiltModule& m) {
+  for (const auto& d : m.demotions) {
+    std::string loops;
+    for (const std::string& l : d.loops) loops += (loops.empty() ? "" : ", ") + l;
+    std::printf(
+        "compile budget: %s (%s) estimated at %lld ops, over the budget of %lld: unrolled "
+        "loop%s %s made serial (now %lld ops)\n",
+        d.func.c_str(), d.label.c_str(), static_cast<long long>(d.size_before),
+        static_cast<long long>(d.budget), d.loops.size() == 1 ? "" : "s", loops.c_str(),
+        static_cast<long long>(d.size_after));
+  }
 }
 
 // "tuned: N of M workloads (...)" and the borrowed ones, each with its donor.
@@ -255,6 +272,7 @@ int run_build(const std::vector<std::string>& args) {
               a.model.c_str(), a.output.c_str(), m.funcs.size(), templated, m.generic_kernels,
               secs);
   if (a.time_report) print_time_report(m);
+  print_demotions(m);
   if (!a.tuning_log.empty() || !tuned.empty()) print_tuned(m, tuned);
   std::printf("configs: %zu of %zu workloads configured", configured, m.workloads.size());
   if (configured < m.workloads.size()) {

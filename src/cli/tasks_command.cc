@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <stdexcept>
+#include <string>
 
 #include "codegen/target.h"
 #include "driver/build.h"
@@ -24,7 +26,9 @@ const char* kTasksUsage =
     "  GFLOP per call, weight (share of the estimated latency, every workload assumed\n"
     "  at the same GFLOP/s), tuned, trials, best GFLOP/s, workload key.\n"
     "  --input-shapes S   bind dynamic axes, e.g. \"input:[1,3,224,224]\" (every model)\n"
-    "  --tuning-log DB    records database: fills the tuned, trials and best GFLOP/s columns\n";
+    "  --tuning-log DB    records database: fills the tuned, trials and best GFLOP/s columns\n"
+    "                     and lists each task's failed trials by error class (compile_budget,\n"
+    "                     timeout, wrong_result, ...) below the table\n";
 
 struct TasksArgs {
   std::vector<std::string> models;
@@ -94,11 +98,21 @@ int run_tasks(const std::vector<std::string>& args) {
     db = tuner::RecordDB::open(a.tuning_log, tuner::RecordDB::Mode::kMustExist);
     tkey = tuner::TargetKey::for_target(codegen::Target::host(), kiln_get_num_threads()).key();
   }
+  // Per task with failed trials: how many of each error class
+  // (compile_budget, timeout, ...), printed below the table.
+  std::vector<std::string> failures;
   for (size_t i = 0; i < tasks.size(); ++i) {
     const tuner::Task& t = tasks[i];
     std::string tuned = "-", trials = "-", best = "-";
     if (db) {
       std::vector<tuner::Record> rs = db->records(t.workload_key, tkey);
+      std::map<std::string, int> by_class;
+      for (const tuner::Record& r : rs)
+        if (r.error != tuner::ErrorClass::kOk) ++by_class[tuner::to_string(r.error)];
+      std::string line;
+      for (const auto& [name, n] : by_class)
+        line += (line.empty() ? "" : ", ") + std::to_string(n) + " " + name;
+      if (!line.empty()) failures.push_back("  task " + std::to_string(i) + ": " + line);
       std::optional<tuner::Record> b = db->best(t.workload_key, tkey);
       tuned = b ? "yes" : "no";
       trials = std::to_string(rs.size());
@@ -111,6 +125,10 @@ int run_tasks(const std::vector<std::string>& args) {
     std::printf("%3zu  %-*s %5d %11.4f %6.1f%% %6s %7s %13s  %s\n", i, w, t.template_name.c_str(),
                 t.count, t.flops / 1e9, 100 * t.weight, tuned.c_str(), trials.c_str(), best.c_str(),
                 t.workload_key.c_str());
+  }
+  if (!failures.empty()) {
+    std::printf("failed trials:\n");
+    for (const std::string& f : failures) std::printf("%s\n", f.c_str());
   }
   return 0;
 }

@@ -37,7 +37,7 @@ const char* kTuneUsage =
     "                 [--target TARGET] [--free-layout]\n"
     "                 [--number N] [--repeat N] [--min-repeat-ms MS] [--timeout S] [--report "
     "OUT.json]\n"
-    "                 [--runner COMMAND]\n"
+    "                 [--runner COMMAND] [--compile-budget S]\n"
     "  --trials N         trials per task in total, measured ones of earlier runs included "
     "(default 64)\n"
     "  --tuner T          xgb (cost model + simulated annealing, default), random, grid, ga\n"
@@ -52,6 +52,9 @@ const char* kTuneUsage =
     "                     `kiln-measure-worker --serve` there, e.g. \"ssh pi@device\n"
     "                     kiln-measure-worker --serve\"; this machine compiles each candidate\n"
     "                     for --target and sends it; the device verifies and times it\n"
+    "  --compile-budget S a candidate that took longer than S seconds to compile is recorded\n"
+    "                     as compile_budget, not run (default 20; one whose estimated code size\n"
+    "                     is over the budget is never compiled)\n"
     "Re-running resumes: configs already in DB are not measured again. Ctrl-C stops after the\n"
     "measurement in flight; everything measured is stored.\n"
     "Exit status: 0 when every task finished (trials, early stopping or space exhausted), 3 when\n"
@@ -113,6 +116,8 @@ TuneArgs parse_args(const std::vector<std::string>& args) {
       a.measure.min_repeat_ms = number();
     else if (s == "--timeout")
       a.measure.timeout_s = number();
+    else if (s == "--compile-budget")
+      a.measure.compile_budget_s = number();
     else if (s == "--report")
       a.report = value();
     else if (s == "--free-layout")

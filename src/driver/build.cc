@@ -17,6 +17,7 @@
 #include "graph/passes/pipeline.h"
 #include "graph/passes/propagate_layout.h"
 #include "graph/passes/select_templates.h"
+#include "schedule/code_size.h"
 #include "support/version.h"
 
 namespace kiln::driver {
@@ -188,8 +189,14 @@ BuiltModule assemble(const Graph& g, const std::vector<graph::FusedGroup>& group
   m.graph_json = describe(g, groups, kernels, table, plan, target).dump(1);
   for (const auto& [pname, value] : table.params)
     m.params.emplace_back(pname, g.initializers.at(value));
-  for (GroupKernel& k : kernels) {
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    GroupKernel& k = kernels[i];
     if (k.workload.empty()) ++m.generic_kernels;
+    std::string label = graph::group_label(g, groups[i]) + "_" + std::to_string(i);
+    m.compile_times.push_back({k.func.name, label, 0, k.code_size});
+    if (!k.demoted.empty())
+      m.demotions.push_back({k.func.name, label, k.code_size_before, k.code_size,
+                             schedule::kDefaultCodeBudget, k.demoted});
     m.funcs.push_back(std::move(k.func));
   }
   return m;
@@ -197,13 +204,10 @@ BuiltModule assemble(const Graph& g, const std::vector<graph::FusedGroup>& group
 
 // Native code for every kernel (compiled in parallel, one object each),
 // with each kernel's compile time.
-void generate_code(BuiltModule& m, const std::vector<graph::FusedGroup>& groups, const Graph& g,
-                   const codegen::Target& target) {
+void generate_code(BuiltModule& m, const codegen::Target& target) {
   std::vector<codegen::CompiledKernel> compiled = codegen::compile_kernels(m.funcs, target);
   for (size_t i = 0; i < compiled.size(); ++i) {
-    m.compile_times.push_back({compiled[i].name,
-                               graph::group_label(g, groups[i]) + "_" + std::to_string(i),
-                               compiled[i].seconds});
+    m.compile_times.at(i).seconds = compiled[i].seconds;  // func, label, size: assemble()
     m.objects.push_back(std::move(compiled[i].object));
   }
 }
@@ -231,7 +235,7 @@ BuiltModule run_build(ModelSource model, const BuildOptions& o) {
   graph::passes::MemoryPlan plan = plan_storage(g, kernels, table);
   BuiltModule m = assemble(g, groups, std::move(kernels), table, plan, o.target);
   m.workloads = count_workloads(uses);
-  generate_code(m, groups, g, o.target);
+  generate_code(m, o.target);
   if (!o.dump_kernels_dir.empty()) dump_kernels(m.funcs, o.target, o.dump_kernels_dir);
   if (!o.output_path.empty()) write_package(m, o.target, o.output_path, o.format);
   return m;

@@ -61,8 +61,17 @@ struct BuiltModule {
   struct CompileTime {
     std::string func, label;
     double seconds = 0;
+    int64_t code_size = 0;  // estimated operations (schedule/code_size.h)
   };
   std::vector<CompileTime> compile_times;
+  // Kernels whose unrolling the compile-time budget demoted (some unrolled
+  // loops made serial), in kernel order.
+  struct Demotion {
+    std::string func, label;
+    int64_t size_before = 0, size_after = 0, budget = 0;
+    std::vector<std::string> loops;  // loop variables made serial
+  };
+  std::vector<Demotion> demotions;
   std::string graph_json;  // mod.json (docs/package-format.md)
   std::vector<std::pair<std::string, graph::Initializer>> params;  // mod.params, by name
   std::vector<WorkloadUse> workloads;

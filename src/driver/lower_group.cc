@@ -253,8 +253,23 @@ struct GroupBuilder {
   }
 };
 
+// Lowers sch into k.func within the compile-time budget, keeping what the
+// budget did (kiln build --time-report says it).
+void lower_within_budget(GroupKernel& k, const schedule::Schedule& sch,
+                         const std::vector<ir::Tensor>& args, const std::string& func_name,
+                         int64_t vector_lanes) {
+  schedule::LowerOptions o;
+  o.vector_bits = static_cast<int>(std::max<int64_t>(1, vector_lanes) * 32);
+  schedule::LowerReport report;
+  o.report = &report;
+  k.func = schedule::lower(sch, args, func_name, o);
+  k.code_size = report.code_size;
+  k.code_size_before = report.code_size_before;
+  k.demoted = report.demoted;
+}
+
 GroupKernel lower_group_template(const Graph& g, const graph::FusedGroup& group,
-                                 const std::string& func_name) {
+                                 const std::string& func_name, int64_t vector_lanes) {
   const Node& anchor = g.nodes[static_cast<size_t>(group.anchor)];
   const ops::OpTemplate& t = ops::get_template(*anchor.attr<std::string>("template"));
   ops::Workload w = ops::Workload::parse(*anchor.attr<std::string>("workload"));
@@ -306,7 +321,7 @@ GroupKernel lower_group_template(const Graph& g, const graph::FusedGroup& group,
   t.schedule(sch, inst, out, cfg);
   b.k.workload = w.key();
   b.k.flops = t.flops(w);
-  b.k.func = schedule::lower(sch, b.arg_tensors, func_name);
+  lower_within_budget(b.k, sch, b.arg_tensors, func_name, vector_lanes);
   return b.k;
 }
 
@@ -326,14 +341,14 @@ GroupKernel lower_group_generic(const Graph& g, const graph::FusedGroup& group,
   }
   b.k.flops = estimate_flops(outputs);
   schedule::Schedule sch = ops::schedule_generic(outputs, vector_lanes);
-  b.k.func = schedule::lower(sch, b.arg_tensors, func_name);
+  lower_within_budget(b.k, sch, b.arg_tensors, func_name, vector_lanes);
   return b.k;
 }
 
 GroupKernel lower_group(const Graph& g, const graph::FusedGroup& group,
                         const std::string& func_name, int64_t vector_lanes) {
   if (group.anchor >= 0 && g.nodes[static_cast<size_t>(group.anchor)].op_type == "kiln.Template")
-    return lower_group_template(g, group, func_name);
+    return lower_group_template(g, group, func_name, vector_lanes);
   return lower_group_generic(g, group, func_name, vector_lanes);
 }
 

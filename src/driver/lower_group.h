@@ -20,6 +20,11 @@ struct GroupKernel {
   std::string workload;  // template workload key; "" for generically scheduled groups
   bool tuned = false;    // the config came from a record or --config, not the fallback
   double flops = 0;
+  // The compile-time budget (schedule/code_size.h): the kernel's estimated
+  // operations as lowered, before any demotion, and the unrolled loops made
+  // serial to fit it (empty: none).
+  int64_t code_size = 0, code_size_before = 0;
+  std::vector<std::string> demoted;
 };
 
 // Builds the kernel of `group` named `func_name`: through its template when

@@ -7,6 +7,7 @@
 
 #include "ir/printer.h"
 #include "ir/simplify.h"
+#include "schedule/code_size.h"
 #include "schedule/schedule_ops.h"
 #include "schedule/storage_flatten.h"
 #include "schedule/unroll_loops.h"
@@ -44,6 +45,21 @@ std::map<const TensorNode*, Buffer> arg_buffers(const Schedule& sch,
   return m;
 }
 
+// The compile-time budget (schedule/code_size.h): demotes unrolled loops of a
+// kernel over it, or throws CodeBudgetExceeded.
+Stmt fit_budget(const Stmt& s, const std::string& name, const LowerOptions& o) {
+  CodeBudgetResult r = o.demote_over_budget ? fit_code_budget(s, o.code_budget, o.vector_bits)
+                                            : fit_code_budget(s, 0, o.vector_bits);
+  if (!o.demote_over_budget && o.code_budget > 0 && r.size_before > o.code_budget)
+    throw CodeBudgetExceeded(name, r.size_before, o.code_budget);
+  if (o.report) {
+    o.report->code_size = r.size_after;
+    o.report->code_size_before = r.size_before;
+    o.report->demoted = r.demoted;
+  }
+  return r.stmt;
+}
+
 }  // namespace
 
 LoweredFunc lower(const Schedule& sch, const std::vector<Tensor>& args, const std::string& name) {
@@ -64,6 +80,8 @@ LoweredFunc lower(const Schedule& sch, const std::vector<Tensor>& args, const st
   trace("simplify", s);
   s = vectorize_loops(s);
   trace("vectorize_loops", s);
+  s = fit_budget(s, name, options);
+  trace("fit_budget", s);
   if (options.unroll) {
     s = unroll_loops(s);
     trace("unroll_loops", s);

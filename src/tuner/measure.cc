@@ -87,10 +87,12 @@ struct Built {
   std::string so_path, symbol;
   double flops = 0;
   double compile_s = 0;
+  int64_t code_size = 0;
 };
 
 Built build_candidate(const MeasureInput& in, const std::string& fault,
-                      const codegen::Target& target, const fs::path& so_path) {
+                      const codegen::Target& target, const fs::path& so_path,
+                      const MeasureOptions& o) {
   Built b;
   auto t0 = Clock::now();
   auto fail = [&](ErrorClass e, const std::string& msg) {
@@ -125,16 +127,37 @@ Built build_candidate(const MeasureInput& in, const std::string& fault,
     if (fault == "compile")
       throw std::runtime_error("planted compile fault (fault_injection=\"compile\")");
     ops::Kernel k = ops::make_kernel(*t, w, cfg);
-    ir::LoweredFunc f = schedule::lower(k.sch, k.args, k.name);
+    // Over the budget the candidate is rejected, not demoted: its config asks
+    // for that unrolling, and a demoted kernel would be timed under its name.
+    schedule::LowerOptions lo;
+    lo.code_budget = o.code_budget;
+    lo.vector_bits = target.isa().vector_bits;
+    lo.demote_over_budget = false;
+    schedule::LowerReport report;
+    lo.report = &report;
+    ir::LoweredFunc f = schedule::lower(k.sch, k.args, k.name, lo);
+    b.code_size = report.code_size;
     codegen::build_shared_library({f}, target, so_path.string());
     b.so_path = so_path.string();
     b.symbol = k.name;
+  } catch (const schedule::CodeBudgetExceeded& e) {
+    b.code_size = e.size;
+    return fail(ErrorClass::kCompileBudget, e.what());
   } catch (const std::exception& e) {
     return fail(ErrorClass::kCompileError, e.what());
   } catch (...) {
     return fail(ErrorClass::kCompileError, "unknown exception while compiling");
   }
   b.compile_s = seconds_since(t0);
+  if (o.compile_budget_s > 0 && b.compile_s > o.compile_budget_s) {
+    b.error = ErrorClass::kCompileBudget;
+    b.message = "compiling took " + json(b.compile_s).dump() + " s, over the compile budget of " +
+                json(o.compile_budget_s).dump() + " s (estimated " + std::to_string(b.code_size) +
+                " operations)";
+    std::error_code ec;
+    fs::remove(b.so_path, ec);
+    b.so_path.clear();
+  }
   return b;
 }
 
@@ -150,7 +173,7 @@ std::vector<Built> build_all(const std::vector<MeasureInput>& inputs, const code
   auto work = [&] {
     for (size_t i; (i = next++) < inputs.size();)
       built[i] = build_candidate(inputs[i], fault_of(o, i), target,
-                                 dir / ("cand-" + std::to_string(i) + ".so"));
+                                 dir / ("cand-" + std::to_string(i) + ".so"), o);
   };
   size_t n = std::clamp<size_t>(o.compile_threads, 1, std::max<size_t>(inputs.size(), 1));
   std::vector<std::thread> pool;
@@ -301,6 +324,7 @@ std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs
     MeasureResult& r = results[i];
     const Built& b = built[i];
     r.compile_s = b.compile_s;
+    r.code_size = b.code_size;
     if (b.error != ErrorClass::kOk) {
       r.error = b.error;
       r.message = b.message;

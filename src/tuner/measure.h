@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "codegen/target.h"
+#include "schedule/code_size.h"
 #include "tuner/error_class.h"
 
 namespace kiln::tuner {
@@ -56,9 +57,16 @@ struct MeasureOptions {
   double timeout_s = 10;
   bool flush_cache = true;  // overwrite a buffer larger than the LLC before each repeat
   int compile_threads = 2;  // candidates lowered and linked concurrently
-  double rtol = 1e-4;       // max|out - ref| / max|ref| allowed
-  int num_threads = 0;      // kernel threads in the worker; 0 = the runtime's default
-  uint64_t seed = 42;       // of the random inputs
+  // The compile-time budget: a candidate whose estimated size
+  // (schedule::estimate_code_size, after unrolling) is over code_budget is
+  // not compiled, and one whose compile took longer than compile_budget_s
+  // (wall clock: candidates compile in threads and cannot be stopped) is not
+  // run; both are results of class kCompileBudget. <= 0: no such budget.
+  int64_t code_budget = schedule::kDefaultCodeBudget;
+  double compile_budget_s = 20;
+  double rtol = 1e-4;   // max|out - ref| / max|ref| allowed
+  int num_threads = 0;  // kernel threads in the worker; 0 = the runtime's default
+  uint64_t seed = 42;   // of the random inputs
   // Folder shared by the workers for reference outputs (see
   // WorkerArgs::reference_cache); empty: each worker computes its own.
   std::string reference_cache;
@@ -98,6 +106,7 @@ struct MeasureResult {
   std::vector<double> times_ms;  // per repeat: milliseconds per kernel call
   double gflops = 0;             // template flops / median of times_ms
   double compile_s = 0;          // lower + codegen + link wall time
+  int64_t code_size = 0;         // estimated operations (schedule/code_size.h); 0: not lowered
   double run_s = 0;              // worker wall time (spawn to exit)
   int64_t number_used = 0;       // calls per repeat after min_repeat_ms growth
   double max_rel_err = -1;       // of the verification run; -1 when it did not happen

@@ -30,6 +30,7 @@ constexpr ErrorName kErrorNames[] = {
     {ErrorClass::kTimeout, "timeout"},
     {ErrorClass::kWrongResult, "wrong_result"},
     {ErrorClass::kInvalidConfig, "invalid_config"},
+    {ErrorClass::kCompileBudget, "compile_budget"},
 };
 
 }  // namespace

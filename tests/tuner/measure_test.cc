@@ -361,6 +361,54 @@ TEST(ErrorClassNames, AreStable) {
   EXPECT_STREQ(to_string(ErrorClass::kTimeout), "timeout");
   EXPECT_STREQ(to_string(ErrorClass::kWrongResult), "wrong_result");
   EXPECT_STREQ(to_string(ErrorClass::kInvalidConfig), "invalid_config");
+  EXPECT_STREQ(to_string(ErrorClass::kCompileBudget), "compile_budget");
+}
+
+// The compile budget: a candidate whose estimated size is over it is
+// classified without being compiled or run (a config of the template's own
+// space that LLVM would take minutes over comes back in well under a
+// second), one whose compile took longer than compile_budget_s is not run,
+// and a candidate within both is measured as usual.
+TEST(Measure, OverBudgetCandidatesAreClassifiedNotMeasured) {
+  MeasureOptions o = base_options();
+  // dense_pack 197x768x768 with 8 x 32-column tiles unrolled over k by 32,
+  // rows guarded (197): estimated at ~558k operations; LLVM took 32 s on it.
+  ops::Workload big = ops::dense_workload("dense_pack.x86", {197, 768, 768});
+  const ops::OpTemplate& t = ops::get_template(big.template_name);
+  std::string big_cfg = ops::detail::KnobValues()
+                            .split("tile_y", 197, {8, 8})
+                            .split("tile_x", 768, {16, 32})
+                            .split("tile_k", 768, {32})
+                            .knob("tile_order", 1)
+                            .in(t.space(big))
+                            .to_json();
+  std::vector<MeasureInput> inputs = {{big.key(), big_cfg}, fallback_input(dense_w())};
+  auto t0 = Clock::now();
+  std::vector<MeasureResult> rs = measure_batch(inputs, host(), o);
+  double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_EQ(rs.size(), 2u);
+  expect_error(rs[0], ErrorClass::kCompileBudget, "compile budget", "over the code budget");
+  EXPECT_GT(rs[0].code_size, o.code_budget);
+  EXPECT_EQ(rs[0].run_s, 0) << "an over-budget candidate must not run";
+  EXPECT_LT(rs[0].compile_s, 5) << "an over-budget candidate must not be compiled";
+  expect_good(rs[1], o, "within the budget");
+  EXPECT_GT(rs[1].code_size, 0);
+  EXPECT_LE(rs[1].code_size, o.code_budget);
+  EXPECT_LT(wall, 30);
+
+  // A budget the small dense is over, and a compile budget nothing meets.
+  MeasureOptions tiny = base_options();
+  tiny.code_budget = 10;
+  MeasureResult r = measure_batch({fallback_input(dense_w())}, host(), tiny).at(0);
+  expect_error(r, ErrorClass::kCompileBudget, "over the compile budget of 10", "tiny budget");
+  EXPECT_EQ(r.run_s, 0);
+
+  MeasureOptions slow = base_options();
+  slow.compile_budget_s = 1e-6;
+  r = measure_batch({fallback_input(dense_w())}, host(), slow).at(0);
+  expect_error(r, ErrorClass::kCompileBudget, "compiling took", "compile wall clock");
+  EXPECT_EQ(r.run_s, 0) << "a candidate over the compile budget must not run";
+  EXPECT_GT(r.compile_s, slow.compile_budget_s);
 }
 
 }  // namespace

@@ -135,9 +135,11 @@ void expect_throw_with(F&& f, const std::vector<std::string>& parts) {
 // ---- error classes and target keys ------------------------------------------------------------
 
 TEST(ErrorClassTest, NamesRoundTrip) {
-  for (ErrorClass e : {ErrorClass::kOk, ErrorClass::kCompileError, ErrorClass::kRuntimeError,
-                       ErrorClass::kTimeout, ErrorClass::kWrongResult, ErrorClass::kInvalidConfig})
+  for (ErrorClass e :
+       {ErrorClass::kOk, ErrorClass::kCompileError, ErrorClass::kRuntimeError, ErrorClass::kTimeout,
+        ErrorClass::kWrongResult, ErrorClass::kInvalidConfig, ErrorClass::kCompileBudget})
     EXPECT_EQ(kiln::tuner::parse_error_class(to_string(e)), e) << to_string(e);
+  EXPECT_STREQ(to_string(ErrorClass::kCompileBudget), "compile_budget");
   EXPECT_STREQ(to_string(ErrorClass::kRuntimeError), "runtime_error");
   expect_throw_with<std::invalid_argument>([] { kiln::tuner::parse_error_class("crashed"); },
                                            {"crashed", "runtime_error"});
@@ -214,6 +216,33 @@ TEST(TargetKeyTest, KeyParsesBack) {
         std::string("llvm; features=; threads=4; kiln=1"),
         std::string("llvm; feature=; threads=4; kiln=1; llvm=2")})
     expect_throw_with<std::invalid_argument>([&] { TargetKey::parse(bad); }, {bad});
+}
+
+// A candidate rejected by the compile budget is a stored record like any
+// failure: it reads back, exports and imports as "compile_budget", and a
+// later search does not try its config again.
+TEST_F(RecordsTest, CompileBudgetRecordsRoundTrip) {
+  std::string path = file("budget.db");
+  RecordDB db = RecordDB::open(path);
+  const std::string w = "dense_pack.x86(data=[197,768],weight=[768,768],dtype=float32)";
+  Record big = make(w, "{\"tile\":64}", {}, ErrorClass::kCompileBudget, 20);
+  big.error_message = "kernel 'dense_pack' is estimated at 558433 operations after unrolling";
+  db.add(big);
+  ASSERT_EQ(db.records(w, kTarget).size(), 1u);
+  EXPECT_EQ(db.records(w, kTarget)[0], big);
+  EXPECT_EQ(db.records(w, kTarget)[0].error, ErrorClass::kCompileBudget);
+  EXPECT_TRUE(db.has_config(w, kTarget, "{\"tile\":64}"));
+  EXPECT_FALSE(db.best(w, kTarget).has_value());
+
+  std::string line = kiln::tuner::record_to_json_line(big);
+  EXPECT_NE(line.find("\"compile_budget\""), std::string::npos) << line;
+  EXPECT_EQ(kiln::tuner::record_from_json_line(line), big);
+
+  std::string jsonl = file("budget.jsonl");
+  EXPECT_EQ(db.export_jsonl(jsonl), 1u);
+  RecordDB other = RecordDB::open(file("other.db"));
+  EXPECT_EQ(other.import_jsonl(jsonl), 1u);
+  EXPECT_EQ(other.records(w, kTarget), std::vector<Record>({big}));
 }
 
 // ---- schema, versions, migration ----------------------------------------------------------------
