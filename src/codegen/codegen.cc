@@ -220,6 +220,25 @@ std::unique_ptr<JitModule> jit_compile(const std::vector<ir::LoweredFunc>& funcs
 
 // ---- text ---------------------------------------------------------------------------
 
+std::string kernel_signature(const ir::LoweredFunc& f) {
+  std::string s;
+  for (size_t i = 0; i < f.args.size(); ++i) {
+    const ir::Buffer& b = f.args[i];
+    int64_t elements = 1;
+    bool known = true;
+    for (const ir::Expr& d : b->shape) {
+      const int64_t* v = ir::as_const_int(d);
+      if (!v) {
+        known = false;
+        break;
+      }
+      elements *= *v;
+    }
+    s += (i ? ";" : "") + b->dtype.str() + ":" + (known ? std::to_string(elements) : "?");
+  }
+  return s;
+}
+
 std::string emit_llvm_ir(const std::vector<ir::LoweredFunc>& funcs, const Target& target,
                          bool optimized) {
   Built b = build(funcs, target, optimized);

@@ -45,6 +45,15 @@ std::unique_ptr<JitModule> jit_compile(const std::vector<ir::LoweredFunc>& funcs
 // data: bytes to embed as exported read-only symbols `name` (uint8_t[]) and
 // `name_size` (uint64_t) — a self-contained package carries its graph and
 // weights this way.
+// A kernel's argument signature, "DTYPE:ELEMENTS;..." per argument in order
+// ("float32:150528;float32:36864;float32:200704"; "DTYPE:?" for a buffer
+// whose shape is not constant). Every compiled kernel `NAME` comes with a
+// constant NUL-terminated string `NAME_signature` holding it, so that the
+// runtime can check a package's mod.json against the code it calls before
+// running anything (a kernel given fewer or smaller buffers than it was
+// compiled for would write past them).
+std::string kernel_signature(const ir::LoweredFunc& f);
+
 struct DataSymbol {
   std::string name;
   std::string bytes;

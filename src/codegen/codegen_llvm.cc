@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "codegen/codegen.h"
 #include "codegen/intrinsics.h"
 #include "codegen/lower_llvm.h"
 #include "ir/functor.h"
@@ -90,6 +91,7 @@ class CodeGenLLVM {
       if (!names.insert(f.name).second) fail("two kernels are named '" + f.name + "'");
       if (!f.body) fail("kernel '" + f.name + "' has no body");
       emit_kernel(f);
+      emit_signature(f);
     }
     std::string err;
     llvm::raw_string_ostream os(err);
@@ -203,6 +205,15 @@ class CodeGenLLVM {
     state_ = std::move(saved);
     b_.restoreIP(ip);
     return f;
+  }
+
+  // NAME_signature: the kernel's argument signature (codegen.h), checked by the runtime.
+  void emit_signature(const LoweredFunc& func) {
+    llvm::Constant* text = llvm::ConstantDataArray::getString(ctx_, kernel_signature(func), true);
+    auto* gv = new llvm::GlobalVariable(*module_, text->getType(), true,
+                                        llvm::GlobalValue::ExternalLinkage, text,
+                                        func.name + "_signature");
+    gv->setAlignment(llvm::Align(1));
   }
 
   void emit_kernel(const LoweredFunc& func) {

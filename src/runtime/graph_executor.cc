@@ -131,6 +131,8 @@ struct GraphExecutor::Impl {
                                      std::vector<std::string>* names);
   void load_params(const GraphReader& r, const json& g, Package& pkg);
   void read_kernels(const GraphReader& r, const json& g);
+  void check_signature(const GraphReader& r, const std::string& where, const std::string& func,
+                       const std::vector<const TensorInfo*>& args) const;
   void check_requirements(const GraphReader& r, const json& g) const;
 };
 
@@ -279,6 +281,41 @@ void GraphExecutor::Impl::load_params(const GraphReader& r, const json& g, Packa
   pkg.params.clear();  // copied into the storages
 }
 
+// The arguments mod.json passes a kernel against the signature compiled
+// into the library with it (FUNC_signature, "DTYPE:ELEMENTS;...", see
+// codegen::kernel_signature): a kernel handed fewer, other or smaller
+// buffers than it was compiled for would read and write past them, so an
+// edited mod.json that disagrees is corrupt before anything runs.
+void GraphExecutor::Impl::check_signature(const GraphReader& r, const std::string& where,
+                                          const std::string& func,
+                                          const std::vector<const TensorInfo*>& args) const {
+  const char* sig = static_cast<const char*>(module->find_symbol(func + "_signature"));
+  if (!sig)
+    r.bad(where, library_member + " has no signature for '" + func +
+                     "' (a package of an older kiln: build it again)");
+  std::vector<std::string> want;
+  std::string text = sig;
+  for (size_t start = 0; !text.empty();) {
+    size_t end = text.find(';', start);
+    want.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  std::string passed;
+  bool ok = want.size() == args.size();
+  for (size_t i = 0; i < args.size(); ++i) {
+    int64_t elements = 1;
+    for (int64_t d : args[i]->shape) elements *= d;
+    std::string got = args[i]->dtype.str() + ":" + std::to_string(elements);
+    passed += (i ? ";" : "") + got;
+    if (ok && got != want[i] && want[i] != args[i]->dtype.str() + ":?") ok = false;
+  }
+  if (!ok)
+    r.bad(where, "passes " + std::to_string(args.size()) + " arguments (" + passed + ") but " +
+                     library_member + "'s " + func + " was compiled for " +
+                     std::to_string(want.size()) + " (" + text + ")");
+}
+
 void GraphExecutor::Impl::read_kernels(const GraphReader& r, const json& g) {
   const json& list = r.array(g, "kernels", "top level");
   for (size_t i = 0; i < list.size(); ++i) {
@@ -299,15 +336,18 @@ void GraphExecutor::Impl::read_kernels(const GraphReader& r, const json& g) {
       if (!f.is_number() || f.get<double>() < 0) r.bad(where, "bad flops " + f.dump());
       kernel.meta.flops = static_cast<int64_t>(f.get<double>());
     }
+    std::vector<const TensorInfo*> arg_infos;
     for (const json& a : r.array(k, "args", where)) {
       if (!a.is_number_integer() || a.get<int64_t>() < 0 ||
           a.get<int64_t>() >= static_cast<int64_t>(tensors.size()))
         r.bad(where, "argument " + a.dump() + " is not a tensor index (there are " +
                          std::to_string(tensors.size()) + " tensors)");
       kernel.args.push_back(tensors[a.get<int64_t>()].ptr);
+      arg_infos.push_back(&tensors[a.get<int64_t>()].info);
     }
     void* sym = module ? module->find_symbol(kernel.meta.func) : nullptr;
     if (!sym) r.bad(where, library_member + " has no symbol '" + kernel.meta.func + "'");
+    check_signature(r, where, kernel.meta.func, arg_infos);
     kernel.fn = reinterpret_cast<kiln_kernel_fn>(sym);
     kernels.push_back(std::move(kernel));
   }

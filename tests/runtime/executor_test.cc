@@ -204,6 +204,29 @@ TEST(GraphExecutor, CorruptPackagesFailWithOneMessageNamingTheCulprit) {
       {"kernel arg", [](PackageParts& p) { p.graph["kernels"][2]["args"][1] = 70; },
        "mod.json: kernels[2] ('fused_add_2'): argument 70 is not a tensor index (there are 7 "
        "tensors)"},
+      // Edited but self-consistent: each kernel's arguments are checked against the
+      // signature compiled with it (a kernel given fewer or smaller buffers than it was
+      // compiled for would write past them).
+      {"fewer args",
+       [](PackageParts& p) {
+         p.graph["kernels"][2]["args"] = {3, 0};
+       },
+       "mod.json: kernels[2] ('fused_add_2'): passes 2 arguments (float32:37035;float32:37035) "
+       "but mod.so's kiln_add was compiled for 3 "
+       "(float32:37035;float32:37035;float32:37035)"},
+      {"swapped kernel", [](PackageParts& p) { p.graph["kernels"][3]["func"] = "kiln_add"; },
+       "mod.json: kernels[3] ('fused_relu_3'): passes 2 arguments (float32:37035;float32:37035) "
+       "but mod.so's kiln_add was compiled for 3 "
+       "(float32:37035;float32:37035;float32:37035)"},
+      {"shrunk together",
+       [](PackageParts& p) {
+         p.graph["storages"][2]["bytes"] = 120;
+         p.graph["tensors"][2]["shape"] = {3, 10};
+         p.graph["tensors"][4]["shape"] = {3, 10};
+       },
+       "mod.json: kernels[0] ('fused_add_0'): passes 3 arguments "
+       "(float32:37035;float32:37035;float32:30) but mod.so's kiln_add was compiled for 3 "
+       "(float32:37035;float32:37035;float32:37035)"},
       {"missing symbol", [](PackageParts& p) { p.graph["kernels"][3]["func"] = "kiln_gelu"; },
        "mod.json: kernels[3] ('fused_relu_3'): mod.so has no symbol 'kiln_gelu'"},
       {"param shape",

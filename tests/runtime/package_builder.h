@@ -121,7 +121,15 @@ inline std::string c_kernels_source() {
          "  const float* a = args[0]; float* o = args[1];\n"
          "  for (int64_t i = 0; i < N; ++i) o[i] = a[i] > 0 ? a[i] : 0;\n"
          "  return 0;\n"
-         "}\n";
+         "}\n"
+         // Each kernel's argument signature, as kiln's code generator emits it
+         // (codegen::kernel_signature): the loader checks mod.json against it.
+         "const char kiln_add_signature[] = \"float32:" +
+         std::to_string(kNumel) + ";float32:" + std::to_string(kNumel) +
+         ";float32:" + std::to_string(kNumel) +
+         "\";\n"
+         "const char kiln_relu_signature[] = \"float32:" +
+         std::to_string(kNumel) + ";float32:" + std::to_string(kNumel) + "\";\n";
 }
 
 inline json addrelu_graph() {
