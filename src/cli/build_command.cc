@@ -236,6 +236,11 @@ void print_tuned(const driver::BuiltModule& m,
 }  // namespace
 
 int run_build(const std::vector<std::string>& args) {
+  for (const std::string& s : args)
+    if (s == "--help" || s == "-h") {
+      std::fputs(kBuildUsage, stdout);
+      return 0;
+    }
   BuildArgs a = parse_args(args);
   support::refuse_output_over_input(a.output, {{"the model", a.model},
                                                {"the --config file", a.config_file},

@@ -193,6 +193,11 @@ void print_outputs(const runtime::GraphExecutor& ex) {
 }  // namespace
 
 int run_run(const std::vector<std::string>& args) {
+  for (const std::string& s : args)
+    if (s == "--help" || s == "-h") {
+      std::fputs(kRunUsage, stdout);
+      return 0;
+    }
   Options o;
   try {
     o = parse_options(args);

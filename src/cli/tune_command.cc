@@ -96,9 +96,12 @@ TuneArgs parse_args(const std::vector<std::string>& args) {
     };
     if (s == "--tuning-log")
       a.db = value();
-    else if (s == "--trials")
+    else if (s == "--trials") {
       a.trials = static_cast<int64_t>(number());
-    else if (s == "--tuner")
+      // 0 would mean "no trials" to the scheduler but never finish the run.
+      if (a.trials < 1)
+        throw std::invalid_argument("--trials needs at least 1, not '" + args[i] + "'");
+    } else if (s == "--tuner")
       a.tuner = value();
     else if (s == "--early-stopping")
       a.early_stopping = static_cast<int>(number());

@@ -130,6 +130,22 @@ TEST_F(KilnTune, RunnerMeasuresThroughACommandAndStoresVerifiedRecords) {
   EXPECT_FALSE(fs::exists(other));
 }
 
+// --trials 0 used to be accepted and never finish: now one error, and no
+// database. Every subcommand's --help goes to stdout with exit 0.
+TEST_F(KilnTune, ZeroTrialsIsAnErrorAndHelpExitsZero) {
+  std::string db = work_.file("zero.db");
+  CommandResult r = kiln(tune(db, 0));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--trials needs at least 1"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(db));
+  for (const char* cmd : {"build", "run", "tune", "tasks", "target", "records"}) {
+    SCOPED_TRACE(cmd);
+    r = kiln(std::string(cmd) + " --help");
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("usage"), std::string::npos) << r.out;
+  }
+}
+
 TEST_F(KilnTune, RequireTunedWithoutRecordsWritesNothing) {
   std::string db = work_.file("empty.db");
   std::string none = work_.file("none.jsonl");
