@@ -313,7 +313,14 @@ void convert_values(const onnx::GraphProto& g, graph::Graph* out) {
     convert_type(in.type(), "input '" + in.name() + "'", &vi.type);  // static once bound
     out->inputs.push_back(vi);
   }
-  for (const auto& o : g.output()) out->outputs.push_back(o.name());
+  // A value listed twice as a graph output would be two package outputs on
+  // one tensor, which the runtime rightly calls corrupt: refused here, by name.
+  std::set<std::string> seen;
+  for (const auto& o : g.output()) {
+    if (!seen.insert(o.name()).second)
+      throw ImportError("graph output '" + o.name() + "' is listed twice (outputs must differ)");
+    out->outputs.push_back(o.name());
+  }
   for (const auto* list : {&g.input(), &g.value_info(), &g.output()})
     for (const auto& vi : *list) {
       graph::TensorType t;

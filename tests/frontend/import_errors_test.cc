@@ -86,6 +86,16 @@ TEST(ImportErrors, EveryUnsupportedOperatorInOneMessage) {
                     Not(HasSubstr("Relu"))));
 }
 
+// One value listed twice as a graph output: one error naming it (the package
+// would have two outputs on one tensor, which the runtime calls corrupt).
+TEST(ImportErrors, AGraphOutputListedTwice) {
+  OnnxBuilder b = relu_model();
+  b.output("y", {"1", "4"});
+  const std::string path = b.write("twice.onnx");
+  std::string e = import_error(path);
+  EXPECT_THAT(e, AllOf(HasSubstr(path), HasSubstr("graph output 'y' is listed twice")));
+}
+
 TEST(ImportErrors, OpsetOutOfRange) {
   for (int64_t opset : {10, 19}) {
     const std::string path = relu_model(opset).write("opset_bad" + std::to_string(opset) + ".onnx");
