@@ -23,6 +23,7 @@
 #include "codegen/target.h"
 #include "driver/build.h"
 #include "frontend/onnx_import.h"
+#include "support/same_file.h"
 #include "tuner/records.h"
 #include "tuner/remote_runner.h"
 #include "tuner/tune_loop.h"
@@ -222,6 +223,29 @@ class ProgressLine : public tuner::TuneObserver {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
+// --report's file must be writable before hours of tuning, not after: its
+// folder exists and is writable, it is no folder itself, and it is none of
+// the inputs (the models, the database).
+void check_report_path(const TuneArgs& a) {
+  namespace fs = std::filesystem;
+  auto fail = [&](const std::string& why) {
+    throw std::runtime_error("cannot write report '" + a.report + "': " + why);
+  };
+  fs::path dest = fs::absolute(a.report);
+  std::error_code ec;
+  if (fs::is_directory(dest, ec)) fail("it is a directory");
+  fs::path dir = dest.parent_path();
+  if (!fs::is_directory(dir, ec)) fail("directory '" + dir.string() + "' does not exist");
+  if (::access(dir.c_str(), W_OK) != 0) fail("directory '" + dir.string() + "' is not writable");
+  std::vector<std::pair<std::string, std::string>> inputs = {{"the tuning log", a.db}};
+  for (const std::string& m : a.models) inputs.push_back({"the model", m});
+  try {
+    support::refuse_output_over_input(a.report, inputs);
+  } catch (const std::runtime_error& e) {
+    fail(e.what());
+  }
+}
+
 // The summary table, and the same as JSON for --report.
 nlohmann::json print_summary(const TuneArgs& a, const tuner::TuneSummary& sum) {
   std::printf("\n%-4s %-28s %6s %9s %14s  %s\n", "task", "template", "count", "trials",
@@ -260,6 +284,7 @@ int run_tune(const std::vector<std::string>& args) {
       return 0;
     }
   TuneArgs a = parse_args(args);
+  if (!a.report.empty()) check_report_path(a);
   // The target first: the strategy rows that pick the tasks' templates may depend on its ISA.
   codegen::Target target =
       a.target.empty() ? codegen::Target::host() : codegen::Target::parse(a.target);

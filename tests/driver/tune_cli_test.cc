@@ -131,13 +131,21 @@ TEST_F(KilnTune, RunnerMeasuresThroughACommandAndStoresVerifiedRecords) {
 }
 
 // --trials 0 used to be accepted and never finish: now one error, and no
-// database. Every subcommand's --help goes to stdout with exit 0.
+// database; so is a --report that could not be written after tuning. Every
+// subcommand's --help goes to stdout with exit 0.
 TEST_F(KilnTune, ZeroTrialsIsAnErrorAndHelpExitsZero) {
   std::string db = work_.file("zero.db");
   CommandResult r = kiln(tune(db, 0));
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("--trials needs at least 1"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(db));
+  // --report into a missing folder, or onto the model: refused before any tuning.
+  for (const std::string& report : {work_.file("no/such/dir/r.json"), model_}) {
+    r = kiln(tune(db, 4) + " --report " + quote(report));
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("report"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(db));
+  }
   for (const char* cmd : {"build", "run", "tune", "tasks", "target", "records"}) {
     SCOPED_TRACE(cmd);
     r = kiln(std::string(cmd) + " --help");
