@@ -60,9 +60,11 @@ BuildArgs parse_args(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) throw std::invalid_argument(s + " needs a value\n" + kBuildUsage);
       return args[++i];
     };
-    if (s == "-o" || s == "--output")
+    if (s == "-o" || s == "--output") {
       a.output = value();
-    else if (s == "--target")
+      // An empty -o used to mean "the default name" silently.
+      if (a.output.empty()) throw std::invalid_argument(s + " needs a non-empty path");
+    } else if (s == "--target")
       a.target = value();
     else if (s == "--input-shapes")
       a.input_shapes = value();

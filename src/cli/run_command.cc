@@ -32,6 +32,8 @@ struct Options {
   bool print_time = false, profile = false;
 };
 
+constexpr int kMaxRepeat = 1000000;
+
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -55,9 +57,13 @@ Options parse_options(const std::vector<std::string>& args) {
       o.output = take();
     } else if (a == "--repeat") {
       std::string n = take();
-      if (n.empty() || n.size() > 9 || n.find_first_not_of("0123456789") != std::string::npos ||
-          std::stoi(n) < 1)
+      if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos ||
+          (n.size() <= 9 && std::stoi(n) < 1))
         throw UsageError("--repeat needs a positive integer, not '" + n + "'");
+      // A positive number, but more runs than anyone waits for.
+      if (n.size() > 9 || std::stoi(n) > kMaxRepeat)
+        throw UsageError("--repeat " + n + " is more than the " + std::to_string(kMaxRepeat) +
+                         " runs kiln run allows");
       o.repeat = std::stoi(n);
     } else if (a == "--print-time" && !has_value) {
       o.print_time = true;

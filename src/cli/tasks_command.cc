@@ -80,6 +80,14 @@ int run_tasks(const std::vector<std::string>& args) {
     workloads.push_back(driver::template_workloads(frontend::import_onnx(m, shapes),
                                                    codegen::Target::host().isa()));
   std::vector<tuner::Task> tasks = tuner::make_tasks(workloads);
+  // The database opens before anything is printed: a bad --tuning-log is
+  // one error, not a table header followed by one.
+  std::optional<tuner::RecordDB> db;
+  std::string tkey;
+  if (!a.tuning_log.empty()) {
+    db = tuner::RecordDB::open(a.tuning_log, tuner::RecordDB::Mode::kMustExist);
+    tkey = tuner::TargetKey::for_target(codegen::Target::host(), kiln_get_num_threads()).key();
+  }
 
   int kernels = 0;
   for (const auto& t : tasks) kernels += t.count;
@@ -92,12 +100,6 @@ int run_tasks(const std::vector<std::string>& args) {
   const int w = static_cast<int>(tw);
   std::printf("%3s  %-*s %5s %11s %7s %6s %7s %13s  %s\n", "#", w, "template", "count",
               "GFLOP/call", "weight", "tuned", "trials", "best GFLOP/s", "workload");
-  std::optional<tuner::RecordDB> db;
-  std::string tkey;
-  if (!a.tuning_log.empty()) {
-    db = tuner::RecordDB::open(a.tuning_log, tuner::RecordDB::Mode::kMustExist);
-    tkey = tuner::TargetKey::for_target(codegen::Target::host(), kiln_get_num_threads()).key();
-  }
   // Per task with failed trials: how many of each error class
   // (compile_budget, timeout, ...), printed below the table.
   std::vector<std::string> failures;

@@ -335,9 +335,26 @@ void convert_nodes(const onnx::GraphProto& g, const std::vector<std::string>& na
   }
 }
 
+// Weights stored outside the .onnx file (ONNX external data) would fail in
+// the checker or in shape inference with a message about something else:
+// named here first, with the way out.
+void check_no_external_data(const onnx::GraphProto& g) {
+  for (const auto& t : g.initializer()) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) continue;
+    std::string location;
+    for (const auto& kv : t.external_data())
+      if (kv.key() == "location") location = kv.value();
+    throw ImportError("external data: initializer '" + t.name() + "' keeps its values in " +
+                      (location.empty() ? "another file" : "'" + location + "'") +
+                      "; kiln reads weights from the .onnx file itself (save the model with "
+                      "onnx.save_model(model, path, save_as_external_data=False))");
+  }
+}
+
 graph::Graph import_model(const std::string& path, const InputShapes& input_shapes) {
   onnx::ModelProto model = read_model(path);
   check_opset(model);
+  check_no_external_data(model.graph());
   std::vector<std::string> names = node_names(model.graph());
   check_operators(model.graph(), names);
   check_library_knows(model, names);
@@ -354,10 +371,10 @@ graph::Graph import_model(const std::string& path, const InputShapes& input_shap
   // model: name it now (ONNX 1.12 stops, for instance, at a graph output
   // named like a graph input or an initializer).
   if (std::vector<std::string> untyped = used_untyped_outputs(model); !untyped.empty())
-    throw ImportError(path + ": ONNX shape inference gave no type to '" + untyped.front() +
-                      "'" + (untyped.size() > 1 ? " (and " + std::to_string(untyped.size() - 1) +
-                                                      " more values)"
-                                                : std::string()) +
+    throw ImportError(path + ": ONNX shape inference gave no type to '" + untyped.front() + "'" +
+                      (untyped.size() > 1
+                           ? " (and " + std::to_string(untyped.size() - 1) + " more values)"
+                           : std::string()) +
                       "; kiln needs every value's shape at build time");
   graph::Graph g;
   convert_values(model.graph(), &g);

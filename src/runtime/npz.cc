@@ -462,7 +462,9 @@ std::string serialize_npy(const NDArray& array) {
 
 std::vector<NamedArray> read_npz(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) fail(path, "no such file");
+  if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not an .npz file");
+  if (!std::filesystem::exists(path, ec)) fail(path, "no such file");
+  if (!std::filesystem::is_regular_file(path, ec)) fail(path, "not a regular file");
   {
     std::FILE* f = std::fopen(path.c_str(), "rb");
     if (!f) fail(path, std::string("cannot open: ") + std::strerror(errno));

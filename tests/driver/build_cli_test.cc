@@ -331,6 +331,30 @@ TEST_F(KilnBuildAndRun, AnOutputThatIsAnInputIsRefused) {
   EXPECT_EQ(kiln("records export " + quote(db) + " -o -").status, 0);  // still a database
 }
 
+// Small usage errors get one clear message: an empty -o, --inputs naming a
+// folder, a --repeat nobody waits for, kiln tasks with a missing database
+// (no table header printed before the error).
+TEST_F(KilnBuildAndRun, SmallUsageErrorsSayWhatIsWrong) {
+  write_input();
+  write_model("m.onnx", small_model(0.25f, "1"));
+  std::string model = work_.file("m.onnx"), pkg = work_.file("p.tar");
+  CommandResult r = kiln("build " + quote(model) + " -o ''");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("-o needs a non-empty path"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(work_.file("m.tar")));
+  ASSERT_EQ(kiln("build " + quote(model) + " -o " + quote(pkg)).status, 0);
+  r = kiln("run " + quote(pkg) + " --inputs " + quote(work_.path().string()));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("is a directory, not an .npz file"), std::string::npos) << r.err;
+  r = kiln("run " + quote(pkg) + " --inputs " + quote(inputs_.file("in.npz")) +
+           " --repeat 1000000000 --print-time");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("is more than the 1000000 runs"), std::string::npos) << r.err;
+  r = kiln("tasks " + quote(model) + " --tuning-log " + quote(work_.file("missing.db")));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out.find("task"), std::string::npos) << r.out;
+}
+
 // A package for CPU features this machine lacks builds (cross-compiling is
 // legitimate, and the build says the package cannot run here), but `kiln run`
 // refuses it naming the missing features, before any kernel runs and without

@@ -96,6 +96,25 @@ TEST(ImportErrors, AGraphOutputListedTwice) {
   EXPECT_THAT(e, AllOf(HasSubstr(path), HasSubstr("graph output 'y' is listed twice")));
 }
 
+// Weights in an external data file: one error saying so and how to inline
+// them, not a checker or inference message about something else.
+TEST(ImportErrors, ExternalDataIsNamed) {
+  OnnxBuilder b(17);
+  b.input("x", {"1", "4"});
+  b.output("y", {"1", "4"});
+  onnx::TensorProto* w = b.init_f32("w", {1, 4}, {1, 2, 3, 4});
+  w->clear_float_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* kv = w->add_external_data();
+  kv->set_key("location");
+  kv->set_value("weights.bin");
+  b.node("Mul", "scale", {"x", "w"}, {"y"});
+  const std::string path = b.write("external.onnx");
+  EXPECT_THAT(import_error(path),
+              AllOf(HasSubstr(path), HasSubstr("external data: initializer 'w'"),
+                    HasSubstr("'weights.bin'"), HasSubstr("save_as_external_data=False")));
+}
+
 TEST(ImportErrors, OpsetOutOfRange) {
   for (int64_t opset : {10, 19}) {
     const std::string path = relu_model(opset).write("opset_bad" + std::to_string(opset) + ".onnx");
