@@ -14,6 +14,8 @@
 #include <cstring>
 #include <thread>
 
+#include "support/temp_files.h"
+
 extern char** environ;
 
 namespace kiln::support {
@@ -73,6 +75,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
     close(err_pipe[0]);
     return r;
   }
+  register_child(pid);  // killed by kiln's signal handler (support/temp_files.h)
 
   auto deadline = std::isfinite(timeout_s) ? t0 + std::chrono::duration_cast<Clock::duration>(
                                                       std::chrono::duration<double>(timeout_s))
@@ -120,6 +123,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  unregister_child(pid);
   r.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
   return r;
 }
