@@ -2,7 +2,7 @@
 // (kill -9, a crash, a power cut): their names carry the creating process's
 // pid, so a later kiln can tell that nobody owns them any more.
 //
-//   $TMPDIR/kiln-<kind>-<pid>-XXXXXX   (kind: build, link, measure, ref, package)
+//   $TMPDIR/kiln-<kind>-<pid>-XXXXXX   (kind: build, link, measure, ref, package, demo)
 //   OUT.tmp<pid>                       (beside a package being written)
 //
 // An entry is stale when kill(pid, 0) fails with ESRCH (no such process: a
@@ -29,7 +29,7 @@
 namespace kiln::support {
 
 // The kinds of kiln-<kind>-<pid>-XXXXXX temporaries that the sweep knows.
-inline constexpr const char* kTempKinds[] = {"build", "link", "measure", "ref", "package"};
+inline constexpr const char* kTempKinds[] = {"build", "link", "measure", "ref", "package", "demo"};
 
 // The pid in "kiln-<kind>-<pid>-..." (a known kind), else -1.
 inline long pid_of_temp_name(const std::string& name) {
