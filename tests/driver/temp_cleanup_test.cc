@@ -249,6 +249,19 @@ TEST_F(KilnBuildTemps, NextBuildSweepsLeftoversOfDeadProcessesOnly) {
   EXPECT_EQ(work_.entries(), files);
 }
 
+// kiln run (and kiln-run, the same code) sweeps too: the runtime's package
+// folders of a killed run, before it loads the package.
+TEST_F(KilnBuildTemps, KilnRunSweepsPackageFoldersOfDeadProcesses) {
+  std::string gone = std::to_string(dead_pid());
+  fs::path stale = tmp_.path() / ("kiln-package-" + gone + "-abc123");
+  fs::create_directories(stale);
+  write_bytes(stale / "mod.so", "x");
+  make_old(stale);
+  CommandResult r = run_kiln("run " + quote(work_.file("missing.tar")), tmp_, capture_);
+  EXPECT_NE(r.status, 0);
+  EXPECT_TRUE(tmp_.entries().empty()) << "left in TMPDIR: " << tmp_.entries().front();
+}
+
 TEST_F(KilnBuildTemps, NamesOfTemporaries) {
   EXPECT_EQ(support::pid_of_temp_name("kiln-build-123-abcdef"), 123);
   EXPECT_EQ(support::pid_of_temp_name("kiln-ref-7-x"), 7);
