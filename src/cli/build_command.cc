@@ -15,6 +15,7 @@
 #include "runtime/c_runtime_api.h"
 #include "runtime/cpu_features.h"
 #include "support/same_file.h"
+#include "support/stale_temps.h"
 #include "tuner/records.h"
 #include "tuner/target_key.h"
 #include "tuner/tuned_configs.h"
@@ -247,6 +248,9 @@ int run_build(const std::vector<std::string>& args) {
   support::refuse_output_over_input(a.output, {{"the model", a.model},
                                                {"the --config file", a.config_file},
                                                {"the tuning log", a.tuning_log}});
+  // What killed builds left: kiln-*-PID-* in TMPDIR, OUT.tmpPID beside the output.
+  support::sweep_stale_temps();
+  support::sweep_stale_output_temps(a.output);
   auto start = std::chrono::steady_clock::now();
   driver::BuildOptions options;
   if (!a.target.empty()) options.target = codegen::Target::parse(a.target);

@@ -13,6 +13,7 @@
 #include "cli/target_command.h"
 #include "cli/tasks_command.h"
 #include "cli/tune_command.h"
+#include "support/temp_files.h"
 #include "support/version.h"
 
 namespace {
@@ -46,6 +47,9 @@ const char* kUsage =
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Ctrl-C, SIGTERM, SIGHUP: kiln's temporaries (support/temp_files.h) are
+  // removed, then kiln ends by the signal.
+  kiln::support::install_cleanup_handlers();
   if (argc < 2) {
     std::fputs(kUsage, stderr);
     return 2;

@@ -11,6 +11,7 @@
 #include "runtime/graph_executor.h"
 #include "runtime/npz.h"
 #include "support/same_file.h"
+#include "support/stale_temps.h"
 
 namespace kiln::cli {
 
@@ -213,6 +214,7 @@ int run_run(const std::vector<std::string>& args) {
   }
   support::refuse_output_over_input(o.output,
                                     {{"the package", o.package}, {"the inputs", o.inputs}});
+  support::sweep_stale_temps();  // kiln-package-PID-* folders of killed runs, and the like
   runtime::GraphExecutor ex = runtime::GraphExecutor::load(o.package);
   set_inputs(ex, o);
   ex.run();  // the warm-up, and the outputs

@@ -3,6 +3,7 @@
 // tasks -> tuner -> safe measurement -> records, resumable).
 #include "cli/tune_command.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "driver/build.h"
 #include "frontend/onnx_import.h"
 #include "support/same_file.h"
+#include "support/stale_temps.h"
 #include "tuner/records.h"
 #include "tuner/remote_runner.h"
 #include "tuner/tune_loop.h"
@@ -285,6 +287,7 @@ int run_tune(const std::vector<std::string>& args) {
     }
   TuneArgs a = parse_args(args);
   if (!a.report.empty()) check_report_path(a);
+  support::sweep_stale_temps();  // what killed tunes and builds left in TMPDIR
   // The target first: the strategy rows that pick the tasks' templates may depend on its ISA.
   codegen::Target target =
       a.target.empty() ? codegen::Target::host() : codegen::Target::parse(a.target);
@@ -323,11 +326,18 @@ int run_tune(const std::vector<std::string>& args) {
   tuner::RecordDB db = tuner::RecordDB::open(a.db);
   tuner::RecordDBSink sink(db);
 
-  auto previous = std::signal(SIGINT, on_sigint);
+  // Ctrl-C: stop after the measurement in flight (the temporaries then go by normal
+  // unwinding); kiln's cleanup handler (support/temp_files.h) is back afterwards, and
+  // keeps SIGTERM and SIGHUP throughout.
+  struct sigaction on_int = {}, previous = {};
+  on_int.sa_handler = on_sigint;
+  sigemptyset(&on_int.sa_mask);
+  on_int.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &on_int, &previous);
   ProgressLine progress(a, isatty(fileno(stdout)));
   tuner::TuneSummary summary = tuner::tune(tasks, db, sink, options, &progress);
   progress.finish();
-  std::signal(SIGINT, previous);
+  sigaction(SIGINT, &previous, nullptr);
 
   nlohmann::json report = print_summary(a, summary);
   if (!a.report.empty()) {

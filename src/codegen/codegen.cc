@@ -35,6 +35,7 @@
 #include "codegen/lower_llvm.h"
 #include "runtime/cpu_features.h"
 #include "support/process.h"
+#include "support/temp_files.h"
 
 namespace kiln::codegen {
 
@@ -259,20 +260,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A directory removed (with its contents) when this goes out of scope.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "kiln-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a temporary directory");
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
 }  // namespace
 
 std::string compile_object(const std::vector<ir::LoweredFunc>& funcs, const Target& target) {
@@ -360,11 +347,11 @@ std::vector<std::string> linker_for(const Target& target) {
 
 void link_shared_library(const std::vector<std::string>& objects, const std::string& path,
                          const Target& target) {
-  TempDir dir;
+  support::TempDir dir("link");  // the objects; removed on return and by kiln's signal handler
   std::vector<std::string> argv = linker_for(target);
   argv.push_back("");  // the output, set below
   for (size_t i = 0; i < objects.size(); ++i) {
-    fs::path obj_path = dir.path / ("part" + std::to_string(i) + ".o");
+    fs::path obj_path = dir.path() / ("part" + std::to_string(i) + ".o");
     std::ofstream out(obj_path, std::ios::binary);
     out.write(objects[i].data(), static_cast<std::streamsize>(objects[i].size()));
     if (!out) throw std::runtime_error("cannot write " + obj_path.string());
@@ -374,24 +361,18 @@ void link_shared_library(const std::vector<std::string>& objects, const std::str
   if (target.arch() == runtime::host_arch()) argv.push_back("-lm");
   // Link next to the destination, then rename: readers never see a partial file.
   fs::path dest = fs::absolute(path);
-  fs::path tmp = dest;
-  tmp += ".tmp" + std::to_string(getpid());
-  argv[linker_for(target).size()] = tmp.string();
+  support::TempFile tmp(support::temp_path_beside(dest));  // removed unless renamed into place
+  argv[linker_for(target).size()] = tmp.path().string();
   support::ProcessResult r = support::run_process(argv);
   bool ok = r.spawn_error.empty() && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
   if (!ok) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
     int rc = r.spawn_error.empty() && WIFEXITED(r.status) ? WEXITSTATUS(r.status) : -1;
     throw std::runtime_error("linking " + path + " failed (exit " + std::to_string(rc) +
                              "): " + (r.spawn_error.empty() ? r.out + r.err : r.spawn_error));
   }
   std::error_code ec;
-  fs::rename(tmp, dest, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw std::runtime_error("cannot write " + path + ": " + ec.message());
-  }
+  fs::rename(tmp.path(), dest, ec);
+  if (ec) throw std::runtime_error("cannot write " + path + ": " + ec.message());
 }
 
 void build_shared_library(const std::vector<ir::LoweredFunc>& funcs, const Target& target,

@@ -19,6 +19,7 @@
 #include "runtime/c_runtime_api.h"
 #include "runtime/module.h"
 #include "schedule/lower.h"
+#include "support/temp_files.h"
 
 namespace kiln::driver {
 
@@ -69,9 +70,8 @@ bool demo_dense(const codegen::Target& target, bool print_ir, bool print_asm) {
   bool ok = report("dense 512x512x512 (JIT)",
                    ops::reference::max_relative_error(C.data(), ref.data(), C.size()), ms, flops);
 
-  auto dir = std::filesystem::temp_directory_path() / ("kiln-demo-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  std::string so = (dir / "dense.so").string();
+  support::TempDir dir("demo");  // removed on return and by kiln's signal handler
+  std::string so = (dir.path() / "dense.so").string();
   codegen::build_shared_library({f}, target, so);
   {
     auto mod = runtime::Module::load(so);
@@ -80,7 +80,6 @@ bool demo_dense(const codegen::Target& target, bool print_ir, bool print_asm) {
     ok &= report("dense 512x512x512 (shared lib)",
                  ops::reference::max_relative_error(C.data(), ref.data(), C.size()), ms, flops);
   }
-  std::filesystem::remove_all(dir);
   return ok;
 }
 

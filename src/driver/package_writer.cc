@@ -12,6 +12,7 @@
 
 #include "codegen/codegen.h"
 #include "runtime/npz.h"
+#include "support/temp_files.h"
 
 namespace kiln::driver {
 namespace fs = std::filesystem;
@@ -72,44 +73,27 @@ class TarWriter {
   archive* a_;
 };
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "kiln-build-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a temporary directory");
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
 void write_tar(const BuiltModule& m, const codegen::Target& target, const std::string& path) {
-  TempDir dir;
-  fs::path so = dir.path / "mod.so";
+  // Both removed on return, on an exception, and by kiln's signal handler
+  // (support/temp_files.h).
+  support::TempDir dir("build");
+  fs::path so = dir.path() / "mod.so";
   try {
     codegen::link_shared_library(m.objects, so.string(), target);
   } catch (const std::exception& e) {  // name the package, not the temporary mod.so
     throw std::runtime_error("cannot write " + path + ": " + e.what());
   }
   fs::path dest = fs::absolute(path);
-  fs::path tmp = dest;
-  tmp += ".tmp" + std::to_string(getpid());
-  try {
-    TarWriter tar(tmp.string());
-    tar.add("mod.so", read_file(so));
-    tar.add("mod.json", m.graph_json);
-    tar.add("mod.params", params_npz(m));
-    tar.close();
-    std::error_code ec;
-    fs::rename(tmp, dest, ec);
-    if (ec) throw std::runtime_error("cannot write " + path + ": " + ec.message());
-  } catch (...) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw;
-  }
+  support::TempFile tmp(support::temp_path_beside(dest));
+  TarWriter tar(tmp.path().string());
+  tar.add("mod.so", read_file(so));
+  support::test_pause_point("write_package");
+  tar.add("mod.json", m.graph_json);
+  tar.add("mod.params", params_npz(m));
+  tar.close();
+  std::error_code ec;
+  fs::rename(tmp.path(), dest, ec);
+  if (ec) throw std::runtime_error("cannot write " + path + ": " + ec.message());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -45,11 +46,18 @@ bool is_elf(const std::string& path) {
                                         4) == 0;
 }
 
-// A private directory that is removed with everything in it.
+// A private directory that is removed with everything in it, when the package
+// is loaded (mod.so stays mapped). Named kiln-package-PID-XXXXXX: the runtime
+// is a library and installs no signal handler, so a program killed while it
+// extracts a package leaves the folder, and the next kiln build/tune/run or
+// kiln-run removes it once PID is gone (support/stale_temps.h, which the
+// runtime itself does not include).
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "kiln-package-XXXXXX").string();
+    std::string tmpl =
+        (fs::temp_directory_path() / ("kiln-package-" + std::to_string(::getpid()) + "-XXXXXX"))
+            .string();
     if (!mkdtemp(tmpl.data()))
       throw std::runtime_error("cannot create a temporary directory in " +
                                fs::temp_directory_path().string() + ": " + std::strerror(errno));

@@ -14,6 +14,8 @@
 #include <cstring>
 #include <thread>
 
+#include "support/temp_files.h"
+
 extern char** environ;
 
 namespace kiln::support {
@@ -73,6 +75,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
     close(err_pipe[0]);
     return r;
   }
+  register_child(pid);  // killed by kiln's signal handler (support/temp_files.h)
 
   auto deadline = std::isfinite(timeout_s) ? t0 + std::chrono::duration_cast<Clock::duration>(
                                                       std::chrono::duration<double>(timeout_s))
@@ -107,15 +110,28 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
     if (f.fd >= 0) close(f.fd);
   // Both pipes closed (or the deadline passed): wait for the exit, still
   // bounded by the deadline, since a worker may close its output and go on.
+  // The pid leaves kiln's signal handler's table (support/temp_files.h) before it
+  // is reaped, so that the handler never kills a pid the system has reused.
+  auto reap = [&] {
+    unregister_child(pid);
+    while (waitpid(pid, &r.status, 0) < 0 && errno == EINTR) {
+    }
+  };
   for (;;) {
-    pid_t w = r.timed_out ? 0 : waitpid(pid, &r.status, WNOHANG);
-    if (w == pid) break;
-    if (w < 0 && errno != EINTR) break;
+    siginfo_t si{};
+    int w = r.timed_out ? 0 : waitid(P_PID, id_t(pid), &si, WEXITED | WNOHANG | WNOWAIT);
+    if (w == 0 && si.si_pid == pid) {  // exited, not yet reaped
+      reap();
+      break;
+    }
+    if (w < 0 && errno != EINTR) {
+      unregister_child(pid);
+      break;
+    }
     if (r.timed_out || past_deadline()) {
       r.timed_out = true;
       kill_group(pid);
-      while (waitpid(pid, &r.status, 0) < 0 && errno == EINTR) {
-      }
+      reap();
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

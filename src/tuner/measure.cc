@@ -24,6 +24,7 @@
 #include "schedule/config_space.h"
 #include "schedule/lower.h"
 #include "support/process.h"
+#include "support/temp_files.h"
 #include "tuner/measure_worker.h"
 #include "tuner/remote_runner.h"
 
@@ -63,22 +64,6 @@ namespace {
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
-
-// A private directory for one batch's libraries, removed with its contents.
-struct BatchDir {
-  fs::path path;
-  BatchDir() {
-    std::string tmpl = (fs::temp_directory_path() / "kiln-measure-XXXXXX").string();
-    if (!mkdtemp(tmpl.data()))
-      throw std::runtime_error("cannot create a temporary directory: " +
-                               std::string(std::strerror(errno)));
-    path = tmpl;
-  }
-  ~BatchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 // One candidate after the compile stage.
 struct Built {
@@ -312,8 +297,11 @@ std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs
   }
   std::vector<MeasureResult> results(inputs.size());
   if (inputs.empty()) return results;
-  BatchDir dir;
-  std::vector<Built> built = build_all(inputs, target, dir.path, options);
+  // A private directory for the batch's libraries: removed with its contents on
+  // return and by kiln's signal handler (support/temp_files.h).
+  support::TempDir dir("measure");
+  std::vector<Built> built = build_all(inputs, target, dir.path(), options);
+  support::test_pause_point("measure");
 
   // One at a time: concurrent workers would time each other.
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -8,9 +8,11 @@
 #include <ctime>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "runtime/c_runtime_api.h"
+#include "support/temp_files.h"
 #include "support/version.h"
 #include "tuner/remote_runner.h"
 #include "tuner/target_key.h"
@@ -19,21 +21,19 @@
 namespace kiln::tuner {
 namespace {
 
-// A private temporary folder for the measurement workers' reference outputs,
-// removed with the run.
+// A private temporary folder for the measurement workers' reference outputs
+// ($TMPDIR/kiln-ref-PID-XXXXXX), removed with the run and by kiln's signal
+// handler (support/temp_files.h).
 struct ReferenceCache {
+  std::optional<support::TempDir> dir;
   std::string path;
   ReferenceCache() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/kiln-ref-XXXXXX";
-    if (mkdtemp(templ.data())) path = templ;  // without one, workers compute their own
+    try {
+      dir.emplace("ref");
+      path = dir->path().string();
+    } catch (const std::exception&) {  // without one, workers compute their own
+    }
   }
-  ~ReferenceCache() {
-    std::error_code ec;
-    if (!path.empty()) std::filesystem::remove_all(path, ec);
-  }
-  ReferenceCache(const ReferenceCache&) = delete;
-  ReferenceCache& operator=(const ReferenceCache&) = delete;
 };
 
 // Trials still to run over the active tasks.
