@@ -23,6 +23,11 @@
 //    claims of its config, release_claims() drops an owner's leftovers and
 //    renew_claims() is the owner's heartbeat. A claim past its expiry (its
 //    owner died or stopped renewing) is ignored and may be taken over.
+//    Overshoot: none while an owner renews its claims (the loop does every
+//    60 s of measuring). Only a run whose claims expired under it (no
+//    heartbeat for kClaimTtlS, e.g. stalled 10 min on a locked database) can
+//    have its configs taken over and measured twice: at most one batch per
+//    task, which may also exceed the trial cap by that batch.
 // A write that finds the database locked for longer than the busy timeout
 // throws RecordDBBusy (a std::runtime_error): the caller may retry it.
 // Errors name the database (or JSONL) file: std::invalid_argument for a bad

@@ -69,7 +69,7 @@ class TuneObserver {
 
 struct TaskSummary {
   Task task;
-  int64_t trials = 0;  // earlier runs' included
+  int64_t trials = 0;  // earlier runs' included, not those a concurrent run stored meanwhile
   double best_gflops = 0;
   TaskState state = TaskState::Active;
 };
