@@ -217,9 +217,9 @@ TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, Record
     // are dropped (the tuner has marked them visited and moves on).
     std::vector<std::string> configs;
     for (const auto& c : batch) configs.push_back(c.to_json());
-    std::optional<ClaimResult> claimed =
-        retry_while_busy([&] { return sink.claim(t.task.workload_key, tkey, configs, o.trials); },
-                         [&](double, const std::string&) {}, stopped);
+    std::optional<ClaimResult> claimed = retry_while_busy(
+        [&] { return sink.claim(t.task.workload_key, tkey, configs, o.trials); },
+        [&](double waited, const std::string& e) { obs.on_store_waiting(0, waited, e); }, stopped);
     if (!claimed) break;
     std::vector<schedule::Config> granted;
     std::vector<MeasureInput> inputs;

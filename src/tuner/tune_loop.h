@@ -62,7 +62,8 @@ class TuneObserver {
   // After each round, once its records are stored.
   virtual void on_round(size_t task, int64_t trials, const std::vector<double>& gflops, double best,
                         int64_t remaining) {}
-  // While a round of `records` measured records waits for a locked database:
+  // While a round of `records` measured records waits for a locked database
+  // (0: the next batch waits to be claimed, nothing measured is at stake):
   // how long it has waited so far and the error; called before each retry.
   virtual void on_store_waiting(size_t records, double waited_s, const std::string& error) {}
 };
