@@ -190,6 +190,18 @@ class ProgressLine : public tuner::TuneObserver {
     }
     std::fflush(stdout);
   }
+  void on_store_waiting(size_t records, double waited_s, const std::string& error) override {
+    if (tty_ && open_) std::printf("\n");
+    open_ = false;
+    if (records)
+      std::printf(
+          "records database locked for %.1f s (%s): keeping the round's %zu records, retrying\n",
+          waited_s, error.c_str(), records);
+    else
+      std::printf("records database locked for %.1f s (%s): waiting to claim the next batch\n",
+                  waited_s, error.c_str());
+    std::fflush(stdout);
+  }
   void finish() {
     if (tty_ && open_) std::printf("\n");
     open_ = false;

@@ -4,11 +4,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
 #include <cmath>
+#include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -179,21 +183,28 @@ struct RecordDB::Impl {
   sqlite3* db = nullptr;
   std::mutex mu;                                     // one transaction at a time on this connection
   std::chrono::steady_clock::time_point busy_since;  // see wait_for_lock
+  int64_t busy_timeout_ms = 10000;
 
   ~Impl() {
     if (db) sqlite3_close_v2(db);
   }
 
   std::string where() const { return "records database '" + path + "'"; }
+  static bool busy(int rc) { return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED; }
   [[noreturn]] void fail(const std::string& what) const {
-    throw std::runtime_error(where() + ": " + what + ": " + sqlite3_errmsg(db));
+    std::string msg = where() + ": " + what + ": " + sqlite3_errmsg(db);
+    if (busy(sqlite3_extended_errcode(db))) throw RecordDBBusy(msg);
+    throw std::runtime_error(msg);
   }
   void exec(const char* sql) {
     char* err = nullptr;
-    if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    int rc = sqlite3_exec(db, sql, nullptr, nullptr, &err);
+    if (rc != SQLITE_OK) {
       std::string msg = err ? err : sqlite3_errmsg(db);
       sqlite3_free(err);
-      throw std::runtime_error(where() + ": " + msg + " (in: " + sql + ")");
+      msg = where() + ": " + msg + " (in: " + sql + ")";
+      if (busy(rc)) throw RecordDBBusy(msg);
+      throw std::runtime_error(msg);
     }
   }
 };
@@ -385,11 +396,27 @@ void migrate_0_to_1(RecordDB::Impl& impl) {
   impl.exec("DROP TABLE records_v0");
 }
 
+// Version 2: claims of configs being measured (see records.h).
+constexpr const char* kCreateClaims = R"sql(
+CREATE TABLE claims (
+  workload_key   TEXT NOT NULL,
+  target_key     TEXT NOT NULL,
+  config_json    TEXT NOT NULL,     -- canonical JSON object
+  owner          TEXT NOT NULL,     -- pid@host/random token
+  created_unix   INTEGER NOT NULL,
+  expires_unix   INTEGER NOT NULL,  -- ignored (may be taken over) from then on
+  PRIMARY KEY (workload_key, target_key, config_json)
+);
+CREATE INDEX claims_by_owner ON claims (owner);
+)sql";
+
+void migrate_1_to_2(RecordDB::Impl& impl) { impl.exec(kCreateClaims); }
+
 struct Migration {
   int from;
   void (*apply)(RecordDB::Impl&);
 };
-constexpr Migration kMigrations[] = {{0, migrate_0_to_1}};
+constexpr Migration kMigrations[] = {{0, migrate_0_to_1}, {1, migrate_1_to_2}};
 
 // -1: no kiln tables at all (a new file); 0: the unversioned layout.
 int schema_version(RecordDB::Impl& impl) {
@@ -445,22 +472,23 @@ void create_or_migrate(RecordDB::Impl& impl) {
   if (version == RecordDB::kSchemaVersion) return;
   if (version < 0) {
     impl.exec(kCreateV1);
-  } else {
-    for (const Migration& m : kMigrations)
-      if (m.from >= version) m.apply(impl);
+    version = 1;
   }
+  for (const Migration& m : kMigrations)
+    if (m.from >= version) m.apply(impl);
   set_version(impl, RecordDB::kSchemaVersion);
   txn.commit();
 }
 
-// The busy timeout: wait up to 10 s for another process's write transaction.
+// The busy timeout: wait up to 10 s (busy_timeout_ms) for another process's write transaction.
 // sqlite's own busy_timeout backs off to 100 ms sleeps, so a process that
 // commits often starves one that waits; short polls take turns fairly.
 int wait_for_lock(void* arg, int tries) {
   auto* impl = static_cast<RecordDB::Impl*>(arg);
   auto now = std::chrono::steady_clock::now();
   if (tries == 0) impl->busy_since = now;
-  if (now - impl->busy_since > std::chrono::seconds(10)) return 0;  // give up: SQLITE_BUSY
+  if (now - impl->busy_since > std::chrono::milliseconds(impl->busy_timeout_ms))
+    return 0;  // give up: SQLITE_BUSY
   std::this_thread::sleep_for(std::chrono::microseconds(tries < 100 ? 500 : 2000));
   return 1;
 }
@@ -504,6 +532,8 @@ RecordDB::~RecordDB() = default;
 
 const std::string& RecordDB::path() const { return impl_->path; }
 
+void RecordDB::set_busy_timeout_ms(int64_t ms) { impl_->busy_timeout_ms = ms; }
+
 RecordDB RecordDB::open(const std::string& path, Mode mode) {
   auto impl = std::make_unique<Impl>();
   impl->path = path;
@@ -541,8 +571,118 @@ void RecordDB::add_batch(const std::vector<Record>& rs) {
   }
   std::lock_guard<std::mutex> lock(impl_->mu);
   WriteTxn txn(*impl_);
-  for (const Record& r : ok) insert(*impl_, r, false);
+  for (const Record& r : ok) {
+    insert(*impl_, r, false);
+    Stmt d(*impl_,
+           "DELETE FROM claims WHERE workload_key = ? AND target_key = ? AND config_json = ?");
+    d.bind(1, r.workload_key).bind(2, r.target_key).bind(3, r.config_json);
+    d.step();
+  }
   txn.commit();
+}
+
+namespace {
+
+int64_t now_unix() { return static_cast<int64_t>(std::time(nullptr)); }
+
+int64_t count_taken(RecordDB::Impl& impl, const std::string& w, const std::string& t, int64_t now) {
+  Stmt s(impl,
+         "SELECT (SELECT count(*) FROM records WHERE workload_key = ?1 AND target_key = ?2) + "
+         "(SELECT count(*) FROM claims WHERE workload_key = ?1 AND target_key = ?2 AND "
+         "expires_unix > ?3)");
+  s.bind(1, w).bind(2, t).bind(3, now);
+  s.step();
+  return s.int64(0);
+}
+
+}  // namespace
+
+ClaimResult RecordDB::claim(const std::string& workload_key, const std::string& target_key,
+                            const std::vector<std::string>& configs, const std::string& owner,
+                            int64_t max_trials, int64_t ttl_s) {
+  std::vector<std::string> canonical;
+  for (const std::string& c : configs) {
+    try {
+      canonical.push_back(canonical_config(c));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(impl_->where() + ": claim: " + e.what());
+    }
+  }
+  if (owner.empty()) throw std::invalid_argument(impl_->where() + ": claim: empty owner");
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  WriteTxn txn(*impl_);
+  const int64_t now = now_unix();
+  ClaimResult out;
+  out.granted.assign(configs.size(), false);
+  out.taken = count_taken(*impl_, workload_key, target_key, now);
+  int64_t left = max_trials > 0 ? max_trials - out.taken : INT64_MAX;
+  if (left <= 0) out.capped = true;
+  for (size_t i = 0; i < canonical.size() && left > 0; ++i) {
+    Stmt rec(*impl_,
+             "SELECT 1 FROM records WHERE workload_key = ? AND target_key = ? AND config_json = ? "
+             "LIMIT 1");
+    rec.bind(1, workload_key).bind(2, target_key).bind(3, canonical[i]);
+    if (rec.step()) continue;
+    Stmt held(*impl_,
+              "SELECT owner, expires_unix FROM claims WHERE workload_key = ? AND target_key = ? "
+              "AND config_json = ?");
+    held.bind(1, workload_key).bind(2, target_key).bind(3, canonical[i]);
+    if (held.step()) {
+      // A live claim, ours (a repeat in this batch) or another's, holds it.
+      if (held.int64(1) > now) continue;
+    }
+    Stmt ins(*impl_,
+             "INSERT OR REPLACE INTO claims (workload_key, target_key, config_json, owner, "
+             "created_unix, expires_unix) VALUES (?, ?, ?, ?, ?, ?)");
+    ins.bind(1, workload_key).bind(2, target_key).bind(3, canonical[i]).bind(4, owner);
+    ins.bind(5, now).bind(6, now + ttl_s);
+    ins.step();
+    out.granted[i] = true;
+    --left;
+  }
+  txn.commit();
+  return out;
+}
+
+void RecordDB::renew_claims(const std::string& owner, int64_t ttl_s) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  WriteTxn txn(*impl_);
+  Stmt s(*impl_, "UPDATE claims SET expires_unix = ? WHERE owner = ?");
+  s.bind(1, now_unix() + ttl_s).bind(2, owner);
+  s.step();
+  txn.commit();
+}
+
+void RecordDB::release_claims(const std::string& owner) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  WriteTxn txn(*impl_);
+  Stmt s(*impl_, "DELETE FROM claims WHERE owner = ?");
+  s.bind(1, owner);
+  s.step();
+  txn.commit();
+}
+
+int64_t RecordDB::live_claims(const std::string& workload_key,
+                              const std::string& target_key) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Stmt s(*impl_,
+         "SELECT count(*) FROM claims WHERE workload_key = ? AND target_key = ? AND "
+         "expires_unix > ?");
+  s.bind(1, workload_key).bind(2, target_key).bind(3, now_unix());
+  s.step();
+  return s.int64(0);
+}
+
+std::string make_claim_owner() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown");
+  std::random_device rd;
+  uint64_t token =
+      (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(token));
+  return std::to_string(::getpid()) + "@" + host + "/" + buf;
 }
 
 std::optional<Record> RecordDB::best(const std::string& workload_key,

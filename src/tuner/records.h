@@ -13,6 +13,23 @@
 //  - The schema carries its version (table schema_version); open() migrates
 //    older files in one transaction and refuses files a newer kiln wrote.
 //  - Nothing stored is ever lost: a failed add or import changes nothing.
+//  - Claims (schema version 2, table claims): concurrent tuners measure no
+//    config twice. Before measuring a batch a tuner claims its configs in one
+//    transaction (claim()): a config already recorded, or held by a live claim
+//    of another owner, is refused, and the trial cap is checked against
+//    records + live claims in the same transaction, so that two runs together
+//    respect it. A claim row is (workload, target, canonical config, owner =
+//    "pid@host/random token", created, expires); storing a record deletes the
+//    claims of its config, release_claims() drops an owner's leftovers and
+//    renew_claims() is the owner's heartbeat. A claim past its expiry (its
+//    owner died or stopped renewing) is ignored and may be taken over.
+//    Overshoot: none while an owner renews its claims (the loop does every
+//    60 s of measuring). Only a run whose claims expired under it (no
+//    heartbeat for kClaimTtlS, e.g. stalled 10 min on a locked database) can
+//    have its configs taken over and measured twice: at most one batch per
+//    task, which may also exceed the trial cap by that batch.
+// A write that finds the database locked for longer than the busy timeout
+// throws RecordDBBusy (a std::runtime_error): the caller may retry it.
 // Errors name the database (or JSONL) file: std::invalid_argument for a bad
 // record passed in, std::runtime_error for everything else.
 //
@@ -25,12 +42,27 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "tuner/error_class.h"
 
 namespace kiln::tuner {
+
+// The database stayed locked by another connection (SQLITE_BUSY/LOCKED) for
+// longer than the busy timeout; nothing was changed, and retrying may succeed.
+class RecordDBBusy : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What claim() granted.
+struct ClaimResult {
+  std::vector<bool> granted;  // per config: this owner may measure it
+  int64_t taken = 0;          // records + others' live claims before this batch
+  bool capped = false;        // the trial cap is reached: no more trials for the task
+};
 
 struct Record {
   std::string workload_key;      // ops::Workload::key()
@@ -50,7 +82,8 @@ struct Record {
 
 class RecordDB {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
+  static constexpr int64_t kClaimTtlS = 600;  // a claim not renewed for 10 min is expired
 
   enum class Mode { kCreate, kMustExist };
   // Opens (kCreate: creating if absent) and migrates to kSchemaVersion.
@@ -61,12 +94,30 @@ class RecordDB {
   ~RecordDB();
 
   const std::string& path() const;
+  // How long a write waits for another connection's lock before throwing
+  // RecordDBBusy (default 10 s).
+  void set_busy_timeout_ms(int64_t ms);
 
   // Validates the record (throws std::invalid_argument naming the problem)
   // and stores it in one transaction.
   void add(const Record& r);
-  // All or none, in one transaction.
+  // All or none, in one transaction; deletes the claims of the stored configs.
   void add_batch(const std::vector<Record>& rs);
+
+  // Claims configs of a workload on a target for `owner`, in one transaction:
+  // a config is granted unless it is recorded, held by a live (unexpired)
+  // claim of another owner, or repeated in `configs`; with max_trials > 0,
+  // at most max_trials - (records + live claims of any owner) are granted.
+  // Granted claims expire ttl_s seconds from now (renewed by renew_claims).
+  ClaimResult claim(const std::string& workload_key, const std::string& target_key,
+                    const std::vector<std::string>& configs, const std::string& owner,
+                    int64_t max_trials = 0, int64_t ttl_s = kClaimTtlS);
+  // Extends the owner's claims to expire ttl_s from now (a heartbeat).
+  void renew_claims(const std::string& owner, int64_t ttl_s = kClaimTtlS);
+  // Deletes every claim of the owner (what it claimed and did not store).
+  void release_claims(const std::string& owner);
+  // Live (unexpired) claims on a workload and target, of every owner.
+  int64_t live_claims(const std::string& workload_key, const std::string& target_key) const;
 
   // The kOk record with the smallest mean time; ties go to the older record.
   std::optional<Record> best(const std::string& workload_key, const std::string& target_key) const;
@@ -102,6 +153,8 @@ class RecordDB {
 // One JSON line for a record (no newline), and its inverse; parse throws
 // std::invalid_argument saying which field is wrong.
 std::string record_to_json_line(const Record& r);
+// A claim owner unique to this process and call: "pid@host/random hex".
+std::string make_claim_owner();
 Record record_from_json_line(const std::string& line);
 
 }  // namespace kiln::tuner

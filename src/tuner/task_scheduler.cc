@@ -156,6 +156,11 @@ void TaskScheduler::record(size_t task, const std::vector<double>& gflops) {
   check_caps(task);
 }
 
+void TaskScheduler::mark_capped(size_t task) {
+  TaskStats& s = stats_.at(task);
+  if (s.state == TaskState::Active) s.state = TaskState::Capped;
+}
+
 void TaskScheduler::mark_exhausted(size_t task) {
   TaskStats& s = stats_.at(task);
   if (s.state == TaskState::Active) s.state = TaskState::Exhausted;

@@ -70,6 +70,8 @@ class TaskScheduler {
   void record(size_t task, const std::vector<double>& gflops);
   // The task's tuner has no config left to propose.
   void mark_exhausted(size_t task);
+  // The task's trial cap is reached counting other runs' records and claims.
+  void mark_capped(size_t task);
 
   const std::vector<Task>& tasks() const { return tasks_; }
   TaskState state(size_t task) const { return stats_.at(task).state; }

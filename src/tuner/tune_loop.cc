@@ -7,9 +7,11 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include "runtime/c_runtime_api.h"
 #include "support/temp_files.h"
@@ -71,6 +73,82 @@ std::vector<std::unique_ptr<TaskSearch>> resume_searches(const std::vector<Task>
   return searches;
 }
 
+// Calls f until it does not throw RecordDBBusy, sleeping 0.1 s doubling to
+// 5 s in between; `waiting(waited_s, error)` before each sleep. Returns
+// nullopt when `give_up()` turns true while waiting.
+template <typename F>
+auto retry_while_busy(F f, const std::function<void(double, const std::string&)>& waiting,
+                      const std::function<bool()>& give_up) -> std::optional<decltype(f())> {
+  auto start = std::chrono::steady_clock::now();
+  double delay = 0.1;
+  for (;;) {
+    try {
+      return f();
+    } catch (const RecordDBBusy& e) {
+      if (give_up && give_up()) return std::nullopt;
+      waiting(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              e.what());
+      std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+      delay = std::min(delay * 2, 5.0);
+    }
+  }
+}
+
+// Writes records that could not be stored to `path` (JSON lines, appended);
+// returns an error message, empty when written.
+std::string write_unsaved(const std::string& path, const std::vector<Record>& records) {
+  std::ofstream out(path, std::ios::app | std::ios::binary);
+  for (const Record& r : records) out << record_to_json_line(r) << '\n';
+  out.close();
+  return out ? "" : "cannot write '" + path + "'";
+}
+
+// Stores a measured round: retried while the database is locked, never
+// dropped. Throws (after writing the records to the sink's unsaved file) on
+// any other error, or when a stop is requested while the database is locked.
+void store_round(RecordSink& sink, const std::vector<Record>& records, TuneObserver& obs,
+                 const std::function<bool()>& stopped) {
+  std::string error;
+  try {
+    auto stored = retry_while_busy(
+        [&] {
+          sink.add_batch(records);
+          return true;
+        },
+        [&](double waited, const std::string& e) {
+          obs.on_store_waiting(records.size(), waited, e);
+        },
+        stopped);
+    if (stored) return;
+    error = "interrupted while the records database was locked";
+  } catch (const std::invalid_argument&) {
+    throw;  // a bad record: a bug, not the database
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  std::string path = sink.unsaved_path();
+  if (path.empty()) throw std::runtime_error(error);
+  std::string werr = write_unsaved(path, records);
+  if (!werr.empty())
+    throw std::runtime_error(error + "; the round's " + std::to_string(records.size()) +
+                             " measured records are lost too: " + werr);
+  throw std::runtime_error(error + "; the round's " + std::to_string(records.size()) +
+                           " measured records were written to " + path + "; import them with `" +
+                           sink.import_hint(path) + "`");
+}
+
+// Drops this run's unstored claims when the run ends, however it ends.
+struct ClaimRelease {
+  RecordSink& sink;
+  ~ClaimRelease() {
+    try {
+      sink.release_claims();
+    } catch (...) {
+      // They expire by themselves.
+    }
+  }
+};
+
 }  // namespace
 
 Record make_record(const std::string& workload_key, const std::string& target_key,
@@ -121,6 +199,8 @@ TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, Record
   obs.on_start(tasks, tkey, summary.warm_records);
 
   auto stopped = [&] { return o.should_stop && o.should_stop(); };
+  ClaimRelease release{sink};
+  auto last_heartbeat = std::chrono::steady_clock::now();
   while (!stopped()) {
     std::optional<size_t> next = sched.next_task();
     if (!next) break;
@@ -132,12 +212,43 @@ TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, Record
       sched.mark_exhausted(ti);
       continue;
     }
+    // Claimed before measured: configs another run recorded or is measuring
+    // are dropped (the tuner has marked them visited and moves on).
+    std::vector<std::string> configs;
+    for (const auto& c : batch) configs.push_back(c.to_json());
+    std::optional<ClaimResult> claimed = retry_while_busy(
+        [&] { return sink.claim(t.task.workload_key, tkey, configs, o.trials); },
+        [&](double waited, const std::string& e) { obs.on_store_waiting(0, waited, e); }, stopped);
+    if (!claimed) break;
+    std::vector<schedule::Config> granted;
     std::vector<MeasureInput> inputs;
-    for (const auto& c : batch) inputs.push_back({t.task.workload_key, c.to_json()});
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (i < claimed->granted.size() && claimed->granted[i]) {
+        granted.push_back(batch[i]);
+        inputs.push_back({t.task.workload_key, configs[i]});
+      } else if (i < not_from_tuner) {
+        not_from_tuner = 0;  // the fallback was someone else's
+      }
+    }
+    batch = std::move(granted);
+    if (batch.empty()) {
+      if (claimed->capped) sched.mark_capped(ti);
+      continue;
+    }
     MeasureOptions mopts = o.measure;
     const int64_t done_before = sched.trials(ti);
     double running_best = t.best_gflops;
     mopts.on_result = [&](size_t i, const MeasureResult& r) {
+      // Heartbeat: claims of a long round must not expire under it.
+      auto now = std::chrono::steady_clock::now();
+      if (now - last_heartbeat > std::chrono::seconds(60)) {
+        last_heartbeat = now;
+        try {
+          sink.renew_claims();
+        } catch (const std::exception&) {
+          // Best effort: the next measurement tries again.
+        }
+      }
       double g = r.error == ErrorClass::kOk ? r.gflops : 0;
       running_best = std::max(running_best, g);
       obs.on_result(ti, done_before + static_cast<int64_t>(i) + 1, g, running_best,
@@ -153,7 +264,15 @@ TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, Record
       records.push_back(make_record(t.task.workload_key, tkey, inputs[i].config_json, results[i]));
       gflops.push_back(records.back().gflops);
     }
-    sink.add_batch(records);  // stored before anything else can go wrong
+    const bool all_measured = results.size() == inputs.size();
+    store_round(sink, records, obs, stopped);  // stored before anything else can go wrong
+    if (!all_measured) {
+      try {
+        sink.release_claims();  // the configs not measured: free for others
+      } catch (const std::exception&) {
+        // They expire by themselves.
+      }
+    }
     t.record(batch, gflops, std::min(not_from_tuner, batch.size()));
     sched.record(ti, gflops);
     if (o.tuner == "xgb") model.retrain();

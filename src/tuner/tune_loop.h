@@ -3,8 +3,13 @@
 //   for each round the task scheduler hands out (task_scheduler.h):
 //     batch   = the task's tuner proposes configs (task_search.h; the
 //               fallback first when the database lacks it)
+//     batch   = sink.claim(batch)         (record_sink.h: configs another run
+//               recorded or holds are dropped, the trial cap counts every run)
 //     results = measure_batch(batch)      (measure.h: a worker process each)
-//     sink.add_batch(records)             (stored before anything else)
+//     sink.add_batch(records)             (stored before anything else; while
+//               the database is locked (RecordDBBusy) the round is kept and
+//               retried with backoff, 0.1 s doubling to 5 s; on any other
+//               error its records go to sink.unsaved_path() and the run ends)
 //     tuner, scheduler and cost model learn from the results
 //
 // `kiln tune` parses arguments and draws progress around tune(); the replay
@@ -57,11 +62,15 @@ class TuneObserver {
   // After each round, once its records are stored.
   virtual void on_round(size_t task, int64_t trials, const std::vector<double>& gflops, double best,
                         int64_t remaining) {}
+  // While a round of `records` measured records waits for a locked database
+  // (0: the next batch waits to be claimed, nothing measured is at stake):
+  // how long it has waited so far and the error; called before each retry.
+  virtual void on_store_waiting(size_t records, double waited_s, const std::string& error) {}
 };
 
 struct TaskSummary {
   Task task;
-  int64_t trials = 0;  // earlier runs' included
+  int64_t trials = 0;  // earlier runs' included, not those a concurrent run stored meanwhile
   double best_gflops = 0;
   TaskState state = TaskState::Active;
 };
@@ -83,7 +92,9 @@ struct TuneSummary {
 // Throws std::runtime_error when this machine cannot run the target's code
 // (check_host_runs; with options.measure.runner: when the runner cannot be
 // started or its device cannot run it, check_runner_runs), the measurement
-// worker cannot be found or the sink fails; records stored until then stay
+// worker cannot be found or the sink fails with anything but RecordDBBusy
+// (then the round's records are written to sink.unsaved_path() first, and
+// the message says how to import them); records stored until then stay
 // stored. With a runner, a num_threads of 0 means the device's default.
 TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, RecordSink& sink,
                  TuneOptions options, TuneObserver* observer = nullptr);

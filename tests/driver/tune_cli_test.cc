@@ -98,6 +98,34 @@ TEST_F(KilnTune, ResumesAndBuildsWithTheLog) {
   EXPECT_TRUE(fs::exists(pkg));
 }
 
+TEST_F(KilnTune, TwoProcessesOnOneDatabaseMeasureNoConfigTwice) {
+  // Two `kiln tune` at once on one model and database (issue 13, item 6):
+  // configs are claimed in the database before they are measured, and the
+  // trial cap counts both runs' records and live claims.
+  std::string db = work_.file("shared.db");
+  tuner::RecordDB::open(db);
+  ScratchDir capture_a, capture_b;
+  std::string env = "KILN_LOGS_DIR='" + logs_.path().string() + "'";
+  CommandResult ra, rb;
+  std::thread ta([&] { ra = run_kiln(tune(db, 8), tmp_, capture_a, env); });
+  std::thread tb([&] { rb = run_kiln(tune(db, 8), tmp_, capture_b, env); });
+  ta.join();
+  tb.join();
+  ASSERT_EQ(ra.status, 0) << ra.err << ra.out;
+  ASSERT_EQ(rb.status, 0) << rb.err << rb.out;
+  size_t n = records_in(db);
+  std::ifstream in(work_.file("export.jsonl"));
+  std::set<std::string> configs;
+  for (std::string line; std::getline(in, line);)
+    configs.insert(nlohmann::json::parse(line).at("config").dump());
+  EXPECT_EQ(configs.size(), n) << "a config was measured twice";
+  EXPECT_LE(n, 8u);  // no overshoot: the cap is checked where the claims are taken
+  EXPECT_GE(n, 6u);
+  tuner::RecordDB rdb = tuner::RecordDB::open(db);
+  for (const std::string& target : rdb.targets())
+    for (const std::string& w : rdb.workloads(target)) EXPECT_EQ(rdb.live_claims(w, target), 0);
+}
+
 TEST_F(KilnTune, RunnerMeasuresThroughACommandAndStoresVerifiedRecords) {
   // --runner: this machine's own worker in serve mode stands in for a device
   // (the aarch64 one under qemu is tests/e2e/run_arm_qemu_tune.sh).

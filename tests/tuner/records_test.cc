@@ -30,9 +30,12 @@
 #include "tuner/target_key.h"
 
 namespace fs = std::filesystem;
+using kiln::tuner::ClaimResult;
 using kiln::tuner::ErrorClass;
+using kiln::tuner::make_claim_owner;
 using kiln::tuner::Record;
 using kiln::tuner::RecordDB;
+using kiln::tuner::RecordDBBusy;
 using kiln::tuner::TargetKey;
 
 extern char** environ;
@@ -300,7 +303,7 @@ TEST_F(RecordsTest, MigratesVersion0Fixture) {
   const char* layout =
       "SELECT type || ' ' || name || ': ' || sql FROM sqlite_master ORDER BY type, name";
   EXPECT_EQ(a.column(layout), b.column(layout));
-  EXPECT_EQ(a.one("SELECT version FROM schema_version"), "1");
+  EXPECT_EQ(a.one("SELECT version FROM schema_version"), std::to_string(RecordDB::kSchemaVersion));
   EXPECT_EQ(a.one("PRAGMA integrity_check"), "ok");
 }
 
@@ -727,6 +730,110 @@ TEST_F(RecordsTest, KilnRecordsCommand) {
   EXPECT_NE(read_file(err).find("-o"), std::string::npos);
   EXPECT_EQ(run_shell(kiln + " records frobnicate 2>" + err), 2);
   EXPECT_EQ(run_shell(kiln + " records import " + dst + " 2>" + err), 2);
+}
+
+// ---- claims (schema version 2) -----------------------------------------------------------------
+
+TEST_F(RecordsTest, MigratesVersion1WithRecordsToClaims) {
+  // A version-1 file as the previous kiln wrote it: records, no claims table.
+  std::string path = file("v1.db");
+  {
+    RawDB raw(path);
+    raw.exec(
+        "CREATE TABLE records (id INTEGER PRIMARY KEY, workload_key TEXT NOT NULL, "
+        "target_key TEXT NOT NULL, config_json TEXT NOT NULL, times_ms TEXT NOT NULL, "
+        "mean_ms REAL, error TEXT NOT NULL, error_message TEXT NOT NULL DEFAULT '', "
+        "timestamp_unix INTEGER NOT NULL, kiln_version TEXT NOT NULL, "
+        "gflops REAL NOT NULL DEFAULT 0);"
+        "CREATE INDEX records_by_speed ON records (workload_key, target_key, mean_ms);"
+        "CREATE INDEX records_by_config ON records (workload_key, target_key, config_json);"
+        "CREATE TABLE schema_version (version INTEGER NOT NULL);"
+        "INSERT INTO schema_version VALUES (1);"
+        "INSERT INTO records (workload_key, target_key, config_json, times_ms, mean_ms, error, "
+        "timestamp_unix, kiln_version, gflops) VALUES ('w', 'T', '{\"a\":1}', '[2.0]', 2.0, "
+        "'ok', 100, '0.1.0', 1.0);");
+  }
+  RecordDB db = RecordDB::open(path);
+  EXPECT_EQ(db.count(), 1u);
+  EXPECT_TRUE(db.has_config("w", "T", "{\"a\":1}"));
+  ClaimResult c = db.claim("w", "T", {"{\"a\":1}", "{\"a\":2}"}, "me");
+  EXPECT_EQ(c.granted, std::vector<bool>({false, true}));  // the recorded one is not measured
+  EXPECT_EQ(c.taken, 1);
+  RecordDB::open(file("fresh.db"));
+  RawDB a(path), b(file("fresh.db"));
+  // The fixture's records table is spelled without comments: compare names,
+  // and the claims table the migration added in full.
+  const char* layout = "SELECT type || ' ' || name FROM sqlite_master ORDER BY type, name";
+  EXPECT_EQ(a.column(layout), b.column(layout));
+  const char* claims = "SELECT sql FROM sqlite_master WHERE name LIKE 'claims%' ORDER BY name";
+  EXPECT_EQ(a.column(claims), b.column(claims));
+  EXPECT_EQ(a.one("SELECT version FROM schema_version"), "2");
+  EXPECT_EQ(a.one("PRAGMA integrity_check"), "ok");
+}
+
+TEST_F(RecordsTest, ClaimsRefuseRecordedAndLiveClaimsAndRespectTheCap) {
+  RecordDB a = RecordDB::open(file("c.db"));
+  RecordDB b = RecordDB::open(file("c.db"));
+  a.add(make("w", "{\"x\":0}", {1}));
+  ClaimResult ca = a.claim("w", kTarget, {"{\"x\":1}", "{\"x\":2}", "{\"x\":1}"}, "A");
+  EXPECT_EQ(ca.granted, std::vector<bool>({true, true, false}));  // a repeat is refused
+  EXPECT_EQ(ca.taken, 1);
+  EXPECT_EQ(a.live_claims("w", kTarget), 2);
+  // Another owner: x=0 is recorded, x=1 and x=2 are held; x=3 is free, spelled any way.
+  ClaimResult cb = b.claim("w", kTarget, {"{\"x\":0}", "{ \"x\": 1 }", "{\"x\":2}", "{\"x\": 3}"},
+                           "B", /*max_trials=*/8);
+  EXPECT_EQ(cb.granted, std::vector<bool>({false, false, false, true}));
+  EXPECT_EQ(cb.taken, 3);
+  // The cap counts records and every live claim: 1 + 3 claimed, cap 5 -> one more.
+  ClaimResult capped = b.claim("w", kTarget, {"{\"x\":4}", "{\"x\":5}"}, "B", 5);
+  EXPECT_EQ(capped.granted, std::vector<bool>({true, false}));
+  EXPECT_FALSE(capped.capped);
+  EXPECT_TRUE(b.claim("w", kTarget, {"{\"x\":6}"}, "B", 5).capped);
+  // Storing deletes the record's claim; release drops the owner's others.
+  a.add(make("w", "{\"x\":1}", {1}));
+  EXPECT_EQ(a.live_claims("w", kTarget), 3);  // x=2 (A), x=3 and x=4 (B)
+  a.release_claims("A");
+  EXPECT_EQ(a.live_claims("w", kTarget), 2);
+  EXPECT_EQ(a.claim("w", kTarget, {"{\"x\":2}"}, "A").granted, std::vector<bool>({true}));
+  EXPECT_THROW(a.claim("w", kTarget, {"not json"}, "A"), std::invalid_argument);
+}
+
+TEST_F(RecordsTest, ExpiredClaimOfADeadOwnerIsTakenOver) {
+  std::string path = file("e.db");
+  RecordDB db = RecordDB::open(path);
+  // A dead owner's claim, created 20 minutes ago and never renewed.
+  RawDB(path).exec("INSERT INTO claims VALUES ('w', '" + kTarget +
+                   "', '{\"x\":1}', '999999@deadhost/0123', strftime('%s','now') - 1200, "
+                   "strftime('%s','now') - 600)");
+  EXPECT_EQ(db.live_claims("w", kTarget), 0);  // ignored, also by the cap
+  ClaimResult c = db.claim("w", kTarget, {"{\"x\":1}"}, "me", /*max_trials=*/1);
+  EXPECT_EQ(c.granted, std::vector<bool>({true}));
+  EXPECT_EQ(c.taken, 0);
+  EXPECT_EQ(RawDB(path).one("SELECT owner FROM claims"), "me");
+  // A live claim of another owner is not taken over; renewing keeps it live.
+  EXPECT_FALSE(db.claim("w", kTarget, {"{\"x\":1}"}, "other").granted[0]);
+  db.renew_claims("me", 1000);
+  EXPECT_EQ(RawDB(path).one("SELECT expires_unix - strftime('%s','now') > 900 FROM claims"), "1");
+  // Owners are unique per call: pid@host/token.
+  std::string o1 = make_claim_owner(), o2 = make_claim_owner();
+  EXPECT_NE(o1, o2);
+  EXPECT_EQ(o1.rfind(std::to_string(getpid()) + "@", 0), 0u) << o1;
+}
+
+TEST_F(RecordsTest, LockedLongerThanTheBusyTimeoutThrowsBusyAndChangesNothing) {
+  std::string path = file("busy.db");
+  RecordDB db = RecordDB::open(path);
+  db.set_busy_timeout_ms(100);
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+  EXPECT_THROW(db.add(make("w", "{}", {1})), RecordDBBusy);
+  EXPECT_THROW(db.claim("w", kTarget, {"{}"}, "me"), RecordDBBusy);
+  sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr);
+  sqlite3_close(other);
+  EXPECT_EQ(db.count(), 0u);
+  db.add(make("w", "{}", {1}));
+  EXPECT_EQ(db.count(), 1u);
 }
 
 }  // namespace

@@ -5,10 +5,14 @@
 #include "tuner/tune_loop.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <future>
 #include <set>
+#include <thread>
 
 #include "codegen/target.h"
 #include "ops/dense.h"
@@ -159,6 +163,151 @@ TEST(TuneLoop, MakeTasksMergesKeysAcrossModelsAndWeighsByFlops) {
   EXPECT_NEAR(tasks[0].weight + tasks[1].weight, 1.0, 1e-12);
   EXPECT_GT(tasks[1].weight, tasks[0].weight);
   EXPECT_THROW(make_tasks({{"no_such_template(x=[1])"}}), std::exception);
+}
+
+// ---- concurrent tuners, locked databases (issue 13, items 6 and 7)
+// -------------------------------
+
+int64_t config_index(const Task& task, const std::string& config_json) {
+  const ops::OpTemplate& tmpl = ops::get_template(task.template_name);
+  return schedule::Config::from_json(tmpl.space(ops::Workload::parse(task.workload_key)),
+                                     config_json)
+      .index();
+}
+
+TEST(TuneLoop, TwoConcurrentRunsMeasureNoConfigTwiceAndShareTheTrialCap) {
+  TempDb tmp;
+  std::vector<Task> tasks = dense_tasks();
+  RecordDB::open(tmp.path);  // created before the runs start
+  // Both random tuners have the same seed: they propose the same configs in the
+  // same order, so every round collides unless the claims keep them apart.
+  auto run = [&](TuneSummary* out) {
+    RecordDB db = RecordDB::open(tmp.path);
+    RecordDBSink sink(db);
+    *out = tune(tasks, db, sink, small_run("random", 8));
+  };
+  TuneSummary a, b;
+  std::thread ta(run, &a), tb(run, &b);
+  ta.join();
+  tb.join();
+  RecordDB db = RecordDB::open(tmp.path);
+  std::vector<Record> all = db.records(tasks[0].workload_key, a.target_key);
+  std::set<int64_t> distinct;
+  for (const Record& r : all) distinct.insert(config_index(tasks[0], r.config_json));
+  EXPECT_EQ(distinct.size(), all.size()) << "a config was measured twice";
+  // The cap is checked in the claim transaction against records + live claims
+  // of both runs: no overshoot at all.
+  EXPECT_LE(all.size(), 8u);
+  EXPECT_GE(all.size(), 6u);  // both stop at the cap, not early
+  EXPECT_EQ(a.run_trials + b.run_trials, static_cast<int64_t>(all.size()));
+  // Both ran at once (each measured some): with one seed, their proposals collided.
+  EXPECT_GT(a.run_trials, 0);
+  EXPECT_GT(b.run_trials, 0);
+  EXPECT_EQ(db.live_claims(tasks[0].workload_key, a.target_key), 0);  // none left behind
+}
+
+// Takes an exclusive lock on the database from another connection the first
+// time a round is stored, holds it for longer than the busy timeout, then
+// stores.
+class LockedOnceSink : public RecordDBSink {
+ public:
+  LockedOnceSink(RecordDB& db, std::string path) : RecordDBSink(db), path_(std::move(path)) {}
+  ~LockedOnceSink() override {
+    if (locker_.joinable()) locker_.join();
+  }
+  void add_batch(const std::vector<Record>& records) override {
+    ++attempts;
+    if (!locker_.joinable()) {
+      std::promise<void> locked;
+      std::future<void> is_locked = locked.get_future();
+      locker_ = std::thread([this, &locked] {
+        sqlite3* other = nullptr;
+        sqlite3_open(path_.c_str(), &other);
+        sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr);
+        locked.set_value();
+        std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+        sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr);
+        sqlite3_close(other);
+      });
+      is_locked.wait();
+    }
+    RecordDBSink::add_batch(records);
+    stored += records.size();
+  }
+  int attempts = 0;
+  size_t stored = 0;
+
+ private:
+  std::string path_;
+  std::thread locker_;
+};
+
+class WaitingObserver : public CountingObserver {
+ public:
+  void on_store_waiting(size_t records, double waited_s, const std::string& error) override {
+    ++waits;
+    waited = waited_s;
+    last_error = error;
+    kept = records;
+  }
+  int waits = 0;
+  double waited = 0;
+  size_t kept = 0;
+  std::string last_error;
+};
+
+TEST(TuneLoop, ARoundIsStoredAfterALockHeldPastTheBusyTimeoutIsReleased) {
+  TempDb tmp;
+  RecordDB db = RecordDB::open(tmp.path);
+  db.set_busy_timeout_ms(200);
+  LockedOnceSink sink(db, tmp.path);
+  WaitingObserver obs;
+  auto start = std::chrono::steady_clock::now();
+  TuneSummary s = tune(dense_tasks(), db, sink, small_run("random", 6), &obs);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GT(sink.attempts, 2);  // failed with SQLITE_BUSY, retried
+  EXPECT_GE(obs.waits, 2);
+  EXPECT_EQ(obs.kept, 3u);
+  EXPECT_NE(obs.last_error.find("locked"), std::string::npos) << obs.last_error;
+  EXPECT_GT(took, 2.4);
+  // Nothing lost: every measurement is stored, and the run went on to its cap.
+  EXPECT_EQ(s.run_trials, 6);
+  EXPECT_EQ(obs.rounds, 2);
+  EXPECT_EQ(sink.stored, 6u);
+  EXPECT_EQ(db.count(), 6u);
+  EXPECT_EQ(s.stop_reason, "every task finished");
+}
+
+// A store that fails with something other than a lock (disk full).
+class BrokenSink : public RecordDBSink {
+ public:
+  using RecordDBSink::RecordDBSink;
+  void add_batch(const std::vector<Record>&) override {
+    throw std::runtime_error("records database: database or disk is full");
+  }
+};
+
+TEST(TuneLoop, ANonBusyStoreErrorEndsTheRunWithTheRoundInAJsonLinesFile) {
+  TempDb tmp;
+  RecordDB db = RecordDB::open(tmp.path);
+  BrokenSink sink(db);
+  std::string unsaved = sink.unsaved_path();
+  EXPECT_EQ(unsaved, tmp.path + ".unsaved-" + std::to_string(getpid()) + ".jsonl");
+  std::filesystem::remove(unsaved);
+  try {
+    tune(dense_tasks(), db, sink, small_run("random", 6));
+    ADD_FAILURE() << "no exception";
+  } catch (const std::runtime_error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("disk is full"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(unsaved), std::string::npos) << msg;
+    EXPECT_NE(msg.find("kiln records import " + tmp.path + " " + unsaved), std::string::npos)
+        << msg;
+  }
+  // The round is in the file and imports.
+  EXPECT_EQ(db.count(), 0u);
+  EXPECT_EQ(db.import_jsonl(unsaved), 3u);
+  std::filesystem::remove(unsaved);
 }
 
 }  // namespace
