@@ -252,6 +252,7 @@ class Stmt {
              : std::string();
   }
   int64_t int64(int col) const { return sqlite3_column_int64(s_, col); }
+  int type(int col) const { return sqlite3_column_type(s_, col); }
   double real(int col) const { return sqlite3_column_double(s_, col); }
 
  private:
@@ -423,6 +424,12 @@ int schema_version(RecordDB::Impl& impl) {
   if (has_table(impl, "schema_version")) {
     Stmt s(impl, "SELECT version FROM schema_version");
     if (!s.step()) throw std::runtime_error(impl.where() + ": schema_version table is empty");
+    // kiln writes versions from 1 on, as integers; anything else (0, -1,
+    // text) is damage or another program's table, not an old layout to migrate.
+    if (s.type(0) != SQLITE_INTEGER || s.int64(0) < 1)
+      throw std::runtime_error(impl.where() + ": schema_version holds '" + s.text(0) +
+                               "', which no kiln writes: a damaged or foreign database (the file "
+                               "was left unchanged)");
     return static_cast<int>(s.int64(0));
   }
   if (has_table(impl, "records")) {
@@ -541,6 +548,19 @@ RecordDB RecordDB::open(const std::string& path, Mode mode) {
   std::error_code ec;
   if (mode == Mode::kMustExist && !std::filesystem::exists(path, ec))
     throw std::runtime_error(impl->where() + " does not exist");
+  // A zero-length file is no database (a truncated copy, `touch`, an editor):
+  // refused, not initialised. A fresh one may be another kiln tune's that
+  // sqlite has created but not yet written, so only kMustExist and files
+  // older than a few seconds are refused.
+  if (std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == 0 &&
+      !ec) {
+    auto age =
+        std::filesystem::file_time_type::clock::now() - std::filesystem::last_write_time(path, ec);
+    if (mode == Mode::kMustExist || (!ec && age > std::chrono::seconds(5)))
+      throw std::runtime_error(impl->where() +
+                               " is an empty file, not a records database (remove it to start a "
+                               "new one)");
+  }
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX |
               (mode == Mode::kCreate ? SQLITE_OPEN_CREATE : 0);
   if (sqlite3_open_v2(path.c_str(), &impl->db, flags, nullptr) != SQLITE_OK) {
@@ -549,6 +569,9 @@ RecordDB RecordDB::open(const std::string& path, Mode mode) {
   }
   sqlite3_extended_result_codes(impl->db, 1);
   sqlite3_busy_handler(impl->db, wait_for_lock, impl.get());
+  // A foreign or damaged file is refused before anything is written to it:
+  // switching it to WAL would already change it.
+  check_not_newer(*impl, schema_version(*impl));
   enable_wal(*impl);
   // FULL: a committed record survives power loss too, not only a killed
   // process; one fsync per measured candidate costs nothing next to measuring.

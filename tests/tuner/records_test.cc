@@ -350,6 +350,38 @@ TEST_F(RecordsTest, RefusesNewerSchemaForeignAndCorruptFiles) {
   EXPECT_FALSE(fs::exists(missing));
 }
 
+// Damaged or foreign files are refused without a raw SQL error and left
+// byte for byte as they were: a schema version of 0, -1 or text; another
+// program's sqlite file (not switched to WAL first); an old zero-length file.
+TEST_F(RecordsTest, DamagedForeignAndEmptyFilesAreRefusedUnchanged) {
+  for (const char* version : {"0", "-1", "'two'"}) {
+    SCOPED_TRACE(version);
+    std::string db = file(std::string("v") + version + ".db");
+    RecordDB::open(db).add(make("w", "{}", {1}));
+    RawDB(db).exec(std::string("UPDATE schema_version SET version = ") + version);
+    std::string before = read_file(db);
+    expect_throw_with<std::runtime_error>([&] { RecordDB::open(db); },
+                                          {db, "schema_version holds", "damaged or foreign"});
+    EXPECT_EQ(read_file(db), before);
+  }
+  std::string foreign = file("foreign2.db");
+  RawDB(foreign).exec("CREATE TABLE users (name TEXT)");
+  std::string before = read_file(foreign);
+  ASSERT_EQ(before[18], 1);  // rollback journal (file format 1), not WAL (2)
+  expect_throw_with<std::runtime_error>([&] { RecordDB::open(foreign); },
+                                        {foreign, "not a kiln records database"});
+  EXPECT_EQ(read_file(foreign), before);
+
+  std::string empty = file("empty.db");
+  write_file(empty, "");
+  expect_throw_with<std::runtime_error>([&] { RecordDB::open(empty, RecordDB::Mode::kMustExist); },
+                                        {empty, "is an empty file"});
+  fs::last_write_time(empty, fs::file_time_type::clock::now() - std::chrono::minutes(1));
+  expect_throw_with<std::runtime_error>([&] { RecordDB::open(empty); },
+                                        {empty, "is an empty file"});
+  EXPECT_EQ(fs::file_size(empty), 0u);
+}
+
 // ---- add / best / has_config --------------------------------------------------------------------
 
 TEST_F(RecordsTest, AddBestHasConfig) {
