@@ -17,6 +17,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include "ops/op_template.h"
+#include "schedule/config_space.h"
+
 namespace kiln::tuner {
 
 // ---- error classes ------------------------------------------------------------------------------
@@ -810,6 +813,33 @@ size_t RecordDB::export_jsonl(const std::string& path, const std::string& worklo
   return n;
 }
 
+namespace {
+
+// A record of one of this kiln's templates must name a point of the
+// workload's config space (a record of kInvalidConfig excepted: that is its
+// finding): knobs the space lacks would never match a config again, and a
+// build would skip them without a word. Records of templates this kiln does
+// not have (another version's) are kept as they are.
+void check_config_in_space(const Record& r) {
+  if (r.error == ErrorClass::kInvalidConfig) return;
+  ops::Workload w;
+  try {
+    w = ops::Workload::parse(r.workload_key);
+  } catch (const std::exception&) {
+    return;  // not a template workload key of this kiln
+  }
+  const ops::OpTemplate* t = ops::find_template(w.template_name);
+  if (!t) return;
+  try {
+    schedule::Config::from_json(t->space(w), r.config_json);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("config is not a point of " + w.template_name + "'s space (" +
+                                e.what() + ")");
+  }
+}
+
+}  // namespace
+
 size_t RecordDB::import_jsonl(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read '" + path + "'");
@@ -820,6 +850,7 @@ size_t RecordDB::import_jsonl(const std::string& path) {
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     try {
       rs.push_back(record_from_json_line(line));
+      check_config_in_space(rs.back());
     } catch (const std::exception& e) {
       throw std::runtime_error(path + ":" + std::to_string(lineno) + ": " + e.what() +
                                " (nothing was imported into '" + impl_->path + "')");

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "codegen/target.h"
+#include "ops/op_template.h"
 #include "records_writer.h"
 #include "support/version.h"
 #include "tuner/target_key.h"
@@ -228,13 +230,19 @@ TEST_F(RecordsTest, CompileBudgetRecordsRoundTrip) {
   std::string path = file("budget.db");
   RecordDB db = RecordDB::open(path);
   const std::string w = "dense_pack.x86(data=[197,768],weight=[768,768],dtype=float32)";
-  Record big = make(w, "{\"tile\":64}", {}, ErrorClass::kCompileBudget, 20);
+  // A point of the workload's space (an import checks that): the fallback's.
+  const std::string cfg =
+      nlohmann::json::parse(kiln::ops::get_template("dense_pack.x86")
+                                .fallback(kiln::ops::Workload::parse(w), kiln::Isa{})
+                                .to_json())
+          .dump();  // canonical: sorted keys, compact
+  Record big = make(w, cfg, {}, ErrorClass::kCompileBudget, 20);
   big.error_message = "kernel 'dense_pack' is estimated at 558433 operations after unrolling";
   db.add(big);
   ASSERT_EQ(db.records(w, kTarget).size(), 1u);
   EXPECT_EQ(db.records(w, kTarget)[0], big);
   EXPECT_EQ(db.records(w, kTarget)[0].error, ErrorClass::kCompileBudget);
-  EXPECT_TRUE(db.has_config(w, kTarget, "{\"tile\":64}"));
+  EXPECT_TRUE(db.has_config(w, kTarget, big.config_json));
   EXPECT_FALSE(db.best(w, kTarget).has_value());
 
   std::string line = kiln::tuner::record_to_json_line(big);
@@ -522,6 +530,21 @@ TEST_F(RecordsTest, ExportImportRoundTripIsByteIdentical) {
   for (std::string line; std::getline(lines, line); ++n)
     EXPECT_EQ(kiln::tuner::record_from_json_line(line).workload_key, "op1(n=[1])");
   EXPECT_EQ(n, 10u);
+}
+
+// A record of one of kiln's templates whose knobs are not a point of the
+// workload's space is refused on import, naming the line; nothing is stored.
+TEST_F(RecordsTest, ImportRefusesConfigsOutsideTheTemplatesSpace) {
+  const std::string key = "dense_pack.x86(data=[8,16],weight=[16,32],dtype=float32)";
+  Record bad = make(key, R"({"knobs":{"tile_nothing":[1,2]}})", {1.0});
+  Record good = make(key, R"({"knobs":{"tile_y":[1,1,8]}})", {1.0}, ErrorClass::kInvalidConfig);
+  write_file(file("bad.jsonl"), kiln::tuner::record_to_json_line(good) + "\n" +
+                                    kiln::tuner::record_to_json_line(bad) + "\n");
+  RecordDB db = RecordDB::open(file("space.db"));
+  expect_throw_with<std::runtime_error>(
+      [&] { db.import_jsonl(file("bad.jsonl")); },
+      {file("bad.jsonl") + ":2:", "not a point of dense_pack.x86's space", "nothing was imported"});
+  EXPECT_EQ(db.count(), 0u);
 }
 
 TEST_F(RecordsTest, BadImportLineNamesFileAndLineAndStoresNothing) {
