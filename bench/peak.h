@@ -5,7 +5,9 @@
 
 namespace kiln::bench {
 
-// GFLOP/s of independent zmm FMA chains on `threads` threads (median of runs).
-double measured_fma_peak_gflops(int threads);
+// GFLOP/s of independent FMA chains on `threads` threads (median of runs), at
+// one vector width: 512 (zmm, 24 chains) or 256 (ymm, 12 chains: AVX2's 16
+// registers). 0 when this CPU lacks the width's FMA.
+double measured_fma_peak_gflops(int threads, int vector_bits = 512);
 
 }  // namespace kiln::bench

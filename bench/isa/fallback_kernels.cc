@@ -12,8 +12,6 @@
 // AVX2 code run on an AVX-512 CPU has AVX2's 16 vector registers (VEX encodes
 // no more), so its register tiles meet AVX2's constraints; its peak is that
 // CPU's ymm peak, not an AVX2-only machine's.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -21,9 +19,9 @@
 #include <random>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "../peak.h"
 #include "../timer.h"
 #include "codegen/codegen.h"
 #include "codegen/target.h"
@@ -39,63 +37,6 @@ namespace {
 using kiln::codegen::Target;
 using kiln::ops::OpTemplate;
 using kiln::ops::Workload;
-
-// ---- FMA peak at one vector width ---------------------------------------------------
-
-// Independent accumulator chains: enough to cover FMA latency x throughput on
-// current cores, within the width's register file (16 ymm, 32 zmm).
-__attribute__((target("avx512f"))) double fma_zmm(long iterations, float* sink) {
-  __m512 acc[24];
-  for (int i = 0; i < 24; ++i) acc[i] = _mm512_set1_ps(float(i));
-  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.001f);
-  for (long it = 0; it < iterations; ++it) {
-#pragma GCC unroll 24
-    for (int i = 0; i < 24; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-  }
-  __m512 s = acc[0];
-  for (int i = 1; i < 24; ++i) s = _mm512_add_ps(s, acc[i]);
-  *sink = _mm512_reduce_add_ps(s);
-  return double(iterations) * 24 * 16 * 2;
-}
-
-__attribute__((target("avx2,fma"))) double fma_ymm(long iterations, float* sink) {
-  __m256 acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(float(i));
-  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(0.001f);
-  for (long it = 0; it < iterations; ++it) {
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
-  }
-  __m256 s = acc[0];
-  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
-  float lanes[8];
-  _mm256_storeu_ps(lanes, s);
-  *sink = lanes[0] + lanes[7];
-  return double(iterations) * 12 * 8 * 2;
-}
-
-// GFLOP/s of `threads` threads running the width's loop (median of 5 runs).
-double fma_peak_gflops(int vector_bits, int threads) {
-  std::vector<double> runs;
-  for (int r = 0; r < 5; ++r) {
-    std::vector<float> sinks(threads * 16);
-    std::vector<double> flops(threads);
-    auto start = std::chrono::steady_clock::now();
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        flops[t] = vector_bits == 512 ? fma_zmm(2'000'000, &sinks[t * 16])
-                                      : fma_ymm(4'000'000, &sinks[t * 16]);
-      });
-    for (auto& th : pool) th.join();
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    double total = 0;
-    for (double f : flops) total += f;
-    runs.push_back(total / s * 1e-9);
-  }
-  std::sort(runs.begin(), runs.end());
-  return runs[runs.size() / 2];
-}
 
 // ---- kernels -------------------------------------------------------------------------
 
@@ -222,7 +163,7 @@ int run(int argc, char** argv) {
         "|---|---|---|---:|---:|---:|---|\n",
         threads);
   for (const auto& [target, bits] : targets) {
-    double peak = smoke ? 0 : fma_peak_gflops(bits, threads);
+    double peak = smoke ? 0 : kiln::bench::measured_fma_peak_gflops(threads, bits);
     for (const Case& c : cases()) {
       const Workload& w = smoke ? c.smoke : c.full;
       const OpTemplate& t = kiln::ops::get_template(w.template_name);

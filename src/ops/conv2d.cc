@@ -69,6 +69,41 @@ bool conv_tile_fits(const ConvRegisterTile& rt, int64_t ow_tile, int64_t ocb, co
   return rt.oc * rt.oh * ow_tile * vectors_per_column <= isa.vector_registers;
 }
 
+void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
+                         const Tensor& output, const Config& cfg, const std::string& name,
+                         int64_t oc_blocks_per_tile) {
+  auto [tile, out] = prepare_anchor(sch, inst.anchor, output, name);
+  for (auto& t : input_tensors(inst.anchor)) {
+    if (t->is_placeholder) continue;
+    auto sp = sch[t];  // the padding stage: at root, rows in parallel
+    sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)}));
+    sp->vectorize(sp->axis(4));
+  }
+  auto extent = [&](size_t d) { return *ir::as_const_int(out->axis(d)->dom.extent); };
+  ConvRegisterTile rt = conv_register_tile(oc_blocks_per_tile > 0 ? oc_blocks_per_tile : extent(1),
+                                           extent(2), extent(4), cfg);
+  auto [oc_outer, oc_inner] = out->split(out->axis(1), rt.oc);
+  auto [oh_outer, oh_inner] = out->split(out->axis(2), rt.oh);
+  auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
+  out->reorder({out->axis(0), oc_outer, oh_outer, ow[0], oc_inner, oh_inner, ow[1], out->axis(4)});
+  out->parallel(out->fuse({out->axis(0), oc_outer, oh_outer}));
+  out->vectorize(out->axis(4));
+
+  // The tile: one register tile of rt.oc x rt.oh x ow[1] vectors, reduced over
+  // the input channels and the window.
+  tile->compute_at(out, ow[0]);
+  std::vector<IterVar> order = {tile->reduce_axis(0), tile->reduce_axis(1), tile->reduce_axis(2)};
+  if (cfg.knob("kernel_outer"))
+    order = {tile->reduce_axis(1), tile->reduce_axis(2), tile->reduce_axis(0)};
+  tile->reorder({order[0], order[1], order[2], tile->reduce_axis(3), tile->axis(1), tile->axis(2),
+                 tile->axis(3), tile->axis(4)});
+  if (cfg.knob("unroll_kw")) tile->unroll(tile->reduce_axis(2));
+  tile->unroll(tile->axis(1));
+  tile->unroll(tile->axis(2));
+  tile->unroll(tile->axis(3));
+  tile->vectorize(tile->axis(4));
+}
+
 }  // namespace detail
 
 namespace {
@@ -153,36 +188,7 @@ class Conv2dNCHWc final : public OpTemplate {
 
   void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
                 const Config& cfg) const override {
-    auto [tile, out] = detail::prepare_anchor(sch, inst.anchor, output, name());
-    for (auto& t : input_tensors(inst.anchor)) {
-      if (t->is_placeholder) continue;
-      auto sp = sch[t];  // the padding stage: at root, rows in parallel
-      sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)}));
-      sp->vectorize(sp->axis(4));
-    }
-    auto extent = [&](size_t d) { return *ir::as_const_int(out->axis(d)->dom.extent); };
-    detail::ConvRegisterTile rt = detail::conv_register_tile(extent(1), extent(2), extent(4), cfg);
-    auto [oc_outer, oc_inner] = out->split(out->axis(1), rt.oc);
-    auto [oh_outer, oh_inner] = out->split(out->axis(2), rt.oh);
-    auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
-    out->reorder(
-        {out->axis(0), oc_outer, oh_outer, ow[0], oc_inner, oh_inner, ow[1], out->axis(4)});
-    out->parallel(out->fuse({out->axis(0), oc_outer, oh_outer}));
-    out->vectorize(out->axis(4));
-
-    // The tile: one register tile of rt.oc x rt.oh x ow[1] vectors, reduced over
-    // the input channels and the window.
-    tile->compute_at(out, ow[0]);
-    std::vector<IterVar> order = {tile->reduce_axis(0), tile->reduce_axis(1), tile->reduce_axis(2)};
-    if (cfg.knob("kernel_outer"))
-      order = {tile->reduce_axis(1), tile->reduce_axis(2), tile->reduce_axis(0)};
-    tile->reorder({order[0], order[1], order[2], tile->reduce_axis(3), tile->axis(1), tile->axis(2),
-                   tile->axis(3), tile->axis(4)});
-    if (cfg.knob("unroll_kw")) tile->unroll(tile->reduce_axis(2));
-    tile->unroll(tile->axis(1));
-    tile->unroll(tile->axis(2));
-    tile->unroll(tile->axis(3));
-    tile->vectorize(tile->axis(4));
+    detail::schedule_conv_nchwc(sch, inst, output, cfg, name(), 0);
   }
 
   bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {

@@ -108,6 +108,16 @@ ConvRegisterTile conv_register_tile(int64_t oc_blocks, int64_t oh, int64_t ocb,
 // Whether the tile (oc x oh x ow_tile columns of ocb channels) fits the ISA's
 // vector registers, counted in the ISA's vectors.
 bool conv_tile_fits(const ConvRegisterTile& rt, int64_t ow_tile, int64_t ocb, const Isa& isa);
+// The schedule of the blocked conv templates (conv2d, group_conv2d): the
+// padding stage by rows in parallel; the output by batch x oc blocks x rows
+// in parallel, its register tile (conv_register_tile over
+// `oc_blocks_per_tile` oc blocks, 0 = all of them; group_conv2d passes the
+// blocks of one group) x the ow tile, reduced over the input-channel blocks
+// and the window in the config's order, unrolled and vectorized over the
+// channel block.
+void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
+                         const ir::Tensor& output, const schedule::Config& cfg,
+                         const std::string& name, int64_t oc_blocks_per_tile);
 }  // namespace detail
 
 }  // namespace kiln::ops

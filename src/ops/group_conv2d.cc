@@ -82,40 +82,8 @@ class GroupConv2dNCHWc final : public OpTemplate {
 
   void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
                 const Config& cfg) const override {
-    auto [tile, out] = detail::prepare_anchor(sch, inst.anchor, output, name());
-    for (auto& t : input_tensors(inst.anchor)) {
-      if (t->is_placeholder) continue;
-      auto sp = sch[t];  // the padding stage: at root, rows in parallel
-      sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)}));
-      sp->vectorize(sp->axis(4));
-    }
-    int64_t oc_per_group = cfg.split("tile_oc").front();  // OCg / oc_bn
-    auto extent = [&](size_t d) { return *ir::as_const_int(out->axis(d)->dom.extent); };
-    int64_t oh = extent(2), ocb = extent(4);
-    // The register tile: oc blocks of one group (a divisor of the blocks per
-    // group) and rows, as conv2d_NCHWc.x86's.
-    detail::ConvRegisterTile rt = detail::conv_register_tile(oc_per_group, oh, ocb, cfg);
-    int64_t rt_oc = rt.oc, rt_oh = rt.oh;
-    auto [oc_outer, oc_inner] = out->split(out->axis(1), rt_oc);
-    auto [oh_outer, oh_inner] = out->split(out->axis(2), rt_oh);
-    auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
-    out->reorder(
-        {out->axis(0), oc_outer, oh_outer, ow[0], oc_inner, oh_inner, ow[1], out->axis(4)});
-    // Batch x (groups x oc blocks) x rows in parallel.
-    out->parallel(out->fuse({out->axis(0), oc_outer, oh_outer}));
-    out->vectorize(out->axis(4));
-
-    tile->compute_at(out, ow[0]);
-    std::vector<IterVar> order = {tile->reduce_axis(0), tile->reduce_axis(1), tile->reduce_axis(2)};
-    if (cfg.knob("kernel_outer"))
-      order = {tile->reduce_axis(1), tile->reduce_axis(2), tile->reduce_axis(0)};
-    tile->reorder({order[0], order[1], order[2], tile->reduce_axis(3), tile->axis(1), tile->axis(2),
-                   tile->axis(3), tile->axis(4)});
-    if (cfg.knob("unroll_kw")) tile->unroll(tile->reduce_axis(2));
-    tile->unroll(tile->axis(1));
-    tile->unroll(tile->axis(2));
-    tile->unroll(tile->axis(3));
-    tile->vectorize(tile->axis(4));
+    // Register tiles stay within one group: oc blocks of a group at most.
+    detail::schedule_conv_nchwc(sch, inst, output, cfg, name(), cfg.split("tile_oc").front());
   }
 
   bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {
