@@ -24,11 +24,13 @@ class RecordSink {
   // means "locked, retry": the loop keeps the round and tries again.
   virtual void add_batch(const std::vector<Record>& records) = 0;
   // Which of `configs` (JSON) of the workload on the target this run may
-  // measure; max_trials > 0 caps the task's records plus live claims.
-  // May throw RecordDBBusy (the loop retries).
+  // measure; max_trials > 0 caps the task's records plus live claims;
+  // records that timed out below retry_timeouts_below_s are retried
+  // (RecordDB::claim). May throw RecordDBBusy (the loop retries).
   virtual ClaimResult claim(const std::string& workload_key, const std::string& target_key,
-                            const std::vector<std::string>& configs, int64_t max_trials) {
-    (void)workload_key, (void)target_key, (void)max_trials;
+                            const std::vector<std::string>& configs, int64_t max_trials,
+                            double retry_timeouts_below_s) {
+    (void)workload_key, (void)target_key, (void)max_trials, (void)retry_timeouts_below_s;
     ClaimResult r;
     r.granted.assign(configs.size(), true);
     return r;
@@ -53,8 +55,10 @@ class RecordDBSink : public RecordSink {
   explicit RecordDBSink(RecordDB& db) : db_(db), owner_(make_claim_owner()) {}
   void add_batch(const std::vector<Record>& records) override { db_.add_batch(records); }
   ClaimResult claim(const std::string& workload_key, const std::string& target_key,
-                    const std::vector<std::string>& configs, int64_t max_trials) override {
-    return db_.claim(workload_key, target_key, configs, owner_, max_trials, ttl_s);
+                    const std::vector<std::string>& configs, int64_t max_trials,
+                    double retry_timeouts_below_s) override {
+    return db_.claim(workload_key, target_key, configs, owner_, max_trials, ttl_s,
+                     retry_timeouts_below_s);
   }
   void renew_claims() override { db_.renew_claims(owner_, ttl_s); }
   void release_claims() override { db_.release_claims(owner_); }

@@ -112,6 +112,37 @@ Record validated(const Record& r) {
 
 }  // namespace
 
+namespace {
+
+// "killed after the timeout of 2.5 s" -> 2.5 (measure.cc, measure_worker.cc).
+std::optional<double> timeout_in_message(const std::string& message) {
+  static const std::string kPrefix = "killed after the timeout of ";
+  const size_t at = message.find(kPrefix);
+  if (at == std::string::npos) return std::nullopt;
+  const char* begin = message.c_str() + at + kPrefix.size();
+  char* end = nullptr;
+  const double t = std::strtod(begin, &end);
+  if (end == begin || !std::isfinite(t) || t <= 0) return std::nullopt;
+  return t;
+}
+
+bool timed_out_below(const std::string& error, const std::string& message, double timeout_s) {
+  if (error != to_string(ErrorClass::kTimeout)) return false;
+  std::optional<double> t = timeout_in_message(message);
+  return t && *t < timeout_s;
+}
+
+}  // namespace
+
+std::optional<double> record_timeout_s(const Record& r) {
+  if (r.error != ErrorClass::kTimeout) return std::nullopt;
+  return timeout_in_message(r.error_message);
+}
+
+bool timed_out_below(const Record& r, double timeout_s) {
+  return timed_out_below(to_string(r.error), r.error_message, timeout_s);
+}
+
 std::string record_to_json_line(const Record& r) {
   nlohmann::ordered_json j;
   j["workload"] = r.workload_key;
@@ -611,21 +642,47 @@ namespace {
 
 int64_t now_unix() { return static_cast<int64_t>(std::time(nullptr)); }
 
-int64_t count_taken(RecordDB::Impl& impl, const std::string& w, const std::string& t, int64_t now) {
+// Records + live claims of a workload on a target, less the timeouts that a
+// run with a timeout of retry_below_s retries (they are not trials of it).
+int64_t count_taken(RecordDB::Impl& impl, const std::string& w, const std::string& t, int64_t now,
+                    double retry_below_s) {
   Stmt s(impl,
          "SELECT (SELECT count(*) FROM records WHERE workload_key = ?1 AND target_key = ?2) + "
          "(SELECT count(*) FROM claims WHERE workload_key = ?1 AND target_key = ?2 AND "
          "expires_unix > ?3)");
   s.bind(1, w).bind(2, t).bind(3, now);
   s.step();
-  return s.int64(0);
+  int64_t taken = s.int64(0);
+  if (retry_below_s > 0) {
+    Stmt timeouts(impl,
+                  "SELECT error, error_message FROM records WHERE workload_key = ? AND "
+                  "target_key = ? AND error = ?");
+    timeouts.bind(1, w).bind(2, t).bind(3, to_string(ErrorClass::kTimeout));
+    while (timeouts.step())
+      if (timed_out_below(timeouts.text(0), timeouts.text(1), retry_below_s)) --taken;
+  }
+  return taken;
+}
+
+// Whether a stored record holds the config: any record but a timeout that a
+// run with a timeout of retry_below_s retries.
+bool recorded(RecordDB::Impl& impl, const std::string& w, const std::string& t,
+              const std::string& config, double retry_below_s) {
+  Stmt rec(impl,
+           "SELECT error, error_message FROM records WHERE workload_key = ? AND target_key = ? "
+           "AND config_json = ?");
+  rec.bind(1, w).bind(2, t).bind(3, config);
+  while (rec.step())
+    if (!timed_out_below(rec.text(0), rec.text(1), retry_below_s)) return true;
+  return false;
 }
 
 }  // namespace
 
 ClaimResult RecordDB::claim(const std::string& workload_key, const std::string& target_key,
                             const std::vector<std::string>& configs, const std::string& owner,
-                            int64_t max_trials, int64_t ttl_s) {
+                            int64_t max_trials, int64_t ttl_s,
+                            double retry_timeouts_below_s) {
   std::vector<std::string> canonical;
   for (const std::string& c : configs) {
     try {
@@ -640,15 +697,12 @@ ClaimResult RecordDB::claim(const std::string& workload_key, const std::string& 
   const int64_t now = now_unix();
   ClaimResult out;
   out.granted.assign(configs.size(), false);
-  out.taken = count_taken(*impl_, workload_key, target_key, now);
+  out.taken = count_taken(*impl_, workload_key, target_key, now, retry_timeouts_below_s);
   int64_t left = max_trials > 0 ? max_trials - out.taken : INT64_MAX;
   if (left <= 0) out.capped = true;
   for (size_t i = 0; i < canonical.size() && left > 0; ++i) {
-    Stmt rec(*impl_,
-             "SELECT 1 FROM records WHERE workload_key = ? AND target_key = ? AND config_json = ? "
-             "LIMIT 1");
-    rec.bind(1, workload_key).bind(2, target_key).bind(3, canonical[i]);
-    if (rec.step()) continue;
+    if (recorded(*impl_, workload_key, target_key, canonical[i], retry_timeouts_below_s))
+      continue;
     Stmt held(*impl_,
               "SELECT owner, expires_unix FROM claims WHERE workload_key = ? AND target_key = ? "
               "AND config_json = ?");

@@ -109,9 +109,12 @@ class RecordDB {
   // claim of another owner, or repeated in `configs`; with max_trials > 0,
   // at most max_trials - (records + live claims of any owner) are granted.
   // Granted claims expire ttl_s seconds from now (renewed by renew_claims).
+  // Records that timed_out_below(retry_timeouts_below_s) neither hold their
+  // config nor count toward the cap: a run with a longer timeout retries them.
   ClaimResult claim(const std::string& workload_key, const std::string& target_key,
                     const std::vector<std::string>& configs, const std::string& owner,
-                    int64_t max_trials = 0, int64_t ttl_s = kClaimTtlS);
+                    int64_t max_trials = 0, int64_t ttl_s = kClaimTtlS,
+                    double retry_timeouts_below_s = 0);
   // Extends the owner's claims to expire ttl_s from now (a heartbeat).
   void renew_claims(const std::string& owner, int64_t ttl_s = kClaimTtlS);
   // Deletes every claim of the owner (what it claimed and did not store).
@@ -153,6 +156,13 @@ class RecordDB {
 // One JSON line for a record (no newline), and its inverse; parse throws
 // std::invalid_argument saying which field is wrong.
 std::string record_to_json_line(const Record& r);
+// The timeout a kTimeout record's candidate was killed at ("killed after the
+// timeout of T s", the measure worker's message); nullopt for other records.
+std::optional<double> record_timeout_s(const Record& r);
+// Whether a record is a timeout at a shorter limit than `timeout_s`: the
+// config may finish within the longer one, so a run with a raised --timeout
+// measures it again (the record does not count as a trial or a visit).
+bool timed_out_below(const Record& r, double timeout_s);
 // A claim owner unique to this process and call: "pid@host/random hex".
 std::string make_claim_owner();
 Record record_from_json_line(const std::string& line);

@@ -25,7 +25,8 @@ std::vector<float> lowered_features(const ops::OpTemplate& tmpl, const ops::Work
 // ---- TaskSearch -----------------------------------------------------------------
 
 std::unique_ptr<TaskSearch> TaskSearch::resume(const Task& task, const std::vector<Record>& history,
-                                               bool free_layout, const Isa& isa) {
+                                               bool free_layout, const Isa& isa,
+                                               double timeout_s) {
   auto t = std::make_unique<TaskSearch>();
   t->task = task;
   t->tmpl = &ops::get_template(task.template_name);
@@ -34,7 +35,12 @@ std::unique_ptr<TaskSearch> TaskSearch::resume(const Task& task, const std::vect
   schedule::Config fallback = t->tmpl->fallback(t->workload, isa);
   if (!free_layout) t->layout = ops::layout_blocks(*t->tmpl, t->workload, fallback);
   schedule::ConfigSpace space = t->tmpl->space(t->workload);
+  std::vector<const Record*> retries;
   for (const Record& r : history) {
+    if (timed_out_below(r, timeout_s)) {
+      retries.push_back(&r);
+      continue;
+    }
     ++t->trials;
     try {
       int64_t index = schedule::Config::from_json(space, r.config_json).index();
@@ -45,6 +51,17 @@ std::unique_ptr<TaskSearch> TaskSearch::resume(const Task& task, const std::vect
       }
     } catch (const std::exception&) {
       // A record of an older space: counted, not revisited.
+    }
+  }
+  for (const Record* r : retries) {
+    try {
+      schedule::Config cfg = schedule::Config::from_json(space, r->config_json);
+      if (std::find(t->visited.begin(), t->visited.end(), cfg.index()) != t->visited.end())
+        continue;  // measured again already, or a repeat
+      t->visited.push_back(cfg.index());
+      t->pending_retries.push_back(std::move(cfg));
+    } catch (const std::exception&) {
+      // A record of an older space: nothing to retry.
     }
   }
   if (std::find(t->visited.begin(), t->visited.end(), fallback.index()) == t->visited.end()) {
@@ -72,8 +89,12 @@ std::vector<schedule::Config> TaskSearch::next_batch(int n, size_t* not_from_tun
   if (pending_fallback) {
     out.push_back(*pending_fallback);
     pending_fallback.reset();
-    *not_from_tuner = 1;
   }
+  while (static_cast<int>(out.size()) < n && !pending_retries.empty()) {
+    out.push_back(std::move(pending_retries.front()));
+    pending_retries.erase(pending_retries.begin());
+  }
+  *not_from_tuner = out.size();
   const int own = n - static_cast<int>(out.size());  // the tuner's share of the batch
   if (own <= 0) return out;
   // Whole batches of `own`, filtered: a tuner's batch is planned as a whole.

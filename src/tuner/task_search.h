@@ -44,21 +44,27 @@ struct TaskSearch {
   // it: the build's default is the baseline every tuned record must beat,
   // and a few random candidates often do not.
   std::optional<schedule::Config> pending_fallback;
+  // Configs whose only records are timeouts at a shorter limit than this
+  // run's (timed_out_below): measured again, right after the fallback.
+  std::vector<schedule::Config> pending_retries;
 
   // A task's search resumed from `history` (its records on this target):
   // measured configs are visited, verified ones train the model.
-  // `isa` (the target's) decides the fallback.
+  // `isa` (the target's) decides the fallback. Timeouts at a limit below
+  // timeout_s (this run's --timeout; 0: none) are not trials: their configs
+  // become pending_retries.
   static std::unique_ptr<TaskSearch> resume(const Task& task, const std::vector<Record>& history,
-                                            bool free_layout, const Isa& isa);
+                                            bool free_layout, const Isa& isa,
+                                            double timeout_s = 0);
 
   // Features of a config (lowered loop IR before unrolling + knob values),
   // cached; zeros when the config does not lower.
   const std::vector<float>& features_of(const schedule::Config& cfg);
 
   // Up to n proposals of the tuner that are searchable(), the pending
-  // fallback first; other proposals are dropped unmeasured (the tuner never
-  // proposes them again). Returns how many of the batch's leading
-  // configs are not the tuner's own (0 or 1: the fallback).
+  // fallback and retries first; other proposals are dropped unmeasured (the
+  // tuner never proposes them again). Sets how many of the batch's leading
+  // configs are not the tuner's own (the fallback and retries).
   std::vector<schedule::Config> next_batch(int n, size_t* not_from_tuner);
   // Whether the search measures a config here: it keeps the task's layout
   // (when fixed) and fits the ISA's registers.

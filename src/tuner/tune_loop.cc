@@ -65,7 +65,8 @@ std::vector<std::unique_ptr<TaskSearch>> resume_searches(const std::vector<Task>
   std::vector<std::unique_ptr<TaskSearch>> searches;
   for (size_t i = 0; i < tasks.size(); ++i) {
     searches.push_back(TaskSearch::resume(tasks[i], history.records(tasks[i].workload_key, tkey),
-                                          o.free_layout, o.target.isa()));
+                                          o.free_layout, o.target.isa(),
+                                          o.measure.timeout_s));
     sched.resume(i, searches.back()->trials, searches.back()->best_gflops);
     model.add_task(searches.back().get());
   }
@@ -217,19 +218,22 @@ TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, Record
     std::vector<std::string> configs;
     for (const auto& c : batch) configs.push_back(c.to_json());
     std::optional<ClaimResult> claimed = retry_while_busy(
-        [&] { return sink.claim(t.task.workload_key, tkey, configs, o.trials); },
+        [&] {
+          return sink.claim(t.task.workload_key, tkey, configs, o.trials, o.measure.timeout_s);
+        },
         [&](double waited, const std::string& e) { obs.on_store_waiting(0, waited, e); }, stopped);
     if (!claimed) break;
     std::vector<schedule::Config> granted;
     std::vector<MeasureInput> inputs;
+    size_t granted_not_from_tuner = 0;  // of the leading fallback and retries
     for (size_t i = 0; i < batch.size(); ++i) {
       if (i < claimed->granted.size() && claimed->granted[i]) {
         granted.push_back(batch[i]);
         inputs.push_back({t.task.workload_key, configs[i]});
-      } else if (i < not_from_tuner) {
-        not_from_tuner = 0;  // the fallback was someone else's
+        if (i < not_from_tuner) ++granted_not_from_tuner;
       }
     }
+    not_from_tuner = granted_not_from_tuner;
     batch = std::move(granted);
     if (batch.empty()) {
       if (claimed->capped) sched.mark_capped(ti);

@@ -310,5 +310,73 @@ TEST(TuneLoop, ANonBusyStoreErrorEndsTheRunWithTheRoundInAJsonLinesFile) {
   std::filesystem::remove(unsaved);
 }
 
+// Hardening (issue 13): a config that timed out is measured again by a run
+// whose --timeout is longer than the one it was killed at, and only then.
+TEST(TuneLoop, TimeoutsAtAShorterLimitAreRetriedWhenTheTimeoutIsRaised) {
+  TempDb tmp;
+  std::vector<Task> tasks = dense_tasks();
+  std::set<int64_t> first_configs;
+  {
+    RecordDB db = RecordDB::open(tmp.path);
+    RecordDBSink sink(db);
+    tune(tasks, db, sink, small_run("random", 3));
+  }
+  // Those three measurements become timeouts at 0.5 s, the measure worker's
+  // message included (what a run with --timeout 0.5 would have stored).
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(tmp.path.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw,
+                         "UPDATE records SET error = 'timeout', times_ms = '[]', mean_ms = NULL, "
+                         "gflops = 0, error_message = 'killed after the timeout of 0.5 s'",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(raw);
+  std::string tkey;
+  {
+    RecordDB db = RecordDB::open(tmp.path);
+    tkey = db.targets().at(0);
+    for (const Record& r : db.records(tasks[0].workload_key, tkey)) {
+      ASSERT_EQ(r.error, ErrorClass::kTimeout);
+      ASSERT_EQ(record_timeout_s(r), 0.5);
+      first_configs.insert(config_index(tasks[0], r.config_json));
+    }
+  }
+  ASSERT_EQ(first_configs.size(), 3u);
+
+  // A shorter timeout than 0.5 s: the timeouts stand, the cap is reached.
+  {
+    RecordDB db = RecordDB::open(tmp.path);
+    RecordDBSink sink(db);
+    TuneOptions o = small_run("random", 3);
+    o.measure.timeout_s = 0.4;
+    EXPECT_EQ(tune(tasks, db, sink, o).run_trials, 0);
+  }
+  // The same limit: a timeout at 0.5 s is final too.
+  {
+    RecordDB db = RecordDB::open(tmp.path);
+    RecordDBSink sink(db);
+    TuneOptions o = small_run("random", 3);
+    o.measure.timeout_s = 0.5;
+    EXPECT_EQ(tune(tasks, db, sink, o).run_trials, 0);
+  }
+  // Raised to 5 s: exactly the timed-out configs are measured again (they
+  // are not trials any more, so the cap of 3 leaves room for them alone).
+  RecordDB db = RecordDB::open(tmp.path);
+  RecordDBSink sink(db);
+  TuneSummary retry = tune(tasks, db, sink, small_run("xgb", 3));
+  EXPECT_EQ(retry.run_trials, 3);
+  EXPECT_EQ(retry.tasks.at(0).trials, 3);
+  std::set<int64_t> retried;
+  for (const Record& r : db.records(tasks[0].workload_key, tkey)) {
+    if (r.error == ErrorClass::kTimeout) continue;
+    EXPECT_EQ(r.error, ErrorClass::kOk) << r.error_message;
+    retried.insert(config_index(tasks[0], r.config_json));
+  }
+  EXPECT_EQ(retried, first_configs);
+  // Once measured within the limit, nothing is retried again.
+  RecordDBSink again(db);
+  EXPECT_EQ(tune(tasks, db, again, small_run("random", 3)).run_trials, 0);
+}
+
 }  // namespace
 }  // namespace kiln::tuner
