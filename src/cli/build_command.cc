@@ -248,6 +248,7 @@ int run_build(const std::vector<std::string>& args) {
   support::refuse_output_over_input(a.output, {{"the model", a.model},
                                                {"the --config file", a.config_file},
                                                {"the tuning log", a.tuning_log}});
+  support::refuse_read_only_output(a.output);
   // What killed builds left: kiln-*-PID-* in TMPDIR, OUT.tmpPID beside the output.
   support::sweep_stale_temps();
   support::sweep_stale_output_temps(a.output);

@@ -80,7 +80,10 @@ int run_export(const std::vector<std::string>& args) {
   if (db.empty()) throw UsageError("no database given");
   if (out.empty()) throw UsageError("no output given (-o OUT.jsonl, or -o - for stdout)");
   if (have_workload && workload.empty()) throw UsageError("--workload needs a non-empty key");
-  if (out != "-") support::refuse_output_over_input(out, {{"the database", db}});
+  if (out != "-") {
+    support::refuse_output_over_input(out, {{"the database", db}});
+    support::refuse_read_only_output(out);
+  }
   tuner::RecordDB records = tuner::RecordDB::open(db, tuner::RecordDB::Mode::kMustExist);
   // An unknown workload is most likely a typo: say so instead of writing nothing.
   if (!workload.empty()) {

@@ -214,6 +214,7 @@ int run_run(const std::vector<std::string>& args) {
   }
   support::refuse_output_over_input(o.output,
                                     {{"the package", o.package}, {"the inputs", o.inputs}});
+  support::refuse_read_only_output(o.output);
   support::sweep_stale_temps();  // kiln-package-PID-* folders of killed runs, and the like
   runtime::GraphExecutor ex = runtime::GraphExecutor::load(o.package);
   set_inputs(ex, o);

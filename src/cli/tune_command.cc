@@ -255,6 +255,7 @@ void check_report_path(const TuneArgs& a) {
   for (const std::string& m : a.models) inputs.push_back({"the model", m});
   try {
     support::refuse_output_over_input(a.report, inputs);
+    support::refuse_read_only_output(a.report);
   } catch (const std::runtime_error& e) {
     fail(e.what());
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <stdexcept>
 #include <string>
@@ -30,6 +31,21 @@ inline void refuse_output_over_input(
     if (same_file(output, path))
       throw std::runtime_error("the output '" + output + "' is " + what + " '" + path +
                                "': refusing to overwrite it (choose another output path)");
+}
+
+// Throws std::runtime_error when `output` exists and is read-only: no write
+// permission bit at all (which root's access() would ignore), or not writable
+// by this user. kiln writes outputs to a temporary name and renames it into
+// place, which the file's own mode would not stop: the new file would replace
+// it with the default mode. A read-only file is the user's "keep this".
+inline void refuse_read_only_output(const std::string& output) {
+  struct stat st;
+  if (output.empty() || ::stat(output.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+  const bool no_write_bit = (st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) == 0;
+  if (no_write_bit || ::access(output.c_str(), W_OK) != 0)
+    throw std::runtime_error("the output '" + output +
+                             "' exists and is read-only: refusing to replace it (make it "
+                             "writable, remove it, or choose another output path)");
 }
 
 }  // namespace kiln::support

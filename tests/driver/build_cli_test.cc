@@ -331,6 +331,41 @@ TEST_F(KilnBuildAndRun, AnOutputThatIsAnInputIsRefused) {
   EXPECT_EQ(kiln("records export " + quote(db) + " -o -").status, 0);  // still a database
 }
 
+// A read-only output is refused by every command that writes one, before any
+// work: its bytes and its mode stay as they were (a temporary renamed into
+// place would otherwise replace it with a writable file, even for root).
+TEST_F(KilnBuildAndRun, AReadOnlyOutputIsRefusedAndKeepsItsBytesAndMode) {
+  write_input();
+  write_model("m.onnx", small_model(0.25f, "1"));
+  std::string model = work_.file("m.onnx"), pkg = work_.file("p.tar");
+  std::string in = inputs_.file("in.npz");
+  ASSERT_EQ(kiln("build " + quote(model) + " -o " + quote(pkg)).status, 0);
+  std::string db = work_.file("r.db"), none = work_.file("none.jsonl");
+  std::ofstream(none).close();
+  ASSERT_EQ(kiln("records import " + quote(db) + " " + quote(none)).status, 0);
+  const std::string ro = work_.file("read-only.out");
+  const std::vector<std::string> commands = {
+      "build " + quote(model) + " -o " + quote(ro),
+      "build " + quote(model) + " --output-format so -o " + quote(ro),
+      "run " + quote(pkg) + " --inputs " + quote(in) + " --output " + quote(ro),
+      "records export " + quote(db) + " -o " + quote(ro),
+      "tune " + quote(model) + " --tuning-log " + quote(db) + " --trials 1 --report " + quote(ro),
+  };
+  for (const std::string& cmd : commands) {
+    SCOPED_TRACE(cmd);
+    std::ofstream(ro) << "keep me";
+    fs::permissions(ro, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+    CommandResult r = kiln(cmd);
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_NE(r.err.find("'" + ro + "' exists and is read-only"), std::string::npos) << r.err;
+    EXPECT_EQ(read_bytes(ro), "keep me");
+    EXPECT_EQ(fs::status(ro).permissions(),
+              fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+    fs::permissions(ro, fs::perms::owner_write, fs::perm_options::add);
+    fs::remove(ro);
+  }
+}
+
 // Small usage errors get one clear message: an empty -o, --inputs naming a
 // folder, a --repeat nobody waits for, kiln tasks with a missing database
 // (no table header printed before the error).
