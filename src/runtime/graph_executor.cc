@@ -173,12 +173,20 @@ GraphExecutor::Impl::Impl(Package pkg)
   check_requirements(r, g);
 
   const json& storage_list = r.array(g, "storages", "top level");
+  std::vector<int64_t> storage_bytes;
+  uint64_t total_bytes = 0;
   for (size_t i = 0; i < storage_list.size(); ++i) {
-    int64_t bytes = r.integer(storage_list[i], "bytes", at("storages", i));
+    storage_bytes.push_back(r.integer(storage_list[i], "bytes", at("storages", i)));
+    total_bytes += static_cast<uint64_t>(storage_bytes.back());
+  }
+  for (int64_t bytes : storage_bytes) {
     try {
       storages.push_back(NDArray::empty({bytes}, DType::u8()));
     } catch (const std::bad_alloc&) {
-      r.bad(at("storages", i), "cannot allocate " + std::to_string(bytes) + " bytes");
+      // A sound package too large for this machine (or its ulimit), not a corrupt one.
+      throw PackageTooLarge(path, "the intermediate tensors (" +
+                                      std::to_string(storage_bytes.size()) + " storages)",
+                            total_bytes);
     }
     std::memset(storages.back().data(), 0, static_cast<size_t>(bytes));
   }

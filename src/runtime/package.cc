@@ -81,6 +81,36 @@ std::string member_name(const char* raw) {
   return n;
 }
 
+// A member's bytes, read whole; a member larger than memory is not corruption.
+std::string read_member(struct archive* a, struct archive_entry* e, const std::string& path,
+                        const std::string& name) {
+  auto why = [&] {
+    const char* msg = archive_error_string(a);
+    return std::string(msg ? msg : "unknown error");
+  };
+  std::string data;
+  try {
+    if (archive_entry_size_is_set(e)) data.reserve(static_cast<size_t>(archive_entry_size(e)));
+    char buf[1 << 16];
+    while (true) {
+      la_ssize_t n = archive_read_data(a, buf, sizeof(buf));
+      if (n < 0) throw CorruptPackage(path, name, "cannot read member: " + why());
+      if (n == 0) break;
+      data.append(buf, static_cast<size_t>(n));
+    }
+  } catch (const std::bad_alloc&) {
+    throw PackageTooLarge(path, "member " + name,
+                          archive_entry_size_is_set(e)
+                              ? static_cast<uint64_t>(archive_entry_size(e))
+                              : static_cast<uint64_t>(data.size()));
+  } catch (const std::length_error&) {
+    throw PackageTooLarge(path, "member " + name, static_cast<uint64_t>(archive_entry_size(e)));
+  }
+  if (archive_entry_size_is_set(e) && static_cast<int64_t>(data.size()) != archive_entry_size(e))
+    throw CorruptPackage(path, name, "truncated member");
+  return data;
+}
+
 Package load_tar(const std::string& path) {
   auto corrupt = [&](const std::string& where, const std::string& msg) {
     return CorruptPackage(path, where, msg);
@@ -110,17 +140,7 @@ Package load_tar(const std::string& path) {
     if (archive_entry_filetype(e) != AE_IFREG) throw corrupt(name, "not a regular file");
     if ((name == "mod.so" && have_so) || contents.count(name))
       throw corrupt(name, "appears twice in the tar");
-    std::string data;
-    if (archive_entry_size_is_set(e)) data.reserve(static_cast<size_t>(archive_entry_size(e)));
-    char buf[1 << 16];
-    while (true) {
-      la_ssize_t n = archive_read_data(a.get(), buf, sizeof(buf));
-      if (n < 0) throw corrupt(name, "cannot read member: " + why());
-      if (n == 0) break;
-      data.append(buf, static_cast<size_t>(n));
-    }
-    if (archive_entry_size_is_set(e) && static_cast<int64_t>(data.size()) != archive_entry_size(e))
-      throw corrupt(name, "truncated member");
+    std::string data = read_member(a.get(), e, path, name);
     if (name == "mod.so") {
       std::ofstream out(so_path, std::ios::binary);
       out.write(data.data(), static_cast<std::streamsize>(data.size()));
@@ -149,6 +169,8 @@ Package load_tar(const std::string& path) {
   const std::string& params = contents["mod.params"];
   try {
     p.params = read_npz_memory(params.data(), params.size(), "mod.params");
+  } catch (const std::bad_alloc&) {
+    throw PackageTooLarge(path, "the weights (mod.params)", params.size());
   } catch (const std::exception& ex) {
     throw CorruptPackage(path, ex.what());
   }
@@ -181,6 +203,8 @@ Package load_library(const std::string& path) {
   p.graph_json = json;
   try {
     p.params = read_npz_memory(params, static_cast<size_t>(size), "kiln_params");
+  } catch (const std::bad_alloc&) {
+    throw PackageTooLarge(path, "the weights (kiln_params)", size);
   } catch (const std::exception& ex) {
     throw CorruptPackage(path, ex.what());
   }
@@ -188,6 +212,14 @@ Package load_library(const std::string& path) {
 }
 
 }  // namespace
+
+PackageTooLarge::PackageTooLarge(const std::string& package, const std::string& what,
+                                 uint64_t bytes)
+    : std::runtime_error("package '" + package + "' does not fit in memory: " +
+                         std::to_string(bytes) + " bytes (" +
+                         std::to_string(bytes / (1024 * 1024)) + " MiB) for " + what +
+                         ", more than this process can allocate (the package is not "
+                         "corrupt; run it on a machine with more memory or raise the limit)") {}
 
 Package load_package(const std::string& path) {
   std::error_code ec;

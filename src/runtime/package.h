@@ -4,6 +4,7 @@
 // Nothing here checks the graph: GraphExecutor validates what it loads.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -34,6 +35,15 @@ class IncompatiblePackage : public std::runtime_error {
       : std::runtime_error("package '" + package + "' cannot run on this machine: " + why) {}
 };
 
+// A sound package that needs more memory than this process can allocate (its
+// storages, or a member read into memory): not corrupt, only too large here.
+// what() reads "package '<file>' does not fit in memory: N bytes (X MiB) for
+// <what>, ...".
+class PackageTooLarge : public std::runtime_error {
+ public:
+  PackageTooLarge(const std::string& package, const std::string& what, uint64_t bytes);
+};
+
 struct Package {
   std::string path;                // the package file, for messages
   std::shared_ptr<Module> module;  // the kernels (mod.so, or the library itself)
@@ -50,7 +60,8 @@ struct Package {
 // mod.so is extracted into a private temporary directory for dlopen and
 // removed once loaded. Throws std::runtime_error when the file cannot be read
 // and CorruptPackage for a bad tar, a missing member or symbol, an mod.so
-// that does not load, or an unreadable mod.params.
+// that does not load, or an unreadable mod.params; PackageTooLarge when a
+// member does not fit in memory.
 Package load_package(const std::string& path);
 
 }  // namespace kiln::runtime

@@ -262,6 +262,25 @@ TEST(GraphExecutor, CorruptPackagesFailWithOneMessageNamingTheCulprit) {
   }
 }
 
+// A sound package whose intermediate tensors need more memory than the
+// process can allocate (here: a storage of 4 EiB, consistent with its tensors,
+// which need less) is "too large", not "corrupt": nothing in it is damaged.
+TEST(GraphExecutor, APackageTooLargeForMemoryIsNotCalledCorrupt) {
+  std::mt19937_64 rng(8);
+  TempDir dir;
+  PackageParts parts = good_parts(rng);
+  parts.graph["storages"][2]["bytes"] = int64_t{1} << 62;
+  std::string path = dir.file("huge.tar");
+  parts.write(path);
+  std::string e = error_of([&] { GraphExecutor::load(path); });
+  EXPECT_EQ(e.rfind("package '" + path + "' does not fit in memory: ", 0), 0u) << e;
+  EXPECT_NE(e.find(" MiB) for the intermediate tensors (6 storages), more than this process can "
+                   "allocate"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(e.find("corrupt package"), std::string::npos) << e;
+}
+
 // A kernel library cut short (a copy interrupted, a disk full) maps without
 // complaint and would die with SIGBUS on first touch: it is corrupt instead,
 // in a tar (mod.so) and as a self-contained --output-format so file, at any
