@@ -1,8 +1,10 @@
 #include "tuner/records.h"
 
+#include <signal.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -664,6 +666,40 @@ int64_t count_taken(RecordDB::Impl& impl, const std::string& w, const std::strin
   return taken;
 }
 
+std::string this_host() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown");
+  return host;
+}
+
+// Deletes the live claims of owners that died on this host: an owner is
+// "pid@host/token" (make_claim_owner), and a pid of this host that no longer
+// exists (kill(pid, 0) fails with ESRCH) will never store or renew what it
+// claimed. Without this, a tuner killed with -9 would hold its batch, and its
+// share of the trial cap, until the claims expire (kClaimTtlS). Claims of other
+// hosts wait for their expiry. A reused pid only keeps a claim until then.
+void reap_dead_local_claims(RecordDB::Impl& impl, int64_t now) {
+  static const std::string host = this_host();
+  std::vector<std::string> dead;
+  Stmt owners(impl, "SELECT DISTINCT owner FROM claims WHERE expires_unix > ?");
+  owners.bind(1, now);
+  while (owners.step()) {
+    const std::string owner = owners.text(0);
+    const size_t at = owner.find('@'), slash = owner.find('/', at == std::string::npos ? 0 : at);
+    if (at == std::string::npos || slash == std::string::npos) continue;
+    if (owner.compare(at + 1, slash - at - 1, host) != 0) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(owner.c_str(), &end, 10);
+    if (end != owner.c_str() + at || pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) dead.push_back(owner);
+  }
+  for (const std::string& owner : dead) {
+    Stmt del(impl, "DELETE FROM claims WHERE owner = ?");
+    del.bind(1, owner);
+    del.step();
+  }
+}
+
 // Whether a stored record holds the config: any record but a timeout that a
 // run with a timeout of retry_below_s retries.
 bool recorded(RecordDB::Impl& impl, const std::string& w, const std::string& t,
@@ -695,6 +731,7 @@ ClaimResult RecordDB::claim(const std::string& workload_key, const std::string& 
   std::lock_guard<std::mutex> lock(impl_->mu);
   WriteTxn txn(*impl_);
   const int64_t now = now_unix();
+  reap_dead_local_claims(*impl_, now);
   ClaimResult out;
   out.granted.assign(configs.size(), false);
   out.taken = count_taken(*impl_, workload_key, target_key, now, retry_timeouts_below_s);
@@ -754,15 +791,13 @@ int64_t RecordDB::live_claims(const std::string& workload_key,
 }
 
 std::string make_claim_owner() {
-  char host[256] = {0};
-  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown");
   std::random_device rd;
   uint64_t token =
       (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
       static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   char buf[32];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(token));
-  return std::to_string(::getpid()) + "@" + host + "/" + buf;
+  return std::to_string(::getpid()) + "@" + this_host() + "/" + buf;
 }
 
 std::optional<Record> RecordDB::best(const std::string& workload_key,

@@ -24,7 +24,9 @@
 //    renew_claims() is the owner's heartbeat. A claim past its expiry (its
 //    owner died or stopped renewing) is ignored and may be taken over.
 //    Overshoot: none while an owner renews its claims (the loop does every
-//    60 s of measuring). Only a run whose claims expired under it (no
+//    60 s of measuring). An owner of this host whose pid is gone (a tuner
+//    killed with -9) loses its live claims at the next claim() of any owner,
+//    without waiting for the expiry. Only a run whose claims expired under it (no
 //    heartbeat for kClaimTtlS, e.g. stalled 10 min on a locked database) can
 //    have its configs taken over and measured twice: at most one batch per
 //    task, which may also exceed the trial cap by that batch.

@@ -875,6 +875,36 @@ TEST_F(RecordsTest, ExpiredClaimOfADeadOwnerIsTakenOver) {
   EXPECT_EQ(o1.rfind(std::to_string(getpid()) + "@", 0), 0u) << o1;
 }
 
+// A tuner of this host killed with -9 leaves live claims; the next claim()
+// sees that their owner's pid is gone and takes them over at once, instead
+// of waiting 10 minutes for the expiry (and counting them toward the cap).
+// A live process's claims and another host's stay held.
+TEST_F(RecordsTest, LiveClaimsOfADeadProcessOfThisHostAreTakenOverAtOnce) {
+  std::string path = file("dead.db");
+  RecordDB db = RecordDB::open(path);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);  // gone: kill(child, 0) fails with ESRCH
+  std::string self = make_claim_owner();
+  std::string host = self.substr(self.find('@') + 1, self.find('/') - self.find('@') - 1);
+  std::string dead_owner = std::to_string(child) + "@" + host + "/dead";
+  std::string alive_owner = std::to_string(getppid()) + "@" + host + "/alive";
+  std::string remote_owner = std::to_string(child) + "@another-host/remote";
+  int x = 0;
+  for (const std::string& owner : {dead_owner, alive_owner, remote_owner})
+    RawDB(path).exec("INSERT INTO claims VALUES ('w', '" + kTarget + "', '{\"x\":" +
+                     std::to_string(++x) + "}', '" + owner +
+                     "', strftime('%s','now'), strftime('%s','now') + 600)");
+  EXPECT_EQ(db.live_claims("w", kTarget), 3);
+  ClaimResult c = db.claim("w", kTarget, {"{\"x\":1}", "{\"x\":2}", "{\"x\":3}"}, self,
+                           /*max_trials=*/3);
+  EXPECT_EQ(c.taken, 2);  // the dead owner's claim no longer counts toward the cap
+  EXPECT_EQ(c.granted, std::vector<bool>({true, false, false}));
+  EXPECT_EQ(RawDB(path).one("SELECT owner FROM claims WHERE config_json = '{\"x\":1}'"), self);
+}
+
 TEST_F(RecordsTest, LockedLongerThanTheBusyTimeoutThrowsBusyAndChangesNothing) {
   std::string path = file("busy.db");
   RecordDB db = RecordDB::open(path);
