@@ -111,7 +111,9 @@ std::string read_member(struct archive* a, struct archive_entry* e, const std::s
   return data;
 }
 
-Package load_tar(const std::string& path) {
+}  // namespace
+
+TarMembers read_tar_members(const std::string& path) {
   auto corrupt = [&](const std::string& where, const std::string& msg) {
     return CorruptPackage(path, where, msg);
   };
@@ -126,10 +128,7 @@ Package load_tar(const std::string& path) {
   if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK)
     throw corrupt("tar", "not a kiln package (neither a tar nor a shared library): " + why());
 
-  TempDir dir;
-  std::map<std::string, std::string> contents;  // mod.json, mod.params
-  bool have_so = false;
-  fs::path so_path = dir.path() / "mod.so";
+  std::map<std::string, std::string> contents;  // mod.so, mod.json, mod.params
   while (true) {
     struct archive_entry* e = nullptr;
     int r = archive_read_next_header(a.get(), &e);
@@ -138,24 +137,35 @@ Package load_tar(const std::string& path) {
     std::string name = member_name(archive_entry_pathname(e));
     if (name != "mod.so" && name != "mod.json" && name != "mod.params") continue;
     if (archive_entry_filetype(e) != AE_IFREG) throw corrupt(name, "not a regular file");
-    if ((name == "mod.so" && have_so) || contents.count(name))
-      throw corrupt(name, "appears twice in the tar");
-    std::string data = read_member(a.get(), e, path, name);
-    if (name == "mod.so") {
-      std::ofstream out(so_path, std::ios::binary);
-      out.write(data.data(), static_cast<std::streamsize>(data.size()));
-      out.close();
-      if (!out)
-        throw std::runtime_error("cannot extract mod.so of package '" + path + "' to " +
-                                 so_path.string());
-      have_so = true;
-    } else {
-      contents[name] = std::move(data);
-    }
+    if (contents.count(name)) throw corrupt(name, "appears twice in the tar");
+    contents[name] = read_member(a.get(), e, path, name);
   }
   for (const char* m : {"mod.so", "mod.json", "mod.params"})
-    if (m == std::string("mod.so") ? !have_so : !contents.count(m))
+    if (!contents.count(m))
       throw corrupt(m, "missing from the tar (a package holds mod.so, mod.json, mod.params)");
+  return {std::move(contents["mod.so"]), std::move(contents["mod.json"]),
+          std::move(contents["mod.params"])};
+}
+
+namespace {
+
+Package load_tar(const std::string& path) {
+  auto corrupt = [&](const std::string& where, const std::string& msg) {
+    return CorruptPackage(path, where, msg);
+  };
+  TarMembers members = read_tar_members(path);
+  TempDir dir;
+  fs::path so_path = dir.path() / "mod.so";
+  {
+    std::ofstream out(so_path, std::ios::binary);
+    out.write(members.library.data(), static_cast<std::streamsize>(members.library.size()));
+    out.close();
+    if (!out)
+      throw std::runtime_error("cannot extract mod.so of package '" + path + "' to " +
+                               so_path.string());
+  }
+  std::map<std::string, std::string> contents = {{"mod.json", std::move(members.graph_json)},
+                                                 {"mod.params", std::move(members.params)}};
 
   Package p;
   p.path = path;

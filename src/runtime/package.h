@@ -56,6 +56,17 @@ struct Package {
   std::string library_member = "mod.so";
 };
 
+// The three members of a package tar, read whole: the tar is checked (each a
+// regular file, none twice, none truncated, none missing) but their contents
+// are not. What load_package() starts with; on its own for tools and the
+// package fuzzer (fuzz/), which must not dlopen a library it mutated.
+struct TarMembers {
+  std::string library;     // mod.so
+  std::string graph_json;  // mod.json
+  std::string params;      // mod.params (npz)
+};
+TarMembers read_tar_members(const std::string& path);
+
 // Loads `path`, telling the flavour from its first bytes (ELF or tar). A tar's
 // mod.so is extracted into a private temporary directory for dlopen and
 // removed once loaded. Throws std::runtime_error when the file cannot be read
