@@ -79,7 +79,8 @@ void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
     sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)}));
     sp->vectorize(sp->axis(4));
   }
-  auto extent = [&](size_t d) { return *ir::as_const_int(out->axis(d)->dom.extent); };
+  const auto& anchor_out = out;  // a structured binding: lambdas capture a reference to it
+  auto extent = [&](size_t d) { return *ir::as_const_int(anchor_out->axis(d)->dom.extent); };
   ConvRegisterTile rt = conv_register_tile(oc_blocks_per_tile > 0 ? oc_blocks_per_tile : extent(1),
                                            extent(2), extent(4), cfg);
   auto [oc_outer, oc_inner] = out->split(out->axis(1), rt.oc);

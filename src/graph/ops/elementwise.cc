@@ -10,6 +10,8 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <tuple>
 
 #include "graph/op_registry.h"
 #include "graph/ops/op_util.h"
@@ -336,24 +338,24 @@ void register_parametric() {
                                      attr_float(node, "beta", 0.5f)};
     };
     EvaluateFn ev = [=](const Node& node, const std::vector<const Initializer*>& ins) {
-      auto [alpha, beta] = params(node);
+      const auto [alpha, beta] = params(node);  // copied below: clang 14 cannot capture bindings
+      const float a = alpha, b = beta;
       return std::vector<Initializer>{
           eval_map<Types::kFloat>(node, {&required_input(node, ins, 0)}, [&](auto* v) {
             using T = std::remove_cv_t<std::remove_pointer_t<decltype(v)>>;
-            T h =
-                std::max(T(0), std::min(T(1), static_cast<T>(alpha) * v[0] + static_cast<T>(beta)));
+            T h = std::max(T(0), std::min(T(1), static_cast<T>(a) * v[0] + static_cast<T>(b)));
             return swish ? v[0] * h : h;
           })};
     };
     ComputeFn cp = [=](const Node& node, const ComputeInputs& in,
                        const std::vector<TensorType>& out_types) {
-      auto [alpha, beta] = params(node);
+      const auto [alpha, beta] = params(node);
+      const float a = alpha, b = beta;
       return std::vector<ir::Tensor>{compute_map(
           out_types, {required_tensor(node, in, 0)},
           [=](const std::vector<Expr>& v) {
             Expr x = v[0];
-            Expr h =
-                ir::max(konst(x, 0), ir::min(konst(x, 1), x * konst(x, alpha) + konst(x, beta)));
+            Expr h = ir::max(konst(x, 0), ir::min(konst(x, 1), x * konst(x, a) + konst(x, b)));
             return swish ? x * h : h;
           },
           node.op_type)};
@@ -384,7 +386,9 @@ std::pair<std::optional<double>, std::optional<double>> clip_bounds(const Node& 
 }
 
 std::vector<Initializer> eval_clip(const Node& node, const std::vector<const Initializer*>& ins) {
-  auto [lo, hi] = clip_bounds(node, optional_input(ins, 1), optional_input(ins, 2));
+  // Not a structured binding: the lambda captures them (clang 14 cannot capture bindings).
+  std::optional<double> lo, hi;
+  std::tie(lo, hi) = clip_bounds(node, optional_input(ins, 1), optional_input(ins, 2));
   return {eval_map<Types::kNumeric>(node, {&required_input(node, ins, 0)}, [&](auto* v) {
     using T = std::remove_cv_t<std::remove_pointer_t<decltype(v)>>;
     T x = v[0];
@@ -396,7 +400,8 @@ std::vector<Initializer> eval_clip(const Node& node, const std::vector<const Ini
 
 std::vector<ir::Tensor> compute_clip(const Node& node, const ComputeInputs& in,
                                      const std::vector<TensorType>& out_types) {
-  auto [lo, hi] = clip_bounds(node, const_input(in, 1), const_input(in, 2));
+  std::optional<double> lo, hi;
+  std::tie(lo, hi) = clip_bounds(node, const_input(in, 1), const_input(in, 2));
   return {compute_map(
       out_types, {required_tensor(node, in, 0)},
       [lo, hi](const std::vector<Expr>& v) {

@@ -503,13 +503,13 @@ ComputeFn pool_compute(PoolKind kind) {
         },
         node.name + (kind == PoolKind::kMax ? ".maxpool" : ".sumpool"));
     if (kind == PoolKind::kMax) return std::vector<Tensor>{r};
-    auto [lo_h, hi_h] = counted_range(s, 0);
-    auto [lo_w, hi_w] = counted_range(s, 1);
+    // Pairs, not structured bindings: the lambda captures them (clang 14 cannot capture bindings).
+    const auto range_h = counted_range(s, 0), range_w = counted_range(s, 1);
     Tensor y = ir::compute(
         r->shape,
         [&](const std::vector<Var>& i) {
-          Expr count = taps_inside_expr(win, 0, i[2], lo_h, hi_h) *
-                       taps_inside_expr(win, 1, i[3], lo_w, hi_w);
+          Expr count = taps_inside_expr(win, 0, i[2], range_h.first, range_h.second) *
+                       taps_inside_expr(win, 1, i[3], range_w.first, range_w.second);
           return ir::at(r, i[0], i[1], i[2], i[3]) / ir::cast(ir::DataType::f32(), count);
         },
         node.name + ".avgpool");
