@@ -31,5 +31,7 @@ if(KILN_SANITIZE)
   if(KILN_FUZZ)
     add_compile_options(-fsanitize=fuzzer-no-link)
   endif()
-  message(STATUS "kiln: sanitizers on (${KILN_SANITIZER_FLAGS})")
+  # One string, for projects built against this build (tests/deploy_consumer).
+  string(REPLACE ";" " " KILN_SANITIZER_FLAGS_STRING "${KILN_SANITIZER_FLAGS}")
+  message(STATUS "kiln: sanitizers on (${KILN_SANITIZER_FLAGS_STRING})")
 endif()

@@ -28,9 +28,15 @@ foreach(f IN LISTS installed)
   endif()
 endforeach()
 
+# A sanitizer build's runtime needs the sanitizer's runtime in the program too.
+set(flags)
+if(SANITIZER_FLAGS)
+  set(flags "-DCMAKE_C_FLAGS=${SANITIZER_FLAGS}" "-DCMAKE_CXX_FLAGS=${SANITIZER_FLAGS}"
+            "-DCMAKE_EXE_LINKER_FLAGS=${SANITIZER_FLAGS}")
+endif()
 run_step(configure ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/build
   -G ${CMAKE_GENERATOR} -DCMAKE_PREFIX_PATH=${prefix}
-  -DCMAKE_C_COMPILER=${C_COMPILER} -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
+  -DCMAKE_C_COMPILER=${C_COMPILER} -DCMAKE_CXX_COMPILER=${CXX_COMPILER} ${flags})
 run_step(build ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 
 # The programs start (libkiln_runtime resolves from the prefix) and answer a

@@ -36,7 +36,7 @@ std::vector<Initializer> eval(const Node& n, const std::vector<const Initializer
 template <typename T>
 std::vector<T> values(const Initializer& t) {
   std::vector<T> v(t.data.size() / sizeof(T));
-  std::memcpy(v.data(), t.data.data(), t.data.size());
+  if (!v.empty()) std::memcpy(v.data(), t.data.data(), t.data.size());
   return v;
 }
 

@@ -254,7 +254,7 @@ std::vector<Initializer> eval_concat(const Node& node, const Inputs& ins) {
   for (int64_t o = 0; o < outer; ++o) {
     for (auto* t : ins) {
       size_t bytes = static_cast<size_t>(t->type.shape[axis] * inner) * es;
-      std::memcpy(d, t->data.data() + o * bytes, bytes);
+      if (bytes) std::memcpy(d, t->data.data() + o * bytes, bytes);  // empty inputs have no data
       d += bytes;
     }
   }
