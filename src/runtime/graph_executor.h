@@ -54,6 +54,9 @@ class GraphExecutor {
   const std::vector<TensorInfo>& outputs() const;
   // Index of the input called `name`, or -1.
   int input_index(const std::string& name) const;
+  // Index of the input called `name`; a wrong name throws std::invalid_argument
+  // listing the model's inputs (what set_input says).
+  size_t checked_input_index(const std::string& name) const;
 
   // Copies `value` into the input `name`. A wrong name, shape or dtype throws
   // std::invalid_argument listing the expected inputs.
