@@ -58,7 +58,9 @@ class GraphModule:
     def _index(self, key: Union[str, int]) -> int:
         if isinstance(key, str):
             return self._m.input_index(key)  # a wrong name: kiln's message, listing the inputs
-        if isinstance(key, (int, np.integer)) and 0 <= key < len(self._inputs):
+        if not isinstance(key, (int, np.integer)):
+            raise TypeError(f"an input is named by its name or index, not {type(key).__name__}")
+        if 0 <= key < len(self._inputs):
             return int(key)
         raise IndexError(f"input index {key} is out of range ({len(self._inputs)} inputs)")
 
@@ -70,7 +72,8 @@ class GraphModule:
             value = np.asarray(value, dtype=self._inputs[i].dtype)
         if not value.dtype.isnative:
             value = value.astype(value.dtype.newbyteorder("="))
-        self._m.set_input(i, np.ascontiguousarray(value))  # no copy when already contiguous
+        # np.require copies only a layout that is not C-contiguous (and keeps 0-d arrays 0-d).
+        self._m.set_input(i, np.require(value, requirements="C"))
 
     def run(self, **inputs):
         """run(): runs the model on the inputs set, returning None (read

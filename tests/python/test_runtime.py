@@ -98,6 +98,12 @@ def test_wrong_name_shape_index(module, tiny):
         module.set_input(3, x)
     with pytest.raises(IndexError):
         module.get_output(1)
+    with pytest.raises(TypeError):
+        module.set_input(None, x)
+    with pytest.raises(kiln.InvalidInputError, match=r"float32 \[\] but the model expects"):
+        module.set_input("input", np.float32(1))  # a 0-d array stays 0-d
+    with pytest.raises(kiln.InvalidInputError):
+        module.set_input("input", None)
 
 
 def test_bad_packages(tmp_path):
