@@ -86,6 +86,16 @@ def _callback(callbacks):
     return on_round
 
 
+def _check_report_path(path):
+    """As kiln tune: the report must be writable before the tuning, not after."""
+    folder = os.path.dirname(os.path.abspath(path))
+    why = ("it is a directory" if os.path.isdir(path) else
+           f"directory '{folder}' does not exist" if not os.path.isdir(folder) else
+           f"directory '{folder}' is not writable" if not os.access(folder, os.W_OK) else None)
+    if why:
+        raise _kiln.KilnError(f"cannot write report '{path}': {why}")
+
+
 def tune(models, tuning_log, trials=64, time_budget=None, tuner="xgb", callbacks=None, *,
          early_stopping=0, batch=16, input_shapes=None, target=None, free_layout=False,
          number=1, repeat=3, min_repeat_ms=20.0, timeout=10.0, compile_budget=20.0,
@@ -123,6 +133,8 @@ def tune(models, tuning_log, trials=64, time_budget=None, tuner="xgb", callbacks
     a.min_repeat_ms, a.timeout = float(min_repeat_ms), float(timeout)
     a.compile_budget = float(compile_budget)
     a.runner = runner or ""
+    if report is not None:
+        _check_report_path(os.fspath(report))
     main = threading.current_thread() is threading.main_thread()
     with model_paths(models) as paths:
         a.models = paths

@@ -36,7 +36,7 @@ class GraphModule:
     """A loaded package. Inputs are numpy arrays (or anything np.asarray
     takes) of exactly the input's dtype and shape; C-contiguous arrays are
     copied once, straight into kiln's storage, other layouts are made
-    contiguous first. The GIL is released while kernels run; one module may
+    contiguous first; input_view() gives that storage to fill without a copy. The GIL is released while kernels run; one module may
     be shared by threads (its calls are serialized), or each thread loads its own.
     """
 
@@ -74,6 +74,13 @@ class GraphModule:
             value = value.astype(value.dtype.newbyteorder("="))
         # np.require copies only a layout that is not C-contiguous (and keeps 0-d arrays 0-d).
         self._m.set_input(i, np.require(value, requirements="C"))
+
+    def input_view(self, key: Union[str, int]) -> np.ndarray:
+        """Input `key`'s own storage in kiln as a writable array: fill it in
+        place (np.copyto(view, x), view[...] = ..., a decoder writing into it)
+        to pass the input without any copy. Valid as long as the array
+        exists (it keeps the module alive); it keeps its contents across runs."""
+        return self._m.input_view(self._index(key))
 
     def run(self, **inputs):
         """run(): runs the model on the inputs set, returning None (read

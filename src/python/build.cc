@@ -135,6 +135,7 @@ py::tuple build(const std::string& model_path, const std::string& input_shapes,
   auto start = std::chrono::steady_clock::now();
   {
     py::gil_scoped_release unlocked;
+    std::lock_guard<std::recursive_mutex> one_at_a_time(compiler_mutex());
     support::sweep_stale_temps();
     p->module = driver::build(model_path, options);
   }
@@ -153,6 +154,7 @@ void export_package(const Package& p, const std::string& path, const std::string
   support::refuse_output_over_input(path, {{"the model", p.model_path}});
   driver::PackageFormat f = format.empty() ? p.format : parse_format(format);
   py::gil_scoped_release unlocked;
+  std::lock_guard<std::recursive_mutex> one_at_a_time(compiler_mutex());
   support::sweep_stale_output_temps(path);
   driver::write_package(p.module, p.target, path, f);
 }

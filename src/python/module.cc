@@ -20,6 +20,11 @@ void make_runtime_symbols_global() {
 
 }  // namespace
 
+std::recursive_mutex& kiln::python::compiler_mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+
 PYBIND11_MODULE(_kiln, m) {
   make_runtime_symbols_global();
   m.doc() = "kiln's C++ library; use the `kiln` package, not this module";

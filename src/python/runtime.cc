@@ -1,13 +1,13 @@
 // kiln.runtime: a loaded package (runtime::GraphExecutor) as GraphModule.
 //
 // Copies: set_input copies a C-contiguous array of the input's dtype once,
-// straight from numpy's buffer into the executor's planned storage (inputs
-// live there, beside the intermediates the memory plan reuses, so binding the
-// caller's buffer itself is not possible); python/kiln/runtime.py makes other
-// layouts contiguous first. get_output copies once into a new numpy array, or
-// with copy=False returns a read-only view of the storage, valid until the
-// next run. The GIL is released while kernels run, so GraphModules run in
-// parallel in Python threads; one module's calls are serialized by a mutex.
+// straight from numpy's buffer into the input's storage (the kernels' argument
+// pointers are fixed at load, so a caller's buffer is not bound in place);
+// python/kiln/runtime.py makes other layouts contiguous first. input_view
+// returns that storage as a writable array, to be filled in place: no copy. get_output copies once
+// into a new numpy array, or with copy=False returns a read-only view of the storage, valid until
+// the next run. The GIL is released while kernels run, so GraphModules run in parallel in Python
+// threads; one module's calls are serialized by a mutex.
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
@@ -53,6 +53,14 @@ class GraphModule {
     std::vector<int64_t> shape(value.shape(), value.shape() + value.ndim());
     std::lock_guard<std::mutex> lock(mu_);
     ex_->set_input(index, value.data(), dtype, shape);
+  }
+
+  // Input `index`'s storage as a writable array whose base is the module:
+  // what the caller writes there is the input, without any copy.
+  py::array input_view(size_t index, py::object self) {
+    void* data = ex_->input_data(index);  // range-checked: IndexError
+    const runtime::TensorInfo& info = ex_->inputs()[index];
+    return py::array(numpy_dtype(info), info.shape, {}, data, self);
   }
 
   void run() {
@@ -167,6 +175,12 @@ void bind_runtime(py::module_& m) {
             return self.cast<GraphModule&>().get_output(index, copy, self);
           },
           py::arg("index"), py::arg("copy") = true)
+      .def(
+          "input_view",
+          [](py::object self, size_t index) {
+            return self.cast<GraphModule&>().input_view(index, self);
+          },
+          py::arg("index"))
       .def("benchmark", &GraphModule::benchmark, py::arg("repeat"), py::arg("warmup"))
       .def("profile", &GraphModule::profile)
       .def_property_readonly("package_path",

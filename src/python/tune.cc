@@ -149,6 +149,7 @@ py::dict tune(const TuneArgs& a, py::object callback, bool handle_sigint) {
   tuner::TuneSummary summary;
   {
     py::gil_scoped_release unlocked;
+    std::lock_guard<std::recursive_mutex> one_at_a_time(compiler_mutex());
     support::sweep_stale_temps();
     std::vector<std::vector<std::string>> workloads;
     for (const std::string& m : a.models)

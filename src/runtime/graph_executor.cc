@@ -451,6 +451,13 @@ NDArray GraphExecutor::output(size_t i) const {
   return a;
 }
 
+void* GraphExecutor::input_data(size_t i) {
+  if (i >= impl_->inputs.size())
+    throw std::out_of_range("input index " + std::to_string(i) + " is out of range (" +
+                            std::to_string(impl_->inputs.size()) + " inputs)");
+  return impl_->tensors[impl_->input_tensors[i]].ptr;
+}
+
 const void* GraphExecutor::output_data(size_t i) const {
   if (i >= impl_->outputs.size())
     throw std::out_of_range("output index " + std::to_string(i) + " is out of range (" +

@@ -64,6 +64,10 @@ class GraphExecutor {
   void set_input(const std::string& name, const void* data, DType dtype,
                  const std::vector<int64_t>& shape);
   void set_input(size_t index, const void* data, DType dtype, const std::vector<int64_t>& shape);
+  // Input i's own storage (64-byte aligned, inputs(i).nbytes() bytes; the
+  // memory plan never shares it): a caller may write an input there in place
+  // instead of set_input's copy. Valid for the executor's lifetime.
+  void* input_data(size_t i);
 
   // Runs every kernel in order; a kernel returning non-zero throws
   // std::runtime_error naming it.

@@ -124,3 +124,24 @@ def test_export_refuses_model_path(tiny, tmp_path):
     with pytest.raises(kiln.KilnError):
         pkg.export(tmp_path / "no" / "such" / "dir" / "m.tar")
     assert not os.path.exists(tmp_path / "no")
+
+
+def test_builds_from_two_threads(tiny):
+    """Concurrent kiln.build calls are safe (they take turns in the compiler)."""
+    import threading
+    path, inputs, expected = tiny
+    results, errors = [None, None], []
+
+    def work(i):
+        try:
+            results[i] = kiln.build(path).load().run(**inputs)[0]
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert all(rel_err(r, expected) <= 1e-4 for r in results)

@@ -53,6 +53,21 @@ def test_output_view_without_copy(module, tiny):
     assert np.isfinite(view).all()  # the view keeps the module (and its storage) alive
 
 
+def test_input_view_without_copy(module, tiny):
+    _, inputs, expected = tiny
+    view = module.input_view("input")
+    assert view.flags.writeable and view.shape == (1, 3, 16, 16) and view.dtype == np.float32
+    assert view.ctypes.data % 64 == 0  # kiln's aligned storage itself
+    np.copyto(view, inputs["input"])
+    module.run()
+    assert rel_err(module.get_output(0), expected) <= 1e-4
+    module.set_input("input", inputs["input"] * 0)
+    assert not view.any()  # set_input writes the same storage
+    assert module.input_view(0).ctypes.data == view.ctypes.data
+    with pytest.raises(IndexError):
+        module.input_view(1)
+
+
 def test_non_contiguous_and_converted_inputs(module, tiny):
     _, inputs, expected = tiny
     x = inputs["input"]

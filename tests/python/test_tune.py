@@ -36,6 +36,19 @@ def test_tune_with_callback_then_build(tiny, tmp_path):
     assert again.trials == 0
 
 
+def test_build_inside_a_callback(tiny, tmp_path):
+    """A callback may build (the compiler lock is recursive): here with the records so far."""
+    db = str(tmp_path / "t.db")
+    built = []
+
+    def build_and_stop(info):
+        built.append(kiln.build(tiny[0], tuning_log=db, shipped_logs=False).report.tuned)
+        raise kiln.StopTuning()
+
+    kiln.tune(tiny[0], db, trials=4, batch=2, tuner="random", callbacks=build_and_stop)
+    assert built == [1]
+
+
 def test_callback_stops_the_run(tiny, tmp_path):
     db = str(tmp_path / "t.db")
 
@@ -82,4 +95,6 @@ def test_bad_arguments(tiny, tmp_path):
         kiln.tune(tiny[0], db, tuner="annealing")
     with pytest.raises(kiln.ModelError, match="missing.onnx"):
         kiln.tune(tmp_path / "missing.onnx", db)
+    with pytest.raises(kiln.KilnError, match="cannot write report .*does not exist"):
+        kiln.tune(tiny[0], db, report=tmp_path / "no" / "report.json")
     assert not os.path.exists(db)  # nothing created before the models were read
