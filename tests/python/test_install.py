@@ -1,6 +1,6 @@
 """`cmake --install` puts a working kiln package under the prefix: the
-module finds libkiln_runtime by its RUNPATH, and _paths.py names the
-installed kiln-measure-worker and shipped logs."""
+module and kiln-measure-worker find libkiln_runtime by their RUNPATH, and
+_paths.py names the installed worker and shipped logs."""
 
 import os
 import subprocess
@@ -22,8 +22,7 @@ def test_installed_package(tmp_path, tiny):
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "KILN_MEASURE_WORKER", "KILN_LOGS_DIR")}
     env["PYTHONPATH"] = os.path.dirname(site[0])
-    # The worker links libkiln_runtime too; a prefix outside the linker's path needs this.
-    env["LD_LIBRARY_PATH"] = str(prefix / "lib")
+    env.pop("LD_LIBRARY_PATH", None)  # the module and the worker find libkiln_runtime by RUNPATH
     code = f"""
 import os, kiln, numpy as np
 assert kiln.__file__.startswith({str(prefix)!r}), kiln.__file__
