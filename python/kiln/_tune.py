@@ -86,7 +86,7 @@ def _callback(callbacks):
     return on_round
 
 
-def _check_report_path(path):
+def _check_report_path(path, inputs):
     """As kiln tune: the report must be writable before the tuning, not after."""
     folder = os.path.dirname(os.path.abspath(path))
     why = ("it is a directory" if os.path.isdir(path) else
@@ -94,6 +94,8 @@ def _check_report_path(path):
            f"directory '{folder}' is not writable" if not os.access(folder, os.W_OK) else None)
     if why:
         raise _kiln.KilnError(f"cannot write report '{path}': {why}")
+    # Neither one of the inputs nor a read-only file, as kiln tune checks.
+    _kiln.check_output(path, inputs)
 
 
 def tune(models, tuning_log, trials=64, time_budget=None, tuner="xgb", callbacks=None, *,
@@ -134,7 +136,9 @@ def tune(models, tuning_log, trials=64, time_budget=None, tuner="xgb", callbacks
     a.compile_budget = float(compile_budget)
     a.runner = runner or ""
     if report is not None:
-        _check_report_path(os.fspath(report))
+        inputs = [("the tuning log", os.fspath(tuning_log))]
+        inputs += [("the model", os.fspath(m)) for m in models if isinstance(m, (str, os.PathLike))]
+        _check_report_path(os.fspath(report), inputs)
     main = threading.current_thread() is threading.main_thread()
     with model_paths(models) as paths:
         a.models = paths

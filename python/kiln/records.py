@@ -76,6 +76,7 @@ class Database:
         path = os.fspath(path)
         if not best:
             return self._db.export_jsonl(path, workload or "")
+        _kiln.check_output(path, [("the database", self.path)])
         text = self._db.best_jsonl(workload or "")
         tmp = f"{path}.tmp{os.getpid()}"
         try:

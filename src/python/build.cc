@@ -152,6 +152,7 @@ py::tuple build(const std::string& model_path, const std::string& input_shapes,
 
 void export_package(const Package& p, const std::string& path, const std::string& format) {
   support::refuse_output_over_input(path, {{"the model", p.model_path}});
+  support::refuse_read_only_output(path);  // as kiln build: a read-only file is "keep this"
   driver::PackageFormat f = format.empty() ? p.format : parse_format(format);
   py::gil_scoped_release unlocked;
   std::lock_guard<std::recursive_mutex> one_at_a_time(compiler_mutex());

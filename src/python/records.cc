@@ -12,6 +12,7 @@
 #include "codegen/target.h"
 #include "python/bindings.h"
 #include "runtime/c_runtime_api.h"
+#include "support/same_file.h"
 #include "tuner/target_key.h"
 #include "tuner/tuned_configs.h"
 
@@ -37,6 +38,14 @@ py::list to_list(const std::vector<tuner::Record>& rs) {
 std::string target_key(const std::string& target) {
   codegen::Target t = target.empty() ? codegen::Target::host() : codegen::Target::parse(target);
   return tuner::TargetKey::for_target(t, kiln_get_num_threads()).key();
+}
+
+// What kiln records export and kiln tune --report check before writing
+// `path`: it is not one of the inputs, nor a read-only file.
+void check_output(const std::string& path,
+                  const std::vector<std::pair<std::string, std::string>>& inputs) {
+  support::refuse_output_over_input(path, inputs);
+  support::refuse_read_only_output(path);
 }
 
 // JSON lines of the records a build would pick per workload and target (and
@@ -74,11 +83,13 @@ void bind_records(py::module_& m) {
       .def("best_jsonl", &best_jsonl, py::arg("workload"))
       .def("export_jsonl",
            [](const RecordDB& db, const std::string& path, const std::string& workload) {
+             check_output(path, {{"the database", db.path()}});
              return db.export_jsonl(path, workload);
            })
       .def("import_jsonl", &RecordDB::import_jsonl, py::arg("path"),
            py::call_guard<py::gil_scoped_release>());
   m.def("target_key", &target_key, py::arg("target"));
+  m.def("check_output", &check_output, py::arg("path"), py::arg("inputs"));
 }
 
 }  // namespace kiln::python

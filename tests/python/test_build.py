@@ -123,6 +123,12 @@ def test_export_refuses_model_path(tiny, tmp_path):
         pkg.export(model)
     with pytest.raises(kiln.KilnError):
         pkg.export(tmp_path / "no" / "such" / "dir" / "m.tar")
+    keep = tmp_path / "keep.tar"
+    keep.write_bytes(b"kept")
+    keep.chmod(0o444)
+    with pytest.raises(kiln.KilnError, match="keep.tar"):
+        pkg.export(keep)
+    assert keep.read_bytes() == b"kept"
     assert not os.path.exists(tmp_path / "no")
 
 

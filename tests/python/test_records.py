@@ -56,6 +56,12 @@ def test_errors(tuned_db, tmp_path):
     with pytest.raises(kiln.KilnError, match="bad.jsonl:1"):
         db.import_(bad)
     assert len(db) == 0
+    src = kiln.records.open(tuned_db)
+    with pytest.raises(kiln.KilnError, match="refusing to overwrite"):
+        src.export(tuned_db)
+    with pytest.raises(kiln.KilnError, match="refusing to overwrite"):
+        src.export(tuned_db, best=True)
+    assert len(kiln.records.open(tuned_db)) == 6
     garbage = tmp_path / "garbage.db"
     garbage.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(kiln.KilnError, match="garbage.db"):

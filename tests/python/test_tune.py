@@ -97,4 +97,6 @@ def test_bad_arguments(tiny, tmp_path):
         kiln.tune(tmp_path / "missing.onnx", db)
     with pytest.raises(kiln.KilnError, match="cannot write report .*does not exist"):
         kiln.tune(tiny[0], db, report=tmp_path / "no" / "report.json")
+    with pytest.raises(kiln.KilnError, match="refusing to overwrite"):
+        kiln.tune(tiny[0], db, report=tiny[0])
     assert not os.path.exists(db)  # nothing created before the models were read
