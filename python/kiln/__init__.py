@@ -10,6 +10,7 @@ makes; see README.md, "Python"):
     m = kiln.runtime.load("model.tar")                        # kiln run
     y = m.run(input=x)[0]
     kiln.tune("model.onnx", "tuning.db", trials=64)           # kiln tune
+    kiln.tasks("model.onnx", tuning_log="tuning.db")          # kiln tasks
     db = kiln.records.open("tuning.db")                       # kiln records
 
 Errors are kiln.KilnError and its subclasses, carrying kiln's own messages.
@@ -37,14 +38,22 @@ from ._kiln import (  # noqa: E402
     RecordDBBusyError,
 )
 from ._build import BuildReport, Package, WorkloadReport, build  # noqa: E402
-from ._tune import StopTuning, TuneInterrupted, TuneSummary, print_progress, tune  # noqa: E402
+from ._tune import (  # noqa: E402
+    StopTuning,
+    Task,
+    TuneInterrupted,
+    TuneSummary,
+    print_progress,
+    tasks,
+    tune,
+)
 from . import records, runtime  # noqa: E402
 
 __version__ = _kiln.__version__
 
 __all__ = [
     "build", "Package", "BuildReport", "WorkloadReport",
-    "tune", "TuneSummary", "StopTuning", "TuneInterrupted", "print_progress",
+    "tune", "TuneSummary", "StopTuning", "TuneInterrupted", "print_progress", "tasks", "Task",
     "runtime", "records",
     "KilnError", "ModelError", "InvalidInputError", "CorruptPackageError",
     "IncompatiblePackageError", "RecordDBBusyError",

@@ -86,6 +86,53 @@ def _callback(callbacks):
     return on_round
 
 
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One tuning task: a distinct template workload of the models (`kiln tasks`)."""
+    workload: str
+    template: str
+    count: int            # kernels using it, over all the models
+    flops: float          # per call
+    weight: float         # share of the models' estimated template latency
+    tuned: Optional[bool] = None       # with tuning_log: a verified record exists
+    trials: Optional[int] = None       # with tuning_log: records of it on the target
+    best_gflops: Optional[float] = None
+    failures: Optional[dict] = None    # with tuning_log: error class -> failed trials
+
+
+def _as_list(models):
+    if isinstance(models, (str, os.PathLike, bytes, bytearray)) or hasattr(
+            models, "SerializeToString"):
+        return [models]
+    return list(models)
+
+
+def tasks(models, input_shapes=None, target=None, tuning_log=None) -> List[Task]:
+    """The tuning tasks of one or more models, as `kiln tasks` lists them
+    (and kiln.tune tunes them). With tuning_log, each says whether it is
+    tuned on this target (this machine's by default), its trials, best
+    GFLOP/s and failed trials by error class."""
+    from . import records
+    with model_paths(_as_list(models)) as paths:
+        found = [Task(*t) for t in _kiln.tasks(paths, input_shapes_text(input_shapes),
+                                               target or "")]
+    if tuning_log is None:
+        return found
+    db, key = records.open(tuning_log), records.target_key(target)
+    out = []
+    for t in found:
+        rs = db.records(t.workload, key)
+        best = db.best(t.workload, key)
+        failures = {}
+        for r in rs:
+            if r.error != "ok":
+                failures[r.error] = failures.get(r.error, 0) + 1
+        out.append(dataclasses.replace(t, tuned=best is not None, trials=len(rs),
+                                       best_gflops=best.gflops if best else None,
+                                       failures=failures))
+    return out
+
+
 def _check_report_path(path, inputs):
     """As kiln tune: the report must be writable before the tuning, not after."""
     folder = os.path.dirname(os.path.abspath(path))
@@ -117,10 +164,7 @@ def tune(models, tuning_log, trials=64, time_budget=None, tuner="xgb", callbacks
     report: also write kiln tune --report's JSON there. The other keywords
     are kiln tune's options of the same names.
     """
-    if isinstance(models, (str, os.PathLike, bytes, bytearray)) or hasattr(
-            models, "SerializeToString"):
-        models = [models]
-    models = list(models)
+    models = _as_list(models)
     a = _kiln.TuneArgs()
     a.tuning_log = os.fspath(tuning_log)
     a.trials = int(trials)

@@ -138,6 +138,34 @@ tuner::TuneOptions tune_options(const TuneArgs& a, const codegen::Target& target
   return o;
 }
 
+// The tuning tasks of the models (kiln tune's and kiln tasks' extraction:
+// every template workload, identical ones merged). Called without the GIL.
+std::vector<tuner::Task> model_tasks(const std::vector<std::string>& models,
+                                     const std::string& input_shapes,
+                                     const codegen::Target& target) {
+  std::vector<std::vector<std::string>> workloads;
+  for (const std::string& m : models)
+    workloads.push_back(driver::template_workloads(
+        frontend::import_onnx(m, frontend::parse_input_shapes(input_shapes)), target.isa()));
+  return tuner::make_tasks(workloads);
+}
+
+// kiln.tasks: each task as (workload, template, count, flops, weight).
+py::list tasks(const std::vector<std::string>& models, const std::string& input_shapes,
+               const std::string& target) {
+  codegen::Target t = target.empty() ? codegen::Target::host() : codegen::Target::parse(target);
+  std::vector<tuner::Task> ts;
+  {
+    py::gil_scoped_release unlocked;
+    std::lock_guard<std::recursive_mutex> one_at_a_time(compiler_mutex());
+    ts = model_tasks(models, input_shapes, t);
+  }
+  py::list out;
+  for (const tuner::Task& x : ts)
+    out.append(py::make_tuple(x.workload_key, x.template_name, x.count, x.flops, x.weight));
+  return out;
+}
+
 // {"report": tune_report_json's text, "interrupted": Ctrl-C, "stopped": a
 // callback asked to stop}; python/kiln/_tune.py makes a TuneSummary of it.
 py::dict tune(const TuneArgs& a, py::object callback, bool handle_sigint) {
@@ -151,11 +179,7 @@ py::dict tune(const TuneArgs& a, py::object callback, bool handle_sigint) {
     py::gil_scoped_release unlocked;
     std::lock_guard<std::recursive_mutex> one_at_a_time(compiler_mutex());
     support::sweep_stale_temps();
-    std::vector<std::vector<std::string>> workloads;
-    for (const std::string& m : a.models)
-      workloads.push_back(driver::template_workloads(
-          frontend::import_onnx(m, frontend::parse_input_shapes(a.input_shapes)), target.isa()));
-    std::vector<tuner::Task> tasks = tuner::make_tasks(workloads);
+    std::vector<tuner::Task> tasks = model_tasks(a.models, a.input_shapes, target);
     if (!tasks.empty()) {
       // Before the database is created: this machine, or the runner's device, must run the code.
       if (a.measure.runner.empty()) {
@@ -216,6 +240,7 @@ void bind_tune(py::module_& m) {
           "worker_path", [](const TuneArgs& a) { return a.measure.worker_path; },
           [](TuneArgs& a, const std::string& v) { a.measure.worker_path = v; });
   m.def("tune", &tune, py::arg("args"), py::arg("callback"), py::arg("handle_sigint"));
+  m.def("tasks", &tasks, py::arg("models"), py::arg("input_shapes"), py::arg("target"));
 }
 
 }  // namespace kiln::python

@@ -31,6 +31,13 @@ def test_tune_with_callback_then_build(tiny, tmp_path):
     assert pkg.report.tuned == 3 and pkg.report.by_source == {db: 3}
     assert all(w.origin == "database" for w in pkg.report.workloads)
 
+    # kiln tasks: the same three tasks, now tuned.
+    ts = kiln.tasks(tiny[0], tuning_log=db)
+    assert [t.workload for t in ts] == [t.workload for t in summary.tasks]
+    assert all(t.tuned and t.trials == 2 and t.best_gflops > 0 for t in ts)
+    assert abs(sum(t.weight for t in ts) - 1) < 1e-9
+    assert [t.tuned for t in kiln.tasks(tiny[0])] == [None] * 3
+
     # Re-running resumes: nothing measured is measured again.
     again = kiln.tune(tiny[0], db, trials=2, batch=2, tuner="random")
     assert again.trials == 0
