@@ -94,6 +94,14 @@ def test_ctrl_c_stops_cleanly(tiny, tmp_path):
     assert signal.getsignal(signal.SIGINT) is before
 
 
+def test_time_budget(tiny, tmp_path):
+    """kiln tune --time-budget: the run ends once it is spent (exit status 3 in the CLI)."""
+    s = kiln.tune(tiny[0], str(tmp_path / "t.db"), trials=64, batch=2, tuner="random",
+                  time_budget=0.5)
+    assert s.budget_spent and s.stop_reason == "time budget spent"
+    assert 0 < s.trials < 3 * 64
+
+
 def test_bad_arguments(tiny, tmp_path):
     db = str(tmp_path / "t.db")
     with pytest.raises(kiln.InvalidInputError, match="trials needs at least 1"):
