@@ -19,6 +19,8 @@ PACKAGES=(
   # the reference BLAS that Debian's PyTorch would otherwise call for its matmuls; node runs
   # the ONNX Runtime peer (bench/models/ort_bench.js).
   python3-torch python3-torchvision python3-onnx python3-numpy python3-matplotlib libopenblas0-openmp nodejs
+  # the kiln Python package (python/, src/python) and its tests (tests/python)
+  python3-dev python3-pybind11 python3-pytest
 )
 
 SUDO=""

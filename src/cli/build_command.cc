@@ -8,16 +8,12 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <stdexcept>
 
 #include "driver/build.h"
-#include "runtime/c_runtime_api.h"
 #include "runtime/cpu_features.h"
 #include "support/same_file.h"
 #include "support/stale_temps.h"
-#include "tuner/records.h"
-#include "tuner/target_key.h"
 #include "tuner/tuned_configs.h"
 
 namespace kiln::cli {
@@ -127,54 +123,6 @@ std::map<std::string, std::string> read_configs(const std::string& path) {
   return configs;
 }
 
-// The config each workload of the model gets from tuning records: the
-// user's database first, then the shipped log for this CPU's ISA class, then
-// a nearby shape's record (tuner/tuned_configs.h). Says so when the database
-// only holds other targets' records.
-std::map<std::string, tuner::ConfigChoice> tuned_configs(
-    const BuildArgs& a, const codegen::Target& target, const std::vector<std::string>& workloads) {
-  int threads = kiln_get_num_threads();
-  std::string key = tuner::TargetKey::for_target(target, threads).key();
-  std::vector<tuner::RecordSource> sources;
-  if (!a.tuning_log.empty()) {
-    tuner::RecordDB db = tuner::RecordDB::open(a.tuning_log, tuner::RecordDB::Mode::kMustExist);
-    sources.push_back(tuner::load_database(db, key));
-    if (sources.back().by_workload.empty() && db.count() > 0)
-      std::printf("note: %s holds %zu records, none for this target (%s)\n", a.tuning_log.c_str(),
-                  db.count(), key.c_str());
-  }
-  if (!a.no_shipped_logs) {
-    std::string shipped = tuner::shipped_log_path(target);
-    if (!shipped.empty()) sources.push_back(tuner::load_jsonl(shipped, threads));
-    // Other ISA classes' logs: borrowed configs that fit this target only.
-    if (!a.no_borrow)
-      for (tuner::RecordSource& src : tuner::other_isa_logs(target, threads))
-        sources.push_back(std::move(src));
-  }
-  if (sources.empty()) return {};
-  Isa isa = target.isa();
-  return tuner::choose_configs(workloads, sources, !a.no_borrow, &isa);
-}
-
-// --require-tuned: every workload needs a record of its own (DB or shipped
-// logs); a borrowed config does not count. Throws naming the ones without.
-void require_tuned(const BuildArgs& a, const std::vector<std::string>& workloads,
-                   const std::map<std::string, tuner::ConfigChoice>& tuned) {
-  std::string missing;
-  size_t n = 0;
-  for (const std::string& w : workloads) {
-    auto it = tuned.find(w);
-    bool own = it != tuned.end() && it->second.origin != tuner::ConfigChoice::Origin::kBorrowed;
-    if (!own && n++ < 20)
-      missing += "\n  " + w + (it != tuned.end() ? " (only a borrowed config)" : "");
-  }
-  if (n)
-    throw std::runtime_error(std::to_string(n) + " of " + std::to_string(workloads.size()) +
-                             " workloads have no record in " +
-                             (a.tuning_log.empty() ? std::string("") : a.tuning_log + " or ") +
-                             "the shipped logs (--require-tuned):" + missing);
-}
-
 // --time-report: the total and the slowest kernels' compile times, each with
 // its estimated size (schedule/code_size.h).
 void print_time_report(const driver::BuiltModule& m) {
@@ -207,33 +155,21 @@ void print_demotions(const driver::BuiltModule& m) {
 // "tuned: N of M workloads (...)" and the borrowed ones, each with its donor.
 void print_tuned(const driver::BuiltModule& m,
                  const std::map<std::string, tuner::ConfigChoice>& tuned) {
-  std::map<std::string, size_t> exact;  // source -> workloads
-  std::vector<std::pair<std::string, const tuner::ConfigChoice*>> borrowed;
-  for (const auto& w : m.workloads) {
-    auto it = tuned.find(w.key);
-    if (it == tuned.end()) continue;
-    if (it->second.origin == tuner::ConfigChoice::Origin::kBorrowed)
-      borrowed.emplace_back(w.key, &it->second);
-    else
-      ++exact[(it->second.origin == tuner::ConfigChoice::Origin::kShippedLog ? "shipped log "
-                                                                             : "") +
-              it->second.source];
-  }
-  size_t n = 0;
+  std::vector<std::string> keys;
+  for (const auto& w : m.workloads) keys.push_back(w.key);
+  tuner::TunedSummary s = tuner::summarize_choices(keys, tuned);
   std::string from;
-  for (const auto& [source, count] : exact) {
-    n += count;
+  for (const auto& [source, count] : s.by_source)
     from += (from.empty() ? "" : ", ") + std::to_string(count) + " from " + source;
-  }
-  std::printf("tuned: %zu of %zu workloads%s%s%s\n", n, m.workloads.size(),
-              from.empty() ? "" : " (", from.c_str(), from.empty() ? "" : ")");
-  if (borrowed.empty()) return;
+  std::printf("tuned: %zu of %zu workloads%s%s%s\n", s.tuned, s.total, from.empty() ? "" : " (",
+              from.c_str(), from.empty() ? "" : ")");
+  if (s.borrowed.empty()) return;
   std::printf(
       "borrowed: %zu workload%s use%s the config tuned for a nearby shape or another "
       "ISA class (fitting this target's registers):\n",
-      borrowed.size(), borrowed.size() == 1 ? "" : "s", borrowed.size() == 1 ? "s" : "");
-  for (const auto& [key, c] : borrowed)
-    std::printf("  %s\n    <- %s (%s)\n", key.c_str(), c->borrowed_from.c_str(), c->source.c_str());
+      s.borrowed.size(), s.borrowed.size() == 1 ? "" : "s", s.borrowed.size() == 1 ? "s" : "");
+  for (const auto& b : s.borrowed)
+    std::printf("  %s\n    <- %s (%s)\n", b.workload.c_str(), b.donor.c_str(), b.source.c_str());
 }
 
 }  // namespace
@@ -266,9 +202,15 @@ int run_build(const std::vector<std::string>& args) {
       options.dump_kernels_dir.empty() && env && *env && std::string(env) != "0")
     options.dump_kernels_dir = std::string(env) == "1" ? a.output + ".kernels" : env;
   std::map<std::string, tuner::ConfigChoice> tuned;
+  tuner::BuildRecordOptions records;
+  records.tuning_log = a.tuning_log;
+  records.shipped_logs = !a.no_shipped_logs;
+  records.borrow = !a.no_borrow;
+  records.require_tuned = a.require_tuned;
   options.choose_configs = [&](const std::vector<std::string>& workloads) {
-    tuned = tuned_configs(a, options.target, workloads);
-    if (a.require_tuned) require_tuned(a, workloads, tuned);
+    std::string note;
+    tuned = tuner::configs_for_build(records, options.target, workloads, &note);
+    if (!note.empty()) std::printf("note: %s\n", note.c_str());
     std::map<std::string, std::string> configs;
     for (const auto& [key, choice] : tuned) configs[key] = choice.config_json;
     return configs;

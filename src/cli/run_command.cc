@@ -1,13 +1,12 @@
 #include "cli/run_command.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
 #include <stdexcept>
 
+#include "runtime/benchmark.h"
 #include "runtime/graph_executor.h"
 #include "runtime/npz.h"
 #include "support/same_file.h"
@@ -117,25 +116,12 @@ void set_inputs(runtime::GraphExecutor& ex, const Options& o) {
                                "'; the model's inputs are " + list_inputs(ex));
 }
 
-double since_ms(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
-void print_times(std::vector<double> ms) {
-  std::sort(ms.begin(), ms.end());
-  double sum = 0;
-  for (double t : ms) sum += t;
-  double mean = sum / static_cast<double>(ms.size());
-  size_t n = ms.size();
-  double median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
-  double var = 0;
-  for (double t : ms) var += (t - mean) * (t - mean);
-  double std_dev = std::sqrt(var / static_cast<double>(n));
+void print_times(const runtime::TimeSummary& t) {
+  size_t n = t.times_ms.size();
   std::printf("Execution time summary (%zu run%s after 1 warm-up):\n", n, n == 1 ? "" : "s");
   std::printf(" mean (ms)   median (ms)  max (ms)     min (ms)     std (ms)\n");
-  std::printf(" %-11.4f %-12.4f %-12.4f %-12.4f %-12.4f\n", mean, median, ms.back(), ms.front(),
-              std_dev);
+  std::printf(" %-11.4f %-12.4f %-12.4f %-12.4f %-12.4f\n", t.mean_ms, t.median_ms, t.max_ms,
+              t.min_ms, t.std_ms);
 }
 
 std::string join(const std::vector<std::string>& v) {
@@ -219,15 +205,7 @@ int run_run(const std::vector<std::string>& args) {
   runtime::GraphExecutor ex = runtime::GraphExecutor::load(o.package);
   set_inputs(ex, o);
   ex.run();  // the warm-up, and the outputs
-  if (o.print_time) {
-    std::vector<double> ms;
-    for (int r = 0; r < o.repeat; ++r) {
-      auto start = std::chrono::steady_clock::now();
-      ex.run();
-      ms.push_back(since_ms(start));
-    }
-    print_times(std::move(ms));
-  }
+  if (o.print_time) print_times(runtime::benchmark(ex, o.repeat, /*warmup=*/0));
   if (o.profile) print_profile(ex, o.repeat);
   if (!o.output.empty())
     write_outputs(ex, o.output);

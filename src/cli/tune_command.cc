@@ -17,7 +17,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 
@@ -261,33 +260,20 @@ void check_report_path(const TuneArgs& a) {
   }
 }
 
-// The summary table, and the same as JSON for --report.
-nlohmann::json print_summary(const TuneArgs& a, const tuner::TuneSummary& sum) {
+// The summary table.
+void print_summary(const TuneArgs& a, const tuner::TuneSummary& sum) {
   std::printf("\n%-4s %-28s %6s %9s %14s  %s\n", "task", "template", "count", "trials",
               "best GFLOP/s", "state");
-  nlohmann::json report = {{"tasks", nlohmann::json::array()}};
   for (size_t i = 0; i < sum.tasks.size(); ++i) {
     const tuner::TaskSummary& t = sum.tasks[i];
     std::printf("%-4zu %-28s %6d %9lld %14.1f  %s\n", i + 1, t.task.template_name.c_str(),
                 t.task.count, static_cast<long long>(t.trials), t.best_gflops,
                 tuner::task_state_name(t.state));
-    report["tasks"].push_back({{"workload", t.task.workload_key},
-                               {"count", t.task.count},
-                               {"weight", t.task.weight},
-                               {"trials", t.trials},
-                               {"best_gflops", t.best_gflops},
-                               {"state", tuner::task_state_name(t.state)}});
   }
   const std::string& stop = sum.stop_reason;
   std::printf("%lld trials in %s (%s); records in %s\n", static_cast<long long>(sum.run_trials),
               fmt_duration(sum.elapsed_s).c_str(), stop.empty() ? "done" : stop.c_str(),
               a.db.c_str());
-  report["trials"] = sum.run_trials;
-  report["elapsed_s"] = sum.elapsed_s;
-  report["stop_reason"] = stop;
-  report["tuning_log"] = a.db;
-  report["target"] = sum.target_key;
-  return report;
 }
 
 }  // namespace
@@ -352,10 +338,10 @@ int run_tune(const std::vector<std::string>& args) {
   progress.finish();
   sigaction(SIGINT, &previous, nullptr);
 
-  nlohmann::json report = print_summary(a, summary);
+  print_summary(a, summary);
   if (!a.report.empty()) {
     std::ofstream out(a.report);
-    out << report.dump(2) << "\n";
+    out << tuner::tune_report_json(summary, a.db) << "\n";
     if (!out) throw std::runtime_error("cannot write report '" + a.report + "'");
   }
   if (summary.interrupted) return 130;

@@ -384,13 +384,17 @@ void GraphExecutor::set_input(const std::string& name, const NDArray& value) {
   set_input(name, value.data(), value.dtype(), value.shape());
 }
 
-void GraphExecutor::set_input(const std::string& name, const void* data, DType dtype,
-                              const std::vector<int64_t>& shape) {
+size_t GraphExecutor::checked_input_index(const std::string& name) const {
   int i = input_index(name);
   if (i < 0)
     throw std::invalid_argument("the model has no input '" + name +
                                 "'; its inputs are: " + list_infos(impl_->inputs));
-  set_input(static_cast<size_t>(i), data, dtype, shape);
+  return static_cast<size_t>(i);
+}
+
+void GraphExecutor::set_input(const std::string& name, const void* data, DType dtype,
+                              const std::vector<int64_t>& shape) {
+  set_input(checked_input_index(name), data, dtype, shape);
 }
 
 void GraphExecutor::set_input(size_t index, const void* data, DType dtype,
@@ -445,6 +449,13 @@ NDArray GraphExecutor::output(size_t i) const {
   NDArray a = NDArray::empty(info.shape, info.dtype);
   std::memcpy(a.data(), output_data(i), static_cast<size_t>(info.nbytes()));
   return a;
+}
+
+void* GraphExecutor::input_data(size_t i) {
+  if (i >= impl_->inputs.size())
+    throw std::out_of_range("input index " + std::to_string(i) + " is out of range (" +
+                            std::to_string(impl_->inputs.size()) + " inputs)");
+  return impl_->tensors[impl_->input_tensors[i]].ptr;
 }
 
 const void* GraphExecutor::output_data(size_t i) const {

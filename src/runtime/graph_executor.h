@@ -54,6 +54,9 @@ class GraphExecutor {
   const std::vector<TensorInfo>& outputs() const;
   // Index of the input called `name`, or -1.
   int input_index(const std::string& name) const;
+  // Index of the input called `name`; a wrong name throws std::invalid_argument
+  // listing the model's inputs (what set_input says).
+  size_t checked_input_index(const std::string& name) const;
 
   // Copies `value` into the input `name`. A wrong name, shape or dtype throws
   // std::invalid_argument listing the expected inputs.
@@ -61,6 +64,10 @@ class GraphExecutor {
   void set_input(const std::string& name, const void* data, DType dtype,
                  const std::vector<int64_t>& shape);
   void set_input(size_t index, const void* data, DType dtype, const std::vector<int64_t>& shape);
+  // Input i's own storage (64-byte aligned, inputs(i).nbytes() bytes; the
+  // memory plan never shares it): a caller may write an input there in place
+  // instead of set_input's copy. Valid for the executor's lifetime.
+  void* input_data(size_t i);
 
   // Runs every kernel in order; a kernel returning non-zero throws
   // std::runtime_error naming it.

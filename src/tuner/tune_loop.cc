@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -291,6 +292,23 @@ TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, Record
   for (size_t i = 0; i < tasks.size(); ++i)
     summary.tasks.push_back({tasks[i], sched.trials(i), searches[i]->best_gflops, sched.state(i)});
   return summary;
+}
+
+std::string tune_report_json(const TuneSummary& sum, const std::string& tuning_log, int indent) {
+  nlohmann::json report = {{"tasks", nlohmann::json::array()}};
+  for (const TaskSummary& t : sum.tasks)
+    report["tasks"].push_back({{"workload", t.task.workload_key},
+                               {"count", t.task.count},
+                               {"weight", t.task.weight},
+                               {"trials", t.trials},
+                               {"best_gflops", t.best_gflops},
+                               {"state", task_state_name(t.state)}});
+  report["trials"] = sum.run_trials;
+  report["elapsed_s"] = sum.elapsed_s;
+  report["stop_reason"] = sum.stop_reason;
+  report["tuning_log"] = tuning_log;
+  report["target"] = sum.target_key;
+  return report.dump(indent);
 }
 
 }  // namespace kiln::tuner

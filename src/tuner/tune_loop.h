@@ -99,6 +99,12 @@ struct TuneSummary {
 TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, RecordSink& sink,
                  TuneOptions options, TuneObserver* observer = nullptr);
 
+// kiln tune --report's JSON (and kiln.tune's summary in Python): per task its
+// workload, count, weight, trials, best_gflops and state; the run's trials,
+// elapsed_s, stop_reason, tuning_log and target. Indented by `indent` spaces.
+std::string tune_report_json(const TuneSummary& summary, const std::string& tuning_log,
+                             int indent = 2);
+
 // The record of one measured candidate.
 Record make_record(const std::string& workload_key, const std::string& target_key,
                    const std::string& config_json, const MeasureResult& r);

@@ -10,6 +10,7 @@
 
 #include "codegen/target.h"
 #include "ops/op_template.h"
+#include "runtime/c_runtime_api.h"
 #include "tuner/target_key.h"
 
 namespace kiln::tuner {
@@ -303,6 +304,76 @@ std::vector<Record> best_records(const RecordDB& db) {
       if (fastest && !(*fastest == *best)) out.push_back(*fastest);
     }
   return out;
+}
+
+namespace {
+
+// require_tuned: throws naming (up to 20 of) the workloads without a record of their own.
+void require_own_records(const BuildRecordOptions& o, const std::vector<std::string>& workloads,
+                         const std::map<std::string, ConfigChoice>& chosen) {
+  std::string missing;
+  size_t n = 0;
+  for (const std::string& w : workloads) {
+    auto it = chosen.find(w);
+    bool own = it != chosen.end() && it->second.origin != ConfigChoice::Origin::kBorrowed;
+    if (!own && n++ < 20)
+      missing += "\n  " + w + (it != chosen.end() ? " (only a borrowed config)" : "");
+  }
+  if (n)
+    throw std::runtime_error(std::to_string(n) + " of " + std::to_string(workloads.size()) +
+                             " workloads have no record in " +
+                             (o.tuning_log.empty() ? std::string("") : o.tuning_log + " or ") +
+                             "the shipped logs (--require-tuned):" + missing);
+}
+
+}  // namespace
+
+std::map<std::string, ConfigChoice> configs_for_build(const BuildRecordOptions& o,
+                                                      const codegen::Target& target,
+                                                      const std::vector<std::string>& workloads,
+                                                      std::string* note) {
+  int threads = kiln_get_num_threads();
+  std::string key = TargetKey::for_target(target, threads).key();
+  std::vector<RecordSource> sources;
+  if (!o.tuning_log.empty()) {
+    RecordDB db = RecordDB::open(o.tuning_log, RecordDB::Mode::kMustExist);
+    sources.push_back(load_database(db, key));
+    if (note && sources.back().by_workload.empty() && db.count() > 0)
+      *note = o.tuning_log + " holds " + std::to_string(db.count()) +
+              " records, none for this target (" + key + ")";
+  }
+  if (o.shipped_logs) {
+    std::string shipped = shipped_log_path(target);
+    if (!shipped.empty()) sources.push_back(load_jsonl(shipped, threads));
+    // Other ISA classes' logs: borrowed configs that fit this target only.
+    if (o.borrow)
+      for (RecordSource& src : other_isa_logs(target, threads)) sources.push_back(std::move(src));
+  }
+  std::map<std::string, ConfigChoice> chosen;
+  if (!sources.empty()) {
+    Isa isa = target.isa();
+    chosen = choose_configs(workloads, sources, o.borrow, &isa);
+  }
+  if (o.require_tuned) require_own_records(o, workloads, chosen);
+  return chosen;
+}
+
+TunedSummary summarize_choices(const std::vector<std::string>& workloads,
+                               const std::map<std::string, ConfigChoice>& choices) {
+  TunedSummary s;
+  s.total = workloads.size();
+  for (const std::string& w : workloads) {
+    auto it = choices.find(w);
+    if (it == choices.end()) continue;
+    const ConfigChoice& c = it->second;
+    if (c.origin == ConfigChoice::Origin::kBorrowed) {
+      s.borrowed.push_back({w, c.borrowed_from, c.source});
+      continue;
+    }
+    ++s.tuned;
+    ++s.by_source[(c.origin == ConfigChoice::Origin::kShippedLog ? "shipped log " : "") + c.source];
+  }
+  return s;
 }
 
 }  // namespace kiln::tuner

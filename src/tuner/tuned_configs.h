@@ -89,6 +89,41 @@ std::map<std::string, ConfigChoice> choose_configs(const std::vector<std::string
                                                    const std::vector<RecordSource>& sources,
                                                    bool borrow, const Isa* isa = nullptr);
 
+// Where a build takes its records from (kiln build --tuning-log DB,
+// --no-shipped-logs, --no-borrow; kiln.build in Python).
+struct BuildRecordOptions {
+  std::string tuning_log;      // the user's database; empty: none
+  bool shipped_logs = true;    // logs/<isa class>.jsonl (shipped_log_path)
+  bool borrow = true;          // nearby shapes, and other ISA classes' logs
+  bool require_tuned = false;  // every workload needs a record of its own
+};
+
+// The config each of a build's workloads gets from tuning records: the
+// user's database first, then the shipped log for the target's ISA class,
+// then a nearby shape's record (choose_configs). Records are keyed by the
+// target and the runtime's thread count. With require_tuned, throws
+// std::runtime_error naming every workload without a record of its own (a
+// borrowed config does not count). `note` (may be null) receives a line when
+// the database holds records, none for this target.
+std::map<std::string, ConfigChoice> configs_for_build(const BuildRecordOptions& options,
+                                                      const codegen::Target& target,
+                                                      const std::vector<std::string>& workloads,
+                                                      std::string* note = nullptr);
+
+// What a build report says about the records it used ("tuned: N of M").
+struct TunedSummary {
+  size_t tuned = 0;  // workloads with a record of their own (DB or shipped log)
+  size_t total = 0;  // the build's template workloads
+  // Record source ("DB", "shipped log FILE") -> workloads it served, sorted.
+  std::map<std::string, size_t> by_source;
+  struct Borrowed {
+    std::string workload, donor, source;  // donor: the workload whose record it is
+  };
+  std::vector<Borrowed> borrowed;  // in the build's workload order
+};
+TunedSummary summarize_choices(const std::vector<std::string>& workloads,
+                               const std::map<std::string, ConfigChoice>& choices);
+
 // The records worth shipping from a database: per workload and target, the
 // pick_best record and, when it differs, the fastest one.
 std::vector<Record> best_records(const RecordDB& db);

@@ -1,0 +1,139 @@
+"""kiln.runtime: load a package and run it, like `kiln run` (runtime::GraphExecutor)."""
+
+import dataclasses
+import os
+from typing import List, NamedTuple, Tuple, Union
+
+import numpy as np
+
+from . import _kiln
+
+
+class TensorInfo(NamedTuple):
+    name: str
+    shape: Tuple[int, ...]
+    dtype: str  # numpy's name: "float32", "int64", ...
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkResult:
+    """`kiln run --print-time`'s statistics, in milliseconds per run."""
+    mean_ms: float
+    median_ms: float
+    max_ms: float
+    min_ms: float
+    std_ms: float
+    times_ms: List[float]
+
+    def __str__(self):
+        return (f"Execution time summary ({len(self.times_ms)} runs):\n"
+                f" mean (ms)   median (ms)  max (ms)     min (ms)     std (ms)\n"
+                f" {self.mean_ms:<11.4f} {self.median_ms:<12.4f} {self.max_ms:<12.4f} "
+                f"{self.min_ms:<12.4f} {self.std_ms:<12.4f}")
+
+
+class GraphModule:
+    """A loaded package. Inputs are numpy arrays (or anything np.asarray
+    takes) of exactly the input's dtype and shape; C-contiguous arrays are
+    copied once, straight into kiln's storage, other layouts are made
+    contiguous first; input_view() gives that storage to fill without a copy. The GIL is released while kernels run; one module may
+    be shared by threads (its calls are serialized), or each thread loads its own.
+    """
+
+    def __init__(self, path):
+        self._m = _kiln.GraphModule(os.fspath(path))
+        self._inputs = [TensorInfo(*i) for i in self._m.input_info()]
+        self._outputs = [TensorInfo(*o) for o in self._m.output_info()]
+
+    def input_info(self) -> List[TensorInfo]:
+        return list(self._inputs)
+
+    def output_info(self) -> List[TensorInfo]:
+        return list(self._outputs)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self._outputs)
+
+    def _index(self, key: Union[str, int]) -> int:
+        if isinstance(key, str):
+            return self._m.input_index(key)  # a wrong name: kiln's message, listing the inputs
+        if not isinstance(key, (int, np.integer)):
+            raise TypeError(f"an input is named by its name or index, not {type(key).__name__}")
+        if 0 <= key < len(self._inputs):
+            return int(key)
+        raise IndexError(f"input index {key} is out of range ({len(self._inputs)} inputs)")
+
+    def set_input(self, key: Union[str, int], value) -> None:
+        """Sets the input named `key` (or number `key`); a wrong name, shape
+        or dtype raises InvalidInputError listing the model's inputs."""
+        i = self._index(key)
+        if not isinstance(value, np.ndarray):
+            value = np.asarray(value, dtype=self._inputs[i].dtype)
+        if not value.dtype.isnative:
+            value = value.astype(value.dtype.newbyteorder("="))
+        # np.require copies only a layout that is not C-contiguous (and keeps 0-d arrays 0-d).
+        self._m.set_input(i, np.require(value, requirements="C"))
+
+    def input_view(self, key: Union[str, int]) -> np.ndarray:
+        """Input `key`'s own storage in kiln as a writable array: fill it in
+        place (np.copyto(view, x), view[...] = ..., a decoder writing into it)
+        to pass the input without any copy. Valid as long as the array
+        exists (it keeps the module alive); it keeps its contents across runs."""
+        return self._m.input_view(self._index(key))
+
+    def run(self, **inputs):
+        """run(): runs the model on the inputs set, returning None (read
+        outputs with get_output). run(name=array, ...): sets those inputs,
+        runs, and returns every output as a list of numpy arrays (copies)."""
+        for name, value in inputs.items():
+            self.set_input(name, value)
+        self._m.run()
+        if inputs:
+            return [self.get_output(i) for i in range(len(self._outputs))]
+        return None
+
+    def get_output(self, index: int, copy: bool = True) -> np.ndarray:
+        """Output `index` of the last run. copy=False returns a read-only view
+        of kiln's storage, without a copy, valid until the next run."""
+        return self._m.get_output(index, copy)
+
+    def benchmark(self, repeat: int = 10, warmup: int = 1) -> BenchmarkResult:
+        """Times `repeat` runs after `warmup` untimed ones, on the inputs set
+        (`kiln run --repeat N --print-time`)."""
+        return BenchmarkResult(**self._m.benchmark(int(repeat), int(warmup)))
+
+    def profile(self) -> List[dict]:
+        """Per-kernel times of one run, in kernel order (`kiln run --profile`)."""
+        return self._m.profile()
+
+    @property
+    def target(self) -> str:
+        return self._m.target
+
+    @property
+    def num_kernels(self) -> int:
+        return self._m.num_kernels
+
+    def __repr__(self):
+        ins = ", ".join(f"{t.name} {t.dtype} {list(t.shape)}" for t in self._inputs)
+        return f"<kiln.runtime.GraphModule {self._m.package_path!r}: inputs {ins}>"
+
+
+def load(path) -> GraphModule:
+    """Loads a package (tar or self-contained .so); refuses, with
+    CorruptPackageError or IncompatiblePackageError naming the problem, a
+    damaged package or one this CPU cannot run."""
+    return GraphModule(path)
+
+
+def num_threads() -> int:
+    """Threads kernels run on: KILN_NUM_THREADS, else the cores."""
+    return _kiln.get_num_threads()
+
+
+def set_num_threads(n: int) -> None:
+    """Sets the kernels' thread count (n <= 0: back to the default). Tuning
+    records are keyed by it: build with the count you will run with."""
+    _kiln.set_num_threads(int(n))
+

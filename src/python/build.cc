@@ -1,0 +1,183 @@
+// kiln.build: the same build as `kiln build` (src/cli/build_command.cc):
+// driver::build with configs from tuner::configs_for_build; the package is
+// kept in memory (Package) and written by Package.export with the driver's
+// package writer.
+#include "driver/build.h"
+
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "codegen/target.h"
+#include "driver/package_writer.h"
+#include "python/bindings.h"
+#include "runtime/cpu_features.h"
+#include "support/same_file.h"
+#include "support/stale_temps.h"
+#include "tuner/tuned_configs.h"
+
+namespace kiln::python {
+namespace {
+
+struct Package {
+  driver::BuiltModule module;
+  codegen::Target target;
+  driver::PackageFormat format = driver::PackageFormat::kTar;
+  std::string model_path;  // refused as an export path
+};
+
+driver::PackageFormat parse_format(const std::string& f) {
+  if (f == "tar") return driver::PackageFormat::kTar;
+  if (f == "so") return driver::PackageFormat::kSharedLibrary;
+  throw std::invalid_argument("output_format must be 'tar' or 'so', not '" + f + "'");
+}
+
+const char* origin_name(tuner::ConfigChoice::Origin o) {
+  switch (o) {
+    case tuner::ConfigChoice::Origin::kDatabase: return "database";
+    case tuner::ConfigChoice::Origin::kShippedLog: return "shipped log";
+    case tuner::ConfigChoice::Origin::kBorrowed: return "borrowed";
+  }
+  return "";
+}
+
+// Per workload: what kiln build prints about it, as data.
+py::list workload_rows(const driver::BuiltModule& m,
+                       const std::map<std::string, tuner::ConfigChoice>& tuned,
+                       const std::map<std::string, std::string>& explicit_configs) {
+  py::list rows;
+  for (const driver::WorkloadUse& w : m.workloads) {
+    py::dict r;
+    r["key"] = w.key, r["count"] = w.count, r["configured"] = w.configured;
+    r["origin"] = "fallback", r["source"] = "", r["borrowed_from"] = "", r["gflops"] = 0.0;
+    auto it = tuned.find(w.key);
+    if (explicit_configs.count(w.key)) {
+      r["origin"] = "config";  // --config / configs= wins over records
+    } else if (it != tuned.end()) {
+      r["origin"] = origin_name(it->second.origin), r["source"] = it->second.source;
+      r["borrowed_from"] = it->second.borrowed_from, r["gflops"] = it->second.gflops;
+    }
+    rows.append(r);
+  }
+  return rows;
+}
+
+// The report kiln build prints, as a dict (python/kiln/_build.py wraps it).
+py::dict build_report(const std::string& model, const Package& p, double seconds,
+                      const std::map<std::string, tuner::ConfigChoice>& tuned,
+                      const std::map<std::string, std::string>& explicit_configs,
+                      const std::vector<std::string>& notes) {
+  const driver::BuiltModule& m = p.module;
+  size_t templated = 0;
+  std::vector<std::string> keys;
+  for (const auto& w : m.workloads)
+    templated += static_cast<size_t>(w.count), keys.push_back(w.key);
+  tuner::TunedSummary s = tuner::summarize_choices(keys, tuned);
+  py::dict d;
+  d["model"] = model, d["seconds"] = seconds, d["kernels"] = m.funcs.size();
+  d["templated_kernels"] = templated, d["generic_kernels"] = m.generic_kernels;
+  d["workloads"] = workload_rows(m, tuned, explicit_configs);
+  d["tuned"] = s.tuned, d["total"] = s.total, d["by_source"] = s.by_source;
+  py::list borrowed;
+  for (const auto& b : s.borrowed) borrowed.append(py::make_tuple(b.workload, b.donor, b.source));
+  d["borrowed"] = borrowed;
+  py::list demotions;
+  for (const auto& x : m.demotions)
+    demotions.append(py::dict(py::arg("func") = x.func, py::arg("label") = x.label,
+                              py::arg("size_before") = x.size_before,
+                              py::arg("size_after") = x.size_after, py::arg("budget") = x.budget,
+                              py::arg("loops") = x.loops));
+  d["demotions"] = demotions;
+  d["notes"] = notes;
+  d["target"] = p.target.str();
+  return d;
+}
+
+// Whether this machine can run the target's code, as kiln build says it.
+std::string missing_features_note(const codegen::Target& t) {
+  std::vector<std::string> missing =
+      t.arch() == runtime::host_arch()
+          ? runtime::missing_cpu_features(t.required_features())
+          : std::vector<std::string>{"(another architecture: " + t.arch() + ")"};
+  if (missing.empty()) return "";
+  std::string names;
+  for (const std::string& f : missing) names += " " + f;
+  return "this machine cannot run the package; it lacks:" + names;
+}
+
+py::tuple build(const std::string& model_path, const std::string& input_shapes,
+                const std::string& target, const tuner::BuildRecordOptions& records,
+                const std::string& output_format,
+                const std::map<std::string, std::string>& configs) {
+  if (records.require_tuned && records.tuning_log.empty() && !records.shipped_logs)
+    throw std::invalid_argument("require_tuned needs a tuning_log or the shipped logs");
+  auto p = std::make_unique<Package>();
+  p->format = parse_format(output_format);
+  p->model_path = model_path;
+  driver::BuildOptions options;
+  if (!target.empty()) options.target = codegen::Target::parse(target);
+  p->target = options.target;
+  options.input_shapes = input_shapes;
+  options.configs = configs;
+  std::map<std::string, tuner::ConfigChoice> tuned;
+  std::vector<std::string> notes;
+  options.choose_configs = [&](const std::vector<std::string>& workloads) {
+    std::string note;
+    tuned = tuner::configs_for_build(records, options.target, workloads, &note);
+    if (!note.empty()) notes.push_back(note);
+    std::map<std::string, std::string> chosen;
+    for (const auto& [key, choice] : tuned) chosen[key] = choice.config_json;
+    return chosen;
+  };
+  auto start = std::chrono::steady_clock::now();
+  {
+    py::gil_scoped_release unlocked;
+    std::lock_guard<std::recursive_mutex> one_at_a_time(compiler_mutex());
+    support::sweep_stale_temps();
+    p->module = driver::build(model_path, options);
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (std::string n = missing_features_note(p->target); !n.empty()) notes.push_back(n);
+  for (const auto& [key, cfg] : configs) {
+    bool used = false;
+    for (const auto& w : p->module.workloads) used = used || w.key == key;
+    if (!used) notes.push_back("config for '" + key + "' matches no workload of this model");
+  }
+  py::dict report = build_report(model_path, *p, secs, tuned, configs, notes);
+  return py::make_tuple(py::cast(std::move(p)), report);
+}
+
+void export_package(const Package& p, const std::string& path, const std::string& format) {
+  support::refuse_output_over_input(path, {{"the model", p.model_path}});
+  support::refuse_read_only_output(path);  // as kiln build: a read-only file is "keep this"
+  driver::PackageFormat f = format.empty() ? p.format : parse_format(format);
+  py::gil_scoped_release unlocked;
+  std::lock_guard<std::recursive_mutex> one_at_a_time(compiler_mutex());
+  support::sweep_stale_output_temps(path);
+  driver::write_package(p.module, p.target, path, f);
+}
+
+}  // namespace
+
+void bind_build(py::module_& m) {
+  py::class_<tuner::BuildRecordOptions>(m, "BuildRecordOptions")
+      .def(py::init<>())
+      .def_readwrite("tuning_log", &tuner::BuildRecordOptions::tuning_log)
+      .def_readwrite("shipped_logs", &tuner::BuildRecordOptions::shipped_logs)
+      .def_readwrite("borrow", &tuner::BuildRecordOptions::borrow)
+      .def_readwrite("require_tuned", &tuner::BuildRecordOptions::require_tuned);
+  py::class_<Package>(m, "Package")
+      .def("export", &export_package, py::arg("path"), py::arg("format") = "")
+      .def_property_readonly("target", [](const Package& p) { return p.target.str(); })
+      .def_property_readonly(
+          "format",
+          [](const Package& p) { return p.format == driver::PackageFormat::kTar ? "tar" : "so"; })
+      .def_property_readonly("graph_json", [](const Package& p) { return p.module.graph_json; });
+  m.def("build", &build, py::arg("model_path"), py::arg("input_shapes"), py::arg("target"),
+        py::arg("records"), py::arg("output_format"), py::arg("configs"));
+}
+
+}  // namespace kiln::python

@@ -1,0 +1,197 @@
+// kiln.runtime: a loaded package (runtime::GraphExecutor) as GraphModule.
+//
+// Copies: set_input copies a C-contiguous array of the input's dtype once,
+// straight from numpy's buffer into the input's storage (the kernels' argument
+// pointers are fixed at load, so a caller's buffer is not bound in place);
+// python/kiln/runtime.py makes other layouts contiguous first. input_view
+// returns that storage as a writable array, to be filled in place: no copy. get_output copies once
+// into a new numpy array, or with copy=False returns a read-only view of the storage, valid until
+// the next run. The GIL is released while kernels run, so GraphModules run in parallel in Python
+// threads; one module's calls are serialized by a mutex.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "python/bindings.h"
+#include "runtime/benchmark.h"
+#include "runtime/c_runtime_api.h"
+#include "runtime/graph_executor.h"
+#include "support/stale_temps.h"
+
+namespace kiln::python {
+namespace {
+
+class GraphModule {
+ public:
+  explicit GraphModule(const std::string& path) {
+    support::sweep_stale_temps();  // kiln-package-PID-* folders of killed processes
+    py::gil_scoped_release unlocked;
+    ex_ = std::make_unique<runtime::GraphExecutor>(runtime::GraphExecutor::load(path));
+  }
+
+  py::list input_info() const { return infos(ex_->inputs()); }
+  py::list output_info() const { return infos(ex_->outputs()); }
+  size_t input_index(const std::string& name) const { return ex_->checked_input_index(name); }
+  size_t num_inputs() const { return ex_->inputs().size(); }
+  size_t num_outputs() const { return ex_->outputs().size(); }
+
+  // `value` must be C-contiguous (runtime.py sees to it); the executor checks
+  // the dtype and shape and names the expected inputs when they differ.
+  void set_input(size_t index, const py::array& value) {
+    if (index >= ex_->inputs().size())
+      throw std::out_of_range("input index " + std::to_string(index) + " is out of range (" +
+                              std::to_string(ex_->inputs().size()) + " inputs)");
+    if (!(value.flags() & py::array::c_style))
+      throw std::invalid_argument("input '" + ex_->inputs()[index].name +
+                                  "': the array must be C-contiguous");
+    runtime::DType dtype = dtype_of(value, ex_->inputs()[index]);
+    std::vector<int64_t> shape(value.shape(), value.shape() + value.ndim());
+    std::lock_guard<std::mutex> lock(mu_);
+    ex_->set_input(index, value.data(), dtype, shape);
+  }
+
+  // Input `index`'s storage as a writable array whose base is the module:
+  // what the caller writes there is the input, without any copy.
+  py::array input_view(size_t index, py::object self) {
+    void* data = ex_->input_data(index);  // range-checked: IndexError
+    const runtime::TensorInfo& info = ex_->inputs()[index];
+    return py::array(numpy_dtype(info), info.shape, {}, data, self);
+  }
+
+  void run() {
+    py::gil_scoped_release unlocked;
+    std::lock_guard<std::mutex> lock(mu_);
+    ex_->run();
+  }
+
+  py::array get_output(size_t index, bool copy, py::object self) {
+    const void* data = ex_->output_data(index);  // range-checked: IndexError
+    const runtime::TensorInfo& info = ex_->outputs()[index];
+    py::dtype dtype = numpy_dtype(info);
+    if (!copy) {
+      // A view whose base is the module: the storage outlives the array.
+      py::array view(dtype, info.shape, {}, data, self);
+      view.attr("setflags")(py::arg("write") = false);
+      return view;
+    }
+    py::array out(dtype, info.shape);
+    std::lock_guard<std::mutex> lock(mu_);
+    std::memcpy(out.mutable_data(), data, static_cast<size_t>(info.nbytes()));
+    return out;
+  }
+
+  // `kiln run --print-time`'s statistics (runtime/benchmark.h).
+  py::dict benchmark(int repeat, int warmup) {
+    runtime::TimeSummary t;
+    {
+      py::gil_scoped_release unlocked;
+      std::lock_guard<std::mutex> lock(mu_);
+      t = runtime::benchmark(*ex_, repeat, warmup);
+    }
+    py::dict d;
+    d["mean_ms"] = t.mean_ms, d["median_ms"] = t.median_ms, d["max_ms"] = t.max_ms;
+    d["min_ms"] = t.min_ms, d["std_ms"] = t.std_ms, d["times_ms"] = t.times_ms;
+    return d;
+  }
+
+  // `kiln run --profile`'s per-kernel times of one run.
+  py::list profile() {
+    std::vector<runtime::KernelProfile> p;
+    {
+      py::gil_scoped_release unlocked;
+      std::lock_guard<std::mutex> lock(mu_);
+      p = ex_->run_profiled();
+    }
+    py::list out;
+    for (const auto& k : p) {
+      py::dict d;
+      d["name"] = k.name, d["func"] = k.func, d["op_types"] = k.op_types;
+      d["workload"] = k.workload, d["flops"] = k.flops, d["ms"] = k.total_ms;
+      out.append(d);
+    }
+    return out;
+  }
+
+  const runtime::GraphExecutor& executor() const { return *ex_; }
+
+ private:
+  static py::list infos(const std::vector<runtime::TensorInfo>& v) {
+    py::list out;
+    for (const auto& t : v)
+      out.append(py::make_tuple(t.name, py::tuple(py::cast(t.shape)), t.dtype.str()));
+    return out;
+  }
+
+  // numpy's name for a kiln dtype ("float32", "int64", "bool", ...); bfloat16
+  // and vector types have none.
+  static py::dtype numpy_dtype(const runtime::TensorInfo& info) {
+    if (info.dtype.lanes != 1 || info.dtype.code == runtime::DTypeCode::BFloat)
+      throw std::invalid_argument("tensor '" + info.name + "' is " + info.dtype.str() +
+                                  ", which numpy cannot hold");
+    return py::dtype(info.dtype.str());
+  }
+
+  // The kiln dtype of a numpy array; a dtype kiln lacks (complex, object, a
+  // byte order other than the machine's) is named with what the input wants.
+  static runtime::DType dtype_of(const py::array& a, const runtime::TensorInfo& want) {
+    std::string name = py::str(a.dtype()).cast<std::string>();
+    try {
+      if (a.dtype().attr("isnative").cast<bool>()) return runtime::DType::parse(name);
+    } catch (const std::invalid_argument&) {
+    }
+    throw std::invalid_argument("input '" + want.name + "': numpy dtype " + name +
+                                " is not one kiln runs; the model expects " + want.str());
+  }
+
+  std::unique_ptr<runtime::GraphExecutor> ex_;
+  std::mutex mu_;
+};
+
+}  // namespace
+
+void bind_runtime(py::module_& m) {
+  // The kernels' thread count (KILN_NUM_THREADS, else the cores); it is
+  // part of the records' target key.
+  m.def("get_num_threads", [] { return kiln_get_num_threads(); });
+  m.def(
+      "set_num_threads", [](int n) { kiln_set_num_threads(n); }, py::arg("n"));
+  py::class_<GraphModule>(m, "GraphModule")
+      .def(py::init<const std::string&>(), py::arg("path"))
+      .def("input_info", &GraphModule::input_info)
+      .def("output_info", &GraphModule::output_info)
+      .def("input_index", &GraphModule::input_index)
+      .def_property_readonly("num_inputs", &GraphModule::num_inputs)
+      .def_property_readonly("num_outputs", &GraphModule::num_outputs)
+      .def("set_input", &GraphModule::set_input, py::arg("index"), py::arg("value"))
+      .def("run", &GraphModule::run)
+      .def(
+          "get_output",
+          [](py::object self, size_t index, bool copy) {
+            return self.cast<GraphModule&>().get_output(index, copy, self);
+          },
+          py::arg("index"), py::arg("copy") = true)
+      .def(
+          "input_view",
+          [](py::object self, size_t index) {
+            return self.cast<GraphModule&>().input_view(index, self);
+          },
+          py::arg("index"))
+      .def("benchmark", &GraphModule::benchmark, py::arg("repeat"), py::arg("warmup"))
+      .def("profile", &GraphModule::profile)
+      .def_property_readonly("package_path",
+                             [](const GraphModule& g) { return g.executor().package_path(); })
+      .def_property_readonly("target", [](const GraphModule& g) { return g.executor().target(); })
+      .def_property_readonly("kiln_version",
+                             [](const GraphModule& g) { return g.executor().kiln_version(); })
+      .def_property_readonly("num_kernels",
+                             [](const GraphModule& g) { return g.executor().num_kernels(); })
+      .def_property_readonly("storage_bytes",
+                             [](const GraphModule& g) { return g.executor().storage_bytes(); });
+}
+
+}  // namespace kiln::python

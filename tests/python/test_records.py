@@ -1,0 +1,68 @@
+"""kiln.records: query, export and import a tuning database."""
+
+import json
+
+import pytest
+
+import kiln
+
+
+@pytest.fixture(scope="module")
+def tuned_db(tiny, tmp_path_factory):
+    db = str(tmp_path_factory.mktemp("records") / "tuning.db")
+    kiln.tune(tiny[0], db, trials=2, batch=2, tuner="random")
+    return db
+
+
+def test_query(tuned_db):
+    db = kiln.records.open(tuned_db)
+    assert len(db) == 6
+    assert db.targets() == [kiln.records.target_key()]
+    workloads = db.workloads()
+    assert len(workloads) == 3
+    for w in workloads:
+        rs = db.records(w)
+        assert len(rs) == 2 and all(r.workload == w for r in rs)
+        best = db.best(w)
+        assert best is not None and best.error == "ok" and best.mean_ms > 0
+        assert best.mean_ms == min(r.mean_ms for r in rs if r.error == "ok")
+        assert isinstance(best.config, dict)
+    assert db.best("conv2d_NCHWc.x86(nothing)") is None
+    assert {r.workload for r in db.best_records()} == set(workloads)
+
+
+def test_export_import_round_trip(tuned_db, tmp_path):
+    db = kiln.records.open(tuned_db)
+    out = tmp_path / "all.jsonl"
+    assert db.export(out) == 6
+    lines = out.read_text().splitlines()
+    assert len(lines) == 6 and json.loads(lines[0])["workload"]
+    copy = kiln.records.open(tmp_path / "copy.db", create=True)
+    assert copy.import_(out) == 6 and len(copy) == 6
+    assert copy.import_(out) == 0  # duplicates are skipped
+    best = tmp_path / "best.jsonl"
+    n = db.export(best, best=True)
+    assert 3 <= n <= 6 and len(best.read_text().splitlines()) == n
+    one = db.workloads()[0]
+    assert db.export(tmp_path / "one.jsonl", workload=one) == 2
+
+
+def test_errors(tuned_db, tmp_path):
+    with pytest.raises(kiln.KilnError, match="missing.db"):
+        kiln.records.open(tmp_path / "missing.db")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"workload": "x"}\n')
+    db = kiln.records.open(tmp_path / "new.db", create=True)
+    with pytest.raises(kiln.KilnError, match="bad.jsonl:1"):
+        db.import_(bad)
+    assert len(db) == 0
+    src = kiln.records.open(tuned_db)
+    with pytest.raises(kiln.KilnError, match="refusing to overwrite"):
+        src.export(tuned_db)
+    with pytest.raises(kiln.KilnError, match="refusing to overwrite"):
+        src.export(tuned_db, best=True)
+    assert len(kiln.records.open(tuned_db)) == 6
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(kiln.KilnError, match="garbage.db"):
+        kiln.records.open(garbage)
