@@ -24,7 +24,7 @@ targets=("$@")
 [ -x build/kiln ] || bash scripts/build.sh
 command -v clang++-14 >/dev/null || bash scripts/install-deps.sh
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DKILN_FUZZ=ON -DKILN_BUILD_BENCH=OFF >/dev/null
+  -DKILN_FUZZ=ON -DKILN_BUILD_BENCH=OFF -DKILN_BUILD_PYTHON=OFF >/dev/null
 cmake --build build-asan --target kiln_fuzzers
 
 out=build-asan

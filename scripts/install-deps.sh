@@ -11,6 +11,8 @@ PACKAGES=(
   libtbb-dev libgtest-dev libgmock-dev
   nlohmann-json3-dev libsqlite3-dev libarchive-dev
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers clang-format
+  # scripts/test.sh --sanitize and scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes
+  clang-14 libclang-rt-14-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   # the tuner's cost model; the `xgboost` package holds /usr/bin/xgboost, which
   # libxgboost-dev's CMake config references.
@@ -41,7 +43,7 @@ else
   echo "install-deps: installing ${missing[*]}"
   # A mirror mid-sync fails one index; what is needed may still install.
   $SUDO apt-get update -qq || echo "install-deps: warning: apt-get update reported errors"
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  $SUDO apt-get install -y -qq --no-install-recommends --no-remove "${missing[@]}"
 fi
 
 # Arm: cross compilers, qemu-user and the Arm libraries the runtime links
