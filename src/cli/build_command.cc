@@ -240,7 +240,8 @@ int run_build(const std::vector<std::string>& args) {
   // that a key with a typo is not silently ignored.
   size_t unused = 0;
   std::string first_unused;
-  for (const auto& [key, cfg] : options.configs) {
+  for (const auto& entry : options.configs) {
+    const std::string& key = entry.first;  // not a binding: the lambda captures it (clang 14)
     bool used = std::any_of(m.workloads.begin(), m.workloads.end(),
                             [&](const driver::WorkloadUse& w) { return w.key == key; });
     if (!used && unused++ == 0) first_unused = key;

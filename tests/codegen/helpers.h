@@ -14,6 +14,15 @@
 #include "ir/function.h"
 #include "ir/stmt.h"
 
+// C++'s _Float16, the reference for float16 results, needs clang >= 15 on
+// x86; the sanitizer build's clang 14 lacks it, and checks on float16 values
+// run in the default (gcc) build only.
+#if defined(__clang__) && __clang_major__ < 15
+#define KILN_TEST_HAS_FLOAT16 0
+#else
+#define KILN_TEST_HAS_FLOAT16 1
+#endif
+
 namespace kiln::codegen::test {
 
 using namespace kiln::ir;  // NOLINT(google-build-using-namespace)

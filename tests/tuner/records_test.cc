@@ -448,7 +448,9 @@ TEST_F(RecordsTest, InvalidRecordsAreRefusedAndStoreNothing) {
   Record no_target = make("w", "{}", {1.0});
   no_target.target_key = "";
   bad.push_back({no_target, "empty target"});
-  for (const auto& [r, why] : bad) {
+  for (const auto& bad_case : bad) {
+    const Record& r = bad_case.first;  // not bindings: the lambdas capture them (clang 14)
+    const std::string& why = bad_case.second;
     expect_throw_with<std::invalid_argument>([&] { db.add(r); }, {path, why});
     // In a batch, one bad record keeps the good ones out too.
     expect_throw_with<std::invalid_argument>(
@@ -894,8 +896,8 @@ TEST_F(RecordsTest, LiveClaimsOfADeadProcessOfThisHostAreTakenOverAtOnce) {
   std::string remote_owner = std::to_string(child) + "@another-host/remote";
   int x = 0;
   for (const std::string& owner : {dead_owner, alive_owner, remote_owner})
-    RawDB(path).exec("INSERT INTO claims VALUES ('w', '" + kTarget + "', '{\"x\":" +
-                     std::to_string(++x) + "}', '" + owner +
+    RawDB(path).exec("INSERT INTO claims VALUES ('w', '" + kTarget +
+                     "', '{\"x\":" + std::to_string(++x) + "}', '" + owner +
                      "', strftime('%s','now'), strftime('%s','now') + 600)");
   EXPECT_EQ(db.live_claims("w", kTarget), 3);
   ClaimResult c = db.claim("w", kTarget, {"{\"x\":1}", "{\"x\":2}", "{\"x\":3}"}, self,
