@@ -351,6 +351,36 @@ void check_no_external_data(const onnx::GraphProto& g) {
   }
 }
 
+// Window attributes that ONNX's shape inference divides by (a stride or
+// dilation of 0 kills the process with SIGFPE inside libonnx; found by
+// fuzz/onnx_import_fuzzer.cc) and that the checker does not look at: strides,
+// dilations, kernel_shape and group must be positive, pads non-negative.
+void check_window_attributes(const onnx::GraphProto& g, const std::vector<std::string>& names) {
+  static const std::set<std::string> kWindowed = {
+      "Conv",        "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool",
+      "AveragePool", "LpPool",        "MaxUnpool",   "DeformConv",  "Col2Im"};
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& n = g.node(i);
+    if (!n.domain().empty() || !kWindowed.count(n.op_type())) continue;
+    auto bad = [&](const std::string& what) {
+      throw ImportError("node '" + names[i] + "' (" + n.op_type() + "): " + what);
+    };
+    for (const onnx::AttributeProto& a : n.attribute()) {
+      const bool positive =
+          a.name() == "strides" || a.name() == "dilations" || a.name() == "kernel_shape";
+      if (positive || a.name() == "pads") {
+        for (int k = 0; k < a.ints_size(); ++k)
+          if (positive ? a.ints(k) <= 0 : a.ints(k) < 0)
+            bad("attribute " + a.name() + " has " + std::to_string(a.ints(k)) + " at position " +
+                std::to_string(k) + " (every value must be " +
+                (positive ? "positive" : "non-negative") + ")");
+      } else if (a.name() == "group" && a.i() <= 0) {
+        bad("attribute group is " + std::to_string(a.i()) + " (it must be positive)");
+      }
+    }
+  }
+}
+
 graph::Graph import_model(const std::string& path, const InputShapes& input_shapes) {
   onnx::ModelProto model = read_model(path);
   check_opset(model);
@@ -358,6 +388,7 @@ graph::Graph import_model(const std::string& path, const InputShapes& input_shap
   std::vector<std::string> names = node_names(model.graph());
   check_operators(model.graph(), names);
   check_library_knows(model, names);
+  check_window_attributes(model.graph(), names);
   onnx::checker::check_model(model);
   fold_constant_nodes(model.mutable_graph(), &names);
   bind_input_shapes(model.mutable_graph(), input_shapes);

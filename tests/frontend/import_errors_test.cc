@@ -115,6 +115,48 @@ TEST(ImportErrors, ExternalDataIsNamed) {
                     HasSubstr("'weights.bin'"), HasSubstr("save_as_external_data=False")));
 }
 
+// Window attributes ONNX's shape inference divides by: a zero stride,
+// dilation or kernel size, or group, is one ImportError naming the node, not
+// SIGFPE inside libonnx (found by fuzz/onnx_import_fuzzer.cc); a negative pad
+// too.
+TEST(ImportErrors, ZeroStridesDilationsKernelsAndGroupsAreNamed) {
+  struct Case {
+    std::string op, attr;
+    std::vector<int64_t> ints;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"Conv", "strides", {2, 0}, "attribute strides has 0 at position 1"},
+      {"Conv", "dilations", {0, 1}, "attribute dilations has 0 at position 0"},
+      {"Conv", "pads", {0, -1, 0, 0}, "attribute pads has -1 at position 1"},
+      {"MaxPool", "strides", {0, 0}, "attribute strides has 0 at position 0"},
+      {"AveragePool", "kernel_shape", {2, 0}, "attribute kernel_shape has 0 at position 1"},
+      {"Conv", "group", {0}, "attribute group is 0"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op + " " + c.attr);
+    OnnxBuilder b;
+    b.input("x", {"1", "4", "8", "8"});
+    b.output("y", {"1", "4", "4", "4"});
+    onnx::NodeProto* n = nullptr;
+    if (c.op == "Conv") {
+      b.init_f32("w", {4, 4, 2, 2}, std::vector<float>(64, 0.5f));
+      n = b.node("Conv", "bad_window", {"x", "w"}, {"y"});
+    } else {
+      n = b.node(c.op, "bad_window", {"x"}, {"y"});
+    }
+    if (c.op != "Conv" && c.attr != "kernel_shape")
+      OnnxBuilder::attr_ints(n, "kernel_shape", {2, 2});
+    if (c.attr == "group")
+      OnnxBuilder::attr_int(n, "group", c.ints[0]);
+    else
+      OnnxBuilder::attr_ints(n, c.attr, c.ints);
+    const std::string path = b.write("window.onnx");
+    EXPECT_THAT(import_error(path), AllOf(HasSubstr(path), HasSubstr("'bad_window' (" + c.op + ")"),
+                                          HasSubstr(c.message)));
+  }
+}
+
 TEST(ImportErrors, OpsetOutOfRange) {
   for (int64_t opset : {10, 19}) {
     const std::string path = relu_model(opset).write("opset_bad" + std::to_string(opset) + ".onnx");
