@@ -351,6 +351,60 @@ void check_no_external_data(const onnx::GraphProto& g) {
   }
 }
 
+// The declared rank of a value before shape inference: a graph input's or an
+// initializer's; -1 when unknown.
+int declared_rank(const onnx::GraphProto& g, const std::string& value) {
+  for (const auto& t : g.initializer())
+    if (t.name() == value) return t.dims_size();
+  for (const auto& in : g.input())
+    if (in.name() == value && in.type().tensor_type().has_shape())
+      return in.type().tensor_type().shape().dim_size();
+  return -1;
+}
+
+// ONNX's shape inference for convolutions and pooling indexes its inputs'
+// dimensions by the window attributes' lengths without checking them (a
+// 1-element `strides` on a 2-D convolution reads past an array and crashes;
+// found by fuzz/onnx_import_fuzzer.cc): every length must agree with the
+// number of spatial axes, as far as the ranks declared in the file tell it.
+template <typename Bad>
+void check_window_ranks(const onnx::GraphProto& g, const onnx::NodeProto& n, Bad&& bad) {
+  std::vector<std::pair<std::string, int>> lengths;  // attribute, spatial axes it covers
+  for (const onnx::AttributeProto& a : n.attribute()) {
+    const std::string& name = a.name();
+    if (name == "pads" && a.ints_size() % 2 != 0)
+      bad("attribute pads has " + std::to_string(a.ints_size()) +
+          " values (begin and end per axis)");
+    if (name == "strides" || name == "dilations" || name == "kernel_shape" || name == "pads" ||
+        name == "output_padding" || name == "output_shape")
+      lengths.push_back({name, a.ints_size() / (name == "pads" ? 2 : 1)});
+  }
+  // Spatial axes of the data (input 0) and of a convolution's weight (input 1).
+  const bool has_weight = n.op_type() == "Conv" || n.op_type() == "ConvTranspose" ||
+                          n.op_type() == "ConvInteger" || n.op_type() == "DeformConv";
+  std::vector<std::pair<std::string, int>> axes;  // input, its spatial axes
+  for (int i = 0; i < std::min(n.input_size(), has_weight ? 2 : 1); ++i) {
+    const int rank = declared_rank(g, n.input(i));
+    if (rank < 0) continue;
+    if (rank < 3)
+      bad("input '" + n.input(i) + "' has rank " + std::to_string(rank) +
+          "; a window operator needs rank >= 3 (N, C and at least one spatial axis)");
+    axes.push_back({"input '" + n.input(i) + "'", rank - 2});
+  }
+  for (const auto& input : axes) {
+    if (input.second != axes.front().second)
+      bad(axes.front().first + " and " + input.first + " differ in rank");
+    for (const auto& attr : lengths)
+      if (attr.second != input.second)
+        bad("attribute " + attr.first + " is for " + std::to_string(attr.second) +
+            " spatial axes but " + input.first + " has " + std::to_string(input.second));
+  }
+  for (const auto& attr : lengths)
+    if (attr.second != lengths.front().second)
+      bad("attributes " + lengths.front().first + " and " + attr.first +
+          " are for different numbers of spatial axes");
+}
+
 // Window attributes that ONNX's shape inference divides by (a stride or
 // dilation of 0 kills the process with SIGFPE inside libonnx; found by
 // fuzz/onnx_import_fuzzer.cc) and that the checker does not look at: strides,
@@ -365,6 +419,7 @@ void check_window_attributes(const onnx::GraphProto& g, const std::vector<std::s
     auto bad = [&](const std::string& what) {
       throw ImportError("node '" + names[i] + "' (" + n.op_type() + "): " + what);
     };
+    check_window_ranks(g, n, bad);
     for (const onnx::AttributeProto& a : n.attribute()) {
       const bool positive =
           a.name() == "strides" || a.name() == "dilations" || a.name() == "kernel_shape";

@@ -157,6 +157,42 @@ TEST(ImportErrors, ZeroStridesDilationsKernelsAndGroupsAreNamed) {
   }
 }
 
+// Window attributes whose lengths disagree with the spatial axes, or a data
+// input of the wrong rank: ONNX's shape inference would read past its arrays
+// and crash (found by fuzz/onnx_import_fuzzer.cc); one ImportError instead.
+TEST(ImportErrors, WindowAttributeLengthsMustMatchTheSpatialAxes) {
+  struct Case {
+    std::vector<std::string> x_dims;
+    std::string attr;
+    std::vector<int64_t> ints;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"1", "4", "8", "8"},
+       "strides",
+       {2},
+       "attribute strides is for 1 spatial axes but input 'x'"},
+      {{"1", "4", "8", "8"}, "pads", {1, 1, 1}, "attribute pads has 3 values"},
+      {{"1", "4", "8"},
+       "strides",
+       {1, 1},
+       "attribute strides is for 2 spatial axes but input 'x' has 1"},
+      {{"1", "4"}, "strides", {1, 1}, "input 'x' has rank 2"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    OnnxBuilder b;
+    b.input("x", c.x_dims);
+    b.output("y", {"1", "4", "4", "4"});
+    b.init_f32("w", {4, 4, 2, 2}, std::vector<float>(64, 0.5f));
+    onnx::NodeProto* n = b.node("Conv", "bad_window", {"x", "w"}, {"y"});
+    OnnxBuilder::attr_ints(n, c.attr, c.ints);
+    const std::string path = b.write("ranks.onnx");
+    EXPECT_THAT(import_error(path),
+                AllOf(HasSubstr(path), HasSubstr("'bad_window' (Conv)"), HasSubstr(c.message)));
+  }
+}
+
 TEST(ImportErrors, OpsetOutOfRange) {
   for (int64_t opset : {10, 19}) {
     const std::string path = relu_model(opset).write("opset_bad" + std::to_string(opset) + ".onnx");
