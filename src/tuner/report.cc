@@ -207,7 +207,11 @@ std::string num(double v, int digits = 1) {
   return buf;
 }
 
-std::string ms(double v) { return v > 0 ? num(v, 3) + " ms" : "&ndash;"; }
+// Times: milliseconds down to 0.1 ms, microseconds below (small kernels).
+std::string ms(double v) {
+  if (!(v > 0)) return "&ndash;";
+  return v >= 0.1 ? num(v, 3) + " ms" : num(v * 1000, 2) + " us";
+}
 
 // A "nice" axis maximum: 1, 2 or 5 times a power of ten, at least v.
 double nice_max(double v) {

@@ -5,6 +5,7 @@
 #include "tuner/job.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include "ops/op_template.h"
 #include "tuner/report.h"
 #include "tuner/target_key.h"
+#include "tuner/task_scheduler.h"
 
 namespace kiln::tuner {
 namespace {
@@ -164,6 +166,30 @@ TEST(JobTasks, OneTaskPerWorkloadAcrossModels) {
   EXPECT_NEAR(w, 1, 1e-9);
   EXPECT_NEAR(ws, 1, 1e-9);
   EXPECT_GT(jt.sched_tasks[2].weight, jt.tasks[2].weight);  // b's dense gained weight
+}
+
+// The job's per-task trial totals reach the scheduler: each task stops at its own cap.
+TEST(JobTasks, TheSchedulerHonoursPerTaskCaps) {
+  TwoModels m;
+  SchedulerOptions o;
+  o.round_trials = 2;
+  o.max_trials_per_task = 100;  // replaced by the per-task caps
+  o.max_trials_of_task = m.tasks.trials;
+  TaskScheduler sched(m.tasks.sched_tasks, o);
+  sched.resume(0, 4, 10.0);  // an earlier run measured 4 of the conv's 9
+  std::vector<int64_t> given(3, 0);
+  double g = 1;
+  while (std::optional<size_t> t = sched.next_task()) {
+    int n = sched.round_size(*t);
+    ASSERT_GT(n, 0);
+    given[*t] += n;
+    sched.record(*t, std::vector<double>(static_cast<size_t>(n), g += 1));
+  }
+  EXPECT_EQ(sched.stop_reason(), "every task finished");
+  EXPECT_EQ(given, (std::vector<int64_t>{9 - 4, 5, 9}));
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(sched.trials(i), m.tasks.trials[i]);
+  o.max_trials_of_task = {1, 2};  // not one per task
+  EXPECT_THROW(TaskScheduler(m.tasks.sched_tasks, o), std::invalid_argument);
 }
 
 TEST(JobReport, NumbersFromTheRecords) {
