@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -323,8 +324,8 @@ void print_summary(const TuneArgs& a, const tuner::TuneSummary& sum) {
 
 // ---- kiln tune --job ---------------------------------------------------------
 
-// Prepares measurement as run_tune does: before the database is created, this
-// machine, or the runner's device, must be able to run the target's code.
+// Before the database is created: this machine, or the runner's device, must
+// be able to run the target's code.
 void check_measurement(tuner::TuneOptions& options) {
   if (options.measure.runner.empty()) {
     tuner::check_host_runs(options.target);
@@ -559,17 +560,7 @@ int run_tune(const std::vector<std::string>& args) {
   options.should_stop = [] { return g_interrupted.load(); };
   // Before the database is created: this machine, or the runner's device, must be able
   // to run the target's code.
-  if (a.measure.runner.empty()) {
-    tuner::check_host_runs(options.target);
-  } else {
-    options.measure.runner_session = tuner::runner_for(options.measure);
-    tuner::check_runner_runs(*options.measure.runner_session, options.target);
-    const tuner::RemoteRunner::Hello& h = options.measure.runner_session->hello();
-    std::printf("measuring through the runner: an %s device, %d threads, %s\n", h.arch.c_str(),
-                h.num_threads,
-                h.isolation == "fork" ? "a child process per candidate"
-                                      : "candidates in the worker (restarted after a crash)");
-  }
+  check_measurement(options);
   tuner::RecordDB db = tuner::RecordDB::open(a.db);
   tuner::RecordDBSink sink(db);
 

@@ -23,6 +23,13 @@ namespace {
 // compact), so that the fallback's record can be found by string.
 std::string canonical(const std::string& json) { return nlohmann::json::parse(json).dump(); }
 
+// A workload improved when its best GFLOP/s rose by more than 1% (less is
+// within the noise of two measurements of one kernel).
+constexpr double kImproved = 1.01;
+
+// A longer pause between two records of a task is not tuning time.
+constexpr double kPauseS = 600;
+
 std::string fallback_config(const std::string& workload_key, const codegen::Target& target) {
   try {
     ops::Workload w = ops::Workload::parse(workload_key);
@@ -77,9 +84,16 @@ JobReport make_job_report(const Job& job, const std::vector<JobModelWorkloads>& 
     std::vector<Record> recs = db.records(task.workload_key, summary.target_key);
     t.trials = static_cast<int64_t>(recs.size());
     double best = 0, best_ms = 0;
-    int64_t first_ts = recs.empty() ? 0 : recs.front().timestamp_unix;
+    // Tuning time: the time between consecutive records, except that a pause
+    // longer than kPauseS (between nightly runs) counts as nothing, so that a
+    // task tuned over several nights has one continuous time axis.
+    double seconds = 0;
     for (size_t k = 0; k < recs.size(); ++k) {
       const Record& rec = recs[k];
+      if (k > 0) {
+        double gap = static_cast<double>(rec.timestamp_unix - recs[k - 1].timestamp_unix);
+        if (gap > 0 && gap <= kPauseS) seconds += gap;
+      }
       const std::string cls = to_string(rec.error);
       if (rec.error != ErrorClass::kOk) {
         ++r.failures_all[cls];
@@ -88,8 +102,7 @@ JobReport make_job_report(const Job& job, const std::vector<JobModelWorkloads>& 
       bool ok = rec.error == ErrorClass::kOk && rec.mean_ms() > 0;
       if (ok && !fallback.empty() && t.fallback_ms == 0 && canonical(rec.config_json) == fallback)
         t.fallback_ms = rec.mean_ms();
-      CurvePoint p{static_cast<int64_t>(k + 1), static_cast<double>(rec.timestamp_unix - first_ts),
-                   best};
+      CurvePoint p{static_cast<int64_t>(k + 1), seconds, best};
       if (ok && (best_ms == 0 || rec.mean_ms() < best_ms)) {
         best_ms = rec.mean_ms();
         best = std::max(best, rec.gflops);
@@ -258,8 +271,8 @@ std::string svg_chart(const std::vector<CurvePoint>& curve, bool by_time,
   o << "<text class=\"tick\" x=\"" << X(xmax) << "\" y=\"" << H - 16 << "\" text-anchor=\"end\">"
     << num(xmax, 0) << "</text>";
   o << "<text class=\"tick\" x=\"" << (L + W - R) / 2 << "\" y=\"" << H - 4
-    << "\" text-anchor=\"middle\">" << (by_time ? "seconds since the first trial" : "trials")
-    << "</text>";
+    << "\" text-anchor=\"middle\">"
+    << (by_time ? "seconds of tuning (pauses over 10 min left out)" : "trials") << "</text>";
   if (!curve.empty()) {
     // Steps: the best holds until the next improvement.
     o << "<polyline class=\"curve\" points=\"";
@@ -337,7 +350,7 @@ std::string job_report_html(const JobReport& r) {
   o << "<h2>Improved since the previous report</h2>\n";
   std::vector<const JobReportTask*> improved;
   for (const JobReportTask& t : r.tasks)
-    if (t.previous_gflops >= 0 && t.best_gflops > t.previous_gflops * 1.001) improved.push_back(&t);
+    if (t.previous_gflops >= 0 && t.best_gflops > t.previous_gflops * kImproved) improved.push_back(&t);
   if (r.previous_report.empty())
     o << "<p>No previous report.</p>\n";
   else if (improved.empty())

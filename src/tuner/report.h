@@ -25,8 +25,10 @@
 namespace kiln::tuner {
 
 struct CurvePoint {
-  int64_t trial = 0;       // 1-based, every record of the workload counted, failures included
-  double seconds = 0;      // since the workload's first record
+  int64_t trial = 0;  // 1-based, every record of the workload counted, failures included
+  // Tuning time since the workload's first record: a pause of more than 10 min
+  // between two records (between runs) is left out.
+  double seconds = 0;
   double best_gflops = 0;  // best so far
 };
 

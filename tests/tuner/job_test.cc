@@ -225,6 +225,8 @@ TEST(JobReport, NumbersFromTheRecords) {
     rec(conv, R"({"x":1})", 0, ErrorClass::kTimeout, 1000);
     rec(conv, R"({"x":2})", 1.0, ErrorClass::kOk, 1010);
     rec(conv, R"({"x":3})", 1.5, ErrorClass::kOk, 1020);
+    // A night later: worse, and the pause is not tuning time.
+    rec(conv, R"({"x":4})", 1.2, ErrorClass::kOk, 1020 + 86400);
     // a's dense: only a wrong result; b's dense: nothing.
     rec(dense_a, R"({"x":1})", 0, ErrorClass::kWrongResult, 1005);
 
@@ -241,7 +243,7 @@ TEST(JobReport, NumbersFromTheRecords) {
 
     ASSERT_EQ(r.tasks.size(), 3u);
     const JobReportTask& tc = r.tasks[0];
-    EXPECT_EQ(tc.trials, 4);
+    EXPECT_EQ(tc.trials, 5);
     EXPECT_DOUBLE_EQ(tc.fallback_ms, 2.0);
     EXPECT_DOUBLE_EQ(tc.best_ms, 1.0);
     EXPECT_EQ(tc.models, (std::vector<std::string>{"a", "b"}));
@@ -250,7 +252,8 @@ TEST(JobReport, NumbersFromTheRecords) {
     EXPECT_EQ(tc.curve[0].trial, 1);
     EXPECT_EQ(tc.curve[1].trial, 3);
     EXPECT_DOUBLE_EQ(tc.curve[1].seconds, 110);
-    EXPECT_EQ(tc.curve[2].trial, 4);
+    EXPECT_EQ(tc.curve[2].trial, 5);
+    EXPECT_DOUBLE_EQ(tc.curve[2].seconds, 120);
     EXPECT_DOUBLE_EQ(tc.curve[2].best_gflops, tc.curve[1].best_gflops);
     EXPECT_NEAR(tc.curve[1].best_gflops, 2 * tc.curve[0].best_gflops, 1e-9);
     EXPECT_TRUE(r.tasks[1].curve.empty());
