@@ -200,6 +200,27 @@ TEST_F(KilnTuneJob, ExitStatusesForCron) {
   EXPECT_NE(r.err.find(bad + ":2:"), std::string::npos) << r.err;
   EXPECT_EQ(count_of(r.err, "\n"), 1u) << r.err;
   EXPECT_FALSE(fs::exists(other.file("t.db")));
+  // Checked before any tuning, nothing created: an unreadable --previous-report, a
+  // report into a missing folder.
+  std::string job2 = other.file("job.toml");
+  write_bytes(job2, "tuning_log = \"t.db\"\n[[model]]\npath = \"" + work_.file("a.onnx") + "\"\n");
+  r = kiln("tune --job " + quote(job2) + " --previous-report " + quote(other.file("old.json")));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("cannot read previous report '" + other.file("old.json") + "'"),
+            std::string::npos)
+      << r.err;
+  r = kiln("tune --job " + quote(job2) + " --report " + quote(other.file("no/dir/r.html")));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("cannot write report"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(other.file("t.db")));
+  // Every model broken: still 4, and the report says so.
+  write_bytes(job2, "tuning_log = \"t.db\"\nreport = \"r.json\"\n[[model]]\npath = \"" +
+                        work_.file("broken.onnx") + "\"\n");
+  r = kiln("tune --job " + quote(job2));
+  EXPECT_EQ(r.status, 4) << r.err << r.out;
+  nlohmann::json broken = nlohmann::json::parse(read_bytes(other.file("r.json")));
+  EXPECT_EQ(broken["tasks"].size(), 0u);
+  EXPECT_EQ(broken["failures_this_run"]["import_error"], 1);
   // --worker writes no report.
   r = kiln("tune --worker --job " + quote(job) + " --report " + quote(other.file("r.html")));
   EXPECT_EQ(r.status, 1);
