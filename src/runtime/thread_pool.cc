@@ -80,10 +80,3 @@ extern "C" int32_t kiln_get_num_threads(void) {
   std::lock_guard<std::mutex> lock(pool().mu);
   return pool().threads;
 }
-
-extern "C" void* kiln_workspace_alloc(int64_t bytes) {
-  size_t size = static_cast<size_t>((bytes + 63) / 64 * 64);
-  return std::aligned_alloc(64, size > 0 ? size : 64);
-}
-
-extern "C" void kiln_workspace_free(void* ptr) { std::free(ptr); }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -89,6 +90,39 @@ TEST_F(ThreadPool, WorkspaceIsAligned) {
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
     kiln_workspace_free(p);
   }
+}
+
+// A kernel's workspace has the same size on every call: the block it freed
+// comes back (no system allocation, no page faults after the first run);
+// blocks in use are never handed out twice; a size class holds nearby sizes.
+TEST_F(ThreadPool, WorkspaceBlocksAreReusedOnTheSameThread) {
+  void* a = kiln_workspace_alloc(1800000);
+  void* b = kiln_workspace_alloc(1800000);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(a, b);
+  std::memset(a, 1, 1800000);  // the whole request is usable
+  std::memset(b, 2, 1800000);
+  kiln_workspace_free(a);
+  void* c = kiln_workspace_alloc(1700000);  // same power-of-two class (2 MiB)
+  EXPECT_EQ(c, a);
+  void* d = kiln_workspace_alloc(1800000);  // a is taken again, b is in use: a new block
+  EXPECT_NE(d, a);
+  EXPECT_NE(d, b);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(d) % 64, 0u);
+  kiln_workspace_free(b);
+  kiln_workspace_free(c);
+  kiln_workspace_free(d);
+  // Another thread has its own blocks.
+  void* other = nullptr;
+  std::thread([&] {
+    other = kiln_workspace_alloc(1800000);
+    kiln_workspace_free(other);
+  }).join();
+  void* e = kiln_workspace_alloc(1800000);
+  EXPECT_TRUE(e == a || e == b || e == d);
+  kiln_workspace_free(e);
+  kiln_workspace_free(nullptr);  // like free()
 }
 
 }  // namespace
