@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "graph/passes/strategy.h"
@@ -230,4 +231,45 @@ TEST(SelectTemplates, OnlyFloat32ConvGemmAndMatMul) {
 }
 
 }  // namespace
+// A 3x3 stride-1 Conv with >= 16 channels has two implementations, direct
+// first and Winograd (an alternative row); untuned, Winograd is built. A
+// stride-2, a 1x1 or a narrow 3x3 conv has one. choose_implementations takes
+// the implementation with the faster record; an unknown or zero rate counts
+// as none.
+TEST(SelectTemplates, ThreeByThreeStrideOneConvsHaveAWinogradAlternative) {
+  GraphBuilder b;
+  std::string x = b.input("x", {1, 16, 10, 10});
+  std::string y = conv(b, "wide3x3", x, 16, 32, 3, pads(1));
+  std::string z = conv(b, "narrow3x3", y, 32, 8, 3, pads(1));
+  std::string s2 =
+      conv(b, "stride2", z, 8, 16, 3,
+           {{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"strides", std::vector<int64_t>{2, 2}}});
+  b.output(conv(b, "pointwise", s2, 16, 16, 1));
+  std::vector<TemplateSelection> s = graph::select_templates(b.graph());
+  ASSERT_EQ(s.size(), 4u);
+  ASSERT_EQ(s[0].implementations.size(), 2u);
+  EXPECT_EQ(s[0].implementations[0].template_name, "conv2d_NCHWc.x86");
+  EXPECT_EQ(s[0].implementations[1].template_name, "conv2d_winograd_NCHWc.x86");
+  EXPECT_EQ(s[0].implementations[0].params, s[0].implementations[1].params);
+  EXPECT_EQ(s[0].untuned_default, 1u);
+  EXPECT_EQ(s[0].template_name, "conv2d_winograd_NCHWc.x86");
+  for (size_t i = 1; i < 4; ++i) {
+    EXPECT_EQ(s[i].implementations.size(), 1u) << s[i].node;
+    EXPECT_EQ(s[i].template_name, "conv2d_NCHWc.x86") << s[i].node;
+  }
+  const std::string direct = s[0].implementations[0].key(),
+                    winograd = s[0].implementations[1].key();
+  auto chosen = [&](const std::map<std::string, double>& gflops) {
+    std::vector<TemplateSelection> c = s;
+    graph::choose_implementations(c, gflops);
+    EXPECT_EQ(c[0].workload.template_name, c[0].template_name);
+    return c[0].template_name;
+  };
+  EXPECT_EQ(chosen({{direct, 200}, {winograd, 450}}), "conv2d_winograd_NCHWc.x86");
+  EXPECT_EQ(chosen({{direct, 200}, {winograd, 150}}), "conv2d_NCHWc.x86");
+  EXPECT_EQ(chosen({{direct, 200}}), "conv2d_NCHWc.x86");  // a record beats none
+  EXPECT_EQ(chosen({{direct, 0}}), "conv2d_winograd_NCHWc.x86");
+  EXPECT_EQ(chosen({}), "conv2d_winograd_NCHWc.x86");
+}
+
 }  // namespace kiln

@@ -6,6 +6,7 @@
 #include "tuner/tuned_configs.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -14,7 +15,9 @@
 
 #include "codegen/target.h"
 #include "ops/op_template.h"
+#include "runtime/c_runtime_api.h"
 #include "support/version.h"
+#include "tuner/records.h"
 #include "tuner/target_key.h"
 
 namespace kiln::tuner {
@@ -257,4 +260,43 @@ TEST(IsaClass, NamesTheShippedLogByVectorIsa) {
 }
 
 }  // namespace
+// --require-tuned asks for a record of one implementation per node: a 3x3
+// conv whose direct workload is tuned passes though its Winograd alternative
+// is not; a node with neither is named with both keys.
+TEST(ConfigsForBuild, RequireTunedNeedsOneImplementationPerNode) {
+  auto dir =
+      std::filesystem::temp_directory_path() / ("kiln_require_impl_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string db_path = (dir / "t.db").string();
+  ops::Workload direct = conv(8, 8), other = conv(10, 10);
+  ops::Workload winograd = direct, other_winograd = other;
+  winograd.template_name = other_winograd.template_name = "conv2d_winograd_NCHWc.x86";
+  {
+    RecordDB db = RecordDB::open(db_path);
+    db.add(record(direct, conv_template().fallback(direct, codegen::Target::host().isa()), 0.5,
+                  kiln_get_num_threads()));
+  }
+  BuildRecordOptions o;
+  o.tuning_log = db_path;
+  o.shipped_logs = false;
+  o.require_tuned = true;
+  auto chosen =
+      configs_for_build(o, codegen::Target::host(),
+                        std::vector<std::vector<std::string>>{{direct.key(), winograd.key()}});
+  EXPECT_EQ(chosen.count(direct.key()), 1u);
+  EXPECT_EQ(chosen.count(winograd.key()), 0u);
+  try {
+    configs_for_build(o, codegen::Target::host(),
+                      std::vector<std::vector<std::string>>{{direct.key(), winograd.key()},
+                                                            {other.key(), other_winograd.key()}});
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("1 of 2 workloads"), std::string::npos) << m;
+    EXPECT_NE(m.find(other.key() + " or " + other_winograd.key()), std::string::npos) << m;
+    EXPECT_EQ(m.find(direct.key()), std::string::npos) << m;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace kiln::tuner
