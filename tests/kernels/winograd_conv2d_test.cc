@@ -120,6 +120,9 @@ TEST(WinogradConv2d, MatchesPlainConvOverShapesAndConfigs) {
       {1, 12, 24, 6, 13, {0, 1, 2, 1}},
       // 7 x 7 maps (ResNet's last stage), 32 channels.
       {1, 32, 32, 7, 7, {1, 1, 1, 1}},
+      // One output (a 3x3 input, no padding) and a 2 x 5 output: one tile.
+      {1, 16, 16, 3, 3, {0, 0, 0, 0}},
+      {2, 16, 16, 2, 5, {1, 1, 1, 1}},
   };
   std::mt19937_64 rng(2026);
   for (const Shape& s : shapes) {
