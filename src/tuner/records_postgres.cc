@@ -139,7 +139,9 @@ class Conn {
     const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
     const bool busy = retryable(state);
     PQclear(r);
-    std::string first_line = sql.substr(0, sql.find('\n'));
+    const size_t from = sql.find_first_not_of('\n');
+    std::string first_line = sql.substr(from == std::string::npos ? 0 : from);
+    first_line = first_line.substr(0, first_line.find('\n'));
     std::string msg = where() + ": " + err + " (in: " + first_line + ")";
     if (busy) throw RecordDBBusy(msg);
     throw std::runtime_error(msg);
@@ -240,8 +242,13 @@ constexpr const char* kSchemaLock = "SELECT pg_advisory_xact_lock(7165438221)";
 
 // -1: none of kiln's tables (a new database).
 int schema_version(Conn& c) {
+  // information_schema, not to_regclass: a plain query reads a fresh snapshot,
+  // so after the schema lock it sees tables another process just committed
+  // (to_regclass reads caches that an advisory lock does not refresh).
   Result t =
-      c.q("SELECT to_regclass('schema_version') IS NOT NULL, to_regclass('records') IS NOT NULL");
+      c.q("SELECT coalesce(bool_or(table_name = 'schema_version'), false), "
+          "coalesce(bool_or(table_name = 'records'), false) FROM information_schema.tables "
+          "WHERE table_schema = current_schema() AND table_name IN ('schema_version', 'records')");
   const bool has_version = t.text(0, 0) == "t", has_records = t.text(0, 1) == "t";
   if (!has_version) {
     if (has_records)

@@ -300,6 +300,25 @@ TEST_P(BackendTest, ShortTimeoutsAreRetriedByALongerTimeout) {
   EXPECT_EQ(longer.taken, 1);
 }
 
+// Tuners started together on a new database: one creates the schema, the
+// others wait for it and find it (no "already exists").
+TEST_P(BackendTest, ManyOpenANewDatabaseAtOnce) {
+  std::atomic<int> failures{0};
+  std::vector<std::thread> openers;
+  for (int i = 0; i < 6; ++i)
+    openers.emplace_back([&, i] {
+      try {
+        RecordDB::open(db_).add(make("w", "{\"i\":" + std::to_string(i) + "}", {1.0}));
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+        ++failures;
+      }
+    });
+  for (std::thread& t : openers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(RecordDB::open(db_).count(), 6u);
+}
+
 // Eight connections claim from one candidate list under one cap, store what
 // they were granted and release: every config measured once, exactly the cap.
 TEST_P(BackendTest, ConcurrentClaimersNeverShareAConfigAndFillTheCap) {
