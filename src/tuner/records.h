@@ -80,7 +80,7 @@ struct ClaimResult {
   int64_t taken = 0;          // records + others' live claims before this batch
   bool capped = false;        // the trial cap is reached: no more trials for the task
   // Contention, for measuring a shared database (PostgreSQL; always 0 in sqlite):
-  int64_t lock_retries = 0;    // polls of the task's lock, held by another claimer
+  int64_t lock_waits = 0;      // 1 if the claim waited for the task's lock (held by another)
   int64_t skipped_locked = 0;  // configs skipped: another transaction held them right now
 };
 

@@ -19,11 +19,11 @@
 //    records after inserting it make that so even without the lock.
 //  - The trial cap (max_trials > 0) counts records and live claims of the
 //    task, which must not change between the count and the grants: claimers
-//    of one task take a per-task advisory lock for that moment, polling with
-//    pg_try_advisory_xact_lock (ClaimResult::lock_retries counts the polls),
-//    so claims of different tasks never wait for each other.
+//    of one task take a per-task advisory lock for that moment
+//    (ClaimResult::lock_waits counts the claims that had to wait for it), so
+//    claims of different tasks never wait for each other.
 //  - A write that waits for a lock longer than the busy timeout (lock_timeout
-//    on the server, the poll deadline here), a deadlock or a serialization
+//    on the server), a deadlock or a serialization
 //    failure throws RecordDBBusy: nothing changed, the caller may retry.
 //  - Claims of dead processes of this host are reaped at every claim, as in
 //    sqlite; claims of dead processes elsewhere expire after their TTL.
@@ -35,10 +35,12 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <tuple>
@@ -184,6 +186,20 @@ class Txn {
 };
 
 std::string num(int64_t v) { return std::to_string(v); }
+
+// A text[] literal: {"a","b"} with quotes and backslashes escaped.
+std::string pg_array(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (size_t i = 0; i < items.size(); ++i) {
+    out += i ? ",\"" : "\"";
+    for (char ch : items[i]) {
+      if (ch == '"' || ch == '\\') out += '\\';
+      out += ch;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
 std::string num(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.17g", v);
@@ -381,6 +397,11 @@ class PostgresBackend final : public RecordBackend {
     return added;
   }
 
+  // A few round trips whatever the batch size: the task lock (with a cap),
+  // one statement for every config's try-lock, one reading the records of the
+  // batch (after the locks, so in a snapshot that sees every record committed
+  // by a writer that held one), then inserts of the eligible configs in order
+  // until the cap's share is granted.
   ClaimResult claim(const std::string& w, const std::string& t,
                     const std::vector<std::string>& canonical, const std::string& owner,
                     int64_t max_trials, int64_t ttl_s, double retry_below_s) override {
@@ -394,35 +415,67 @@ class PostgresBackend final : public RecordBackend {
     out.taken = count_taken(w, t, retry_below_s);
     int64_t left = max_trials > 0 ? max_trials - out.taken : INT64_MAX;
     if (left <= 0) out.capped = true;
-    for (size_t i = 0; i < canonical.size() && left > 0; ++i) {
-      const std::string& config = canonical[i];
-      // Another transaction claims or stores this config right now: skip it
-      // rather than wait (it would be refused anyway once that commits).
-      Result locked = c_->q(std::string("SELECT pg_try_advisory_xact_lock(") + kConfigKey + ")",
-                            {w, t, config});
-      if (locked.text(0, 0) != "t") {
-        ++out.skipped_locked;
-        continue;
+    if (left <= 0 || canonical.empty()) {
+      txn.commit();
+      return out;
+    }
+    // First occurrences only: a repeat in the batch is refused.
+    std::vector<size_t> firsts;
+    std::map<std::string, size_t> index;
+    for (size_t i = 0; i < canonical.size(); ++i)
+      if (index.emplace(canonical[i], i).second) firsts.push_back(i);
+    std::vector<std::string> configs;
+    for (size_t i : firsts) configs.push_back(canonical[i]);
+    const std::string array = pg_array(configs);
+
+    // Another transaction claims or stores a config right now: skip it rather
+    // than wait (it would be refused anyway once that commits).
+    std::set<std::string> free;
+    {
+      Result locks = c_->q(
+          "SELECT c, pg_try_advisory_xact_lock(hashtextextended($1 || chr(31) || $2 || chr(31) "
+          "|| c, 0)) FROM unnest($3::text[]) WITH ORDINALITY AS u(c, n) ORDER BY n",
+          {w, t, array});
+      for (int i = 0; i < locks.rows(); ++i) {
+        if (locks.text(i, 1) == "t")
+          free.insert(locks.text(i, 0));
+        else
+          ++out.skipped_locked;
       }
+    }
+    {
+      Result recs = c_->q(
+          "SELECT config_json, error, error_message FROM records WHERE workload_key = $1 AND "
+          "target_key = $2 AND md5(config_json) IN (SELECT md5(c) FROM unnest($3::text[]) AS "
+          "u(c))",
+          {w, t, array});
+      for (int i = 0; i < recs.rows(); ++i)
+        if (!timed_out_below(recs.text(i, 1), recs.text(i, 2), retry_below_s))
+          free.erase(recs.text(i, 0));
+    }
+    std::vector<std::string> eligible;
+    for (const std::string& c : configs)
+      if (free.count(c)) eligible.push_back(c);
+    // Insert `left` at a time, in order; a live claim of another refuses its config.
+    size_t next = 0;
+    while (left > 0 && next < eligible.size()) {
+      const size_t n = std::min<size_t>(eligible.size() - next, static_cast<size_t>(left));
+      std::vector<std::string> chunk(eligible.begin() + static_cast<std::ptrdiff_t>(next),
+                                     eligible.begin() + static_cast<std::ptrdiff_t>(next + n));
+      next += n;
       Result ins = c_->q(
           "INSERT INTO claims (workload_key, target_key, config_json, config_md5, owner, created, "
-          "expires) VALUES ($1, $2, $3, md5($3), $4, now(), now() + $5 * interval '1 second') "
+          "expires) SELECT $1, $2, c, md5(c), $4, now(), now() + $5 * interval '1 second' "
+          "FROM unnest($3::text[]) AS u(c) "
           "ON CONFLICT (workload_key, target_key, config_md5) DO UPDATE SET "
           "config_json = EXCLUDED.config_json, owner = EXCLUDED.owner, "
           "created = EXCLUDED.created, expires = EXCLUDED.expires "
-          "WHERE claims.expires <= now() RETURNING 1",
-          {w, t, config, owner, num(ttl_s)});
-      if (ins.rows() == 0) continue;  // a live claim, ours (a repeat) or another's, holds it
-      // Checked after the claim row is ours: a record committed meanwhile is seen.
-      if (recorded(w, t, config, retry_below_s)) {
-        c_->q(
-            "DELETE FROM claims WHERE workload_key = $1 AND target_key = $2 AND "
-            "config_md5 = md5($3) AND owner = $4",
-            {w, t, config, owner});
-        continue;
+          "WHERE claims.expires <= now() RETURNING config_json",
+          {w, t, pg_array(chunk), owner, num(ttl_s)});
+      for (int i = 0; i < ins.rows(); ++i) {
+        out.granted[index.at(ins.text(i, 0))] = true;
+        --left;
       }
-      out.granted[i] = true;
-      --left;
     }
     txn.commit();
     return out;
@@ -527,23 +580,14 @@ class PostgresBackend final : public RecordBackend {
   }
 
  private:
-  // The task's lock, for the cap's count-then-grant: polled so that a waiting
-  // claimer is counted (lock_retries) and gives up after the busy timeout.
+  // The task's lock, for the cap's count-then-grant. Tried first, so that a
+  // claim that has to wait is counted (lock_waits); then waited for in the
+  // server's lock queue, up to lock_timeout (the busy timeout: RecordDBBusy).
   void lock_task(const std::string& w, const std::string& t, ClaimResult& out) {
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(c_->busy_timeout_ms());
-    thread_local std::minstd_rand jitter(std::random_device{}());
-    for (;;) {
-      Result r = c_->q("SELECT pg_try_advisory_xact_lock(hashtextextended($1 || chr(30) || $2, 0))",
-                       {w, t});
-      if (r.text(0, 0) == "t") return;
-      if (std::chrono::steady_clock::now() > deadline)
-        throw RecordDBBusy(c_->where() + ": claim: the lock of task \"" + w +
-                           "\" stayed held for longer than the busy timeout");
-      ++out.lock_retries;
-      // 0.2-1 ms: a claim holds the lock for a few round trips.
-      std::this_thread::sleep_for(std::chrono::microseconds(200 + jitter() % 800));
-    }
+    const std::string key = "hashtextextended($1 || chr(30) || $2, 0)";
+    if (c_->q("SELECT pg_try_advisory_xact_lock(" + key + ")", {w, t}).text(0, 0) == "t") return;
+    ++out.lock_waits;
+    c_->q("SELECT pg_advisory_xact_lock(" + key + ")", {w, t});
   }
 
   int64_t count_taken(const std::string& w, const std::string& t, double retry_below_s) {

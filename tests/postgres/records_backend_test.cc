@@ -247,6 +247,21 @@ TEST_P(BackendTest, ClaimsRefuseRecordedAndLiveClaimsAndRespectTheCap) {
   EXPECT_THROW(a.claim("w", kTarget, {"{}"}, ""), std::invalid_argument);
 }
 
+// Configs whose text needs escaping on its way to the server (quotes,
+// backslashes, braces and commas of array literals, unicode) claim and store as any.
+TEST_P(BackendTest, ClaimsOfAwkwardConfigs) {
+  RecordDB db = RecordDB::open(db_);
+  const std::vector<std::string> configs = {R"({"s":"a\"b\\c{,}"})", R"({"s":"NULL"})",
+                                            R"({"s":"é ,}{"})", "{}"};
+  ClaimResult c = db.claim("w", kTarget, configs, "A", 10);
+  EXPECT_EQ(c.granted, std::vector<bool>({true, true, true, true}));
+  for (const std::string& config : configs) db.add(make("w", config, {1.0}));
+  EXPECT_EQ(db.live_claims("w", kTarget), 0);  // storing deleted each claim
+  EXPECT_EQ(db.claim("w", kTarget, configs, "B", 10).granted,
+            std::vector<bool>({false, false, false, false}));
+  for (const std::string& config : configs) EXPECT_TRUE(db.has_config("w", kTarget, config));
+}
+
 TEST_P(BackendTest, ExpiredClaimsAreTakenOverAndRenewedOnesAreNot) {
   RecordDB db = RecordDB::open(db_);
   // ttl 0: expired at once, as a claim whose owner died and stopped renewing.
