@@ -64,8 +64,6 @@ std::unique_ptr<RecordBackend> open_sqlite_backend(const std::string& path, Reco
 // PostgreSQL: `url` is a libpq connection URI (postgresql://user@host:port/db).
 std::unique_ptr<RecordBackend> open_postgres_backend(const std::string& url, RecordDB::Mode mode);
 
-// The URL without its password (postgresql://user:secret@h/db -> postgresql://user@h/db).
-std::string redact_url(const std::string& url);
 
 // ---- helpers both backends share (records.cc)
 // ----------------------------------------------------

@@ -190,6 +190,9 @@ size_t sync_records(const RecordDB& from, RecordDB& to);
 // Whether a --tuning-log names a PostgreSQL database (postgresql:// or
 // postgres://) rather than a sqlite file.
 bool is_postgres_url(const std::string& path_or_url);
+// A database's name for messages and reports: a URL without its password
+// (postgresql://user:secret@h/db -> postgresql://user@h/db); a file name as it is.
+std::string redact_url(const std::string& url);
 
 // One JSON line for a record (no newline), and its inverse; parse throws
 // std::invalid_argument saying which field is wrong.
