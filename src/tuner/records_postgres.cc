@@ -63,6 +63,22 @@ bool retryable(const char* sqlstate) {
   return false;
 }
 
+// libpq's messages span lines ("...failed: Connection refused\n\tIs the
+// server running..."): one line, as every kiln error is.
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      while (i + 1 < text.size() && (text[i + 1] == '\t' || text[i + 1] == ' ')) ++i;
+      if (i + 1 < text.size()) out += "; ";
+    } else {
+      out += text[i];
+    }
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
 // One query's result; frees it.
 class Result {
  public:
@@ -104,8 +120,7 @@ class Conn {
   const std::string& name() const { return name_; }
   std::string where() const { return "records database '" + name_ + "'"; }
   std::string server_error() const {
-    std::string e = c_ ? PQerrorMessage(c_) : "";
-    while (!e.empty() && (e.back() == '\n' || e.back() == ' ')) e.pop_back();
+    std::string e = one_line(c_ ? PQerrorMessage(c_) : "");
     return e.empty() ? "unknown error" : e;
   }
 
@@ -135,9 +150,8 @@ class Conn {
                                                 nullptr, values.data(), nullptr, nullptr, 0);
     ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return Result(r);
-    std::string err = r ? PQresultErrorMessage(r) : "";
+    std::string err = one_line(r ? PQresultErrorMessage(r) : "");
     if (err.empty()) err = server_error();
-    while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
     const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
     const bool busy = retryable(state);
     PQclear(r);

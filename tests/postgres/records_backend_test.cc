@@ -543,6 +543,16 @@ TEST_F(PostgresTest, KilnRecordsSyncAnyDirectionIsIdempotent) {
   EXPECT_NE(read_file(err).find("postgresql://kiln@127.0.0.1:1/x"), std::string::npos)
       << read_file(err);
   EXPECT_EQ(read_file(err).find("pw@"), std::string::npos);
+  // A down server for `kiln records export`: one line, exit 1, no output file.
+  const std::string out = dir + "/out.jsonl";
+  EXPECT_EQ(run_shell(kiln +
+                      " records export 'postgresql://kiln:pw@127.0.0.1:1/x?connect_timeout=2' -o " +
+                      out + " 2>" + err),
+            1);
+  const std::string message = read_file(err);
+  EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 1) << message;
+  EXPECT_NE(message.find("postgresql://kiln@127.0.0.1:1/x"), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(out));
   EXPECT_EQ(sync(a, dir + "/new.db"), 0);
   EXPECT_EQ(run_shell(kiln + " records sync '" + a + "' 2>" + err), 2);  // usage
   std::error_code ec;
