@@ -26,6 +26,9 @@ PACKAGES=(
   # shared records in PostgreSQL (src/tuner/records_postgres.cc links libpq); the tests start a
   # throwaway server (tests/postgres) with postgresql's initdb/pg_ctl
   libpq-dev postgresql
+  # kiln tune --job: the job file is TOML (toml++, header-only); tests/driver/tune_job_test.cc
+  # opens the HTML report in headless Chromium
+  libtomlplusplus-dev chromium
 )
 
 SUDO=""

@@ -54,6 +54,14 @@ Workload conv(int64_t c, int64_t hw, int64_t oc) {
                    {"dilation", {1, 1}}}};
 }
 
+// The same convolution as conv(), by Winograd (conv2d_winograd_NCHWc.x86;
+// GFLOP/s count the direct convolution's operations).
+Workload wino(int64_t c, int64_t hw, int64_t oc) {
+  Workload w = conv(c, hw, oc);
+  w.template_name = "conv2d_winograd_NCHWc.x86";
+  return w;
+}
+
 Workload dense(int64_t m, int64_t k, int64_t n) {
   return Workload{"dense_pack.x86", {{"data", {m, k}}, {"weight", {k, n}}}};
 }
@@ -64,7 +72,13 @@ Workload dense(int64_t m, int64_t k, int64_t n) {
 const std::vector<Case>& cases() {
   static const std::vector<Case> c = {
       {"conv 3x3 64->64 56x56", conv(64, 56, 64), conv(16, 9, 24)},
+      {"conv 3x3 128->128 28x28", conv(128, 28, 128), conv(8, 5, 16)},
       {"conv 3x3 256->256 14x14", conv(256, 14, 256), conv(32, 7, 40)},
+      {"conv 3x3 512->512 7x7", conv(512, 7, 512), conv(16, 3, 16)},
+      {"winograd 3x3 64->64 56x56", wino(64, 56, 64), wino(16, 9, 24)},
+      {"winograd 3x3 128->128 28x28", wino(128, 28, 128), wino(8, 5, 16)},
+      {"winograd 3x3 256->256 14x14", wino(256, 14, 256), wino(32, 7, 40)},
+      {"winograd 3x3 512->512 7x7", wino(512, 7, 512), wino(16, 3, 16)},
       {"dense 128x256 . 256x1024", dense(128, 256, 1024), dense(9, 20, 52)},
       {"dense 128x1024 . 1024x256", dense(128, 1024, 256), dense(13, 33, 24)},
       {"dense 1024x1024 . 1024x1024", dense(1024, 1024, 1024), dense(31, 17, 40)},

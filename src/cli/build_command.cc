@@ -207,12 +207,12 @@ int run_build(const std::vector<std::string>& args) {
   records.shipped_logs = !a.no_shipped_logs;
   records.borrow = !a.no_borrow;
   records.require_tuned = a.require_tuned;
-  options.choose_configs = [&](const std::vector<std::string>& workloads) {
+  options.choose_configs = [&](const std::vector<std::vector<std::string>>& workloads) {
     std::string note;
     tuned = tuner::configs_for_build(records, options.target, workloads, &note);
     if (!note.empty()) std::printf("note: %s\n", note.c_str());
-    std::map<std::string, std::string> configs;
-    for (const auto& [key, choice] : tuned) configs[key] = choice.config_json;
+    std::map<std::string, driver::ChosenConfig> configs;
+    for (const auto& [key, choice] : tuned) configs[key] = {choice.config_json, choice.gflops};
     return configs;
   };
   driver::BuiltModule m = driver::build(a.model, options);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -17,16 +18,21 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 
 #include "codegen/target.h"
 #include "driver/build.h"
 #include "frontend/onnx_import.h"
+#include "runtime/c_runtime_api.h"
 #include "support/same_file.h"
 #include "support/stale_temps.h"
+#include "tuner/job.h"
 #include "tuner/records.h"
 #include "tuner/remote_runner.h"
+#include "tuner/report.h"
+#include "tuner/target_key.h"
 #include "tuner/tune_loop.h"
 
 namespace kiln::cli {
@@ -40,6 +46,9 @@ const char* kTuneUsage =
     "                 [--number N] [--repeat N] [--min-repeat-ms MS] [--timeout S] [--report "
     "OUT.json]\n"
     "                 [--runner COMMAND] [--compile-budget S]\n"
+    "       kiln tune --job JOB.toml [--tuning-log DB] [--report OUT.html] [--report OUT.json]\n"
+    "                 [--previous-report OLD.json] [options above]\n"
+    "       kiln tune --worker --job JOB.toml [--tuning-log DB] [options above]\n"
     "  --trials N         trials per task in total, measured ones of earlier runs included "
     "(default 64)\n"
     "  --tuner T          xgb (cost model + simulated annealing, default), random, grid, ga\n"
@@ -60,7 +69,16 @@ const char* kTuneUsage =
     "Re-running resumes: configs already in DB are not measured again. Ctrl-C stops after the\n"
     "measurement in flight; everything measured is stored.\n"
     "Exit status: 0 when every task finished (trials, early stopping or space exhausted), 3 when\n"
-    "the time budget ran out first, 130 after Ctrl-C; records are stored in every case.\n";
+    "the time budget ran out first, 130 after Ctrl-C; records are stored in every case.\n"
+    "Jobs (docs/nightly.md): the job file names the models, their input shapes, trials and\n"
+    "priorities; one task per distinct workload over all models, one scheduler for the job.\n"
+    "  --report F         F.html: a self-contained HTML page; anything else: JSON (repeatable)\n"
+    "  --previous-report F  the report to compare with (default: the --report .json file as it\n"
+    "                     was before this run)\n"
+    "  --worker           join a running job through the shared DB: take work until the job's\n"
+    "                     trials are done; no report, never exit 3\n"
+    "  Job exit status: 0 done, 3 time budget ran out, 4 a model failed to import (named; the\n"
+    "  others were tuned), 1 any other error, 130 Ctrl-C.\n";
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted = true; }
@@ -68,6 +86,12 @@ extern "C" void on_sigint(int) { g_interrupted = true; }
 struct TuneArgs {
   std::vector<std::string> models;
   std::string db, tuner = "xgb", input_shapes, report, target;
+  // Jobs: --job FILE, --worker, every --report, --previous-report; `set` holds
+  // the options given on the command line (they override the job file's).
+  std::string job, previous_report;
+  std::vector<std::string> reports;
+  std::set<std::string> set;
+  bool worker = false;
   bool free_layout = false;
   int64_t trials = 64;
   int early_stopping = 0, batch = 16;
@@ -96,8 +120,15 @@ TuneArgs parse_args(const std::vector<std::string>& args) {
         throw std::invalid_argument(s + " wants a non-negative number, not '" + v + "'");
       }
     };
+    if (s.size() > 2 && s[0] == '-') a.set.insert(s);
     if (s == "--tuning-log")
       a.db = value();
+    else if (s == "--job")
+      a.job = value();
+    else if (s == "--worker")
+      a.worker = true;
+    else if (s == "--previous-report")
+      a.previous_report = value();
     else if (s == "--trials") {
       a.trials = static_cast<int64_t>(number());
       // 0 would mean "no trials" to the scheduler but never finish the run.
@@ -123,9 +154,10 @@ TuneArgs parse_args(const std::vector<std::string>& args) {
       a.measure.timeout_s = number();
     else if (s == "--compile-budget")
       a.measure.compile_budget_s = number();
-    else if (s == "--report")
+    else if (s == "--report") {
       a.report = value();
-    else if (s == "--free-layout")
+      a.reports.push_back(a.report);
+    } else if (s == "--free-layout")
       a.free_layout = true;
     else if (s == "--target")
       a.target = value();
@@ -136,6 +168,20 @@ TuneArgs parse_args(const std::vector<std::string>& args) {
     else
       a.models.push_back(s);
   }
+  if (!a.job.empty()) {
+    if (!a.models.empty())
+      throw std::invalid_argument("--job takes its models from the job file, not '" + a.models[0] +
+                                  "'");
+    if (!a.input_shapes.empty())
+      throw std::invalid_argument("--input-shapes: a job gives input_shapes per [[model]]");
+    if (a.worker && (!a.reports.empty() || !a.previous_report.empty()))
+      throw std::invalid_argument("--worker writes no report: the job's main run does");
+    return a;  // the rest is checked once the job file is read
+  }
+  if (a.worker) throw std::invalid_argument("--worker needs --job JOB.toml");
+  if (!a.previous_report.empty())
+    throw std::invalid_argument("--previous-report is for --job runs");
+  if (a.reports.size() > 1) throw std::invalid_argument("one --report for a run without --job");
   if (a.models.empty()) throw std::invalid_argument(std::string("no model given\n") + kTuneUsage);
   if (a.db.empty())
     throw std::invalid_argument(std::string("--tuning-log DB is required\n") + kTuneUsage);
@@ -276,6 +322,208 @@ void print_summary(const TuneArgs& a, const tuner::TuneSummary& sum) {
               tuner::redact_url(a.db).c_str());
 }
 
+// ---- kiln tune --job ---------------------------------------------------------
+
+// Before the database is created: this machine, or the runner's device, must
+// be able to run the target's code.
+void check_measurement(tuner::TuneOptions& options) {
+  if (options.measure.runner.empty()) {
+    tuner::check_host_runs(options.target);
+    return;
+  }
+  options.measure.runner_session = tuner::runner_for(options.measure);
+  tuner::check_runner_runs(*options.measure.runner_session, options.target);
+  const tuner::RemoteRunner::Hello& h = options.measure.runner_session->hello();
+  std::printf("measuring through the runner: an %s device, %d threads, %s\n", h.arch.c_str(),
+              h.num_threads,
+              h.isolation == "fork" ? "a child process per candidate"
+                                    : "candidates in the worker (restarted after a crash)");
+}
+
+bool is_html(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+  return ext == ".html" || ext == ".htm";
+}
+
+// Writes a file whole or not at all: a temporary beside it, renamed into place.
+void write_whole(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw std::runtime_error("cannot write report '" + path + "'");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot write report '" + path + "'");
+  }
+}
+
+// The report to compare with: --previous-report (must be readable JSON), else
+// the JSON --report as the last run left it (ignored, with a warning, when it
+// is not a report).
+nlohmann::json read_previous_report(const TuneArgs& a, std::string& from) {
+  auto parse = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot read previous report '" + path + "'");
+    try {
+      nlohmann::json j = nlohmann::json::parse(in);
+      if (!j.is_object() || !j.contains("tasks")) throw std::runtime_error("it has no \"tasks\"");
+      return j;
+    } catch (const std::exception& e) {
+      throw std::runtime_error("previous report '" + path +
+                               "' is not a kiln tune report: " + e.what());
+    }
+  };
+  if (!a.previous_report.empty()) {
+    from = a.previous_report;
+    return parse(from);
+  }
+  for (const std::string& r : a.reports) {
+    if (is_html(r) || !std::filesystem::exists(r)) continue;
+    try {
+      from = r;
+      return parse(r);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kiln tune: warning: no comparison with the previous report: %s\n",
+                   e.what());
+      from.clear();
+      return nullptr;
+    }
+  }
+  return nullptr;
+}
+
+int run_tune_job(TuneArgs a) {
+  tuner::Job job = tuner::parse_job_file(a.job);
+  // Options on the command line override the job file's.
+  if (!a.set.count("--tuning-log")) a.db = job.tuning_log;
+  if (a.db.empty())
+    throw std::invalid_argument("job file '" + a.job +
+                                "' names no tuning_log; give one there or --tuning-log DB");
+  if (!a.set.count("--target")) a.target = job.target;
+  if (!a.set.count("--tuner")) a.tuner = job.tuner;
+  if (a.tuner != "xgb" && a.tuner != "random" && a.tuner != "grid" && a.tuner != "ga")
+    throw std::invalid_argument("--tuner must be xgb, random, grid or ga, not '" + a.tuner + "'");
+  if (!a.set.count("--batch")) a.batch = job.batch;
+  if (!a.set.count("--early-stopping")) a.early_stopping = job.early_stopping;
+  // A worker helps until the trials are done; the job's budget is the main run's.
+  if (!a.set.count("--time-budget")) a.time_budget = a.worker ? 0 : job.time_budget_s;
+  if (a.set.count("--trials"))
+    for (tuner::JobModel& m : job.models) m.trials = a.trials;
+  if (a.reports.empty() && !a.worker) a.reports = job.reports;
+
+  // Every report must be writable before hours of tuning.
+  TuneArgs check = a;
+  check.models.clear();
+  for (const tuner::JobModel& m : job.models) check.models.push_back(m.path);
+  for (const std::string& r : a.reports) {
+    check.report = r;
+    check_report_path(check);
+  }
+  std::string previous_from;
+  nlohmann::json previous = a.worker ? nlohmann::json() : read_previous_report(a, previous_from);
+  const int64_t started_unix = static_cast<int64_t>(std::time(nullptr));
+
+  support::sweep_stale_temps();
+  codegen::Target target =
+      a.target.empty() ? codegen::Target::host() : codegen::Target::parse(a.target);
+  // A model that fails to import is named and left out; the job goes on.
+  std::vector<tuner::JobModelWorkloads> models;
+  int failed = 0;
+  for (const tuner::JobModel& m : job.models) {
+    tuner::JobModelWorkloads w;
+    w.model = &m;
+    try {
+      w.workload_keys = driver::template_workloads(
+          frontend::import_onnx(m.path, frontend::parse_input_shapes(m.input_shapes)),
+          target.isa());
+    } catch (const std::exception& e) {
+      w.error = e.what();
+      ++failed;
+      std::fprintf(stderr, "kiln tune: model '%s' (%s) failed to import, left out of the job: %s\n",
+                   m.name.c_str(), m.path.c_str(), e.what());
+    }
+    models.push_back(std::move(w));
+  }
+  tuner::JobTasks jt = tuner::make_job_tasks(job, models);
+  size_t kernels = 0, shared = 0;
+  for (size_t i = 0; i < jt.tasks.size(); ++i) {
+    kernels += static_cast<size_t>(jt.tasks[i].count);
+    shared += jt.models_of[i].size() > 1;
+  }
+  std::printf(
+      "kiln tune --job %s%s: %zu models (%d failed to import), %zu kernels, %zu tasks (%zu shared "
+      "by several models)\n",
+      a.job.c_str(), a.worker ? " (worker)" : "", job.models.size(), failed, kernels,
+      jt.tasks.size(), shared);
+
+  tuner::TuneOptions options;
+  options.tuner = a.tuner;
+  options.trials =
+      jt.trials.empty() ? a.trials : *std::max_element(jt.trials.begin(), jt.trials.end());
+  options.task_trials = jt.trials;
+  options.early_stopping = a.early_stopping;
+  options.batch = a.batch;
+  options.time_budget_s = a.time_budget;
+  options.free_layout = a.free_layout;
+  options.target = target;
+  options.measure = a.measure;
+  options.should_stop = [] { return g_interrupted.load(); };
+  if (!jt.tasks.empty()) check_measurement(options);
+  tuner::RecordDB db = tuner::RecordDB::open(a.db);
+  tuner::RecordDBSink sink(db);
+
+  tuner::TuneSummary summary;
+  if (!jt.tasks.empty()) {
+    struct sigaction on_int = {}, prev = {};
+    on_int.sa_handler = on_sigint;
+    sigemptyset(&on_int.sa_mask);
+    on_int.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &on_int, &prev);
+    a.trials = options.trials;  // the progress line's "of N"
+    ProgressLine progress(a, isatty(fileno(stdout)));
+    summary = tuner::tune(jt.sched_tasks, db, sink, options, &progress);
+    progress.finish();
+    sigaction(SIGINT, &prev, nullptr);
+    // The table shows the models' true kernel counts, not the priority-weighted ones.
+    for (size_t i = 0; i < summary.tasks.size(); ++i) summary.tasks[i].task = jt.tasks[i];
+    print_summary(a, summary);
+  } else {
+    std::printf("kiln tune: no tunable workload in the job's models\n");
+    summary.stop_reason = "every task finished";
+    summary.target_key = tuner::TargetKey::for_target(target, kiln_get_num_threads()).key();
+  }
+
+  int status = 0;
+  if (summary.interrupted)
+    status = 130;
+  else if (failed)
+    status = 4;  // something is broken: more urgent than a short budget
+  else if (summary.budget_spent() && !a.worker)
+    status = 3;
+  if (failed)
+    std::fprintf(stderr, "kiln tune: %d of %zu models failed to import (named above)\n", failed,
+                 job.models.size());
+
+  if (!a.reports.empty()) {
+    tuner::JobReport report = tuner::make_job_report(job, models, jt, summary, db, target, previous,
+                                                     previous_from, started_unix);
+    report.exit_status = status;
+    for (const std::string& r : a.reports) {
+      write_whole(
+          r, is_html(r) ? tuner::job_report_html(report) : tuner::job_report_json(report) + "\n");
+      std::printf("report: %s\n", r.c_str());
+    }
+  }
+  return status;
+}
+
 }  // namespace
 
 int run_tune(const std::vector<std::string>& args) {
@@ -285,6 +533,7 @@ int run_tune(const std::vector<std::string>& args) {
       return 0;
     }
   TuneArgs a = parse_args(args);
+  if (!a.job.empty()) return run_tune_job(a);
   if (!a.report.empty()) check_report_path(a);
   support::sweep_stale_temps();  // what killed tunes and builds left in TMPDIR
   // The target first: the strategy rows that pick the tasks' templates may depend on its ISA.
@@ -311,17 +560,7 @@ int run_tune(const std::vector<std::string>& args) {
   options.should_stop = [] { return g_interrupted.load(); };
   // Before the database is created: this machine, or the runner's device, must be able
   // to run the target's code.
-  if (a.measure.runner.empty()) {
-    tuner::check_host_runs(options.target);
-  } else {
-    options.measure.runner_session = tuner::runner_for(options.measure);
-    tuner::check_runner_runs(*options.measure.runner_session, options.target);
-    const tuner::RemoteRunner::Hello& h = options.measure.runner_session->hello();
-    std::printf("measuring through the runner: an %s device, %d threads, %s\n", h.arch.c_str(),
-                h.num_threads,
-                h.isolation == "fork" ? "a child process per candidate"
-                                      : "candidates in the worker (restarted after a crash)");
-  }
+  check_measurement(options);
   tuner::RecordDB db = tuner::RecordDB::open(a.db);
   tuner::RecordDBSink sink(db);
 

@@ -35,22 +35,37 @@ Graph import_model(ModelSource src, const BuildOptions& o) {
                                frontend::parse_input_shapes(o.input_shapes));
 }
 
-// Every distinct workload key of the selection, in first-use order.
-std::vector<std::string> distinct_workloads(const std::vector<graph::TemplateSelection>& sel) {
-  std::vector<std::string> keys;
+// The implementations of every distinct node of the selection, in first-use
+// order.
+std::vector<std::vector<std::string>> implementation_sets(
+    const std::vector<graph::TemplateSelection>& sel) {
+  std::vector<std::vector<std::string>> sets;
   for (const auto& s : sel) {
-    std::string key = s.workload.key();
-    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    std::vector<std::string> keys;
+    for (const ops::Workload& w : s.implementations) keys.push_back(w.key());
+    if (std::find(sets.begin(), sets.end(), keys) == sets.end()) sets.push_back(std::move(keys));
   }
-  return keys;
+  return sets;
 }
 
-// The chooser's configs (tuning records), then the explicit ones over them.
-std::map<std::string, std::string> choose_configs(const std::vector<graph::TemplateSelection>& sel,
+// The chooser's configs (tuning records), then the explicit ones over them;
+// then each node's implementation: the fastest record's, an explicit config
+// winning over any record.
+std::map<std::string, std::string> choose_configs(std::vector<graph::TemplateSelection>& sel,
                                                   const BuildOptions& o) {
+  constexpr double kExplicitConfig = 1e300;
   std::map<std::string, std::string> configs;
-  if (o.choose_configs) configs = o.choose_configs(distinct_workloads(sel));
-  for (const auto& [key, cfg] : o.configs) configs[key] = cfg;
+  std::map<std::string, double> gflops;
+  if (o.choose_configs)
+    for (const auto& [key, c] : o.choose_configs(implementation_sets(sel))) {
+      configs[key] = c.config_json;
+      gflops[key] = c.gflops;
+    }
+  for (const auto& [key, cfg] : o.configs) {
+    configs[key] = cfg;
+    gflops[key] = kExplicitConfig;
+  }
+  graph::choose_implementations(sel, gflops);
   return configs;
 }
 
@@ -255,7 +270,7 @@ std::vector<std::string> template_workloads(Graph g, const Isa& isa) {
   graph::passes::run_default_passes(g);
   std::vector<std::string> keys;
   for (const graph::TemplateSelection& s : graph::select_templates(g, isa))
-    keys.push_back(s.workload.key());
+    for (const ops::Workload& w : s.implementations) keys.push_back(w.key());
   return keys;
 }
 

@@ -21,13 +21,21 @@ enum class PackageFormat {
   kSharedLibrary,  // one .so embedding mod.json and mod.params
 };
 
+// A config found for a workload, with the GFLOP/s its record measured (0:
+// not known). GFLOP/s decide between the implementations of one node.
+struct ChosenConfig {
+  std::string config_json;
+  double gflops = 0;
+};
 // Chooses configs for a model's template workloads, called once per build
-// with every distinct workload key (first-use order) as soon as templates are
-// selected; returns workload key -> Config JSON for those it has a config for
-// (the rest run their template's fallback). It may throw to stop the build
-// before anything is lowered (kiln build --require-tuned).
-using ConfigChooser =
-    std::function<std::map<std::string, std::string>(const std::vector<std::string>& workloads)>;
+// as soon as templates are selected with the implementations of every
+// distinct node (each a list of workload keys: usually one, two for a 3x3
+// stride-1 Conv, direct and Winograd; graph/passes/select_templates.h), in
+// first-use order; returns workload key -> config for those it has a config
+// for (the rest run their template's fallback). It may throw to stop the
+// build before anything is lowered (kiln build --require-tuned).
+using ConfigChooser = std::function<std::map<std::string, ChosenConfig>(
+    const std::vector<std::vector<std::string>>& implementations)>;
 
 struct BuildOptions {
   codegen::Target target = codegen::Target::host();
@@ -88,10 +96,11 @@ BuiltModule build(const std::string& model_path, const BuildOptions& options);
 // The same build from an imported graph (tests build graphs by hand).
 BuiltModule build_module(graph::Graph g, const BuildOptions& options);
 
-// The workload key of every template kernel a build of `g` would compile, in
-// kernel order (duplicates kept): the same graph passes and template
-// selection as build() for a target with `isa` (the strategy rows may depend
-// on it), without lowering anything. kiln tune's tasks.
+// The workload key of every implementation of every template node a build of
+// `g` would compile, in kernel order (duplicates kept; a 3x3 stride-1 Conv
+// gives its direct and its Winograd workload): the same graph passes and
+// template selection as build() for a target with `isa` (the strategy rows
+// may depend on it), without lowering anything. kiln tune's tasks.
 std::vector<std::string> template_workloads(graph::Graph g, const Isa& isa = Isa{});
 
 }  // namespace kiln::driver

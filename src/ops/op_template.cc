@@ -9,6 +9,7 @@
 #include "ops/dense.h"
 #include "ops/depthwise_conv2d.h"
 #include "ops/group_conv2d.h"
+#include "ops/winograd_conv2d.h"
 
 namespace kiln::ops {
 
@@ -19,6 +20,7 @@ const std::vector<const OpTemplate*>& registry() {
   static const std::vector<const OpTemplate*> all = {
       &conv2d_nchwc_template(), &depthwise_conv2d_nchwc_template(), &dense_pack_template(),
       &dense_nopack_template(), &batch_matmul_template(),           &group_conv2d_nchwc_template(),
+      &conv2d_winograd_nchwc_template(),
   };
   return all;
 }

@@ -124,12 +124,12 @@ py::tuple build(const std::string& model_path, const std::string& input_shapes,
   options.configs = configs;
   std::map<std::string, tuner::ConfigChoice> tuned;
   std::vector<std::string> notes;
-  options.choose_configs = [&](const std::vector<std::string>& workloads) {
+  options.choose_configs = [&](const std::vector<std::vector<std::string>>& workloads) {
     std::string note;
     tuned = tuner::configs_for_build(records, options.target, workloads, &note);
     if (!note.empty()) notes.push_back(note);
-    std::map<std::string, std::string> chosen;
-    for (const auto& [key, choice] : tuned) chosen[key] = choice.config_json;
+    std::map<std::string, driver::ChosenConfig> chosen;
+    for (const auto& [key, choice] : tuned) chosen[key] = {choice.config_json, choice.gflops};
     return chosen;
   };
   auto start = std::chrono::steady_clock::now();

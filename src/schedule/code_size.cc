@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 
 #include "ir/functor.h"
 
@@ -41,6 +42,20 @@ class Estimator {
     return std::max<int64_t>(1, (bits + vector_bits_ - 1) / vector_bits_);
   }
 
+  // Whether cond is `i == c` (either way round) for the index i of an
+  // enclosing unrolled loop and a constant c.
+  bool on_unrolled_index(const Expr& cond) const {
+    if (cond.kind() == ExprKind::Broadcast)  // a vectorized select's condition
+      return on_unrolled_index(static_cast<const BroadcastNode*>(cond.get())->value);
+    if (cond.kind() != ExprKind::EQ) return false;
+    auto* n = static_cast<const BinaryNode*>(cond.get());
+    auto unrolled_var = [&](const Expr& x) {
+      auto* v = x.as<VarNode>();
+      return v && unrolled_vars_.count(v);
+    };
+    return (unrolled_var(n->a) && as_const_int(n->b)) || (unrolled_var(n->b) && as_const_int(n->a));
+  }
+
   int64_t expr(const Expr& e) const {
     if (!e) return 0;
     switch (e.kind()) {
@@ -53,6 +68,10 @@ class Estimator {
       }
       case ExprKind::Select: {
         auto* n = static_cast<const SelectNode*>(e.get());
+        // A choice on an unrolled loop's index (Winograd's transform rows:
+        // select(eps == 2, row 2, ...)) folds in every copy: each copy keeps
+        // one branch.
+        if (on_unrolled_index(n->cond)) return std::max(expr(n->true_value), expr(n->false_value));
         return add(width(e.dtype()),
                    add(expr(n->cond), add(expr(n->true_value), expr(n->false_value))));
       }
@@ -110,7 +129,9 @@ class Estimator {
         auto* n = s.as<ForNode>();
         const int64_t* ext = as_const_int(n->extent);
         const bool unrolled = n->for_kind == ForKind::Unrolled && ext;
+        if (unrolled) unrolled_vars_.insert(n->var.get());
         int64_t body = stmt(n->body, replicated || (unrolled && *ext > 1));
+        if (unrolled) unrolled_vars_.erase(n->var.get());
         int64_t header = add(expr(n->min), expr(n->extent));
         if (unrolled) return add(header, mul(body, *ext));
         int64_t overhead = n->for_kind == ForKind::Parallel ? kParallelOverhead : kLoopOverhead;
@@ -152,6 +173,8 @@ class Estimator {
 
  private:
   int64_t vector_bits_;
+  // The indices of the unrolled loops around the statement being estimated.
+  mutable std::set<const VarNode*> unrolled_vars_;
 };
 
 // The outermost Unrolled loops with a constant extent (inside no other such

@@ -30,6 +30,8 @@ double steady_seconds() {
 TaskScheduler::TaskScheduler(std::vector<Task> tasks, SchedulerOptions options)
     : tasks_(std::move(tasks)), options_(std::move(options)), rng_(options_.seed) {
   if (options_.round_trials < 1) throw std::invalid_argument("round_trials must be >= 1");
+  if (!options_.max_trials_of_task.empty() && options_.max_trials_of_task.size() != tasks_.size())
+    throw std::invalid_argument("max_trials_of_task needs one entry per task");
   if (!options_.clock) options_.clock = steady_seconds;
   start_s_ = options_.clock();
   stats_.resize(tasks_.size());
@@ -54,10 +56,15 @@ void TaskScheduler::resume(size_t task, int64_t trials, double best_gflops) {
   check_caps(task);
 }
 
+int64_t TaskScheduler::cap(size_t task) const {
+  return options_.max_trials_of_task.empty() ? options_.max_trials_per_task
+                                             : options_.max_trials_of_task[task];
+}
+
 void TaskScheduler::check_caps(size_t task) {
   TaskStats& s = stats_[task];
   if (s.state != TaskState::Active) return;
-  if (options_.max_trials_per_task > 0 && s.trials >= options_.max_trials_per_task)
+  if (cap(task) > 0 && s.trials >= cap(task))
     s.state = TaskState::Capped;
   else if (s.stopper.should_stop())
     s.state = TaskState::EarlyStopped;
@@ -140,8 +147,7 @@ std::optional<size_t> TaskScheduler::next_task() {
 
 int TaskScheduler::round_size(size_t task) const {
   int64_t n = options_.round_trials;
-  if (options_.max_trials_per_task > 0)
-    n = std::min(n, options_.max_trials_per_task - stats_.at(task).trials);
+  if (cap(task) > 0) n = std::min(n, cap(task) - stats_.at(task).trials);
   if (options_.total_trials > 0) n = std::min(n, options_.total_trials - run_trials_);
   return static_cast<int>(std::max<int64_t>(n, 0));
 }

@@ -46,6 +46,9 @@ struct SchedulerOptions {
   double eps_greedy = 0.05;         // chance of a random task per round
   uint64_t seed = 0;
   std::function<double()> clock;  // seconds, for the time budget; default steady_clock
+  // Per task, replacing max_trials_per_task where non-empty (one entry per
+  // task): a job's models may ask for different trial counts (tuner/job.h).
+  std::vector<int64_t> max_trials_of_task;
 };
 
 enum class TaskState { Active, Capped, EarlyStopped, Exhausted };
@@ -102,6 +105,7 @@ class TaskScheduler {
     std::vector<double> cost_history;  // best latency after each round, seconds
   };
 
+  int64_t cap(size_t task) const;  // the task's trial cap; 0: none
   double cost(size_t task) const;  // best latency of one call, seconds (estimated if none)
   double fallback_gflops() const;
   bool active(size_t task) const { return stats_[task].state == TaskState::Active; }

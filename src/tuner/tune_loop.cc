@@ -39,12 +39,17 @@ struct ReferenceCache {
   }
 };
 
+// The trial total of task i.
+int64_t task_cap(const TuneOptions& o, size_t i) {
+  return o.task_trials.empty() ? o.trials : o.task_trials.at(i);
+}
+
 // Trials still to run over the active tasks.
-int64_t remaining_trials(const TaskScheduler& sched, int64_t per_task) {
+int64_t remaining_trials(const TaskScheduler& sched, const TuneOptions& o) {
   int64_t left = 0;
   for (size_t i = 0; i < sched.tasks().size(); ++i)
     if (sched.state(i) == TaskState::Active)
-      left += std::max<int64_t>(0, per_task - sched.trials(i));
+      left += std::max<int64_t>(0, task_cap(o, i) - sched.trials(i));
   return left;
 }
 
@@ -52,6 +57,7 @@ SchedulerOptions scheduler_options(const TuneOptions& o) {
   SchedulerOptions s;
   s.round_trials = o.batch;
   s.max_trials_per_task = o.trials;
+  s.max_trials_of_task = o.task_trials;
   s.early_stopping = o.early_stopping;
   s.time_budget_s = o.time_budget_s;
   return s;
@@ -66,8 +72,7 @@ std::vector<std::unique_ptr<TaskSearch>> resume_searches(const std::vector<Task>
   std::vector<std::unique_ptr<TaskSearch>> searches;
   for (size_t i = 0; i < tasks.size(); ++i) {
     searches.push_back(TaskSearch::resume(tasks[i], history.records(tasks[i].workload_key, tkey),
-                                          o.free_layout, o.target.isa(),
-                                          o.measure.timeout_s));
+                                          o.free_layout, o.target.isa(), o.measure.timeout_s));
     sched.resume(i, searches.back()->trials, searches.back()->best_gflops);
     model.add_task(searches.back().get());
   }
@@ -220,7 +225,8 @@ TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, Record
     for (const auto& c : batch) configs.push_back(c.to_json());
     std::optional<ClaimResult> claimed = retry_while_busy(
         [&] {
-          return sink.claim(t.task.workload_key, tkey, configs, o.trials, o.measure.timeout_s);
+          return sink.claim(t.task.workload_key, tkey, configs, task_cap(o, ti),
+                            o.measure.timeout_s);
         },
         [&](double waited, const std::string& e) { obs.on_store_waiting(0, waited, e); }, stopped);
     if (!claimed) break;
@@ -257,7 +263,7 @@ TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, Record
       double g = r.error == ErrorClass::kOk ? r.gflops : 0;
       running_best = std::max(running_best, g);
       obs.on_result(ti, done_before + static_cast<int64_t>(i) + 1, g, running_best,
-                    remaining_trials(sched, o.trials) - 1 - static_cast<int64_t>(i));
+                    remaining_trials(sched, o) - 1 - static_cast<int64_t>(i));
     };
     mopts.should_stop = stopped;
     std::vector<MeasureResult> results = measure_batch(inputs, o.target, mopts);
@@ -281,7 +287,7 @@ TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, Record
     t.record(batch, gflops, std::min(not_from_tuner, batch.size()));
     sched.record(ti, gflops);
     if (o.tuner == "xgb") model.retrain();
-    obs.on_round(ti, sched.trials(ti), gflops, t.best_gflops, remaining_trials(sched, o.trials));
+    obs.on_round(ti, sched.trials(ti), gflops, t.best_gflops, remaining_trials(sched, o));
   }
 
   summary.interrupted = stopped();

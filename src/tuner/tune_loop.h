@@ -38,6 +38,9 @@ struct TuneOptions {
   double time_budget_s = 0;   // 0: none
   bool free_layout = false;   // conv configs may change the fallback's channel blocks
   codegen::Target target = codegen::Target::host();
+  // Per task (one entry per task), replacing `trials` where non-empty: a
+  // job's models may ask for different totals (tuner/job.h).
+  std::vector<int64_t> task_trials;
   // Measurement settings; tune() fills num_threads (when 0) and
   // reference_cache (a private folder for the run), and chains
   // on_result/should_stop with the observer and `should_stop` below.

@@ -308,19 +308,27 @@ std::vector<Record> best_records(const RecordDB& db) {
 
 namespace {
 
-// require_tuned: throws naming (up to 20 of) the workloads without a record of their own.
-void require_own_records(const BuildRecordOptions& o, const std::vector<std::string>& workloads,
+// require_tuned: throws naming (up to 20 of) the nodes without a record of
+// their own for any of their implementations.
+void require_own_records(const BuildRecordOptions& o,
+                         const std::vector<std::vector<std::string>>& implementations,
                          const std::map<std::string, ConfigChoice>& chosen) {
   std::string missing;
   size_t n = 0;
-  for (const std::string& w : workloads) {
-    auto it = chosen.find(w);
-    bool own = it != chosen.end() && it->second.origin != ConfigChoice::Origin::kBorrowed;
-    if (!own && n++ < 20)
-      missing += "\n  " + w + (it != chosen.end() ? " (only a borrowed config)" : "");
+  for (const std::vector<std::string>& keys : implementations) {
+    bool own = false, borrowed = false;
+    for (const std::string& w : keys) {
+      auto it = chosen.find(w);
+      if (it == chosen.end()) continue;
+      (it->second.origin == ConfigChoice::Origin::kBorrowed ? borrowed : own) = true;
+    }
+    if (own || n++ >= 20) continue;
+    std::string names;
+    for (const std::string& w : keys) names += (names.empty() ? "" : " or ") + w;
+    missing += "\n  " + names + (borrowed ? " (only a borrowed config)" : "");
   }
   if (n)
-    throw std::runtime_error(std::to_string(n) + " of " + std::to_string(workloads.size()) +
+    throw std::runtime_error(std::to_string(n) + " of " + std::to_string(implementations.size()) +
                              " workloads have no record in " +
                              (o.tuning_log.empty() ? std::string("") : o.tuning_log + " or ") +
                              "the shipped logs (--require-tuned):" + missing);
@@ -332,6 +340,19 @@ std::map<std::string, ConfigChoice> configs_for_build(const BuildRecordOptions& 
                                                       const codegen::Target& target,
                                                       const std::vector<std::string>& workloads,
                                                       std::string* note) {
+  std::vector<std::vector<std::string>> one_each;
+  for (const std::string& w : workloads) one_each.push_back({w});
+  return configs_for_build(o, target, one_each, note);
+}
+
+std::map<std::string, ConfigChoice> configs_for_build(
+    const BuildRecordOptions& o, const codegen::Target& target,
+    const std::vector<std::vector<std::string>>& implementations, std::string* note) {
+  std::vector<std::string> workloads;
+  for (const auto& keys : implementations)
+    for (const std::string& w : keys)
+      if (std::find(workloads.begin(), workloads.end(), w) == workloads.end())
+        workloads.push_back(w);
   int threads = kiln_get_num_threads();
   std::string key = TargetKey::for_target(target, threads).key();
   std::vector<RecordSource> sources;
@@ -354,7 +375,7 @@ std::map<std::string, ConfigChoice> configs_for_build(const BuildRecordOptions& 
     Isa isa = target.isa();
     chosen = choose_configs(workloads, sources, o.borrow, &isa);
   }
-  if (o.require_tuned) require_own_records(o, workloads, chosen);
+  if (o.require_tuned) require_own_records(o, implementations, chosen);
   return chosen;
 }
 

@@ -109,6 +109,12 @@ std::map<std::string, ConfigChoice> configs_for_build(const BuildRecordOptions& 
                                                       const codegen::Target& target,
                                                       const std::vector<std::string>& workloads,
                                                       std::string* note = nullptr);
+// The same for a build's nodes, each with its implementations (workload
+// keys; driver::ConfigChooser): with require_tuned, each node needs a record
+// of its own for one of its implementations.
+std::map<std::string, ConfigChoice> configs_for_build(
+    const BuildRecordOptions& options, const codegen::Target& target,
+    const std::vector<std::vector<std::string>>& implementations, std::string* note = nullptr);
 
 // What a build report says about the records it used ("tuned: N of M").
 struct TunedSummary {

@@ -65,7 +65,9 @@ import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 bad = [r for r in recs if r["error"] != "ok" or not r["times_ms"] or r["gflops"] <= 0]
 workloads = {r["workload"] for r in recs}
-assert len(recs) == 12 and len(workloads) == 3, f"expected 12 records of 3 workloads, got {len(recs)} of {len(workloads)}"
+# tiny's tasks: two direct convolutions, the Winograd alternative of its 3x3
+# stride-1 one, and the dense layer; 4 trials each.
+assert len(recs) == 16 and len(workloads) == 4, f"expected 16 records of 4 workloads, got {len(recs)} of {len(workloads)}"
 assert not bad, "records not verified and timed: " + "; ".join(f'{r["error"]}: {r["error_message"]}' for r in bad)
 for r in recs:
     assert "-mtriple=aarch64-linux-gnu" in r["target"] and "threads=1" in r["target"], r["target"]

@@ -28,7 +28,13 @@ Graph applied(const GraphBuilder& b, const std::map<std::string, std::string>& c
   return check_pass_preserves(
       b.graph(), b.inputs(),
       [&](Graph& g) {
-        graph::apply_templates(g, graph::select_templates(g), configs, test::host_isa());
+        // A node's implementation with an explicit config is the one built
+        // (as in driver::build); the rest take their untuned default.
+        std::vector<graph::TemplateSelection> selected = graph::select_templates(g);
+        std::map<std::string, double> configured;
+        for (const auto& entry : configs) configured[entry.first] = 1;
+        graph::choose_implementations(selected, configured);
+        graph::apply_templates(g, selected, configs, test::host_isa());
       },
       1e-4);
 }
@@ -104,7 +110,8 @@ TEST(PropagateLayout, DifferentBlocksMeetInOneBlockedToBlockedTransform) {
   std::string x = b.input("x", {1, 8, 5, 5});
   std::string c1 = conv(b, "c1", x, 8, 16, 1);  // oc_bn 16 (fallback)
   b.output(conv(b, "c2", c1, 16, 16, 3, pads(1)));
-  std::string key = graph::select_templates(b.graph()).at(1).workload.key();
+  // c2's direct implementation (the first; Winograd is its alternative).
+  std::string key = graph::select_templates(b.graph()).at(1).implementations.at(0).key();
   Graph g = propagated(
       applied(b, {{key, test::conv_config_with_blocks("conv2d_NCHWc.x86", key, 8, 16)}}), b);
   EXPECT_EQ(count_transforms(g), 3);

@@ -22,6 +22,7 @@
 #include "ops/group_conv2d.h"
 #include "ops/op_template.h"
 #include "ops/reference.h"
+#include "ops/winograd_conv2d.h"
 #include "ops/workload.h"
 
 namespace kiln::test {
@@ -41,13 +42,14 @@ using schedule::Config;
 // The templates this file has workloads for. Every test iterates the registry
 // (ops::template_names()) instead, so that a newly registered template is
 // tested at once (and fails in workloads_of() until it gets workloads).
-const char* const kKnownNames[] = {"conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86",
-                                   "dense_pack.x86",   "dense_nopack.x86",
-                                   "batch_matmul.x86", "group_conv2d_NCHWc.x86"};
+const char* const kKnownNames[] = {"conv2d_NCHWc.x86",         "depthwise_conv2d_NCHWc.x86",
+                                   "dense_pack.x86",           "dense_nopack.x86",
+                                   "batch_matmul.x86",         "group_conv2d_NCHWc.x86",
+                                   "conv2d_winograd_NCHWc.x86"};
 
 bool is_conv(const std::string& name) {
   return name == "conv2d_NCHWc.x86" || name == "depthwise_conv2d_NCHWc.x86" ||
-         name == "group_conv2d_NCHWc.x86";
+         name == "group_conv2d_NCHWc.x86" || name == "conv2d_winograd_NCHWc.x86";
 }
 
 // The logical attributes of a conv template's workload.
@@ -122,6 +124,13 @@ std::vector<Workload> workloads_of(const std::string& name) {
             conv(1, 32, 3, 3, 1000, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}),
             conv(1, 16, 3, 56, 32, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}),
             conv(1, 24, 5, 9, 72, 3, 2, {2, 1}, {1, 0, 1, 1}, {1, 1})};
+  if (name == "conv2d_winograd_NCHWc.x86") {
+    std::vector<Workload> w = {conv(1, 16, 7, 7, 40, 3, 3, {1, 1}, {0, 1, 2, 1}, {1, 1}),
+                               conv(2, 8, 10, 13, 16, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}),
+                               conv(1, 3, 5, 9, 24, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1})};
+    for (Workload& x : w) x.template_name = name;
+    return w;
+  }
   if (name == "depthwise_conv2d_NCHWc.x86")
     return {depthwise(1, 24, 13, 13, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}),
             depthwise(1, 40, 9, 14, 5, 5, {2, 2}, {2, 2, 1, 1}, {1, 1}),
@@ -160,13 +169,18 @@ Inputs make_inputs(const OpTemplate& t, const Workload& w, const Config& cfg,
     in.logical = {random_floats(a.batch * a.in_channels * a.height * a.width, rng),
                   random_floats(a.out_channels * wic * a.kernel_h * a.kernel_w, rng)};
     bool depthwise = name == "depthwise_conv2d_NCHWc.x86";
-    in.physical = {
-        ops::nchw_to_nchwc(in.logical[0].data(), a.batch, a.in_channels, a.height, a.width, icb),
-        a.groups == 1 || depthwise
-            ? ops::oihw_to_blocked(in.logical[1].data(), a.out_channels, wic, a.kernel_h,
-                                   a.kernel_w, depthwise ? 1 : icb, ocb)
-            : ops::group_conv2d_pack_weight(in.logical[1].data(), a.groups, a.out_channels, wic,
-                                            a.kernel_h, a.kernel_w, icb, ocb)};
+    if (name == "conv2d_winograd_NCHWc.x86")
+      in.physical = {
+          ops::nchw_to_nchwc(in.logical[0].data(), a.batch, a.in_channels, a.height, a.width, icb),
+          ops::winograd_pack_weight(w, cfg, in.logical[1].data())};
+    else
+      in.physical = {
+          ops::nchw_to_nchwc(in.logical[0].data(), a.batch, a.in_channels, a.height, a.width, icb),
+          a.groups == 1 || depthwise
+              ? ops::oihw_to_blocked(in.logical[1].data(), a.out_channels, wic, a.kernel_h,
+                                     a.kernel_w, depthwise ? 1 : icb, ocb)
+              : ops::group_conv2d_pack_weight(in.logical[1].data(), a.groups, a.out_channels, wic,
+                                              a.kernel_h, a.kernel_w, icb, ocb)};
   } else if (name == "dense_pack.x86") {
     const auto &d = w.get("data"), &b = w.get("weight");
     in.logical = {random_floats(product(d), rng), random_floats(product(b), rng)};
@@ -229,8 +243,10 @@ void expect_reference_matches_logical(const OpTemplate& t, const Workload& w, co
     ops::reference::dense(in.logical[0].data(), in.logical[1].data(), expected.data(), d[0], N,
                           d[1]);
   }
+  // Winograd's reference runs the algorithm from the float transformed
+  // weight: its rounding, amplified by the transforms, stays under 1e-5.
   EXPECT_LE(ops::reference::max_relative_error(logical.data(), expected.data(), expected.size()),
-            1e-6);
+            name == "conv2d_winograd_NCHWc.x86" ? 1e-5 : 1e-6);
 }
 
 // The epilogue out = relu(anchor + bias[channel] (+ residual)), written as two
@@ -376,7 +392,10 @@ void check_config(const OpTemplate& t, const Workload& w, const Config& cfg, std
   inspect(b.fused.body, "relu", allocs, vector_store);
   bool conv = shape.size() == 5;
   int64_t lanes = conv ? shape.back() : cfg.split("tile_x").back();
-  int64_t tile = lanes * (conv ? cfg.split("tile_ow").back() : cfg.split("tile_y").back());
+  // Winograd's anchor (A^T M A) is inlined into the epilogue: no buffer at all.
+  bool winograd = t.name() == "conv2d_winograd_NCHWc.x86";
+  int64_t tile =
+      winograd ? 0 : lanes * (conv ? cfg.split("tile_ow").back() : cfg.split("tile_y").back());
   // conv2d_NCHWc's register tile also spans oc_reg channel blocks and oh_reg
   // rows (at most: the template brings them down to divisors).
   if (t.name() == "conv2d_NCHWc.x86" || t.name() == "group_conv2d_NCHWc.x86")

@@ -28,7 +28,9 @@ def test_report(tiny):
     r = kiln.build(tiny[0], shipped_logs=False).report
     assert r.total == 3 and r.tuned == 0 and len(r.fallbacks) == 3
     assert r.kernels == r.templated_kernels + r.generic_kernels
-    assert {w.key.split("(")[0] for w in r.workloads} == {"conv2d_NCHWc.x86", "dense_pack.x86"}
+    # Untuned, the 3x3 stride-1 convolution runs Winograd (its untuned default).
+    assert {w.key.split("(")[0] for w in r.workloads} == {
+        "conv2d_NCHWc.x86", "conv2d_winograd_NCHWc.x86", "dense_pack.x86"}
     assert all(w.origin == "fallback" and not w.configured for w in r.workloads)
     text = str(r)
     assert "tuned: 0 of 3 workloads" in text and "fallback configs for:" in text

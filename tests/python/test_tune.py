@@ -15,28 +15,32 @@ def test_tune_with_callback_then_build(tiny, tmp_path):
     rounds = []
     summary = kiln.tune(tiny[0], db, trials=2, batch=2, tuner="random", callbacks=rounds.append,
                         report=tmp_path / "report.json")
-    assert len(summary.tasks) == 3 and summary.stop_reason == "every task finished"
-    assert summary.trials == 6 and all(t.trials == 2 for t in summary.tasks)
+    # tiny's tasks: two direct convolutions, the Winograd alternative of its
+    # 3x3 stride-1 one, and the dense layer.
+    assert len(summary.tasks) == 4 and summary.stop_reason == "every task finished"
+    assert summary.trials == 8 and all(t.trials == 2 for t in summary.tasks)
     assert not summary.interrupted and not summary.budget_spent
-    assert rounds and all(r["tasks"] == 3 and r["trials_per_task"] == 2 for r in rounds)
-    assert {r["template"] for r in rounds} == {"conv2d_NCHWc.x86", "dense_pack.x86"}
+    assert rounds and all(r["tasks"] == 4 and r["trials_per_task"] == 2 for r in rounds)
+    assert {r["template"] for r in rounds} == {"conv2d_NCHWc.x86", "conv2d_winograd_NCHWc.x86",
+                                               "dense_pack.x86"}
     assert max(r["best_gflops"] for r in rounds) > 0
     # The --report JSON of kiln tune.
     report = json.loads((tmp_path / "report.json").read_text())
     assert set(report) == {"tasks", "trials", "elapsed_s", "stop_reason", "tuning_log", "target"}
     assert report["tuning_log"] == db and report["target"] == kiln.records.target_key()
 
-    # The records serve the build: every workload tuned from the database.
+    # The records serve the build: every workload tuned from the database (3
+    # kernels: the 3x3 convolution's faster implementation is built).
     pkg = kiln.build(tiny[0], tuning_log=db, require_tuned=True, shipped_logs=False)
     assert pkg.report.tuned == 3 and pkg.report.by_source == {db: 3}
     assert all(w.origin == "database" for w in pkg.report.workloads)
 
-    # kiln tasks: the same three tasks, now tuned.
+    # kiln tasks: the same four tasks, now tuned.
     ts = kiln.tasks(tiny[0], tuning_log=db)
     assert [t.workload for t in ts] == [t.workload for t in summary.tasks]
     assert all(t.tuned and t.trials == 2 and t.best_gflops > 0 for t in ts)
     assert abs(sum(t.weight for t in ts) - 1) < 1e-9
-    assert [t.tuned for t in kiln.tasks(tiny[0])] == [None] * 3
+    assert [t.tuned for t in kiln.tasks(tiny[0])] == [None] * 4
 
     # Re-running resumes: nothing measured is measured again.
     again = kiln.tune(tiny[0], db, trials=2, batch=2, tuner="random")

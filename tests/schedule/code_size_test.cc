@@ -82,6 +82,36 @@ TEST(CodeSize, LoopsInsideUnrolledLoopsWeighMore) {
   EXPECT_LT(estimate_code_size(outer_serial), 20);
 }
 
+// B[i] = select(i == 0, A[0]*2, select(i == 1, A[1]*3 + A[2], A[3])) inside a
+// loop over i: unrolled, every copy keeps one branch (the condition folds),
+// so a copy costs the largest branch; serial, every branch is evaluated.
+TEST(CodeSize, SelectOnAnUnrolledIndexCountsOneBranchPerCopy) {
+  Var i("i");
+  Buffer A = buf("A"), B = buf("B");
+  Expr rows = select(
+      eq(i, make_int(0)), load(A, make_int(0)) * make_float(2.0),
+      select(eq(i, make_int(1)), load(A, make_int(1)) * make_float(3.0) + load(A, make_int(2)),
+             load(A, make_int(3))));
+  auto loop = [&](ForKind kind, Expr value) {
+    return make_for(i, make_int(0), make_int(3), kind, make_store(B, value, i));
+  };
+  // Largest branch: two loads, a multiply and an add (4); plus the store: 5 per copy.
+  EXPECT_EQ(estimate_code_size(loop(ForKind::Unrolled, rows)), 3 * 5);
+  // Vectorized, the condition is broadcast: the same rule.
+  EXPECT_EQ(estimate_code_size(loop(ForKind::Unrolled, rows)),
+            estimate_code_size(loop(
+                ForKind::Unrolled,
+                select(broadcast(eq(i, make_int(0)), 1), load(A, make_int(0)) * make_float(2.0),
+                       select(eq(i, make_int(1)),
+                              load(A, make_int(1)) * make_float(3.0) + load(A, make_int(2)),
+                              load(A, make_int(3)))))));
+  // Serial, or a condition on another variable: every branch and the selects count.
+  EXPECT_GT(estimate_code_size(loop(ForKind::Serial, rows)), 5 + 3);
+  Var other("other");
+  Expr on_other = select(eq(other, make_int(0)), load(A, make_int(0)), load(A, make_int(3)));
+  EXPECT_EQ(estimate_code_size(loop(ForKind::Unrolled, on_other)), 3 * (1 + 1 + 1 + 1 + 1));
+}
+
 int count_unrolled(const Stmt& s) {
   int n = 0;
   struct V : IRVisitor {

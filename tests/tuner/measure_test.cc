@@ -199,6 +199,12 @@ TEST(Measure, RandomConfigsOfEveryTemplateVerify) {
                      {"strides", {1, 2}},
                      {"pads", {1, 1, 1, 1}},
                      {"dilation", {1, 1}}}},
+      ops::Workload{"conv2d_winograd_NCHWc.x86",
+                    {{"data", {1, 16, 7, 9}},
+                     {"kernel", {24, 16, 3, 3}},
+                     {"strides", {1, 1}},
+                     {"pads", {1, 0, 1, 1}},
+                     {"dilation", {1, 1}}}},
   };
   std::vector<std::string> names;
   for (auto& w : ws) names.push_back(w.template_name);

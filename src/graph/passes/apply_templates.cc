@@ -132,7 +132,7 @@ void Rewriter::rewrite_conv(const Node& n, const Strategy& row, const ops::OpTem
   auto [icb, ocb] = ops::layout_blocks(t, w, cfg);
 
   std::vector<float> weight = g.initializers.at(n.inputs[1]).as<float>();
-  std::vector<float> packed = row.pack_weight(w, icb, ocb, weight.data());
+  std::vector<float> packed = row.pack_weight(w, cfg, icb, ocb, weight.data());
   std::string w_packed =
       add_constant(n.name + "/weight_packed", float_tensor(in_shapes.at(1), packed));
   std::string& x_c = blocked[{n.inputs[0], icb}];

@@ -6,18 +6,39 @@ namespace kiln::graph {
 
 std::vector<TemplateSelection> select_templates(const Graph& g, const Isa& isa) {
   std::vector<TemplateSelection> out;
-  for (const Node& n : g.nodes)
+  for (const Node& n : g.nodes) {
+    std::optional<TemplateSelection> s;
     for (const Strategy& row : strategies()) {
-      if (n.op_type != row.op_type) continue;
+      if (n.op_type != row.op_type || (s && !row.alternative)) continue;
       std::optional<WorkloadParams> params = row.match(g, n, isa);
       if (!params) continue;
-      TemplateSelection s{n.name, row.template_name, {}};
-      s.workload.template_name = row.template_name;
-      s.workload.params = std::move(*params);
-      out.push_back(std::move(s));
-      break;  // the first row that matches wins
+      ops::Workload w{row.template_name, std::move(*params)};
+      if (!s) s = TemplateSelection{n.name, row.template_name, w, {}, 0};
+      if (row.untuned_default) s->untuned_default = s->implementations.size();
+      s->implementations.push_back(std::move(w));
     }
+    if (!s) continue;
+    out.push_back(std::move(*s));
+  }
+  choose_implementations(out, {});
   return out;
+}
+
+void choose_implementations(std::vector<TemplateSelection>& selected,
+                            const std::map<std::string, double>& gflops) {
+  for (TemplateSelection& s : selected) {
+    const ops::Workload* best = &s.implementations.at(s.untuned_default);
+    double best_gflops = 0;
+    for (const ops::Workload& w : s.implementations) {
+      auto it = gflops.find(w.key());
+      if (it != gflops.end() && it->second > best_gflops) {
+        best = &w;
+        best_gflops = it->second;
+      }
+    }
+    s.workload = *best;
+    s.template_name = best->template_name;
+  }
 }
 
 }  // namespace kiln::graph

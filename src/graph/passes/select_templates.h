@@ -5,6 +5,7 @@
 // that apply_templates rewrites exactly the nodes selected. The rows today:
 //
 //   Conv, groups 1, constant float32 4-D weight   conv2d_NCHWc.x86
+//     and, 3x3 stride 1 with >= 16 channels, conv2d_winograd_NCHWc.x86 beside it
 //   Conv, depthwise (groups = C = OC, multiplier 1)   depthwise_conv2d_NCHWc.x86
 //   Conv, 1 < groups, not depthwise (ResNeXt, RegNet)   group_conv2d_NCHWc.x86
 //   Gemm (transA = 0) / MatMul with a constant 2-D B   dense_pack.x86 (A flattened to [M, K])
@@ -17,6 +18,7 @@
 // change.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,14 @@ struct TemplateSelection {
   std::string node;           // the node's name
   std::string template_name;  // e.g. "conv2d_NCHWc.x86"
   ops::Workload workload;     // w.key() is the workload key
+  // Every implementation of the node, this one included, in table order: the
+  // first matching row and the alternative rows after it (strategy.h). A
+  // 3x3 stride-1 Conv has two (direct and Winograd); most nodes have one.
+  // Each is a tuning task; choose_implementations picks the one built.
+  std::vector<ops::Workload> implementations;
+  // The implementation built without records (the row marked untuned_default,
+  // else the first); an index into implementations.
+  size_t untuned_default = 0;
 };
 
 // One entry per covered node, in node order; the graph is unchanged. `isa` is
@@ -41,5 +51,12 @@ struct TemplateSelection {
 // analysis. Throws std::runtime_error naming the node for a Conv whose bias is
 // not a constant (the blocked bias is laid out at build time).
 std::vector<TemplateSelection> select_templates(const Graph& g, const Isa& isa = Isa{});
+
+// Makes each selection's workload the implementation to build: the one whose
+// record runs fastest (`gflops` by workload key, from the tuning records;
+// every implementation of a node counts the same operations, so GFLOP/s
+// compare), else, when none has a record, its untuned default.
+void choose_implementations(std::vector<TemplateSelection>& selected,
+                            const std::map<std::string, double>& gflops);
 
 }  // namespace kiln::graph

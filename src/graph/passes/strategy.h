@@ -7,6 +7,8 @@
 //
 //   op      template                      matcher                                   rewrite
 //   Conv    conv2d_NCHWc.x86              groups 1, constant f32 4-D weight         kBlockedConv
+//   Conv    conv2d_winograd_NCHWc.x86     3x3, stride 1, dilation 1, groups 1,      kBlockedConv
+//           (an alternative)              C and OC >= 16
 //   Conv    depthwise_conv2d_NCHWc.x86    groups = C = OC, multiplier 1             kBlockedConv
 //   Conv    group_conv2d_NCHWc.x86        1 < groups, not depthwise                 kBlockedConv
 //   Gemm    dense_pack.x86                transA 0, constant 2-D B                  kDense
@@ -32,6 +34,7 @@
 
 #include "graph/graph.h"
 #include "ops/workload.h"
+#include "schedule/config_space.h"
 #include "support/isa.h"
 
 namespace kiln::graph {
@@ -48,10 +51,10 @@ enum class Rewrite {
   kPlain,
 };
 
-// A constant OIHW weight in the template's weight layout, for a workload and
-// its layout blocks (input, output).
-using PackWeight = std::vector<float> (*)(const ops::Workload& w, int64_t ic_block,
-                                          int64_t oc_block, const float* oihw);
+// A constant OIHW weight in the template's weight layout, for a workload,
+// its config and the config's layout blocks (input, output).
+using PackWeight = std::vector<float> (*)(const ops::Workload& w, const schedule::Config& cfg,
+                                          int64_t ic_block, int64_t oc_block, const float* oihw);
 
 using WorkloadParams = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
@@ -64,6 +67,14 @@ struct Strategy {
   std::optional<WorkloadParams> (*match)(const Graph& g, const Node& n, const Isa& isa);
   Rewrite rewrite;
   PackWeight pack_weight = nullptr;  // kBlockedConv rows only
+  // An alternative implementation: tried even when an earlier row of the
+  // operator matched, it joins that row's selection as one more tuning task
+  // for the node, and the build takes whichever has the fastest record
+  // (select_templates.h, choose_implementations).
+  bool alternative = false;
+  // Without a record for any implementation of a node, this row's is built
+  // (an alternative that is known to beat the first row's fallback).
+  bool untuned_default = false;
 };
 
 // Every row, in the order select_templates tries them.

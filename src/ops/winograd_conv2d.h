@@ -1,0 +1,70 @@
+// conv2d_winograd_NCHWc.x86 (registered, see op_template.h): a 3x3, stride-1,
+// dilation-1 convolution by Winograd's minimal filtering F(m x m, 3 x 3)
+// (Lavin & Gray 2015), the second implementation of such convolutions beside
+// conv2d_NCHWc.x86. The output is cut into m x m tiles; each tile reads an
+// alpha x alpha input tile (alpha = m + 2) and costs alpha^2 multiplies per
+// input/output channel pair instead of 9 m^2 (F(4x4): 36 against 144, F(2x2):
+// 16 against 36), at the price of the input and output transforms and of a
+// weight alpha^2 / 9 times larger. Which one wins depends on the shape (many
+// tiles and channels: Winograd; 7x7 maps with 512 channels: often direct), so
+// both are tuning tasks of a 3x3 stride-1 Conv and the build takes the faster
+// measured one (graph/passes/select_templates.h).
+//
+// Workload params: those of conv2d_NCHWc.x86 (data=[N,C,H,W], kernel=[OC,C,3,3],
+// strides=[1,1], pads=[top,left,bottom,right], dilation=[1,1]); float32.
+// flops() is the direct convolution's count, so that GFLOP/s of the two
+// implementations of one convolution compare (an "effective" rate).
+//
+// Inputs (config-dependent: m, ic_bn, oc_bn):
+//   data [N, C/ic_bn, H, W, ic_bn] (NCHW[x]c, unpadded), and
+//   U [alpha, alpha, OC/oc_bn, C/ic_bn, ic_bn, oc_bn]: the weight transformed
+//   at build time, U = G g G^T per (oc, c) (winograd_pack_weight()).
+// Output [N, OC/oc_bn, OH, OW, oc_bn]: conv2d_NCHWc's.
+//
+// Stages, each at root, outer loops parallel:
+//   pad  zero padding, extended at the bottom and right so that every tile's
+//        alpha x alpha window is in bounds (OH, OW need not divide by m);
+//   V    [alpha, alpha, C/ic_bn, P_pad, ic_bn] = B^T d B per tile (P tiles over
+//        N x ceil(OH/m) x ceil(OW/m), padded to a multiple of p_tile; the
+//        padding rows repeat the last tile), the alpha x alpha tile unrolled
+//        and the channel block vectorized: the transform's constants fold into
+//        adds and a few multiplies;
+//   M    [alpha, alpha, OC/oc_bn, P_pad, oc_bn] = sum over c of V * U: alpha^2
+//        independent GEMMs [P x C] x [C x OC], each on the register micro-kernel
+//        of the dense templates (p_tile rows x oc_bn columns accumulated in
+//        registers, V broadcast, U loaded as vectors);
+//   Y    the anchor, A^T M A per tile, inlined into the epilogue output whose
+//        loops walk (n, oc block, tile row) in parallel, then the tile's m x m
+//        outputs unrolled, oc_bn vectorized; a partial last tile is guarded.
+// Knobs: tile_ic, tile_oc (2 levels, exact factors <= 64; the channel blocks,
+// as in conv2d_NCHWc.x86, so layouts agree with neighbours), wino_m (2 or 4),
+// p_tile (register-tile rows of the GEMM), unroll_ci (0/1: the GEMM's inner
+// channel loop unrolled).
+// Fallback rule, for the target's ISA row (L lanes, R registers): ic_bn,
+// oc_bn = conv2d_NCHWc's block rule (16 where it divides); wino_m = 4 if both
+// output sides are >= 8, else 2; p_tile = the largest knob value <= min(16,
+// (3R/4) / ceil(oc_bn / L)) (oc_bn 16: AVX-512 16, AVX2 6); unroll_ci = 1.
+#pragma once
+
+#include <vector>
+
+#include "ops/conv2d.h"
+#include "ops/op_template.h"
+
+namespace kiln::ops {
+
+const OpTemplate& conv2d_winograd_nchwc_template();
+
+// Whether conv2d_winograd_NCHWc.x86 accepts a convolution with these
+// attributes: 3x3 kernel, stride 1, dilation 1, groups 1.
+bool winograd_applies(const Conv2DAttrs& a);
+
+// The OIHW weight [OC, C, 3, 3] transformed and laid out as the template's
+// second input for `cfg` (see above); accumulated in double.
+std::vector<float> winograd_pack_weight(const Workload& w, const schedule::Config& cfg,
+                                        const float* oihw);
+
+// The tile size m of a config (2 or 4).
+int64_t winograd_tile(const schedule::Config& cfg);
+
+}  // namespace kiln::ops
