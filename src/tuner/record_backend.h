@@ -64,7 +64,6 @@ std::unique_ptr<RecordBackend> open_sqlite_backend(const std::string& path, Reco
 // PostgreSQL: `url` is a libpq connection URI (postgresql://user@host:port/db).
 std::unique_ptr<RecordBackend> open_postgres_backend(const std::string& url, RecordDB::Mode mode);
 
-
 // ---- helpers both backends share (records.cc)
 // ----------------------------------------------------
 
