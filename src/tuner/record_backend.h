@@ -8,7 +8,8 @@
 // same semantics, spelled out in records.h; tests/postgres runs one set of
 // tests against both.
 //
-// Internal to the tuner: nothing outside src/tuner includes this header.
+// Internal to the tuner: nothing outside src/tuner includes this header but
+// its tests (tests/postgres).
 #pragma once
 
 #include <cstdint>
