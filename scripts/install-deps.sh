@@ -23,6 +23,9 @@ PACKAGES=(
   python3-torch python3-torchvision python3-onnx python3-numpy python3-matplotlib libopenblas0-openmp nodejs
   # the kiln Python package (python/, src/python) and its tests (tests/python)
   python3-dev python3-pybind11 python3-pytest
+  # shared records in PostgreSQL (src/tuner/records_postgres.cc links libpq); the tests start a
+  # throwaway server (tests/postgres) with postgresql's initdb/pg_ctl
+  libpq-dev postgresql
   # kiln tune --job: the job file is TOML (toml++, header-only); tests/driver/tune_job_test.cc
   # opens the HTML report in headless Chromium
   libtomlplusplus-dev chromium

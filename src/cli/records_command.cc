@@ -1,4 +1,5 @@
-// kiln records: move tuning records between databases as JSON lines.
+// kiln records: move tuning records between databases, as JSON lines or
+// directly (sync: sqlite files and PostgreSQL databases, either direction).
 #include "cli/records_command.h"
 
 #include <cstdio>
@@ -18,12 +19,16 @@ namespace {
 const char* kRecordsUsage =
     "usage: kiln records export DB -o OUT.jsonl [--workload KEY] [--best]\n"
     "       kiln records import DB IN.jsonl\n"
+    "       kiln records sync FROM TO\n"
     "  export   write DB's records as JSON lines (one record a line, sorted by workload);\n"
     "           -o - writes to stdout; --workload keeps one workload's records; --best keeps\n"
     "           per workload and target the record a build would pick (and the fastest), as\n"
     "           kiln's shipped logs/ are made\n"
     "  import   add the records of IN.jsonl to DB (created if absent), skipping records\n"
-    "           DB holds already; a bad line imports nothing\n";
+    "           DB holds already; a bad line imports nothing\n"
+    "  sync     copy every record of FROM into TO (created if absent), skipping records TO\n"
+    "           holds already, in one transaction: a second sync copies 0\n"
+    "  DB, FROM and TO are sqlite files or PostgreSQL URLs (postgresql://user@host:port/db)\n";
 
 struct UsageError : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
@@ -89,7 +94,8 @@ int run_export(const std::vector<std::string>& args) {
   if (!workload.empty()) {
     std::ostringstream probe;
     if (records.export_jsonl(probe, workload) == 0)
-      throw std::runtime_error("no records of workload '" + workload + "' in '" + db + "'");
+      throw std::runtime_error("no records of workload '" + workload + "' in '" + records.path() +
+                               "'");
   }
   size_t n = 0;
   if (best) {
@@ -102,8 +108,25 @@ int run_export(const std::vector<std::string>& args) {
     n = records.export_jsonl(out, workload);
   }
   std::fprintf(stderr, "kiln records: exported %zu record%s from %s to %s\n", n, n == 1 ? "" : "s",
-               db.c_str(), out == "-" ? "stdout" : out.c_str());
+               records.path().c_str(), out == "-" ? "stdout" : out.c_str());
   return 0;
+}
+
+// Opens `db` (created if absent) and runs f on it; a failure leaves no new,
+// empty sqlite file behind (a PostgreSQL database is the server's and stays).
+template <typename F>
+void into_new_or_existing(const std::string& db, F&& f) {
+  const bool is_file = !tuner::is_postgres_url(db);
+  const bool existed = !is_file || std::filesystem::exists(db);
+  try {
+    tuner::RecordDB records = tuner::RecordDB::open(db);
+    f(records);
+  } catch (...) {
+    std::error_code ec;
+    if (!existed)
+      for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix, ec);
+    throw;
+  }
 }
 
 int run_import(const std::vector<std::string>& args) {
@@ -113,21 +136,40 @@ int run_import(const std::vector<std::string>& args) {
     pos.push_back(s);
   }
   if (pos.size() != 2) throw UsageError("import needs a database and a JSONL file");
-  // A failed import into a new database leaves no empty database behind.
-  bool existed = std::filesystem::exists(pos[0]);
   size_t added = 0, total = 0;
-  try {
-    tuner::RecordDB records = tuner::RecordDB::open(pos[0]);
+  std::string name;
+  into_new_or_existing(pos[0], [&](tuner::RecordDB& records) {
     added = records.import_jsonl(pos[1]);
     total = records.count();
-  } catch (...) {
-    std::error_code ec;
-    if (!existed)
-      for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(pos[0] + suffix, ec);
-    throw;
-  }
+    name = records.path();
+  });
   std::fprintf(stderr, "kiln records: imported %zu new record%s from %s into %s (%zu in all)\n",
-               added, added == 1 ? "" : "s", pos[1].c_str(), pos[0].c_str(), total);
+               added, added == 1 ? "" : "s", pos[1].c_str(), name.c_str(), total);
+  return 0;
+}
+
+int run_sync(const std::vector<std::string>& args) {
+  std::vector<std::string> pos;
+  for (const std::string& s : args) {
+    if (s.size() > 1 && s[0] == '-') throw UsageError("unknown option " + s);
+    pos.push_back(s);
+  }
+  if (pos.size() != 2) throw UsageError("sync needs two databases: FROM and TO");
+  tuner::RecordDB from = tuner::RecordDB::open(pos[0], tuner::RecordDB::Mode::kMustExist);
+  size_t added = 0, total = 0, read = 0;
+  std::string name;
+  into_new_or_existing(pos[1], [&](tuner::RecordDB& to) {
+    std::vector<tuner::Record> rs = from.all_records();
+    read = rs.size();
+    added = to.import_records(rs);
+    total = to.count();
+    name = to.path();
+  });
+  std::fprintf(stderr,
+               "kiln records: copied %zu new record%s from %s to %s (%zu already there, %zu in "
+               "all)\n",
+               added, added == 1 ? "" : "s", from.path().c_str(), name.c_str(), read - added,
+               total);
   return 0;
 }
 
@@ -147,6 +189,7 @@ int run_records(const std::vector<std::string>& args) {
   try {
     if (sub == "export") return run_export(rest);
     if (sub == "import") return run_import(rest);
+    if (sub == "sync") return run_sync(rest);
     throw UsageError("unknown subcommand '" + sub + "'");
   } catch (const UsageError& e) {
     std::fprintf(stderr, "kiln records: %s\n%s", e.what(), kRecordsUsage);

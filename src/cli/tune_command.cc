@@ -319,7 +319,7 @@ void print_summary(const TuneArgs& a, const tuner::TuneSummary& sum) {
   const std::string& stop = sum.stop_reason;
   std::printf("%lld trials in %s (%s); records in %s\n", static_cast<long long>(sum.run_trials),
               fmt_duration(sum.elapsed_s).c_str(), stop.empty() ? "done" : stop.c_str(),
-              a.db.c_str());
+              tuner::redact_url(a.db).c_str());
 }
 
 // ---- kiln tune --job ---------------------------------------------------------
@@ -580,7 +580,7 @@ int run_tune(const std::vector<std::string>& args) {
   print_summary(a, summary);
   if (!a.report.empty()) {
     std::ofstream out(a.report);
-    out << tuner::tune_report_json(summary, a.db) << "\n";
+    out << tuner::tune_report_json(summary, tuner::redact_url(a.db)) << "\n";
     if (!out) throw std::runtime_error("cannot write report '" + a.report + "'");
   }
   if (summary.interrupted) return 130;

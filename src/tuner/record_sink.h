@@ -63,10 +63,13 @@ class RecordDBSink : public RecordSink {
   void renew_claims() override { db_.renew_claims(owner_, ttl_s); }
   void release_claims() override { db_.release_claims(owner_); }
   std::string unsaved_path() const override {
-    return db_.path() + ".unsaved-" + std::to_string(::getpid()) + ".jsonl";
+    // Beside a sqlite file; a PostgreSQL URL names no directory: the current one.
+    const std::string base = is_postgres_url(db_.path()) ? "kiln-records" : db_.path();
+    return base + ".unsaved-" + std::to_string(::getpid()) + ".jsonl";
   }
   std::string import_hint(const std::string& unsaved) const override {
-    return "kiln records import " + db_.path() + " " + unsaved;
+    const std::string db = is_postgres_url(db_.path()) ? "'" + db_.path() + "'" : db_.path();
+    return "kiln records import " + db + " " + unsaved;
   }
   const std::string& owner() const { return owner_; }
 

@@ -1,7 +1,6 @@
 #include "tuner/records.h"
 
 #include <signal.h>
-#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,6 +20,7 @@
 
 #include "ops/op_template.h"
 #include "schedule/config_space.h"
+#include "tuner/record_backend.h"
 
 namespace kiln::tuner {
 
@@ -68,8 +68,6 @@ double Record::mean_ms() const {
 
 // ---- records <-> JSON ---------------------------------------------------------------------------
 
-namespace {
-
 using json = nlohmann::json;
 
 // Sorted keys, no spaces: equal configs compare equal as text.
@@ -84,10 +82,8 @@ std::string canonical_config(const std::string& config_json) {
   return j.dump();
 }
 
-std::string times_to_json(const std::vector<double>& times) { return json(times).dump(); }
-
 // Checks a record and returns it with its config in canonical form.
-Record validated(const Record& r) {
+Record validated_record(const Record& r) {
   std::string who = "record of workload \"" + r.workload_key + "\": ";
   if (r.workload_key.empty()) throw std::invalid_argument("record: empty workload key");
   if (r.target_key.empty()) throw std::invalid_argument(who + "empty target key");
@@ -112,8 +108,6 @@ Record validated(const Record& r) {
   return out;
 }
 
-}  // namespace
-
 namespace {
 
 // "killed after the timeout of 2.5 s" -> 2.5 (measure.cc, measure_worker.cc).
@@ -128,13 +122,13 @@ std::optional<double> timeout_in_message(const std::string& message) {
   return t;
 }
 
+}  // namespace
+
 bool timed_out_below(const std::string& error, const std::string& message, double timeout_s) {
   if (error != to_string(ErrorClass::kTimeout)) return false;
   std::optional<double> t = timeout_in_message(message);
   return t && *t < timeout_s;
 }
-
-}  // namespace
 
 std::optional<double> record_timeout_s(const Record& r) {
   if (r.error != ErrorClass::kTimeout) return std::nullopt;
@@ -209,585 +203,33 @@ Record record_from_json_line(const std::string& line) {
     if (!j["gflops"].is_number()) throw std::invalid_argument("field \"gflops\" must be a number");
     r.gflops = j["gflops"].get<double>();
   }
-  return validated(r);
+  return validated_record(r);
 }
 
-// ---- sqlite plumbing ----------------------------------------------------------------------------
+// ---- claim owners -------------------------------------------------------------------------------
 
-struct RecordDB::Impl {
-  std::string path;
-  sqlite3* db = nullptr;
-  std::mutex mu;                                     // one transaction at a time on this connection
-  std::chrono::steady_clock::time_point busy_since;  // see wait_for_lock
-  int64_t busy_timeout_ms = 10000;
-
-  ~Impl() {
-    if (db) sqlite3_close_v2(db);
-  }
-
-  std::string where() const { return "records database '" + path + "'"; }
-  static bool busy(int rc) { return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED; }
-  [[noreturn]] void fail(const std::string& what) const {
-    std::string msg = where() + ": " + what + ": " + sqlite3_errmsg(db);
-    if (busy(sqlite3_extended_errcode(db))) throw RecordDBBusy(msg);
-    throw std::runtime_error(msg);
-  }
-  void exec(const char* sql) {
-    char* err = nullptr;
-    int rc = sqlite3_exec(db, sql, nullptr, nullptr, &err);
-    if (rc != SQLITE_OK) {
-      std::string msg = err ? err : sqlite3_errmsg(db);
-      sqlite3_free(err);
-      msg = where() + ": " + msg + " (in: " + sql + ")";
-      if (busy(rc)) throw RecordDBBusy(msg);
-      throw std::runtime_error(msg);
-    }
-  }
-};
-
-namespace {
-
-// A prepared statement; bind() takes 1-based positions like sqlite.
-class Stmt {
- public:
-  Stmt(const RecordDB::Impl& impl, const char* sql) : impl_(impl) {
-    if (sqlite3_prepare_v2(impl.db, sql, -1, &s_, nullptr) != SQLITE_OK)
-      impl.fail(std::string("cannot prepare \"") + sql + "\"");
-  }
-  ~Stmt() { sqlite3_finalize(s_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-
-  Stmt& bind(int i, const std::string& v) {
-    check(sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
-    return *this;
-  }
-  Stmt& bind(int i, int64_t v) {
-    check(sqlite3_bind_int64(s_, i, v));
-    return *this;
-  }
-  Stmt& bind(int i, double v) {
-    check(sqlite3_bind_double(s_, i, v));
-    return *this;
-  }
-  Stmt& bind_null(int i) {
-    check(sqlite3_bind_null(s_, i));
-    return *this;
-  }
-  // True while there is a row; false when done.
-  bool step() {
-    int rc = sqlite3_step(s_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    impl_.fail(std::string("query failed (") + sqlite3_sql(s_) + ")");
-  }
-  std::string text(int col) const {
-    const unsigned char* p = sqlite3_column_text(s_, col);
-    return p ? std::string(reinterpret_cast<const char*>(p),
-                           static_cast<size_t>(sqlite3_column_bytes(s_, col)))
-             : std::string();
-  }
-  int64_t int64(int col) const { return sqlite3_column_int64(s_, col); }
-  int type(int col) const { return sqlite3_column_type(s_, col); }
-  double real(int col) const { return sqlite3_column_double(s_, col); }
-
- private:
-  void check(int rc) {
-    if (rc != SQLITE_OK) impl_.fail("cannot bind a parameter");
-  }
-  const RecordDB::Impl& impl_;
-  sqlite3_stmt* s_ = nullptr;
-};
-
-// A write transaction that takes the write lock at once (BEGIN IMMEDIATE), so
-// that concurrent writers wait in sqlite's busy handler instead of failing with
-// SQLITE_BUSY when a read transaction would have to upgrade. Rolls back unless
-// committed.
-class WriteTxn {
- public:
-  explicit WriteTxn(RecordDB::Impl& impl) : impl_(impl) { impl_.exec("BEGIN IMMEDIATE"); }
-  ~WriteTxn() {
-    if (!done_) sqlite3_exec(impl_.db, "ROLLBACK", nullptr, nullptr, nullptr);
-  }
-  void commit() {
-    impl_.exec("COMMIT");
-    done_ = true;
-  }
-
- private:
-  RecordDB::Impl& impl_;
-  bool done_ = false;
-};
-
-constexpr const char* kColumns =
-    "workload_key, target_key, config_json, times_ms, error, error_message, timestamp_unix, "
-    "kiln_version, gflops";
-
-Record read_record(const Stmt& s, const RecordDB::Impl& impl) {
-  Record r;
-  r.workload_key = s.text(0);
-  r.target_key = s.text(1);
-  r.config_json = s.text(2);
-  try {
-    json times = json::parse(s.text(3));
-    r.times_ms = times.get<std::vector<double>>();
-    r.error = parse_error_class(s.text(4));
-  } catch (const std::exception& e) {
-    throw std::runtime_error(impl.where() + ": corrupt record of workload \"" + r.workload_key +
-                             "\": " + e.what());
-  }
-  r.error_message = s.text(5);
-  r.timestamp_unix = s.int64(6);
-  r.kiln_version = s.text(7);
-  r.gflops = s.real(8);
-  return r;
-}
-
-bool has_table(RecordDB::Impl& impl, const char* name) {
-  Stmt s(impl, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
-  s.bind(1, std::string(name));
-  return s.step();
-}
-
-// Stores a validated record; with skip_duplicates, not if an identical one is stored.
-bool insert(RecordDB::Impl& impl, const Record& r, bool skip_duplicates) {
-  std::string times = times_to_json(r.times_ms);
-  std::string error = to_string(r.error);
-  if (skip_duplicates) {
-    Stmt s(impl,
-           "SELECT 1 FROM records WHERE workload_key = ?1 AND target_key = ?2 AND "
-           "config_json = ?3 AND times_ms = ?4 AND error = ?5 AND error_message = ?6 AND "
-           "timestamp_unix = ?7 AND kiln_version = ?8 AND gflops = ?9 LIMIT 1");
-    s.bind(1, r.workload_key).bind(2, r.target_key).bind(3, r.config_json).bind(4, times);
-    s.bind(5, error).bind(6, r.error_message).bind(7, r.timestamp_unix).bind(8, r.kiln_version);
-    s.bind(9, r.gflops);
-    if (s.step()) return false;
-  }
-  Stmt s(impl,
-         "INSERT INTO records (workload_key, target_key, config_json, times_ms, mean_ms, error, "
-         "error_message, timestamp_unix, kiln_version, gflops) "
-         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
-  s.bind(1, r.workload_key).bind(2, r.target_key).bind(3, r.config_json).bind(4, times);
-  if (r.error == ErrorClass::kOk)
-    s.bind(5, r.mean_ms());
-  else
-    s.bind_null(5);
-  s.bind(6, error).bind(7, r.error_message).bind(8, r.timestamp_unix).bind(9, r.kiln_version);
-  s.bind(10, r.gflops);
-  s.step();
-  return true;
-}
-
-// ---- schema and migrations ----------------------------------------------------------------------
-//
-// Version 0 is the layout before versioning: a records table (workload_key,
-// target_key, config_json, times_ms, error, timestamp_unix) and no
-// schema_version table. Version 1 adds the mean time best() ranks by, the error
-// message, the generating kiln version and GFLOP/s, plus indexes for the
-// tuner's lookups. A new version appends a step to kMigrations and bumps
-// RecordDB::kSchemaVersion; open() runs the missing steps in one transaction.
-
-constexpr const char* kCreateV1 = R"sql(
-CREATE TABLE records (
-  id             INTEGER PRIMARY KEY,  -- insertion order, stable across VACUUM
-  workload_key   TEXT NOT NULL,
-  target_key     TEXT NOT NULL,
-  config_json    TEXT NOT NULL,     -- canonical JSON object
-  times_ms       TEXT NOT NULL,     -- JSON array of every measured time
-  mean_ms        REAL,              -- mean of times_ms for ok records, else NULL
-  error          TEXT NOT NULL,     -- ErrorClass name
-  error_message  TEXT NOT NULL DEFAULT '',
-  timestamp_unix INTEGER NOT NULL,
-  kiln_version   TEXT NOT NULL,
-  gflops         REAL NOT NULL DEFAULT 0
-);
-CREATE INDEX records_by_speed ON records (workload_key, target_key, mean_ms);
-CREATE INDEX records_by_config ON records (workload_key, target_key, config_json);
-)sql";
-
-void migrate_0_to_1(RecordDB::Impl& impl) {
-  impl.exec("ALTER TABLE records RENAME TO records_v0");
-  impl.exec(kCreateV1);
-  // Through the same validation and canonical form as new records: a v0 row
-  // that does not pass fails the whole migration, which then changes nothing.
-  Stmt rows(impl,
-            "SELECT workload_key, target_key, config_json, times_ms, error, timestamp_unix, "
-            "rowid FROM records_v0 ORDER BY rowid");
-  while (rows.step()) {
-    Record r;
-    r.workload_key = rows.text(0);
-    r.target_key = rows.text(1);
-    r.config_json = rows.text(2);
-    r.timestamp_unix = rows.int64(5);
-    r.kiln_version = "unknown";
-    try {
-      r.times_ms = json::parse(rows.text(3)).get<std::vector<double>>();
-      r.error = parse_error_class(rows.text(4));
-      insert(impl, validated(r), false);
-    } catch (const std::exception& e) {
-      throw std::runtime_error(impl.where() + ": cannot migrate record " +
-                               std::to_string(rows.int64(6)) +
-                               " from schema version 0: " + e.what());
-    }
-  }
-  impl.exec("DROP TABLE records_v0");
-}
-
-// Version 2: claims of configs being measured (see records.h).
-constexpr const char* kCreateClaims = R"sql(
-CREATE TABLE claims (
-  workload_key   TEXT NOT NULL,
-  target_key     TEXT NOT NULL,
-  config_json    TEXT NOT NULL,     -- canonical JSON object
-  owner          TEXT NOT NULL,     -- pid@host/random token
-  created_unix   INTEGER NOT NULL,
-  expires_unix   INTEGER NOT NULL,  -- ignored (may be taken over) from then on
-  PRIMARY KEY (workload_key, target_key, config_json)
-);
-CREATE INDEX claims_by_owner ON claims (owner);
-)sql";
-
-void migrate_1_to_2(RecordDB::Impl& impl) { impl.exec(kCreateClaims); }
-
-struct Migration {
-  int from;
-  void (*apply)(RecordDB::Impl&);
-};
-constexpr Migration kMigrations[] = {{0, migrate_0_to_1}, {1, migrate_1_to_2}};
-
-// -1: no kiln tables at all (a new file); 0: the unversioned layout.
-int schema_version(RecordDB::Impl& impl) {
-  if (has_table(impl, "schema_version")) {
-    Stmt s(impl, "SELECT version FROM schema_version");
-    if (!s.step()) throw std::runtime_error(impl.where() + ": schema_version table is empty");
-    // kiln writes versions from 1 on, as integers; anything else (0, -1,
-    // text) is damage or another program's table, not an old layout to migrate.
-    if (s.type(0) != SQLITE_INTEGER || s.int64(0) < 1)
-      throw std::runtime_error(impl.where() + ": schema_version holds '" + s.text(0) +
-                               "', which no kiln writes: a damaged or foreign database (the file "
-                               "was left unchanged)");
-    return static_cast<int>(s.int64(0));
-  }
-  if (has_table(impl, "records")) {
-    for (const char* col :
-         {"workload_key", "target_key", "config_json", "times_ms", "error", "timestamp_unix"}) {
-      Stmt s(impl, "SELECT 1 FROM pragma_table_info('records') WHERE name = ?");
-      s.bind(1, std::string(col));
-      if (!s.step())
-        throw std::runtime_error(impl.where() + ": not a kiln records database (table records " +
-                                 "has no column " + col + ")");
-    }
-    return 0;
-  }
-  Stmt s(impl, "SELECT count(*) FROM sqlite_master");
-  s.step();
-  if (s.int64(0) != 0)
-    throw std::runtime_error(impl.where() +
-                             ": not a kiln records database (it has tables, but no records table)");
-  return -1;
-}
-
-void set_version(RecordDB::Impl& impl, int version) {
-  if (!has_table(impl, "schema_version"))
-    impl.exec("CREATE TABLE schema_version (version INTEGER NOT NULL)");
-  impl.exec("DELETE FROM schema_version");
-  Stmt s(impl, "INSERT INTO schema_version (version) VALUES (?)");
-  s.bind(1, static_cast<int64_t>(version));
-  s.step();
-}
-
-void check_not_newer(const RecordDB::Impl& impl, int version) {
-  if (version > RecordDB::kSchemaVersion)
-    throw std::runtime_error(impl.where() + " has schema version " + std::to_string(version) +
-                             ", newer than this kiln knows (" +
-                             std::to_string(RecordDB::kSchemaVersion) +
-                             "); use a newer kiln (the file was left unchanged)");
-}
-
-void create_or_migrate(RecordDB::Impl& impl) {
-  // The common case reads only: a current file needs no write lock.
-  int version = schema_version(impl);
-  check_not_newer(impl, version);
-  if (version == RecordDB::kSchemaVersion) return;
-  WriteTxn txn(impl);
-  version = schema_version(impl);  // another process may have got here first
-  check_not_newer(impl, version);
-  if (version == RecordDB::kSchemaVersion) return;
-  if (version < 0) {
-    impl.exec(kCreateV1);
-    version = 1;
-  }
-  for (const Migration& m : kMigrations)
-    if (m.from >= version) m.apply(impl);
-  set_version(impl, RecordDB::kSchemaVersion);
-  txn.commit();
-}
-
-// The busy timeout: wait up to 10 s (busy_timeout_ms) for another process's write transaction.
-// sqlite's own busy_timeout backs off to 100 ms sleeps, so a process that
-// commits often starves one that waits; short polls take turns fairly.
-int wait_for_lock(void* arg, int tries) {
-  auto* impl = static_cast<RecordDB::Impl*>(arg);
-  auto now = std::chrono::steady_clock::now();
-  if (tries == 0) impl->busy_since = now;
-  if (now - impl->busy_since > std::chrono::milliseconds(impl->busy_timeout_ms))
-    return 0;  // give up: SQLITE_BUSY
-  std::this_thread::sleep_for(std::chrono::microseconds(tries < 100 ? 500 : 2000));
-  return 1;
-}
-
-// journal_mode=WAL needs a moment of exclusive access; two processes creating
-// the same file at once can see SQLITE_BUSY here even with a busy timeout.
-void enable_wal(RecordDB::Impl& impl) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  for (;;) {
-    sqlite3_stmt* s = nullptr;
-    int rc = sqlite3_prepare_v2(impl.db, "PRAGMA journal_mode=WAL", -1, &s, nullptr);
-    std::string mode;
-    if (rc == SQLITE_OK) {
-      rc = sqlite3_step(s);
-      if (rc == SQLITE_ROW) {
-        mode = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
-        rc = SQLITE_OK;
-      }
-    }
-    sqlite3_finalize(s);
-    if (rc == SQLITE_OK) {
-      if (mode != "wal")
-        throw std::runtime_error(impl.where() + ": cannot use a write-ahead log (journal mode '" +
-                                 mode + "')");
-      return;
-    }
-    if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED) impl.fail("cannot open");
-    if (std::chrono::steady_clock::now() > deadline) impl.fail("busy for 10 s");
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
-}  // namespace
-
-// ---- RecordDB -----------------------------------------------------------------------------------
-
-RecordDB::RecordDB(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-RecordDB::RecordDB(RecordDB&&) noexcept = default;
-RecordDB& RecordDB::operator=(RecordDB&&) noexcept = default;
-RecordDB::~RecordDB() = default;
-
-const std::string& RecordDB::path() const { return impl_->path; }
-
-void RecordDB::set_busy_timeout_ms(int64_t ms) { impl_->busy_timeout_ms = ms; }
-
-RecordDB RecordDB::open(const std::string& path, Mode mode) {
-  auto impl = std::make_unique<Impl>();
-  impl->path = path;
-  if (path.empty()) throw std::runtime_error("records database: empty path");
-  std::error_code ec;
-  if (mode == Mode::kMustExist && !std::filesystem::exists(path, ec))
-    throw std::runtime_error(impl->where() + " does not exist");
-  // A zero-length file is no database (a truncated copy, `touch`, an editor):
-  // refused, not initialised. A fresh one may be another kiln tune's that
-  // sqlite has created but not yet written, so only kMustExist and files
-  // older than a few seconds are refused.
-  if (std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == 0 &&
-      !ec) {
-    auto age =
-        std::filesystem::file_time_type::clock::now() - std::filesystem::last_write_time(path, ec);
-    if (mode == Mode::kMustExist || (!ec && age > std::chrono::seconds(5)))
-      throw std::runtime_error(impl->where() +
-                               " is an empty file, not a records database (remove it to start a "
-                               "new one)");
-  }
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX |
-              (mode == Mode::kCreate ? SQLITE_OPEN_CREATE : 0);
-  if (sqlite3_open_v2(path.c_str(), &impl->db, flags, nullptr) != SQLITE_OK) {
-    std::string msg = impl->db ? sqlite3_errmsg(impl->db) : "out of memory";
-    throw std::runtime_error(impl->where() + ": cannot open: " + msg);
-  }
-  sqlite3_extended_result_codes(impl->db, 1);
-  sqlite3_busy_handler(impl->db, wait_for_lock, impl.get());
-  // A foreign or damaged file is refused before anything is written to it:
-  // switching it to WAL would already change it.
-  check_not_newer(*impl, schema_version(*impl));
-  enable_wal(*impl);
-  // FULL: a committed record survives power loss too, not only a killed
-  // process; one fsync per measured candidate costs nothing next to measuring.
-  impl->exec("PRAGMA synchronous=FULL");
-  create_or_migrate(*impl);
-  return RecordDB(std::move(impl));
-}
-
-void RecordDB::add(const Record& r) { add_batch({r}); }
-
-void RecordDB::add_batch(const std::vector<Record>& rs) {
-  std::vector<Record> ok;
-  ok.reserve(rs.size());
-  for (const Record& r : rs) {
-    try {
-      ok.push_back(validated(r));
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(impl_->where() + ": " + e.what());
-    }
-  }
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  WriteTxn txn(*impl_);
-  for (const Record& r : ok) {
-    insert(*impl_, r, false);
-    Stmt d(*impl_,
-           "DELETE FROM claims WHERE workload_key = ? AND target_key = ? AND config_json = ?");
-    d.bind(1, r.workload_key).bind(2, r.target_key).bind(3, r.config_json);
-    d.step();
-  }
-  txn.commit();
-}
-
-namespace {
-
-int64_t now_unix() { return static_cast<int64_t>(std::time(nullptr)); }
-
-// Records + live claims of a workload on a target, less the timeouts that a
-// run with a timeout of retry_below_s retries (they are not trials of it).
-int64_t count_taken(RecordDB::Impl& impl, const std::string& w, const std::string& t, int64_t now,
-                    double retry_below_s) {
-  Stmt s(impl,
-         "SELECT (SELECT count(*) FROM records WHERE workload_key = ?1 AND target_key = ?2) + "
-         "(SELECT count(*) FROM claims WHERE workload_key = ?1 AND target_key = ?2 AND "
-         "expires_unix > ?3)");
-  s.bind(1, w).bind(2, t).bind(3, now);
-  s.step();
-  int64_t taken = s.int64(0);
-  if (retry_below_s > 0) {
-    Stmt timeouts(impl,
-                  "SELECT error, error_message FROM records WHERE workload_key = ? AND "
-                  "target_key = ? AND error = ?");
-    timeouts.bind(1, w).bind(2, t).bind(3, to_string(ErrorClass::kTimeout));
-    while (timeouts.step())
-      if (timed_out_below(timeouts.text(0), timeouts.text(1), retry_below_s)) --taken;
-  }
-  return taken;
-}
-
-std::string this_host() {
-  char host[256] = {0};
-  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown");
+const std::string& this_host() {
+  static const std::string host = [] {
+    char name[256] = {0};
+    if (gethostname(name, sizeof name - 1) != 0) std::snprintf(name, sizeof name, "unknown");
+    return std::string(name);
+  }();
   return host;
 }
 
-// Deletes the live claims of owners that died on this host: an owner is
-// "pid@host/token" (make_claim_owner), and a pid of this host that no longer
-// exists (kill(pid, 0) fails with ESRCH) will never store or renew what it
-// claimed. Without this, a tuner killed with -9 would hold its batch, and its
-// share of the trial cap, until the claims expire (kClaimTtlS). Claims of other
-// hosts wait for their expiry. A reused pid only keeps a claim until then.
-void reap_dead_local_claims(RecordDB::Impl& impl, int64_t now) {
-  static const std::string host = this_host();
-  std::vector<std::string> dead;
-  Stmt owners(impl, "SELECT DISTINCT owner FROM claims WHERE expires_unix > ?");
-  owners.bind(1, now);
-  while (owners.step()) {
-    const std::string owner = owners.text(0);
-    const size_t at = owner.find('@'), slash = owner.find('/', at == std::string::npos ? 0 : at);
-    if (at == std::string::npos || slash == std::string::npos) continue;
-    if (owner.compare(at + 1, slash - at - 1, host) != 0) continue;
-    char* end = nullptr;
-    const long pid = std::strtol(owner.c_str(), &end, 10);
-    if (end != owner.c_str() + at || pid <= 0 || pid == ::getpid()) continue;
-    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) dead.push_back(owner);
-  }
-  for (const std::string& owner : dead) {
-    Stmt del(impl, "DELETE FROM claims WHERE owner = ?");
-    del.bind(1, owner);
-    del.step();
-  }
-}
-
-// Whether a stored record holds the config: any record but a timeout that a
-// run with a timeout of retry_below_s retries.
-bool recorded(RecordDB::Impl& impl, const std::string& w, const std::string& t,
-              const std::string& config, double retry_below_s) {
-  Stmt rec(impl,
-           "SELECT error, error_message FROM records WHERE workload_key = ? AND target_key = ? "
-           "AND config_json = ?");
-  rec.bind(1, w).bind(2, t).bind(3, config);
-  while (rec.step())
-    if (!timed_out_below(rec.text(0), rec.text(1), retry_below_s)) return true;
-  return false;
-}
-
-}  // namespace
-
-ClaimResult RecordDB::claim(const std::string& workload_key, const std::string& target_key,
-                            const std::vector<std::string>& configs, const std::string& owner,
-                            int64_t max_trials, int64_t ttl_s,
-                            double retry_timeouts_below_s) {
-  std::vector<std::string> canonical;
-  for (const std::string& c : configs) {
-    try {
-      canonical.push_back(canonical_config(c));
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(impl_->where() + ": claim: " + e.what());
-    }
-  }
-  if (owner.empty()) throw std::invalid_argument(impl_->where() + ": claim: empty owner");
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  WriteTxn txn(*impl_);
-  const int64_t now = now_unix();
-  reap_dead_local_claims(*impl_, now);
-  ClaimResult out;
-  out.granted.assign(configs.size(), false);
-  out.taken = count_taken(*impl_, workload_key, target_key, now, retry_timeouts_below_s);
-  int64_t left = max_trials > 0 ? max_trials - out.taken : INT64_MAX;
-  if (left <= 0) out.capped = true;
-  for (size_t i = 0; i < canonical.size() && left > 0; ++i) {
-    if (recorded(*impl_, workload_key, target_key, canonical[i], retry_timeouts_below_s))
-      continue;
-    Stmt held(*impl_,
-              "SELECT owner, expires_unix FROM claims WHERE workload_key = ? AND target_key = ? "
-              "AND config_json = ?");
-    held.bind(1, workload_key).bind(2, target_key).bind(3, canonical[i]);
-    if (held.step()) {
-      // A live claim, ours (a repeat in this batch) or another's, holds it.
-      if (held.int64(1) > now) continue;
-    }
-    Stmt ins(*impl_,
-             "INSERT OR REPLACE INTO claims (workload_key, target_key, config_json, owner, "
-             "created_unix, expires_unix) VALUES (?, ?, ?, ?, ?, ?)");
-    ins.bind(1, workload_key).bind(2, target_key).bind(3, canonical[i]).bind(4, owner);
-    ins.bind(5, now).bind(6, now + ttl_s);
-    ins.step();
-    out.granted[i] = true;
-    --left;
-  }
-  txn.commit();
-  return out;
-}
-
-void RecordDB::renew_claims(const std::string& owner, int64_t ttl_s) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  WriteTxn txn(*impl_);
-  Stmt s(*impl_, "UPDATE claims SET expires_unix = ? WHERE owner = ?");
-  s.bind(1, now_unix() + ttl_s).bind(2, owner);
-  s.step();
-  txn.commit();
-}
-
-void RecordDB::release_claims(const std::string& owner) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  WriteTxn txn(*impl_);
-  Stmt s(*impl_, "DELETE FROM claims WHERE owner = ?");
-  s.bind(1, owner);
-  s.step();
-  txn.commit();
-}
-
-int64_t RecordDB::live_claims(const std::string& workload_key,
-                              const std::string& target_key) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  Stmt s(*impl_,
-         "SELECT count(*) FROM claims WHERE workload_key = ? AND target_key = ? AND "
-         "expires_unix > ?");
-  s.bind(1, workload_key).bind(2, target_key).bind(3, now_unix());
-  s.step();
-  return s.int64(0);
+// An owner is "pid@host/token" (make_claim_owner). A pid of this host that no
+// longer exists (kill(pid, 0) fails with ESRCH) will never store or renew what
+// it claimed: without reaping, a tuner killed with -9 would hold its batch, and
+// its share of the trial cap, until the claims expire (kClaimTtlS). Claims of
+// other hosts wait for their expiry. A reused pid only keeps a claim until then.
+bool owner_is_dead_local_process(const std::string& owner) {
+  const size_t at = owner.find('@'), slash = owner.find('/', at == std::string::npos ? 0 : at);
+  if (at == std::string::npos || slash == std::string::npos) return false;
+  if (owner.compare(at + 1, slash - at - 1, this_host()) != 0) return false;
+  char* end = nullptr;
+  const long pid = std::strtol(owner.c_str(), &end, 10);
+  if (end != owner.c_str() + at || pid <= 0 || pid == ::getpid()) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
 std::string make_claim_owner() {
@@ -800,29 +242,105 @@ std::string make_claim_owner() {
   return std::to_string(::getpid()) + "@" + this_host() + "/" + buf;
 }
 
+// ---- backends -----------------------------------------------------------------------------------
+
+bool is_postgres_url(const std::string& path_or_url) {
+  return path_or_url.rfind("postgresql://", 0) == 0 || path_or_url.rfind("postgres://", 0) == 0;
+}
+
+std::string redact_url(const std::string& url) {
+  // scheme://[user[:password]@]host...: drop ":password" of the user info.
+  const size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return url;
+  const size_t start = scheme + 3;
+  const size_t end = url.find_first_of("/?", start);
+  const size_t at = url.rfind('@', end == std::string::npos ? std::string::npos : end);
+  std::string out = url;
+  if (at != std::string::npos && at >= start) {
+    const size_t colon = url.find(':', start);
+    if (colon != std::string::npos && colon < at) out = url.substr(0, colon) + url.substr(at);
+  }
+  // A password may also come as a query parameter (?password=...).
+  const size_t q = out.find("password=");
+  if (q != std::string::npos && q > 0 && (out[q - 1] == '?' || out[q - 1] == '&')) {
+    const size_t amp = out.find('&', q);
+    out = out.substr(0, q) + "password=***" + (amp == std::string::npos ? "" : out.substr(amp));
+  }
+  return out;
+}
+
+// ---- RecordDB -----------------------------------------------------------------------------------
+
+RecordDB::RecordDB(std::unique_ptr<RecordBackend> backend) : impl_(std::move(backend)) {}
+RecordDB::RecordDB(RecordDB&&) noexcept = default;
+RecordDB& RecordDB::operator=(RecordDB&&) noexcept = default;
+RecordDB::~RecordDB() = default;
+
+RecordDB RecordDB::open(const std::string& path_or_url, Mode mode) {
+  if (is_postgres_url(path_or_url)) return RecordDB(open_postgres_backend(path_or_url, mode));
+  return RecordDB(open_sqlite_backend(path_or_url, mode));
+}
+
+const std::string& RecordDB::path() const { return impl_->where_name(); }
+
+void RecordDB::set_busy_timeout_ms(int64_t ms) { impl_->set_busy_timeout_ms(ms); }
+
+namespace {
+
+std::string where(const RecordBackend& b) { return "records database '" + b.where_name() + "'"; }
+
+}  // namespace
+
+void RecordDB::add(const Record& r) { add_batch({r}); }
+
+void RecordDB::add_batch(const std::vector<Record>& rs) {
+  std::vector<Record> ok;
+  ok.reserve(rs.size());
+  for (const Record& r : rs) {
+    try {
+      ok.push_back(validated_record(r));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(where(*impl_) + ": " + e.what());
+    }
+  }
+  impl_->add_batch(ok);
+}
+
+ClaimResult RecordDB::claim(const std::string& workload_key, const std::string& target_key,
+                            const std::vector<std::string>& configs, const std::string& owner,
+                            int64_t max_trials, int64_t ttl_s, double retry_timeouts_below_s) {
+  std::vector<std::string> canonical;
+  for (const std::string& c : configs) {
+    try {
+      canonical.push_back(canonical_config(c));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(where(*impl_) + ": claim: " + e.what());
+    }
+  }
+  if (owner.empty()) throw std::invalid_argument(where(*impl_) + ": claim: empty owner");
+  return impl_->claim(workload_key, target_key, canonical, owner, max_trials, ttl_s,
+                      retry_timeouts_below_s);
+}
+
+void RecordDB::renew_claims(const std::string& owner, int64_t ttl_s) {
+  impl_->renew_claims(owner, ttl_s);
+}
+
+void RecordDB::release_claims(const std::string& owner) { impl_->release_claims(owner); }
+
+int64_t RecordDB::live_claims(const std::string& workload_key,
+                              const std::string& target_key) const {
+  return impl_->live_claims(workload_key, target_key);
+}
+
 std::optional<Record> RecordDB::best(const std::string& workload_key,
                                      const std::string& target_key) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  Stmt s(*impl_, (std::string("SELECT ") + kColumns +
-                  " FROM records WHERE workload_key = ? AND target_key = ? AND error = 'ok' "
-                  "ORDER BY mean_ms, id LIMIT 1")
-                     .c_str());
-  s.bind(1, workload_key).bind(2, target_key);
-  if (!s.step()) return std::nullopt;
-  return read_record(s, *impl_);
+  return impl_->best(workload_key, target_key);
 }
 
 std::vector<Record> RecordDB::records(const std::string& workload_key,
                                       const std::string& target_key) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  Stmt s(*impl_, (std::string("SELECT ") + kColumns +
-                  " FROM records WHERE workload_key = ? AND target_key = ? "
-                  "ORDER BY timestamp_unix, id")
-                     .c_str());
-  s.bind(1, workload_key).bind(2, target_key);
-  std::vector<Record> out;
-  while (s.step()) out.push_back(read_record(s, *impl_));
-  return out;
+  return impl_->records(workload_key, target_key);
 }
 
 bool RecordDB::has_config(const std::string& workload_key, const std::string& target_key,
@@ -831,55 +349,27 @@ bool RecordDB::has_config(const std::string& workload_key, const std::string& ta
   try {
     canonical = canonical_config(config_json);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(impl_->where() + ": has_config: " + e.what());
+    throw std::invalid_argument(where(*impl_) + ": has_config: " + e.what());
   }
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  Stmt s(*impl_,
-         "SELECT 1 FROM records WHERE workload_key = ? AND target_key = ? AND config_json = ? "
-         "LIMIT 1");
-  s.bind(1, workload_key).bind(2, target_key).bind(3, canonical);
-  return s.step();
+  return impl_->has_config(workload_key, target_key, canonical);
 }
 
 std::vector<std::string> RecordDB::workloads(const std::string& target_key) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  Stmt s(*impl_,
-         "SELECT DISTINCT workload_key FROM records WHERE target_key = ? ORDER BY workload_key");
-  s.bind(1, target_key);
-  std::vector<std::string> out;
-  while (s.step()) out.push_back(s.text(0));
-  return out;
+  return impl_->workloads(target_key);
 }
 
-std::vector<std::string> RecordDB::targets() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  Stmt s(*impl_, "SELECT DISTINCT target_key FROM records ORDER BY target_key");
-  std::vector<std::string> out;
-  while (s.step()) out.push_back(s.text(0));
-  return out;
-}
+std::vector<std::string> RecordDB::targets() const { return impl_->targets(); }
 
-size_t RecordDB::count() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  Stmt s(*impl_, "SELECT count(*) FROM records");
-  s.step();
-  return static_cast<size_t>(s.int64(0));
+size_t RecordDB::count() const { return impl_->count(); }
+
+std::vector<Record> RecordDB::all_records(const std::string& workload_key) const {
+  return impl_->all_records(workload_key);
 }
 
 size_t RecordDB::export_jsonl(std::ostream& out, const std::string& workload_key) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  // One statement reads one consistent snapshot, even while others write.
-  std::string sql = std::string("SELECT ") + kColumns + " FROM records" +
-                    (workload_key.empty() ? "" : " WHERE workload_key = ?") +
-                    " ORDER BY workload_key, target_key, timestamp_unix, id";
-  Stmt s(*impl_, sql.c_str());
-  if (!workload_key.empty()) s.bind(1, workload_key);
-  size_t n = 0;
-  while (s.step()) {
-    out << record_to_json_line(read_record(s, *impl_)) << '\n';
-    ++n;
-  }
-  return n;
+  std::vector<Record> rs = impl_->all_records(workload_key);
+  for (const Record& r : rs) out << record_to_json_line(r) << '\n';
+  return rs.size();
 }
 
 size_t RecordDB::export_jsonl(const std::string& path, const std::string& workload_key) const {
@@ -929,6 +419,22 @@ void check_config_in_space(const Record& r) {
 
 }  // namespace
 
+size_t RecordDB::import_records(const std::vector<Record>& rs) {
+  std::vector<Record> ok;
+  ok.reserve(rs.size());
+  for (size_t i = 0; i < rs.size(); ++i) {
+    try {
+      ok.push_back(validated_record(rs[i]));
+      check_config_in_space(ok.back());
+    } catch (const std::exception& e) {
+      throw std::invalid_argument(where(*impl_) + ": record " + std::to_string(i + 1) + " of " +
+                                  std::to_string(rs.size()) + " (workload \"" + rs[i].workload_key +
+                                  "\"): " + e.what() + " (nothing was added)");
+    }
+  }
+  return impl_->import_records(ok);
+}
+
 size_t RecordDB::import_jsonl(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read '" + path + "'");
@@ -942,16 +448,15 @@ size_t RecordDB::import_jsonl(const std::string& path) {
       check_config_in_space(rs.back());
     } catch (const std::exception& e) {
       throw std::runtime_error(path + ":" + std::to_string(lineno) + ": " + e.what() +
-                               " (nothing was imported into '" + impl_->path + "')");
+                               " (nothing was imported into '" + impl_->where_name() + "')");
     }
   }
   if (in.bad()) throw std::runtime_error("cannot read '" + path + "'");
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  WriteTxn txn(*impl_);
-  size_t added = 0;
-  for (const Record& r : rs) added += insert(*impl_, r, true) ? 1 : 0;
-  txn.commit();
-  return added;
+  return impl_->import_records(rs);
+}
+
+size_t sync_records(const RecordDB& from, RecordDB& to) {
+  return to.import_records(from.all_records());
 }
 
 }  // namespace kiln::tuner

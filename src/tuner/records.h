@@ -1,4 +1,16 @@
-// The tuning records database: every measured candidate, in one sqlite file.
+// The tuning records database: every measured candidate, in one sqlite file
+// or in a PostgreSQL database shared by tuners on many hosts.
+//
+// RecordDB::open(path_or_url) picks the backend (record_backend.h): a
+// "postgresql://" or "postgres://" URL (libpq's form,
+// postgresql://user[:password]@host[:port]/db[?param=value]) opens PostgreSQL,
+// anything else a sqlite file. Both keep every guarantee below, with the
+// server's transactions in place of sqlite's file locking: in PostgreSQL a
+// claim takes row locks (a per-task advisory lock only for the trial cap),
+// expiry is compared with the server's clock (now()), and a unique index on
+// the whole record makes a duplicate impossible even for racing importers.
+// The guarantees below name sqlite's mechanisms; PostgreSQL's equivalents are
+// described in records_postgres.cc.
 //
 // A record is one config of one workload measured on one target (TargetKey):
 // every time measured, or the error class that stopped it. The tuner adds a
@@ -32,8 +44,11 @@
 //    task, which may also exceed the trial cap by that batch.
 // A write that finds the database locked for longer than the busy timeout
 // throws RecordDBBusy (a std::runtime_error): the caller may retry it.
-// Errors name the database (or JSONL) file: std::invalid_argument for a bad
-// record passed in, std::runtime_error for everything else.
+// Errors name the database (or JSONL) file, or the URL without its password:
+// std::invalid_argument for a bad record passed in, std::runtime_error for
+// everything else (a PostgreSQL server that cannot be reached included).
+// Storing a record identical in every field to a stored one is a no-op (add,
+// import and sync alike), so copying records twice adds nothing.
 //
 // JSON lines (export/import), one record per line, fields in this order:
 //   {"workload":K,"target":T,"config":{...},"times_ms":[...],"error":"ok",
@@ -64,6 +79,9 @@ struct ClaimResult {
   std::vector<bool> granted;  // per config: this owner may measure it
   int64_t taken = 0;          // records + others' live claims before this batch
   bool capped = false;        // the trial cap is reached: no more trials for the task
+  // Contention, for measuring a shared database (PostgreSQL; always 0 in sqlite):
+  int64_t lock_waits = 0;      // 1 if the claim waited for the task's lock (held by another)
+  int64_t skipped_locked = 0;  // configs skipped: another transaction held them right now
 };
 
 struct Record {
@@ -82,19 +100,24 @@ struct Record {
   bool operator==(const Record&) const = default;
 };
 
+class RecordBackend;  // record_backend.h: the sqlite or PostgreSQL storage
+
 class RecordDB {
  public:
   static constexpr int kSchemaVersion = 2;
   static constexpr int64_t kClaimTtlS = 600;  // a claim not renewed for 10 min is expired
 
   enum class Mode { kCreate, kMustExist };
-  // Opens (kCreate: creating if absent) and migrates to kSchemaVersion.
-  static RecordDB open(const std::string& path, Mode mode = Mode::kCreate);
+  // Opens (kCreate: creating if absent) and migrates to kSchemaVersion. A
+  // PostgreSQL database must exist (CREATE DATABASE is the administrator's);
+  // kCreate creates kiln's tables in it, kMustExist refuses one without them.
+  static RecordDB open(const std::string& path_or_url, Mode mode = Mode::kCreate);
 
   RecordDB(RecordDB&&) noexcept;
   RecordDB& operator=(RecordDB&&) noexcept;
   ~RecordDB();
 
+  // The file, or the URL without its password.
   const std::string& path() const;
   // How long a write waits for another connection's lock before throwing
   // RecordDBBusy (default 10 s).
@@ -148,12 +171,28 @@ class RecordDB {
   // Returns the number added; on any error nothing is added.
   size_t import_jsonl(const std::string& path);
 
-  struct Impl;  // the sqlite connection; defined in records.cc only
+  // Every record (only workload_key's if non-empty), in export_jsonl's order.
+  std::vector<Record> all_records(const std::string& workload_key = "") const;
+  // Validates every record first (as import_jsonl does), then adds them in one
+  // transaction, skipping records identical to stored ones. Returns the number
+  // added; on any error nothing is added.
+  size_t import_records(const std::vector<Record>& rs);
 
  private:
-  explicit RecordDB(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit RecordDB(std::unique_ptr<RecordBackend> backend);
+  std::unique_ptr<RecordBackend> impl_;
 };
+
+// Copies every record of `from` into `to` (any two stores: sqlite files,
+// PostgreSQL databases, either direction) in one transaction of `to`;
+// idempotent. Returns the number of records added to `to`.
+size_t sync_records(const RecordDB& from, RecordDB& to);
+// Whether a --tuning-log names a PostgreSQL database (postgresql:// or
+// postgres://) rather than a sqlite file.
+bool is_postgres_url(const std::string& path_or_url);
+// A database's name for messages and reports: a URL without its password
+// (postgresql://user:secret@h/db -> postgresql://user@h/db); a file name as it is.
+std::string redact_url(const std::string& url);
 
 // One JSON line for a record (no newline), and its inverse; parse throws
 // std::invalid_argument saying which field is wrong.
