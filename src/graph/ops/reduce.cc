@@ -488,15 +488,33 @@ std::vector<Tensor> layer_norm_compute(const Node& node, const ComputeInputs& in
 
 enum class PoolKind { kMax, kAverage };
 
+// The pools also run on NCHW[b]c data (graph::propagate_layout, between
+// blocked convolutions): the node then carries kiln_block = b, its input is
+// [N, C/b, H, W, b] and its output [N, C/b, OH, OW, b]. The attribute keeps
+// this apart from a 3-D pool over a 5-D NCDHW input.
 struct PoolShapes {
-  int64_t n, c, h, w;
+  int64_t n, c, h, w;  // c: channel blocks when blocked
+  int64_t block;       // 0: NCHW
   Window win;
   bool count_include_pad;
-  std::vector<int64_t> out_shape() const { return {n, c, win.out[0], win.out[1]}; }
+  std::vector<int64_t> out_shape() const {
+    if (block) return {n, c, win.out[0], win.out[1], block};
+    return {n, c, win.out[0], win.out[1]};
+  }
 };
 
+// kiln_block of a pool node, checked against its input's shape.
+int64_t pool_block(const Node& node, const std::vector<int64_t>& x) {
+  int64_t block = attr_int(node, "kiln_block", 0);
+  if (block < 0 || (block > 0 && (x.size() != 5 || x[4] != block)))
+    fail(node, "kiln_block " + std::to_string(block) + " needs an NCHW" + std::to_string(block) +
+                   "c input; got " + shape_str(x));
+  return block;
+}
+
 PoolShapes pool_shapes(const Node& node, PoolKind kind, const std::vector<int64_t>& x) {
-  if (x.size() != 4)
+  const int64_t block = pool_block(node, x);
+  if (!block && x.size() != 4)
     fail(node, "only 2-D pooling over NCHW input is supported; got input " + shape_str(x));
   if (kind == PoolKind::kMax && node.outputs.size() > 1 && !node.outputs[1].empty())
     fail(node, "the Indices output is not supported");
@@ -504,6 +522,7 @@ PoolShapes pool_shapes(const Node& node, PoolKind kind, const std::vector<int64_
                x[1],
                x[2],
                x[3],
+               block,
                pool_window(node, {x[2], x[3]}),
                attr_int(node, "count_include_pad", 0) != 0};
   return s;
@@ -547,25 +566,28 @@ EvaluateFn pool_evaluate(PoolKind kind) {
     float* yp = data_of<float>(y);
     auto [lo_h, hi_h] = counted_range(s, 0);
     auto [lo_w, hi_w] = counted_range(s, 1);
+    // Element (ih, iw) of plane (nc, lane) is at (nc * H * W + ih * W + iw) * B + lane.
+    const int64_t lanes = std::max<int64_t>(s.block, 1);
     for (int64_t nc = 0; nc < s.n * s.c; ++nc)
-      for (int64_t oh = 0; oh < win.out[0]; ++oh)
-        for (int64_t ow = 0; ow < win.out[1]; ++ow) {
-          double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
-          for (int64_t ky = 0; ky < win.kernel[0]; ++ky) {
-            int64_t ih = win.start(0, oh) + ky * win.dilation[0];
-            if (ih < 0 || ih >= s.h) continue;
-            for (int64_t kx = 0; kx < win.kernel[1]; ++kx) {
-              int64_t iw = win.start(1, ow) + kx * win.dilation[1];
-              if (iw < 0 || iw >= s.w) continue;
-              double v = xp[(nc * s.h + ih) * s.w + iw];
-              acc = kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
+      for (int64_t lane = 0; lane < lanes; ++lane)
+        for (int64_t oh = 0; oh < win.out[0]; ++oh)
+          for (int64_t ow = 0; ow < win.out[1]; ++ow) {
+            double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+            for (int64_t ky = 0; ky < win.kernel[0]; ++ky) {
+              int64_t ih = win.start(0, oh) + ky * win.dilation[0];
+              if (ih < 0 || ih >= s.h) continue;
+              for (int64_t kx = 0; kx < win.kernel[1]; ++kx) {
+                int64_t iw = win.start(1, ow) + kx * win.dilation[1];
+                if (iw < 0 || iw >= s.w) continue;
+                double v = xp[((nc * s.h + ih) * s.w + iw) * lanes + lane];
+                acc = kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
+              }
             }
+            if (kind == PoolKind::kAverage)
+              acc /= static_cast<double>(taps_inside(win, 0, oh, lo_h, hi_h) *
+                                         taps_inside(win, 1, ow, lo_w, hi_w));
+            yp[((nc * win.out[0] + oh) * win.out[1] + ow) * lanes + lane] = static_cast<float>(acc);
           }
-          if (kind == PoolKind::kAverage)
-            acc /= static_cast<double>(taps_inside(win, 0, oh, lo_h, hi_h) *
-                                       taps_inside(win, 1, ow, lo_w, hi_w));
-          yp[(nc * win.out[0] + oh) * win.out[1] + ow] = static_cast<float>(acc);
-        }
     return std::vector<Initializer>{std::move(y)};
   };
 }
@@ -579,6 +601,7 @@ ComputeFn pool_compute(PoolKind kind) {
     const Window& win = s.win;
     std::vector<int64_t> bound = {0, 0, win.leaves_input(0) ? s.h : 0,
                                   win.leaves_input(1) ? s.w : 0};
+    if (s.block) bound.push_back(0);
     Expr fill = kind == PoolKind::kMax ? ir::reduce_identity(ir::ReduceOp::Max, ir::DataType::f32())
                                        : Expr(0.0f);
     IterVar ry = ir::reduce_axis(win.kernel[0], "ry");
@@ -588,7 +611,9 @@ ComputeFn pool_compute(PoolKind kind) {
         [&](const std::vector<Var>& i) {
           Expr h = i[2] * win.stride[0] - win.pad_begin[0] + ry->var * win.dilation[0];
           Expr w = i[3] * win.stride[1] - win.pad_begin[1] + rx->var * win.dilation[1];
-          Expr v = guarded_read(x, {i[0], i[1], h, w}, bound, fill);
+          std::vector<Expr> idx = {i[0], i[1], h, w};
+          if (s.block) idx.push_back(i[4]);  // the lane: contiguous, vectorized
+          Expr v = guarded_read(x, idx, bound, fill);
           return kind == PoolKind::kMax ? ir::reduce_max(v, {ry, rx}) : ir::sum(v, {ry, rx});
         },
         node.name + (kind == PoolKind::kMax ? ".maxpool" : ".sumpool"));
@@ -600,7 +625,7 @@ ComputeFn pool_compute(PoolKind kind) {
         [&](const std::vector<Var>& i) {
           Expr count = taps_inside_expr(win, 0, i[2], range_h.first, range_h.second) *
                        taps_inside_expr(win, 1, i[3], range_w.first, range_w.second);
-          return ir::at(r, i[0], i[1], i[2], i[3]) / ir::cast(ir::DataType::f32(), count);
+          return ir::read(r, {i.begin(), i.end()}) / ir::cast(ir::DataType::f32(), count);
         },
         node.name + ".avgpool");
     return std::vector<Tensor>{y};
@@ -609,10 +634,13 @@ ComputeFn pool_compute(PoolKind kind) {
 
 // ---- GlobalAveragePool / GlobalMaxPool ----------------------------------------------------
 
+// With kiln_block = b (as the pools above): input [N, C/b, H, W, b], output
+// [N, C/b, 1, 1, b].
 std::vector<int64_t> global_pool_shape(const Node& node, const std::vector<int64_t>& x) {
   if (x.size() < 3) fail(node, "input must have rank >= 3 (N, C, spatial...); got " + shape_str(x));
+  const int64_t block = pool_block(node, x);
   std::vector<int64_t> out = x;
-  for (size_t d = 2; d < out.size(); ++d) out[d] = 1;
+  for (size_t d = 2; d < out.size() - (block ? 1 : 0); ++d) out[d] = 1;
   return out;
 }
 
@@ -621,20 +649,23 @@ EvaluateFn global_pool_evaluate(PoolKind kind) {
     const Initializer& x = required_input(node, inputs, 0);
     require_f32(node, x, "X");
     std::vector<int64_t> out_shape = global_pool_shape(node, x.type.shape);
+    // Element j of plane (p, lane) is at (p * area + j) * lanes + lane.
+    const int64_t lanes = std::max<int64_t>(pool_block(node, x.type.shape), 1);
     int64_t planes = x.type.shape[0] * x.type.shape[1];
-    int64_t area = planes ? x.type.num_elements() / planes : 0;
+    int64_t area = planes ? x.type.num_elements() / planes / lanes : 0;
     if (area == 0) fail(node, "empty spatial dims");
     Initializer y = make_tensor("float32", out_shape);
     const float* xp = data_of<float>(x);
-    for (int64_t p = 0; p < planes; ++p) {
-      double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
-      for (int64_t j = 0; j < area; ++j) {
-        double v = xp[p * area + j];
-        acc = kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
+    for (int64_t p = 0; p < planes; ++p)
+      for (int64_t lane = 0; lane < lanes; ++lane) {
+        double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+        for (int64_t j = 0; j < area; ++j) {
+          double v = xp[(p * area + j) * lanes + lane];
+          acc = kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
+        }
+        if (kind == PoolKind::kAverage) acc /= static_cast<double>(area);
+        data_of<float>(y)[p * lanes + lane] = static_cast<float>(acc);
       }
-      if (kind == PoolKind::kAverage) acc /= static_cast<double>(area);
-      data_of<float>(y)[p] = static_cast<float>(acc);
-    }
     return std::vector<Initializer>{std::move(y)};
   };
 }
@@ -646,9 +677,30 @@ ComputeFn global_pool_compute(PoolKind kind) {
         std::vector<int64_t> shape = static_shape(x);
         std::vector<int64_t> out_shape = global_pool_shape(node, shape);
         check_out_type(node, out_types, 0, out_shape, "float32");
+        const int64_t block = pool_block(node, shape);
         int64_t area = 1;
-        for (size_t d = 2; d < shape.size(); ++d) area *= shape[d];
+        for (size_t d = 2; d < shape.size() - (block ? 1 : 0); ++d) area *= shape[d];
         if (area == 0) fail(node, "empty spatial dims");
+        if (block) {
+          // The lanes are the innermost output axis, contiguous in x: the
+          // generic schedule vectorizes them inside the reduction over H, W.
+          IterVar rh = ir::reduce_axis(shape[2], "rh"), rw = ir::reduce_axis(shape[3], "rw");
+          Tensor red = ir::compute(
+              shape_exprs(out_shape),
+              [&](const std::vector<Var>& i) {
+                Expr v = ir::read(x, {i[0], i[1], rh->var, rw->var, i[4]});
+                return kind == PoolKind::kMax ? ir::reduce_max(v, {rh, rw}) : ir::sum(v, {rh, rw});
+              },
+              node.name + (kind == PoolKind::kMax ? ".max" : ".sum"));
+          if (kind == PoolKind::kMax) return std::vector<Tensor>{red};
+          return std::vector<Tensor>{ir::compute(
+              red->shape,
+              [&](const std::vector<Var>& i) {
+                return ir::read(red, {i.begin(), i.end()}) *
+                       Expr(static_cast<float>(1.0 / static_cast<double>(area)));
+              },
+              node.name + ".mean")};
+        }
         // Each plane is contiguous: a row reduction with vector partials.
         Shape plane(shape.begin() + 2, shape.end());
         Tensor red = row_reduce(
