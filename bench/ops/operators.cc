@@ -234,6 +234,35 @@ Case max_pool(const Ints& s) {
           {{"x", b.sample(x)}}};
 }
 
+// Pools as they run between blocked convolutions (graph::propagate_layout):
+// on NCHW[b]c data, s = [N, C/b, H, W, b].
+Case blocked_max_pool(const Ints& s) {
+  Builder b(9);
+  std::string x = b.input("x", s, -2, 2);
+  std::string y = b.node("MaxPool", {x},
+                         {{"kernel_shape", Ints{3, 3}},
+                          {"strides", Ints{2, 2}},
+                          {"pads", Ints{1, 1, 1, 1}},
+                          {"kiln_block", s.back()}});
+  Ints o = b.sample(y).type.shape;
+  return {"MaxPool 3x3 s2 p1, NCHW[b]c " + kiln::graph::shape_str(s),
+          "9/output",
+          9.0 * elements(o),
+          b.finish(y),
+          {{"x", b.sample(x)}}};
+}
+
+Case blocked_global_average_pool(const Ints& s) {
+  Builder b(10);
+  std::string x = b.input("x", s, -2, 2);
+  std::string y = b.node("GlobalAveragePool", {x}, {{"kiln_block", s.back()}});
+  return {"GlobalAveragePool, NCHW[b]c " + kiln::graph::shape_str(s),
+          "1/elem",
+          1.0 * elements(s),
+          b.finish(y),
+          {{"x", b.sample(x)}}};
+}
+
 Case flatten(const Ints& s) {
   Builder b(8);
   std::string x = b.input("x", s, -2, 2);
@@ -331,9 +360,16 @@ int main(int argc, char** argv) {
   }
   std::vector<Case> cases;
   if (smoke) {
-    cases = {softmax({1, 2, 3, 33}), layer_norm({1, 3, 37}), decomposed_layer_norm({1, 3, 37}),
-             gelu({1, 3, 37}),       reduce_mean({2, 17}),   global_average_pool({1, 3, 5, 5}),
-             max_pool({1, 2, 9, 9}), flatten({1, 5, 1, 1})};
+    cases = {softmax({1, 2, 3, 33}),
+             layer_norm({1, 3, 37}),
+             decomposed_layer_norm({1, 3, 37}),
+             gelu({1, 3, 37}),
+             reduce_mean({2, 17}),
+             global_average_pool({1, 3, 5, 5}),
+             max_pool({1, 2, 9, 9}),
+             blocked_max_pool({1, 2, 9, 9, 8}),
+             blocked_global_average_pool({1, 2, 3, 3, 8}),
+             flatten({1, 5, 1, 1})};
   } else {
     cases = {softmax({1, 4, 128, 128}),
              layer_norm({1, 128, 256}),
@@ -343,6 +379,8 @@ int main(int argc, char** argv) {
              global_average_pool({1, 512, 7, 7}),
              global_average_pool({1, 1000, 13, 13}),
              max_pool({1, 64, 112, 112}),
+             blocked_max_pool({1, 4, 112, 112, 16}),
+             blocked_global_average_pool({1, 32, 7, 7, 16}),
              flatten({1, 512, 1, 1})};
   }
   std::printf("kiln_bench_ops: %d threads, fp32 FMA peak measured now %.0f GFLOP/s%s\n", threads,
