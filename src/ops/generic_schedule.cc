@@ -91,6 +91,9 @@ bool vectorize_reduction(const Stage& s, int64_t vector_lanes, bool parallel) {
   const auto& axis = s->op->axis;
   const ir::IterVar last = axis.back();
   const int64_t extent = extent_of(last);
+  // A channel block narrower than the vector (8 channels under AVX-512) runs
+  // as one narrower vector: still whole loads, no gathers.
+  if (extent >= 4 && extent < vector_lanes && vector_lanes % extent == 0) vector_lanes = extent;
   if (vector_lanes <= 1 || extent < vector_lanes || extent % vector_lanes != 0 ||
       extent > 4 * vector_lanes || !contiguous_along(s, last->var))
     return false;
