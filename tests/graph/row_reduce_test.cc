@@ -95,9 +95,9 @@ TEST(RowReduce, GlobalPools) {
 }
 
 // The schedule's shape for Softmax over [4, 128]: the output's row loop is
-// the only root loop nest besides the output, every statistic (maxima, sums
-// and their partials) is attached inside it, and each partial stage runs its
-// partial axis as vectors inside its reduction loop.
+// the only root loop nest, every statistic (maxima, sums, their partials,
+// 1 / sum) is attached inside it, and each partial stage runs its partial
+// axis as vectors inside its reduction loop.
 TEST(RowReduce, SoftmaxIsOneRowKernelWithVectorPartials) {
   std::mt19937_64 rng(35);
   Initializer x = random_tensor("float32", {4, 128}, rng);
@@ -124,7 +124,7 @@ TEST(RowReduce, SoftmaxIsOneRowKernelWithVectorPartials) {
       EXPECT_TRUE(reduce_before_lanes);
       ++vector_partials;
     }
-    EXPECT_EQ(attached, 4);  // max, max partials, sum, sum partials
+    EXPECT_EQ(attached, 5);  // max, max partials, sum, sum partials, 1 / sum
     EXPECT_EQ(vector_partials, 2);
   }
 }
