@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "graph/passes/div_by_constant.h"
 #include "graph/passes/eliminate_dead_code.h"
 #include "graph/passes/fold_batch_norm.h"
 #include "graph/passes/fold_constants.h"
@@ -38,6 +39,8 @@ void run_default_passes(Graph& g) {
   // until then.
   int ln = fuse_layer_norm(g);
   trace(g, "fuse_layer_norm", std::to_string(ln) + " rewritten");
+  int dv = div_by_constant(g);
+  trace(g, "div_by_constant", std::to_string(dv) + " rewritten");
   int bn = fold_batch_norm(g);
   trace(g, "fold_batch_norm", std::to_string(bn) + " folded");
   f = fold_constants(g);
