@@ -106,11 +106,36 @@ struct TensorTable {
   }
 };
 
-TensorTable tabulate(const Graph& g, const std::vector<GroupKernel>& kernels) {
+// A view group (graph::storage_alias): no kernel; its output lives in its
+// input's storage. `position`: the number of kernels that run before it.
+struct ViewAlias {
+  size_t position = 0;
+  std::string output, input;
+};
+
+// Splits off the view groups: each remaining group becomes a kernel.
+std::vector<graph::FusedGroup> split_views(const Graph& g, std::vector<graph::FusedGroup> groups,
+                                           std::vector<ViewAlias>& views) {
+  std::vector<graph::FusedGroup> kernel_groups;
+  for (graph::FusedGroup& grp : groups) {
+    if (auto a = graph::storage_alias(g, grp))
+      views.push_back({kernel_groups.size(), a->first, a->second});
+    else
+      kernel_groups.push_back(std::move(grp));
+  }
+  return kernel_groups;
+}
+
+TensorTable tabulate(const Graph& g, const std::vector<GroupKernel>& kernels,
+                     const std::vector<ViewAlias>& views) {
   TensorTable table;
   for (const auto& in : g.inputs) table.add(in.name);
   for (const GroupKernel& k : kernels)
     for (const std::string& a : k.args) table.add(a);
+  for (const ViewAlias& v : views) {
+    table.add(v.input);
+    table.add(v.output);
+  }
   for (const std::string& out : g.outputs) {
     if (!g.type_of(out)) throw std::runtime_error("graph output '" + out + "' has no type");
     table.add(out);
@@ -129,10 +154,23 @@ const graph::TensorType& type_of(const Graph& g, const std::string& value) {
 
 // Storage for every tensor: graph inputs, outputs and weights own theirs;
 // intermediates share storage once their readers have run.
+// A view is a step that reads its input and produces its output as an alias
+// of it, in its place in the execution order.
 graph::passes::MemoryPlan plan_storage(const Graph& g, const std::vector<GroupKernel>& kernels,
+                                       const std::vector<ViewAlias>& views,
                                        const TensorTable& table) {
   graph::passes::MemoryPlanRequest req;
-  for (const GroupKernel& k : kernels) {
+  size_t next_view = 0;
+  auto add_views_before = [&](size_t k) {
+    for (; next_view < views.size() && views[next_view].position <= k; ++next_view) {
+      const ViewAlias& v = views[next_view];
+      req.steps.push_back({{v.input}, {v.output}});
+      req.aliases.push_back({v.output, v.input, 0});
+    }
+  };
+  for (size_t ki = 0; ki < kernels.size(); ++ki) {
+    add_views_before(ki);
+    const GroupKernel& k = kernels[ki];
     graph::passes::PlanStep step;
     for (const std::string& a : k.args) {
       bool produced = std::find(k.outputs.begin(), k.outputs.end(), a) != k.outputs.end();
@@ -140,6 +178,7 @@ graph::passes::MemoryPlan plan_storage(const Graph& g, const std::vector<GroupKe
     }
     req.steps.push_back(std::move(step));
   }
+  add_views_before(kernels.size());
   for (const std::string& name : table.names) {
     const graph::TensorType& t = type_of(g, name);
     req.sizes[name] = static_cast<size_t>(t.num_elements()) * graph::dtype_size(t.dtype);
@@ -245,9 +284,11 @@ BuiltModule run_build(ModelSource model, const BuildOptions& o) {
   debug_graph("layout", g);
   std::vector<graph::FusedGroup> groups = graph::fuse_ops(g);
   debug_graph("fusion", g, groups);
+  std::vector<ViewAlias> views;  // Reshape/Flatten/...: aliases, no kernel
+  groups = split_views(g, std::move(groups), views);
   std::vector<GroupKernel> kernels = lower_groups(g, groups, o.target);
-  TensorTable table = tabulate(g, kernels);
-  graph::passes::MemoryPlan plan = plan_storage(g, kernels, table);
+  TensorTable table = tabulate(g, kernels, views);
+  graph::passes::MemoryPlan plan = plan_storage(g, kernels, views, table);
   BuiltModule m = assemble(g, groups, std::move(kernels), table, plan, o.target);
   m.workloads = count_workloads(uses);
   generate_code(m, o.target);

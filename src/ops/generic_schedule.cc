@@ -1,5 +1,11 @@
 #include "ops/generic_schedule.h"
 
+#include <algorithm>
+
+#include "ir/canonical_form.h"
+#include "ir/functor.h"
+#include "ir/simplify.h"
+
 namespace kiln::ops {
 
 using schedule::Stage;
@@ -37,13 +43,97 @@ void fuse_leading_and_parallelize(const Stage& s, const std::vector<ir::IterVar>
   fuse_and_parallelize(s, std::vector<ir::IterVar>(outer.begin(), outer.begin() + k), parallel);
 }
 
+// Every tensor read in an expression.
+class ReadCollector : public ir::IRVisitor {
+ public:
+  std::vector<const ir::TensorReadNode*> reads;
+
+ protected:
+  void visit_tensor_read(const ir::TensorReadNode* op) override {
+    reads.push_back(op);
+    ir::IRVisitor::visit_tensor_read(op);
+  }
+};
+
+// Whether every read in the stage's body steps through memory by one element
+// (or not at all) as `v` steps by one: then a vector of consecutive `v`
+// reads each input with one vector load (or a broadcast). The test is on the
+// flat row-major offset, so a row walked through a div/mod unflattening
+// (floordiv(k, 7) * 7 + floormod(k, 7)) counts once the simplifier merges it.
+bool contiguous_along(const Stage& s, const ir::Var& v) {
+  ReadCollector c;
+  c.visit(s->op->body);
+  for (const ir::TensorReadNode* r : c.reads) {
+    ir::Expr flat = ir::Expr(int64_t{0});
+    for (size_t d = 0; d < r->indices.size(); ++d) {
+      const int64_t* e = ir::as_const_int(r->tensor->shape[d]);
+      if (!e) return false;
+      flat = flat * ir::Expr(*e) + r->indices[d];
+    }
+    if (!ir::uses_var(flat, v)) continue;
+    std::optional<ir::arith::Linear> l = ir::arith::to_linear(ir::simplify(flat));
+    if (!l) return false;
+    for (const auto& [atom, coef] : l->terms) {
+      const bool is_v = atom.get() == static_cast<const ir::ExprNode*>(v.get());
+      if (is_v ? coef != 1 : ir::uses_var(atom, v)) return false;
+    }
+  }
+  return true;
+}
+
+// A reduction whose innermost spatial axis is a multiple of the lanes and
+// contiguous in its inputs (a row reduction's partials, pooling over a
+// channel block) runs that axis as vectors inside its reduction loops:
+// [spatial..., reduce..., lanes] keeps one vector accumulator per lane group
+// and loads whole vectors. The lane groups outside the vector (16 partials
+// with 8 lanes) are unrolled: independent accumulators.
+bool vectorize_reduction(const Stage& s, int64_t vector_lanes, bool parallel) {
+  const auto& axis = s->op->axis;
+  const ir::IterVar last = axis.back();
+  const int64_t extent = extent_of(last);
+  // A channel block narrower than the vector (8 channels under AVX-512) runs
+  // as one narrower vector: still whole loads, no gathers.
+  if (extent >= 4 && extent < vector_lanes && vector_lanes % extent == 0) vector_lanes = extent;
+  if (vector_lanes <= 1 || extent < vector_lanes || extent % vector_lanes != 0 ||
+      extent > 4 * vector_lanes || !contiguous_along(s, last->var))
+    return false;
+  std::vector<ir::IterVar> outer(axis.begin(), axis.end() - 1);
+  ir::IterVar fused;
+  if (!outer.empty()) fused = outer.size() == 1 ? outer[0] : s->fuse(outer);
+  auto [lo, li] = s->split(last, vector_lanes);
+  std::vector<ir::IterVar> order;
+  if (fused) order.push_back(fused);
+  for (const ir::IterVar& r : s->op->reduce_axis) order.push_back(r);
+  order.push_back(lo);
+  order.push_back(li);
+  s->reorder(order);
+  s->vectorize(li);
+  if (extent > vector_lanes) s->unroll(lo);
+  if (fused && parallel) s->parallel(fused);
+  return true;
+}
+
+// Iterations of a stage's whole loop nest, reductions included: what a
+// reduction stage's parallel launch is paid from.
+int64_t work_of(const Stage& s) {
+  int64_t n = spatial_elements(s);
+  for (auto& r : s->op->reduce_axis) n *= extent_of(r);
+  return n;
+}
+
 }  // namespace
 
-void schedule_loops(const Stage& s, int64_t vector_lanes) {
+namespace {
+
+void schedule_loops_impl(const Stage& s, int64_t vector_lanes, bool may_parallel) {
   const auto& axis = s->op->axis;
   if (axis.empty()) return;
-  bool parallel = spatial_elements(s) >= kMinParallelElements;
+  bool parallel = may_parallel && spatial_elements(s) >= kMinParallelElements;
   if (!s->op->reduce_axis.empty()) {
+    // A reduction's loop nest covers its reduce loops too: 512 softmax rows
+    // of 128 are 64K iterations, worth two threads although only 512 outputs.
+    parallel = may_parallel && work_of(s) >= kMinParallelElements && spatial_elements(s) > 1;
+    if (vectorize_reduction(s, vector_lanes, parallel)) return;
     // The innermost spatial loop stays its own loop: indices inside the
     // reduction then need no division by the fused extents.
     std::vector<ir::IterVar> outer(axis.begin(), axis.end() - (axis.size() > 1 ? 1 : 0));
@@ -62,8 +152,109 @@ void schedule_loops(const Stage& s, int64_t vector_lanes) {
   fuse_leading_and_parallelize(s, outer, parallel);
 }
 
+std::vector<int64_t> static_shape_of(const Stage& s) {
+  std::vector<int64_t> shape;
+  for (const ir::Expr& e : s->op->shape) {
+    const int64_t* c = ir::as_const_int(e);
+    shape.push_back(c ? *c : -1);
+  }
+  return shape;
+}
+
+// The row dims of a normalization-like group: the D leading dims of the
+// output such that every other computed stage is a per-row statistic (its
+// first rank(out) dims are the output's for d < D and 1 from D on; row
+// partials carry one more dim). 0 when the stages do not have that form, or
+// when D would cover the whole output (a pooling window is not a row).
+size_t row_dims(const Stage& out, const std::vector<Stage>& stats) {
+  const std::vector<int64_t> o = static_shape_of(out);
+  size_t D = 0;
+  for (const Stage& s : stats) {
+    std::vector<int64_t> sh = static_shape_of(s);
+    if (sh.size() < o.size() || sh.size() > o.size() + 1) return 0;
+    size_t d = o.size();
+    while (d > 0 && sh[d - 1] == 1) --d;
+    D = std::max(D, d);
+  }
+  if (D == 0 || D >= o.size()) return 0;
+  for (const Stage& s : stats) {
+    std::vector<int64_t> sh = static_shape_of(s);
+    for (size_t d = 0; d < o.size(); ++d)
+      if (d < D ? sh[d] != o[d] || o[d] < 0 : sh[d] != 1) return 0;
+  }
+  return D;
+}
+
+// Softmax, LayerNorm, ReduceMean and global pooling as one row kernel: the
+// output's D row dims fused into one parallel loop, and every statistic
+// (row maxima, sums, their vector partials, mean and 1/std) computed inside
+// it for the current row only. A row is read by each pass while it is still
+// in L1, instead of one full pass over the tensor per statistic with a
+// parallel launch each; 1/std is computed once per row, not per element.
+bool schedule_rows(const Stage& out, const std::vector<Stage>& stats, int64_t vector_lanes) {
+  if (!out->op->reduce_axis.empty() || stats.empty()) return false;
+  const size_t D = row_dims(out, stats);
+  if (D == 0) return false;
+  const auto& axis = out->op->axis;
+  std::vector<ir::IterVar> rows(axis.begin(), axis.begin() + static_cast<std::ptrdiff_t>(D));
+  ir::IterVar row = rows.size() == 1 ? rows[0] : out->fuse(rows);
+  std::vector<ir::IterVar> inner(axis.begin() + static_cast<std::ptrdiff_t>(D), axis.end());
+  ir::IterVar last = inner.back();
+  if (extent_of(last) >= vector_lanes) {
+    auto [lo, li] = out->split(last, vector_lanes);
+    (void)lo;
+    out->vectorize(li);
+  }
+  int64_t n_rows = 1;
+  for (size_t d = 0; d < D; ++d) n_rows *= extent_of(axis[d]);
+  if (spatial_elements(out) >= kMinParallelElements && n_rows > 1) out->parallel(row);
+  for (const Stage& s : stats) {
+    schedule_loops_impl(s, vector_lanes, false);
+    s->compute_at(out, row);
+  }
+  return true;
+}
+
+}  // namespace
+
+void schedule_loops(const Stage& s, int64_t vector_lanes) {
+  schedule_loops_impl(s, vector_lanes, true);
+}
+
 schedule::Schedule schedule_generic(const std::vector<ir::Tensor>& outputs, int64_t vector_lanes) {
   schedule::Schedule sch = schedule::create_schedule(outputs);
+  std::vector<Stage> outs, reductions, injective;
+  for (const Stage& s : sch.stages()) {
+    if (s->is_placeholder()) continue;
+    if (s->is_output)
+      outs.push_back(s);
+    else if (s->op->reduce_axis.empty())
+      injective.push_back(s);
+    else
+      reductions.push_back(s);
+  }
+  // A row kernel also keeps the per-row stages between the reductions (mean,
+  // 1/std) as stages of their own inside the row loop.
+  if (outs.size() == 1 && !reductions.empty()) {
+    std::vector<Stage> stats = reductions, row_injective, inlined;
+    const std::vector<int64_t> o = static_shape_of(outs[0]);
+    for (const Stage& s : injective) {
+      std::vector<int64_t> sh = static_shape_of(s);
+      bool is_stat = sh.size() == o.size() && sh != o;
+      (is_stat ? row_injective : inlined).push_back(s);
+    }
+    std::vector<Stage> all = stats;
+    all.insert(all.end(), row_injective.begin(), row_injective.end());
+    // Stage order (producers first) decides the order inside the row loop.
+    std::vector<Stage> ordered;
+    for (const Stage& s : sch.stages())
+      if (std::find(all.begin(), all.end(), s) != all.end()) ordered.push_back(s);
+    if (row_dims(outs[0], ordered) > 0) {
+      for (const Stage& s : inlined) s->compute_inline();
+      schedule_rows(outs[0], ordered, vector_lanes);
+      return sch;
+    }
+  }
   for (const Stage& s : sch.stages()) {
     if (s->is_placeholder()) continue;
     if (!s->is_output && s->op->reduce_axis.empty()) {

@@ -144,7 +144,9 @@ TEST(FuseOps, LayoutTransformDoesNotFuseIntoAReduction) {
   GraphBuilder b(37);
   std::string x = b.input("x", {1, 8, 6, 6});
   std::string y = conv(b, "c", x, 8, 16, 3, pads(1));
-  b.output(b.node("MaxPool", {y}, {{"kernel_shape", std::vector<int64_t>{2, 2}}}, "pool"));
+  // A reduction over spatial dims in NCHW: the conv's output goes back to NCHW
+  // for it, in a kernel of its own.
+  b.output(b.node("ReduceSum", {y}, {{"axes", std::vector<int64_t>{2, 3}}}, "sum"));
   Graph g = b.graph();
   graph::apply_templates(g, graph::select_templates(g), {}, test::host_isa());
   graph::propagate_layout(g);
@@ -152,7 +154,24 @@ TEST(FuseOps, LayoutTransformDoesNotFuseIntoAReduction) {
   EXPECT_EQ(grouped_ops(g, groups), (std::vector<Strings>{{"kiln.LayoutTransform"},
                                                           {"kiln.Template", "Add"},
                                                           {"kiln.LayoutTransform"},
-                                                          {"MaxPool"}}));
+                                                          {"ReduceSum"}}));
+}
+
+// Pooling runs on the blocked data itself (propagate_layout): the transform
+// back to NCHW comes after it.
+TEST(FuseOps, PoolingOfABlockedConvRunsBlocked) {
+  GraphBuilder b(38);
+  std::string x = b.input("x", {1, 8, 6, 6});
+  std::string y = conv(b, "c", x, 8, 16, 3, pads(1));
+  b.output(b.node("MaxPool", {y}, {{"kernel_shape", std::vector<int64_t>{2, 2}}}, "pool"));
+  Graph g = b.graph();
+  graph::apply_templates(g, graph::select_templates(g), {}, test::host_isa());
+  graph::propagate_layout(g);
+  auto groups = graph::fuse_ops(g);
+  EXPECT_EQ(grouped_ops(g, groups), (std::vector<Strings>{{"kiln.LayoutTransform"},
+                                                          {"kiln.Template", "Add"},
+                                                          {"MaxPool"},
+                                                          {"kiln.LayoutTransform"}}));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // plain tensor expression for the generic schedule: each reduction its own
 // stage, the elementwise remainder in an output stage.
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -21,6 +22,68 @@ using ir::IterVar;
 using ir::Tensor;
 using ir::Var;
 using namespace op_util;  // NOLINT(google-build-using-namespace): the operator helpers
+
+// ---- Row reductions -------------------------------------------------------------------
+
+// value(i, k): the k-th of the n values reduced into output element i, with k
+// walking memory contiguously (the reduced dims are the innermost ones).
+using RowValue = std::function<Expr(const std::vector<Var>& i, const Expr& k)>;
+
+// Partial results per row. A row of n values is reduced as kRowPartials
+// interleaved partial reductions (partial p takes values p, p + 16, p + 32,
+// ...), then the partials and the n % 16 tail are combined by a short scalar
+// loop: the generic schedule vectorizes the partial axis (its innermost
+// spatial axis, contiguous in the input) by the target's lanes with the
+// reduction loop outside it, so the row is read with vector loads into vector
+// accumulators and reduced horizontally once. 16 is a multiple of every
+// target's float lanes (16 AVX-512, 8 AVX2, 4 NEON): the schedule splits it
+// into 1, 2 or 4 vectors, which also gives independent accumulators.
+constexpr int64_t kRowPartials = 16;
+
+Expr reduce_of(ir::ReduceOp op, Expr v, std::vector<IterVar> axes) {
+  return op == ir::ReduceOp::Max ? ir::reduce_max(std::move(v), std::move(axes))
+                                 : ir::sum(std::move(v), std::move(axes));
+}
+
+Tensor row_reduce(ir::ReduceOp op, const std::vector<int64_t>& out_shape, int64_t n,
+                  const RowValue& value, const std::string& name) {
+  // Rows shorter than two vectors of partials gain nothing from them.
+  if (n < 2 * kRowPartials) {
+    IterVar k = ir::reduce_axis(n, "k");
+    return ir::compute(
+        shape_exprs(out_shape),
+        [&](const std::vector<Var>& i) { return reduce_of(op, value(i, k->var), {k}); }, name);
+  }
+  const int64_t blocks = n / kRowPartials, tail = n % kRowPartials;
+  std::vector<int64_t> part_shape = out_shape;
+  part_shape.push_back(kRowPartials);
+  IterVar ko = ir::reduce_axis(blocks, "ko");
+  Tensor part = ir::compute(
+      shape_exprs(part_shape),
+      [&](const std::vector<Var>& ip) {
+        std::vector<Var> i(ip.begin(), ip.end() - 1);
+        return reduce_of(op, value(i, ko->var * kRowPartials + ip.back()), {ko});
+      },
+      name + ".partials");
+  IterVar r = ir::reduce_axis(kRowPartials + tail, "p");
+  return ir::compute(
+      shape_exprs(out_shape),
+      [&](const std::vector<Var>& i) {
+        std::vector<Expr> pi(i.begin(), i.end());
+        if (tail == 0) {
+          pi.push_back(r->var);
+          return reduce_of(op, ir::read(part, pi), {r});
+        }
+        // p < 16 takes partial p, the rest the tail's values; both indices
+        // are clamped into range, since a select evaluates both sides.
+        pi.push_back(ir::min(r->var, Expr(kRowPartials - 1)));
+        Expr t = ir::max(r->var - Expr(kRowPartials), Expr(int64_t{0}));
+        Expr v = ir::select(r->var < Expr(kRowPartials), ir::read(part, pi),
+                            value(i, Expr(blocks * kRowPartials) + t));
+        return reduce_of(op, v, {r});
+      },
+      name);
+}
 
 // ---- ReduceMean / ReduceSum / ReduceMax ---------------------------------------------
 
@@ -152,13 +215,30 @@ ComputeFn reduce_compute(ReduceKind kind) {
         if (raxes.empty())  // noop_with_empty_axes: the identity
           return std::vector<Tensor>{
               ir::compute(shape_exprs(p.out_shape), source, node.name + ".copy")};
-        Tensor r = ir::compute(
-            shape_exprs(p.out_shape),
-            [&](const std::vector<Var>& i) {
-              return kind == ReduceKind::kMax ? ir::reduce_max(source(i), raxes)
-                                              : ir::sum(source(i), raxes);
-            },
-            node.name + (kind == ReduceKind::kMax ? ".max" : ".sum"));
+        ir::ReduceOp op = kind == ReduceKind::kMax ? ir::ReduceOp::Max : ir::ReduceOp::Sum;
+        std::string name = node.name + (kind == ReduceKind::kMax ? ".max" : ".sum");
+        // The reduced dims' first position when they are exactly the innermost
+        // ones (each output's values then lie contiguously in x), else -1.
+        int64_t first = static_cast<int64_t>(shape.size());
+        while (first > 0 && p.reduced[static_cast<size_t>(first - 1)]) --first;
+        bool suffix = true;
+        for (int64_t d = 0; d < first; ++d) suffix = suffix && !p.reduced[static_cast<size_t>(d)];
+        Tensor r;
+        if (suffix) {
+          Shape row(shape.begin() + first, shape.end());
+          r = row_reduce(
+              op, p.out_shape, p.count,
+              [&](const std::vector<Var>& i, const Expr& k) {
+                std::vector<Expr> idx(i.begin(), i.begin() + first);
+                for (const Expr& e : unflatten_index(k, row)) idx.push_back(e);
+                return ir::read(x, idx);
+              },
+              name);
+        } else {
+          r = ir::compute(
+              shape_exprs(p.out_shape),
+              [&](const std::vector<Var>& i) { return reduce_of(op, source(i), raxes); }, name);
+        }
         if (kind != ReduceKind::kMean) return std::vector<Tensor>{r};
         Tensor y = ir::compute(
             r->shape,
@@ -218,27 +298,58 @@ std::vector<Tensor> softmax_compute(const Node& node, const ComputeInputs& in,
     idx[axis] = k;
     return idx;
   };
-  IterVar k1 = ir::reduce_axis(shape[axis], "k");
-  Tensor mx = ir::compute(
-      shape_exprs(row_shape),
-      [&](const std::vector<Var>& i) {
-        return ir::reduce_max(ir::read(x, along(i, k1->var)), {k1});
-      },
-      node.name + ".max");
-  IterVar k2 = ir::reduce_axis(shape[axis], "k");
-  Tensor sum = ir::compute(
-      shape_exprs(row_shape),
-      [&](const std::vector<Var>& i) {
-        Expr m = ir::read(mx, along(i, int64_t{0}));
-        return ir::sum(ir::exp(ir::read(x, along(i, k2->var)) - m), {k2});
-      },
-      node.name + ".sum");
+  // Along the innermost axis (dims after it all 1) a row is contiguous: the
+  // max and the sum run as row reductions with vector partials.
+  bool innermost = true;
+  for (size_t d = axis + 1; d < shape.size(); ++d) innermost = innermost && shape[d] == 1;
+  Tensor mx, sum;
+  if (innermost) {
+    mx = row_reduce(
+        ir::ReduceOp::Max, row_shape, shape[axis],
+        [&](const std::vector<Var>& i, const Expr& k) { return ir::read(x, along(i, k)); },
+        node.name + ".max");
+    sum = row_reduce(
+        ir::ReduceOp::Sum, row_shape, shape[axis],
+        [&](const std::vector<Var>& i, const Expr& k) {
+          return ir::exp(ir::read(x, along(i, k)) - ir::read(mx, along(i, int64_t{0})));
+        },
+        node.name + ".sum");
+  } else {
+    IterVar k1 = ir::reduce_axis(shape[axis], "k");
+    mx = ir::compute(
+        shape_exprs(row_shape),
+        [&](const std::vector<Var>& i) {
+          return ir::reduce_max(ir::read(x, along(i, k1->var)), {k1});
+        },
+        node.name + ".max");
+    IterVar k2 = ir::reduce_axis(shape[axis], "k");
+    sum = ir::compute(
+        shape_exprs(row_shape),
+        [&](const std::vector<Var>& i) {
+          Expr m = ir::read(mx, along(i, int64_t{0}));
+          return ir::sum(ir::exp(ir::read(x, along(i, k2->var)) - m), {k2});
+        },
+        node.name + ".sum");
+  }
+  // In a row kernel (innermost axis) 1 / sum is a per-row stage computed once
+  // per row: the row is then scaled by a multiply instead of a division per
+  // element (a vector division costs several multiplies' throughput).
+  Tensor inv;
+  if (innermost)
+    inv = ir::compute(
+        shape_exprs(row_shape),
+        [&](const std::vector<Var>& i) {
+          return Expr(1.0f) / ir::read(sum, {i.begin(), i.end()});
+        },
+        node.name + ".inv");
   Tensor y = ir::compute(
       shape_exprs(shape),
       [&](const std::vector<Var>& i) {
         std::vector<Expr> idx(i.begin(), i.end());
         Expr m = ir::read(mx, along(i, int64_t{0}));
-        return ir::exp(ir::read(x, idx) - m) / ir::read(sum, along(i, int64_t{0}));
+        Expr e = ir::exp(ir::read(x, idx) - m);
+        if (innermost) return e * ir::read(inv, along(i, int64_t{0}));
+        return e / ir::read(sum, along(i, int64_t{0}));
       },
       node.name + ".softmax");
   return {y};
@@ -340,37 +451,29 @@ std::vector<Tensor> layer_norm_compute(const Node& node, const ComputeInputs& in
   float eps = attr_float(node, "epsilon", 1e-5f);
   size_t axis = static_cast<size_t>(s.axis);
 
-  // Reduce axes over the normalized dims and the x index they read.
-  auto make_axes = [&](const std::string& base) {
-    std::vector<IterVar> r;
-    for (size_t d = axis; d < s.x.size(); ++d)
-      r.push_back(ir::reduce_axis(s.x[d], base + std::to_string(d)));
-    return r;
-  };
-  auto x_at = [&](const std::vector<Var>& i, const std::vector<IterVar>& r) {
-    std::vector<Expr> idx(i.begin(), i.begin() + axis);
-    for (auto& a : r) idx.push_back(a->var);
-    return ir::read(x, idx);
-  };
   auto stat_at = [&](const Tensor& t, const std::vector<Var>& i) {
     std::vector<Expr> idx(i.begin(), i.begin() + axis);
     idx.resize(s.x.size(), Expr(int64_t{0}));
     return ir::read(t, idx);
   };
   Expr inv_n = Expr(static_cast<float>(1.0 / static_cast<double>(s.inner)));
-  std::vector<IterVar> r1 = make_axes("r");
-  Tensor sum = ir::compute(
-      shape_exprs(s.stats), [&](const std::vector<Var>& i) { return ir::sum(x_at(i, r1), r1); },
-      node.name + ".sum");
+  // The normalized dims are the innermost ones: each row is contiguous, and
+  // both sums run as row reductions with vector partials.
+  Shape row(s.x.begin() + static_cast<std::ptrdiff_t>(axis), s.x.end());
+  auto x_row = [&](const std::vector<Var>& i, const Expr& k) {
+    std::vector<Expr> idx(i.begin(), i.begin() + static_cast<std::ptrdiff_t>(axis));
+    for (const Expr& e : unflatten_index(k, row)) idx.push_back(e);
+    return ir::read(x, idx);
+  };
+  Tensor sum = row_reduce(ir::ReduceOp::Sum, s.stats, s.inner, x_row, node.name + ".sum");
   Tensor mean = ir::compute(
       shape_exprs(s.stats), [&](const std::vector<Var>& i) { return stat_at(sum, i) * inv_n; },
       node.name + ".mean");
-  std::vector<IterVar> r2 = make_axes("v");
-  Tensor sq = ir::compute(
-      shape_exprs(s.stats),
-      [&](const std::vector<Var>& i) {
-        Expr d = x_at(i, r2) - stat_at(mean, i);
-        return ir::sum(d * d, r2);
+  Tensor sq = row_reduce(
+      ir::ReduceOp::Sum, s.stats, s.inner,
+      [&](const std::vector<Var>& i, const Expr& k) {
+        Expr d = x_row(i, k) - stat_at(mean, i);
+        return d * d;
       },
       node.name + ".sqsum");
   Tensor inv = ir::compute(
@@ -398,15 +501,33 @@ std::vector<Tensor> layer_norm_compute(const Node& node, const ComputeInputs& in
 
 enum class PoolKind { kMax, kAverage };
 
+// The pools also run on NCHW[b]c data (graph::propagate_layout, between
+// blocked convolutions): the node then carries kiln_block = b, its input is
+// [N, C/b, H, W, b] and its output [N, C/b, OH, OW, b]. The attribute keeps
+// this apart from a 3-D pool over a 5-D NCDHW input.
 struct PoolShapes {
-  int64_t n, c, h, w;
+  int64_t n, c, h, w;  // c: channel blocks when blocked
+  int64_t block;       // 0: NCHW
   Window win;
   bool count_include_pad;
-  std::vector<int64_t> out_shape() const { return {n, c, win.out[0], win.out[1]}; }
+  std::vector<int64_t> out_shape() const {
+    if (block) return {n, c, win.out[0], win.out[1], block};
+    return {n, c, win.out[0], win.out[1]};
+  }
 };
 
+// kiln_block of a pool node, checked against its input's shape.
+int64_t pool_block(const Node& node, const std::vector<int64_t>& x) {
+  int64_t block = attr_int(node, "kiln_block", 0);
+  if (block < 0 || (block > 0 && (x.size() != 5 || x[4] != block)))
+    fail(node, "kiln_block " + std::to_string(block) + " needs an NCHW" + std::to_string(block) +
+                   "c input; got " + shape_str(x));
+  return block;
+}
+
 PoolShapes pool_shapes(const Node& node, PoolKind kind, const std::vector<int64_t>& x) {
-  if (x.size() != 4)
+  const int64_t block = pool_block(node, x);
+  if (!block && x.size() != 4)
     fail(node, "only 2-D pooling over NCHW input is supported; got input " + shape_str(x));
   if (kind == PoolKind::kMax && node.outputs.size() > 1 && !node.outputs[1].empty())
     fail(node, "the Indices output is not supported");
@@ -414,6 +535,7 @@ PoolShapes pool_shapes(const Node& node, PoolKind kind, const std::vector<int64_
                x[1],
                x[2],
                x[3],
+               block,
                pool_window(node, {x[2], x[3]}),
                attr_int(node, "count_include_pad", 0) != 0};
   return s;
@@ -457,25 +579,28 @@ EvaluateFn pool_evaluate(PoolKind kind) {
     float* yp = data_of<float>(y);
     auto [lo_h, hi_h] = counted_range(s, 0);
     auto [lo_w, hi_w] = counted_range(s, 1);
+    // Element (ih, iw) of plane (nc, lane) is at (nc * H * W + ih * W + iw) * B + lane.
+    const int64_t lanes = std::max<int64_t>(s.block, 1);
     for (int64_t nc = 0; nc < s.n * s.c; ++nc)
-      for (int64_t oh = 0; oh < win.out[0]; ++oh)
-        for (int64_t ow = 0; ow < win.out[1]; ++ow) {
-          double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
-          for (int64_t ky = 0; ky < win.kernel[0]; ++ky) {
-            int64_t ih = win.start(0, oh) + ky * win.dilation[0];
-            if (ih < 0 || ih >= s.h) continue;
-            for (int64_t kx = 0; kx < win.kernel[1]; ++kx) {
-              int64_t iw = win.start(1, ow) + kx * win.dilation[1];
-              if (iw < 0 || iw >= s.w) continue;
-              double v = xp[(nc * s.h + ih) * s.w + iw];
-              acc = kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
+      for (int64_t lane = 0; lane < lanes; ++lane)
+        for (int64_t oh = 0; oh < win.out[0]; ++oh)
+          for (int64_t ow = 0; ow < win.out[1]; ++ow) {
+            double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+            for (int64_t ky = 0; ky < win.kernel[0]; ++ky) {
+              int64_t ih = win.start(0, oh) + ky * win.dilation[0];
+              if (ih < 0 || ih >= s.h) continue;
+              for (int64_t kx = 0; kx < win.kernel[1]; ++kx) {
+                int64_t iw = win.start(1, ow) + kx * win.dilation[1];
+                if (iw < 0 || iw >= s.w) continue;
+                double v = xp[((nc * s.h + ih) * s.w + iw) * lanes + lane];
+                acc = kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
+              }
             }
+            if (kind == PoolKind::kAverage)
+              acc /= static_cast<double>(taps_inside(win, 0, oh, lo_h, hi_h) *
+                                         taps_inside(win, 1, ow, lo_w, hi_w));
+            yp[((nc * win.out[0] + oh) * win.out[1] + ow) * lanes + lane] = static_cast<float>(acc);
           }
-          if (kind == PoolKind::kAverage)
-            acc /= static_cast<double>(taps_inside(win, 0, oh, lo_h, hi_h) *
-                                       taps_inside(win, 1, ow, lo_w, hi_w));
-          yp[(nc * win.out[0] + oh) * win.out[1] + ow] = static_cast<float>(acc);
-        }
     return std::vector<Initializer>{std::move(y)};
   };
 }
@@ -489,6 +614,7 @@ ComputeFn pool_compute(PoolKind kind) {
     const Window& win = s.win;
     std::vector<int64_t> bound = {0, 0, win.leaves_input(0) ? s.h : 0,
                                   win.leaves_input(1) ? s.w : 0};
+    if (s.block) bound.push_back(0);
     Expr fill = kind == PoolKind::kMax ? ir::reduce_identity(ir::ReduceOp::Max, ir::DataType::f32())
                                        : Expr(0.0f);
     IterVar ry = ir::reduce_axis(win.kernel[0], "ry");
@@ -498,7 +624,9 @@ ComputeFn pool_compute(PoolKind kind) {
         [&](const std::vector<Var>& i) {
           Expr h = i[2] * win.stride[0] - win.pad_begin[0] + ry->var * win.dilation[0];
           Expr w = i[3] * win.stride[1] - win.pad_begin[1] + rx->var * win.dilation[1];
-          Expr v = guarded_read(x, {i[0], i[1], h, w}, bound, fill);
+          std::vector<Expr> idx = {i[0], i[1], h, w};
+          if (s.block) idx.push_back(i[4]);  // the lane: contiguous, vectorized
+          Expr v = guarded_read(x, idx, bound, fill);
           return kind == PoolKind::kMax ? ir::reduce_max(v, {ry, rx}) : ir::sum(v, {ry, rx});
         },
         node.name + (kind == PoolKind::kMax ? ".maxpool" : ".sumpool"));
@@ -510,7 +638,7 @@ ComputeFn pool_compute(PoolKind kind) {
         [&](const std::vector<Var>& i) {
           Expr count = taps_inside_expr(win, 0, i[2], range_h.first, range_h.second) *
                        taps_inside_expr(win, 1, i[3], range_w.first, range_w.second);
-          return ir::at(r, i[0], i[1], i[2], i[3]) / ir::cast(ir::DataType::f32(), count);
+          return ir::read(r, {i.begin(), i.end()}) / ir::cast(ir::DataType::f32(), count);
         },
         node.name + ".avgpool");
     return std::vector<Tensor>{y};
@@ -519,10 +647,13 @@ ComputeFn pool_compute(PoolKind kind) {
 
 // ---- GlobalAveragePool / GlobalMaxPool ----------------------------------------------------
 
+// With kiln_block = b (as the pools above): input [N, C/b, H, W, b], output
+// [N, C/b, 1, 1, b].
 std::vector<int64_t> global_pool_shape(const Node& node, const std::vector<int64_t>& x) {
   if (x.size() < 3) fail(node, "input must have rank >= 3 (N, C, spatial...); got " + shape_str(x));
+  const int64_t block = pool_block(node, x);
   std::vector<int64_t> out = x;
-  for (size_t d = 2; d < out.size(); ++d) out[d] = 1;
+  for (size_t d = 2; d < out.size() - (block ? 1 : 0); ++d) out[d] = 1;
   return out;
 }
 
@@ -531,20 +662,23 @@ EvaluateFn global_pool_evaluate(PoolKind kind) {
     const Initializer& x = required_input(node, inputs, 0);
     require_f32(node, x, "X");
     std::vector<int64_t> out_shape = global_pool_shape(node, x.type.shape);
+    // Element j of plane (p, lane) is at (p * area + j) * lanes + lane.
+    const int64_t lanes = std::max<int64_t>(pool_block(node, x.type.shape), 1);
     int64_t planes = x.type.shape[0] * x.type.shape[1];
-    int64_t area = planes ? x.type.num_elements() / planes : 0;
+    int64_t area = planes ? x.type.num_elements() / planes / lanes : 0;
     if (area == 0) fail(node, "empty spatial dims");
     Initializer y = make_tensor("float32", out_shape);
     const float* xp = data_of<float>(x);
-    for (int64_t p = 0; p < planes; ++p) {
-      double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
-      for (int64_t j = 0; j < area; ++j) {
-        double v = xp[p * area + j];
-        acc = kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
+    for (int64_t p = 0; p < planes; ++p)
+      for (int64_t lane = 0; lane < lanes; ++lane) {
+        double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+        for (int64_t j = 0; j < area; ++j) {
+          double v = xp[(p * area + j) * lanes + lane];
+          acc = kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
+        }
+        if (kind == PoolKind::kAverage) acc /= static_cast<double>(area);
+        data_of<float>(y)[p * lanes + lane] = static_cast<float>(acc);
       }
-      if (kind == PoolKind::kAverage) acc /= static_cast<double>(area);
-      data_of<float>(y)[p] = static_cast<float>(acc);
-    }
     return std::vector<Initializer>{std::move(y)};
   };
 }
@@ -556,20 +690,38 @@ ComputeFn global_pool_compute(PoolKind kind) {
         std::vector<int64_t> shape = static_shape(x);
         std::vector<int64_t> out_shape = global_pool_shape(node, shape);
         check_out_type(node, out_types, 0, out_shape, "float32");
+        const int64_t block = pool_block(node, shape);
         int64_t area = 1;
-        std::vector<IterVar> r;
-        for (size_t d = 2; d < shape.size(); ++d) {
-          area *= shape[d];
-          r.push_back(ir::reduce_axis(shape[d], std::string("r").append(std::to_string(d))));
-        }
+        for (size_t d = 2; d < shape.size() - (block ? 1 : 0); ++d) area *= shape[d];
         if (area == 0) fail(node, "empty spatial dims");
-        Tensor red = ir::compute(
-            shape_exprs(out_shape),
-            [&](const std::vector<Var>& i) {
+        if (block) {
+          // The lanes are the innermost output axis, contiguous in x: the
+          // generic schedule vectorizes them inside the reduction over H, W.
+          IterVar rh = ir::reduce_axis(shape[2], "rh"), rw = ir::reduce_axis(shape[3], "rw");
+          Tensor red = ir::compute(
+              shape_exprs(out_shape),
+              [&](const std::vector<Var>& i) {
+                Expr v = ir::read(x, {i[0], i[1], rh->var, rw->var, i[4]});
+                return kind == PoolKind::kMax ? ir::reduce_max(v, {rh, rw}) : ir::sum(v, {rh, rw});
+              },
+              node.name + (kind == PoolKind::kMax ? ".max" : ".sum"));
+          if (kind == PoolKind::kMax) return std::vector<Tensor>{red};
+          return std::vector<Tensor>{ir::compute(
+              red->shape,
+              [&](const std::vector<Var>& i) {
+                return ir::read(red, {i.begin(), i.end()}) *
+                       Expr(static_cast<float>(1.0 / static_cast<double>(area)));
+              },
+              node.name + ".mean")};
+        }
+        // Each plane is contiguous: a row reduction with vector partials.
+        Shape plane(shape.begin() + 2, shape.end());
+        Tensor red = row_reduce(
+            kind == PoolKind::kMax ? ir::ReduceOp::Max : ir::ReduceOp::Sum, out_shape, area,
+            [&](const std::vector<Var>& i, const Expr& k) {
               std::vector<Expr> idx = {i[0], i[1]};
-              for (auto& a : r) idx.push_back(a->var);
-              Expr v = ir::read(x, idx);
-              return kind == PoolKind::kMax ? ir::reduce_max(v, r) : ir::sum(v, r);
+              for (const Expr& e : unflatten_index(k, plane)) idx.push_back(e);
+              return ir::read(x, idx);
             },
             node.name + (kind == PoolKind::kMax ? ".max" : ".sum"));
         if (kind == PoolKind::kMax) return std::vector<Tensor>{red};

@@ -201,6 +201,24 @@ std::vector<FusedGroup> fuse_ops(const Graph& g) {
   return sort_groups(std::move(b.groups));
 }
 
+std::optional<std::pair<std::string, std::string>> storage_alias(const Graph& g,
+                                                                 const FusedGroup& group) {
+  if (group.nodes.size() != 1 || group.outputs.size() != 1) return std::nullopt;
+  const Node& n = g.nodes[group.nodes[0]];
+  static const std::set<std::string> kViews = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
+  if (!kViews.count(n.op_type) || n.inputs.empty() || n.inputs[0].empty() ||
+      n.outputs.size() != 1 || n.outputs[0] != group.outputs[0])
+    return std::nullopt;
+  const std::string& out = n.outputs[0];
+  if (std::find(g.outputs.begin(), g.outputs.end(), out) != g.outputs.end()) return std::nullopt;
+  const TensorType* in_t = g.type_of(n.inputs[0]);
+  const TensorType* out_t = g.type_of(out);
+  if (!in_t || !out_t || in_t->dtype != out_t->dtype ||
+      in_t->num_elements() != out_t->num_elements())
+    return std::nullopt;
+  return std::make_pair(out, n.inputs[0]);
+}
+
 std::string group_label(const Graph& g, const FusedGroup& group) {
   std::string label = "fused";
   for (size_t ni : group.nodes) {

@@ -12,7 +12,9 @@
 //    ends its group (so a group has one external output and no cycles).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/graph.h"
@@ -38,6 +40,15 @@ std::vector<FusedGroup> fuse_ops(const Graph& g);
 // fuse_ops fuses only such epilogues into such anchors; lowering
 // (driver/lower_group.cc) computes them in the flat space.
 bool flat_epilogue_input(const std::vector<int64_t>& shape, const std::vector<int64_t>& out);
+
+// A group that is one Reshape, Flatten, Squeeze or Unsqueeze only renames
+// its input's elements: every value is dense and row-major, so its output is
+// the input's memory read with another shape. Returns {output, input} for such
+// a group, whose output the memory plan places in the input's storage
+// (passes::PlanAlias) and the build gives no kernel; nothing when the group
+// computes something or its output is a graph output (which owns its storage).
+std::optional<std::pair<std::string, std::string>> storage_alias(const Graph& g,
+                                                                 const FusedGroup& group);
 
 // "fused_conv_add_relu" style name from the op types (for mod.json and profiles).
 std::string group_label(const Graph& g, const FusedGroup& group);

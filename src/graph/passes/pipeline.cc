@@ -4,9 +4,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "graph/passes/div_by_constant.h"
 #include "graph/passes/eliminate_dead_code.h"
 #include "graph/passes/fold_batch_norm.h"
 #include "graph/passes/fold_constants.h"
+#include "graph/passes/fuse_layer_norm.h"
 #include "graph/passes/simplify.h"
 
 namespace kiln::graph::passes {
@@ -33,6 +35,12 @@ void run_default_passes(Graph& g) {
   trace(g, "fold_constants",
         std::to_string(f.folded) + " folded, " + std::to_string(f.skipped_too_large) +
             " left (too large)");
+  // After folding: the pattern's eps, exponent and axes are Constant nodes
+  // until then.
+  int ln = fuse_layer_norm(g);
+  trace(g, "fuse_layer_norm", std::to_string(ln) + " rewritten");
+  int dv = div_by_constant(g);
+  trace(g, "div_by_constant", std::to_string(dv) + " rewritten");
   int bn = fold_batch_norm(g);
   trace(g, "fold_batch_norm", std::to_string(bn) + " folded");
   f = fold_constants(g);

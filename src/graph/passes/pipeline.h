@@ -12,10 +12,14 @@ namespace kiln::graph::passes {
 //   2. fold_constants       evaluate constant subgraphs, incl. Shape chains on
 //                           value_info, so weights reach the anchors as initializers
 //                           (e.g. a Reshape'd or Transpose'd weight);
-//   3. fold_batch_norm      fold BN and per-channel Mul/Add into anchor weights: it
+//   3. fuse_layer_norm      the decomposed LayerNorm pattern -> LayerNormalization
+//                           (its eps, exponent and axes must be constants by now);
+//   4. div_by_constant      Div by a scalar constant -> Mul by its reciprocal
+//                           (after fuse_layer_norm, whose pattern ends in a Div);
+//   5. fold_batch_norm      fold BN and per-channel Mul/Add into anchor weights: it
 //                           needs constant weights, hence after folding;
-//   4. fold_constants       again: folding BN can leave constant chains (rare, cheap);
-//   5. eliminate_dead_code  drop nodes and initializers nobody reads any more
+//   6. fold_constants       again: folding BN can leave constant chains (rare, cheap);
+//   7. eliminate_dead_code  drop nodes and initializers nobody reads any more
 //                           (the original weights of folded anchors, folded inputs).
 // KILN_DEBUG_PASSES=1 prints each pass's effect to stderr.
 void run_default_passes(Graph& g);

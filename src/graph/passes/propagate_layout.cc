@@ -86,6 +86,12 @@ class Propagator {
         emit_blocked(std::move(n), inputs, block);
         continue;
       }
+      if (int64_t block = pool_block(n)) {
+        std::vector<std::string> inputs = {unblocked_.at(n.inputs[0]).first};
+        n.attrs["kiln_block"] = block;
+        emit_blocked(std::move(n), inputs, block);
+        continue;
+      }
       std::vector<std::string> inputs;
       int64_t block = elementwise_block(n);
       if (block && blocked_inputs(n, block, &inputs))
@@ -134,6 +140,23 @@ class Propagator {
       block = u->second.second;
     }
     return block;
+  }
+
+  // Pooling reads each channel on its own, so it runs on the blocked data as
+  // it is (kiln_block; graph/ops/reduce.cc): MaxPool after ResNet's stem and
+  // GlobalAveragePool before the classifier no longer cost a transform to
+  // NCHW and back. The block of such a pool of an unblocked value, or 0.
+  int64_t pool_block(const Node& n) const {
+    static const std::set<std::string> kPools = {"MaxPool", "AveragePool", "GlobalAveragePool",
+                                                 "GlobalMaxPool"};
+    if (!kPools.count(n.op_type) || n.inputs.size() != 1 || n.outputs.size() != 1 ||
+        n.attrs.count("kiln_block"))
+      return 0;
+    auto u = unblocked_.find(n.inputs[0]);
+    if (u == unblocked_.end() || !is_4d_f32(g_.type_of(n.inputs[0])) ||
+        !is_4d_f32(g_.type_of(n.outputs[0])))
+      return 0;
+    return u->second.second;
   }
 
   // The block of an elementwise node whose unblocked activations share one
