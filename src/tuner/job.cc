@@ -10,6 +10,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tuner/records.h"
+
 namespace kiln::tuner {
 namespace {
 
@@ -77,8 +79,9 @@ struct Reader {
 
 // Relative paths in a job file are relative to the job file's folder, so that
 // cron (which starts in $HOME) and a shell in the job's folder agree.
+// A PostgreSQL URL is not a path.
 std::string resolve(const std::string& file, const std::string& p) {
-  if (p.empty() || fs::path(p).is_absolute()) return p;
+  if (p.empty() || fs::path(p).is_absolute() || is_postgres_url(p)) return p;
   return (fs::path(file).parent_path() / p).lexically_normal().string();
 }
 

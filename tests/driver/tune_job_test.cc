@@ -17,20 +17,22 @@
 namespace kiln::test {
 namespace {
 
-// x[1, 8, 6, 6] -> Conv 3x3 (8 -> 16) -> Relu [-> Conv 3x3 (16 -> 16) -> Relu] -> y.
-// Both models have the first convolution: one workload, one task.
+// x[1, 8, 6, 6] -> Conv 3x3 (8 -> 16) -> Relu [-> Conv 3x3 (16 -> 8) -> Relu] -> y.
+// Both models have the first convolution: one workload, one task. (Fewer
+// than 16 channels on one side: neither convolution has a Winograd
+// alternative, so each is one task.)
 OnnxBuilder tiny_model(bool second_conv) {
   std::mt19937 rng(3);
   OnnxBuilder b;
   b.input("x", {"1", "8", "6", "6"});
-  b.output("y", {"1", "16", "6", "6"});
+  b.output("y", {"1", second_conv ? "8" : "16", "6", "6"});
   conv(b, "conv1", "x", "c1", {8, 16}, rng);
   if (!second_conv) {
     b.node("Relu", "relu1", {"c1"}, {"y"});
     return b;
   }
   b.node("Relu", "relu1", {"c1"}, {"r1"});
-  conv(b, "conv2", "r1", "c2", {16, 16}, rng);
+  conv(b, "conv2", "r1", "c2", {16, 8}, rng);
   b.node("Relu", "relu2", {"c2"}, {"y"});
   return b;
 }

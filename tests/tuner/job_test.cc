@@ -76,6 +76,16 @@ priority = 3
   EXPECT_EQ(job.models[1].priority, 3);
 }
 
+// A shared PostgreSQL store is a URL, not a path relative to the job file.
+TEST(JobFile, APostgresTuningLogIsKeptAsGiven) {
+  for (const char* url : {"postgresql://kiln@db.example:5432/records", "postgres://db/records"}) {
+    Job job = parse_job(std::string("tuning_log = \"") + url + "\"\n[[model]]\npath = \"m.onnx\"\n",
+                        "/jobs/nightly.toml");
+    EXPECT_EQ(job.tuning_log, url);
+    EXPECT_EQ(job.models.at(0).path, "/jobs/m.onnx");
+  }
+}
+
 TEST(JobFile, MalformedFilesNameTheFileAndLine) {
   const std::string model = "\n[[model]]\npath = \"a.onnx\"\n";
   struct Case {
