@@ -128,7 +128,12 @@ class Conv2dWinogradNCHWc final : public OpTemplate {
     int64_t rows = p_tile_values().front();
     for (int64_t v : p_tile_values())
       if (v <= cap) rows = v;
-    bool big = a.out_height() >= 8 && a.out_width() >= 8;
+    // F(4x4) where the map has room for its tiles and a channel block is at
+    // most two of the ISA's vectors: its 36 input and 16 output tile
+    // elements per block, unrolled, fit the compile budget (schedule/
+    // code_size.h); 16 channels on 4-lane NEON would not.
+    bool narrow = ceil_div(std::max(icb, ocb), isa.lanes()) > 2;
+    bool big = a.out_height() >= 8 && a.out_width() >= 8 && !narrow;
     return detail::KnobValues()
         .split("tile_ic", a.in_channels, {icb})
         .split("tile_oc", a.out_channels, {ocb})

@@ -42,7 +42,9 @@
 // channel loop unrolled).
 // Fallback rule, for the target's ISA row (L lanes, R registers): ic_bn,
 // oc_bn = conv2d_NCHWc's block rule (16 where it divides); wino_m = 4 if both
-// output sides are >= 8, else 2; p_tile = the largest knob value <= min(16,
+// output sides are >= 8 and a channel block is at most 2 vectors (so not on
+// 4-lane NEON with 16 channels: F(4x4)'s unrolled tiles would pass the
+// compile budget), else 2; p_tile = the largest knob value <= min(16,
 // (3R/4) / ceil(oc_bn / L)) (oc_bn 16: AVX-512 16, AVX2 6); unroll_ci = 1.
 #pragma once
 

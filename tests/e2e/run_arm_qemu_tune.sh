@@ -63,8 +63,15 @@ timeout 600 "$KILN" tune "$DIR/model.onnx" --tuning-log "$DB" --target "$TARGET"
 "$PYTHON" - "$WORK/$MODEL.aarch64-tuning.jsonl" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-bad = [r for r in recs if r["error"] != "ok" or not r["times_ms"] or r["gflops"] <= 0]
+# A candidate whose estimated code is over the compile budget is recorded as
+# such without compiling it (Winograd's F(4x4) tiles on 4-lane NEON can be):
+# a verdict, not a failure. Everything else must be verified and timed, and
+# every workload needs a verified record.
+bad = [r for r in recs if r["error"] != "compile_budget" and
+       (r["error"] != "ok" or not r["times_ms"] or r["gflops"] <= 0)]
 workloads = {r["workload"] for r in recs}
+verified = {r["workload"] for r in recs if r["error"] == "ok"}
+assert verified == workloads, f"workloads without a verified record: {workloads - verified}"
 # tiny's tasks: two direct convolutions, the Winograd alternative of its 3x3
 # stride-1 one, and the dense layer; 4 trials each.
 assert len(recs) == 16 and len(workloads) == 4, f"expected 16 records of 4 workloads, got {len(recs)} of {len(workloads)}"
@@ -89,7 +96,7 @@ for fault in garbage:wrong_result crash:runtime_error hang:timeout; do
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 fault, want = sys.argv[2], sys.argv[3]
-assert len(recs) == 3, f"{fault}: expected 3 records, got {len(recs)}"
+assert len(recs) == 4, f"{fault}: expected 4 records (one per task), got {len(recs)}"
 bad = [f'{r["error"]}: {r["error_message"]}' for r in recs if r["error"] != want or r["times_ms"]]
 assert not bad, f"{fault}: expected {want} without times, got " + "; ".join(bad)
 print(f"arm qemu tune: planted {fault}: {len(recs)} records, all {want} ({recs[0]['error_message'][:60]})")

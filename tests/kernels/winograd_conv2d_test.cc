@@ -178,6 +178,11 @@ TEST(WinogradConv2d, FallbackAndErrors) {
   EXPECT_EQ(ops::winograd_tile(t.fallback(small, avx512)), 2);
   EXPECT_EQ(t.fallback(big, avx512).knob("p_tile"), 16);
   EXPECT_EQ(t.fallback(big, avx2).knob("p_tile"), 6);  // 2 ymm per row of 16 channels
+  // 16 channels are 4 NEON vectors: F(2x2), whose unrolled tiles fit the compile budget.
+  EXPECT_EQ(ops::winograd_tile(
+                t.fallback(big, isa_of("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72"))),
+            2);
+  EXPECT_EQ(ops::winograd_tile(t.fallback(big, avx2)), 4);
   for (const Isa& isa : {avx512, avx2}) {
     Config f = t.fallback(big, isa);
     EXPECT_TRUE(t.fits(big, f, isa));
