@@ -440,9 +440,12 @@ int run_tune_job(TuneArgs a) {
     tuner::JobModelWorkloads w;
     w.model = &m;
     try {
-      w.workload_keys = driver::template_workloads(
+      w.kernels = driver::template_workload_sets(
           frontend::import_onnx(m.path, frontend::parse_input_shapes(m.input_shapes)),
           target.isa());
+      for (const auto& implementations : w.kernels)
+        w.workload_keys.insert(w.workload_keys.end(), implementations.begin(),
+                               implementations.end());
     } catch (const std::exception& e) {
       w.error = e.what();
       ++failed;

@@ -307,6 +307,18 @@ BuiltModule build_module(Graph g, const BuildOptions& options) {
   return run_build(std::move(g), options);
 }
 
+std::vector<std::vector<std::string>> template_workload_sets(Graph g, const Isa& isa) {
+  graph::passes::run_default_passes(g);
+  std::vector<std::vector<std::string>> sets;
+  for (const graph::TemplateSelection& s : graph::select_templates(g, isa)) {
+    std::vector<std::string> keys = {s.implementations.at(s.untuned_default).key()};
+    for (size_t i = 0; i < s.implementations.size(); ++i)
+      if (i != s.untuned_default) keys.push_back(s.implementations[i].key());
+    sets.push_back(std::move(keys));
+  }
+  return sets;
+}
+
 std::vector<std::string> template_workloads(Graph g, const Isa& isa) {
   graph::passes::run_default_passes(g);
   std::vector<std::string> keys;

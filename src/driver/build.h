@@ -103,4 +103,10 @@ BuiltModule build_module(graph::Graph g, const BuildOptions& options);
 // may depend on it), without lowering anything. kiln tune's tasks.
 std::vector<std::string> template_workloads(graph::Graph g, const Isa& isa = Isa{});
 
+// The same nodes grouped: per template node in kernel order, the workload keys
+// of its implementations, the one an untuned build runs first (a model's
+// latency counts the fastest of them once).
+std::vector<std::vector<std::string>> template_workload_sets(graph::Graph g,
+                                                             const Isa& isa = Isa{});
+
 }  // namespace kiln::driver

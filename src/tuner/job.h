@@ -63,8 +63,12 @@ Job parse_job(const std::string& toml_text, const std::string& file);
 // A model of the job once its file was imported (or not).
 struct JobModelWorkloads {
   const JobModel* model = nullptr;
-  std::vector<std::string> workload_keys;  // one per template kernel, in kernel order
+  std::vector<std::string> workload_keys;  // every implementation of every template kernel
   std::string error;                       // non-empty: the model failed to import; no keys
+  // Per template kernel, its implementations' keys (the untuned build's first;
+  // driver::template_workload_sets): the model's estimated latency counts
+  // the fastest measured one once. Empty: each key of workload_keys alone.
+  std::vector<std::vector<std::string>> kernels;
 };
 
 // The job's tasks: one per distinct workload over every imported model (the

@@ -310,4 +310,56 @@ TEST(JobReport, NumbersFromTheRecords) {
 }
 
 }  // namespace
+// A 3x3 convolution's two implementations are two tasks but one kernel: the
+// model's estimate counts the faster measured one once, and its fallback is
+// the untuned build's implementation (Winograd, listed first).
+TEST(JobReport, AKernelWithTwoImplementationsCountsTheFasterOnce) {
+  Job job = parse_job("trials = 4\n[[model]]\nname = \"m\"\npath = \"m.onnx\"\n", "/j.toml");
+  ops::Workload direct{"conv2d_NCHWc.x86",
+                       {{"data", {1, 16, 8, 8}},
+                        {"kernel", {16, 16, 3, 3}},
+                        {"strides", {1, 1}},
+                        {"pads", {1, 1, 1, 1}},
+                        {"dilation", {1, 1}}}};
+  ops::Workload wino = direct;
+  wino.template_name = "conv2d_winograd_NCHWc.x86";
+  std::vector<JobModelWorkloads> models = {
+      {&job.models[0], {direct.key(), wino.key()}, "", {{wino.key(), direct.key()}}}};
+  JobTasks tasks = make_job_tasks(job, models);
+  ASSERT_EQ(tasks.tasks.size(), 2u);
+  fs::path dir = fs::temp_directory_path() / ("kiln-job-alt-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  codegen::Target target = codegen::Target::host();
+  const std::string tkey = TargetKey::for_target(target, 1).key();
+  RecordDB db = RecordDB::open((dir / "t.db").string());
+  auto rec = [&](const ops::Workload& w, const std::string& cfg, double ms) {
+    Record r;
+    r.workload_key = w.key();
+    r.target_key = tkey;
+    r.config_json = cfg;
+    r.times_ms = {ms};
+    r.timestamp_unix = 1000;
+    r.kiln_version = "test";
+    r.gflops = ops::get_template(w.template_name).flops(w) / (ms * 1e6);
+    db.add(r);
+  };
+  auto fallback = [&](const ops::Workload& w) {
+    return ops::get_template(w.template_name).fallback(w, target.isa()).to_json();
+  };
+  rec(direct, fallback(direct), 2.0);
+  rec(direct, R"({"x":1})", 1.5);
+  rec(wino, fallback(wino), 1.0);
+  rec(wino, R"({"x":1})", 0.8);
+  TuneSummary sum;
+  sum.target_key = tkey;
+  for (const Task& t : tasks.tasks) sum.tasks.push_back({t, 0, 0, TaskState::Capped});
+  JobReport r = make_job_report(job, models, tasks, sum, db, target, nullptr, "", 1000);
+  ASSERT_EQ(r.models.size(), 1u);
+  EXPECT_EQ(r.models[0].kernels, 1);
+  EXPECT_DOUBLE_EQ(r.models[0].now_ms, 0.8);
+  EXPECT_DOUBLE_EQ(r.models[0].fallback_ms, 1.0);
+  EXPECT_EQ(r.models[0].untuned, 0);
+  fs::remove_all(dir);
+}
+
 }  // namespace kiln::tuner
