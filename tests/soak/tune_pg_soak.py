@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Soak test: three `kiln tune` processes share one PostgreSQL records database
-(issue 15, item 6); one of them is killed with -9 midway.
+"""Soak test: three `kiln tune` processes share one job and one PostgreSQL
+records database (issue 15, item 6); one of them is killed with -9 midway.
 
 A throwaway PostgreSQL 15 server is started on 127.0.0.1 at a free port
 (initdb into a temporary directory; as `nobody` when run as root), and stopped
 and deleted at the end, also when this script fails or is killed (a watchdog
-shell holds a pipe to it). Three tuners tune one small model (three tasks)
-against postgresql://kiln@127.0.0.1:PORT/soak; once a third of all trials are stored
-(--kill-after seconds at the latest) one is killed with SIGKILL and not
-restarted. After the other two finished:
+shell holds a pipe to it). A job file names one small model (three tasks) and
+postgresql://kiln@127.0.0.1:PORT/soak; `kiln tune --job` runs it and two
+`kiln tune --worker --job` join it. Once a third of all trials are stored
+(--kill-after seconds at the latest) the `--job` process is killed with
+SIGKILL and not restarted; the workers finish the job. After they exit:
 
   - every task reached its trial count (the dead tuner's leases were taken over);
   - no (workload, target, config) was measured twice;
@@ -123,6 +124,17 @@ def tune_cmd(args, model, db, tuner):
             "--tuner", tuner, "--batch", "4", "--repeat", "1", "--number", "1"]
 
 
+def write_job(path, model, db, trials):
+    with open(path, "w") as f:
+        f.write(f'tuning_log = "{db}"\ntrials = {trials}\nbatch = 4\n\n'
+                f'[[model]]\nname = "soak"\npath = "{model}"\n')
+
+
+def job_cmd(args, job, tuner, worker):
+    return ([args.kiln, "tune"] + (["--worker"] if worker else []) +
+            ["--job", job, "--tuner", tuner, "--repeat", "1", "--number", "1"])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kiln", required=True)
@@ -147,13 +159,17 @@ def main():
         url = server.url("soak")
         model = os.path.join(work, "soak.onnx")
         make_model(model)
-        print(f"pg soak: {url}, 3 tuners, {args.trials} trials per task, one killed midway")
+        job = os.path.join(work, "soak.toml")
+        write_job(job, model, url, args.trials)
+        print(f"pg soak: {url}, one job, 3 tuners ({args.trials} trials per task), the --job "
+              "one killed midway")
 
         t0 = time.time()
         tuners, logs = [], []
-        for i, tuner in enumerate(["random", "xgb", "random"]):  # two random: same seed, collisions
+        # Two random workers (same seed: they propose the same configs) and the xgb job runner.
+        for i, (tuner, worker) in enumerate([("random", True), ("xgb", False), ("random", True)]):
             logs.append(os.path.join(work, f"tuner{i}.log"))
-            tuners.append(subprocess.Popen(tune_cmd(args, model, url, tuner),
+            tuners.append(subprocess.Popen(job_cmd(args, job, tuner, worker),
                                            stdout=open(logs[-1], "w"), stderr=subprocess.STDOUT))
         # Midway: once a third of all trials are stored (or --kill-after at the latest).
         victim = tuners[1]
