@@ -697,8 +697,8 @@ TEST_F(RecordsTest, WriterKilledMidwayKeepsEveryCommittedRecord) {
     c.go();
     std::string buf;
     std::vector<int> got;
-    read_indices(c.out, buf, got, 10);  // it is committing
-    ASSERT_EQ(got.size(), 10u) << "the writer did not start";
+    read_indices(c.out, buf, got, 10);  // it is committing (one read may bring more lines)
+    ASSERT_GE(got.size(), 10u) << "the writer did not start";
     std::this_thread::sleep_for(std::chrono::milliseconds(100 + 70 * round));
     ASSERT_EQ(kill(c.pid, SIGKILL), 0);
     EXPECT_EQ(wait_exit_code(c.pid), 128 + SIGKILL);
