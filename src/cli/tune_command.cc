@@ -326,6 +326,21 @@ void print_summary(const TuneArgs& a, const tuner::TuneSummary& sum) {
 
 // Before the database is created: this machine, or the runner's device, must
 // be able to run the target's code.
+// The tuner's options from the command line (a job overrides the trials).
+tuner::TuneOptions tune_options(const TuneArgs& a, const codegen::Target& target) {
+  tuner::TuneOptions options;
+  options.tuner = a.tuner;
+  options.trials = a.trials;
+  options.early_stopping = a.early_stopping;
+  options.batch = a.batch;
+  options.time_budget_s = a.time_budget;
+  options.free_layout = a.free_layout;
+  options.target = target;
+  options.measure = a.measure;
+  options.should_stop = [] { return g_interrupted.load(); };
+  return options;
+}
+
 void check_measurement(tuner::TuneOptions& options) {
   if (options.measure.runner.empty()) {
     tuner::check_host_runs(options.target);
@@ -466,18 +481,10 @@ int run_tune_job(TuneArgs a) {
       a.job.c_str(), a.worker ? " (worker)" : "", job.models.size(), failed, kernels,
       jt.tasks.size(), shared);
 
-  tuner::TuneOptions options;
-  options.tuner = a.tuner;
+  tuner::TuneOptions options = tune_options(a, target);
   options.trials =
       jt.trials.empty() ? a.trials : *std::max_element(jt.trials.begin(), jt.trials.end());
   options.task_trials = jt.trials;
-  options.early_stopping = a.early_stopping;
-  options.batch = a.batch;
-  options.time_budget_s = a.time_budget;
-  options.free_layout = a.free_layout;
-  options.target = target;
-  options.measure = a.measure;
-  options.should_stop = [] { return g_interrupted.load(); };
   if (!jt.tasks.empty()) check_measurement(options);
   tuner::RecordDB db = tuner::RecordDB::open(a.db);
   tuner::RecordDBSink sink(db);
@@ -551,16 +558,7 @@ int run_tune(const std::vector<std::string>& args) {
     std::printf("kiln tune: no tunable workload in the model(s)\n");
     return 0;
   }
-  tuner::TuneOptions options;
-  options.tuner = a.tuner;
-  options.trials = a.trials;
-  options.early_stopping = a.early_stopping;
-  options.batch = a.batch;
-  options.time_budget_s = a.time_budget;
-  options.free_layout = a.free_layout;
-  options.target = target;
-  options.measure = a.measure;
-  options.should_stop = [] { return g_interrupted.load(); };
+  tuner::TuneOptions options = tune_options(a, target);
   // Before the database is created: this machine, or the runner's device, must be able
   // to run the target's code.
   check_measurement(options);
