@@ -24,16 +24,19 @@
 
 #include "codegen/target.h"
 #include "driver/build.h"
+#include "driver/measure_in_graph.h"
 #include "frontend/onnx_import.h"
 #include "runtime/c_runtime_api.h"
 #include "support/same_file.h"
 #include "support/stale_temps.h"
+#include "tuner/in_graph_records.h"
 #include "tuner/job.h"
 #include "tuner/records.h"
 #include "tuner/remote_runner.h"
 #include "tuner/report.h"
 #include "tuner/target_key.h"
 #include "tuner/tune_loop.h"
+#include "tuner/tuned_configs.h"
 
 namespace kiln::cli {
 namespace {
@@ -45,7 +48,7 @@ const char* kTuneUsage =
     "                 [--target TARGET] [--free-layout]\n"
     "                 [--number N] [--repeat N] [--min-repeat-ms MS] [--timeout S] [--report "
     "OUT.json]\n"
-    "                 [--runner COMMAND] [--compile-budget S]\n"
+    "                 [--runner COMMAND] [--compile-budget S] [--in-graph K]\n"
     "       kiln tune --job JOB.toml [--tuning-log DB] [--report OUT.html] [--report OUT.json]\n"
     "                 [--previous-report OLD.json] [options above]\n"
     "       kiln tune --worker --job JOB.toml [--tuning-log DB] [options above]\n"
@@ -66,6 +69,10 @@ const char* kTuneUsage =
     "  --compile-budget S a candidate that took longer than S seconds to compile is recorded\n"
     "                     as compile_budget, not run (default 20; one whose estimated code size\n"
     "                     is over the budget is never compiled)\n"
+    "  --in-graph K       after the search, re-measure each task's K fastest configs inside the\n"
+    "                     compiled model (fused epilogues, neighbours, caches as in a real run)\n"
+    "                     and store those times too; builds prefer them (default 3; 0: off;\n"
+    "                     never with --runner)\n"
     "Re-running resumes: configs already in DB are not measured again. Ctrl-C stops after the\n"
     "measurement in flight; everything measured is stored.\n"
     "Exit status: 0 when every task finished (trials, early stopping or space exhausted), 3 when\n"
@@ -95,6 +102,7 @@ struct TuneArgs {
   bool free_layout = false;
   int64_t trials = 64;
   int early_stopping = 0, batch = 16;
+  int in_graph = 3;  // configs per task re-measured inside the model (0: none)
   double time_budget = 0;
   tuner::MeasureOptions measure;
 };
@@ -152,7 +160,9 @@ TuneArgs parse_args(const std::vector<std::string>& args) {
       a.measure.min_repeat_ms = number();
     else if (s == "--timeout")
       a.measure.timeout_s = number();
-    else if (s == "--compile-budget")
+    else if (s == "--in-graph") {
+      a.in_graph = static_cast<int>(number());
+    } else if (s == "--compile-budget")
       a.measure.compile_budget_s = number();
     else if (s == "--report") {
       a.report = value();
@@ -320,6 +330,53 @@ void print_summary(const TuneArgs& a, const tuner::TuneSummary& sum) {
   std::printf("%lld trials in %s (%s); records in %s\n", static_cast<long long>(sum.run_trials),
               fmt_duration(sum.elapsed_s).c_str(), stop.empty() ? "done" : stop.c_str(),
               tuner::redact_url(a.db).c_str());
+}
+
+// ---- in-graph re-measurement --------------------------------------------------
+
+// Re-measures each of the model's tasks' best configs inside the compiled
+// model (driver/measure_in_graph.h) and stores the times as in-graph records,
+// which builds prefer. Prints one line per workload whose choice changed.
+void refine_in_graph(const TuneArgs& a, const codegen::Target& target, tuner::RecordDB& db,
+                     const std::string& model) {
+  tuner::TargetKey key = tuner::TargetKey::for_target(target, kiln_get_num_threads());
+  std::vector<std::string> workloads = driver::template_workloads(
+      frontend::import_onnx(model, frontend::parse_input_shapes(a.input_shapes)), target.isa());
+  auto candidates = tuner::in_graph_candidates(db, key.key(), workloads, a.in_graph);
+  if (candidates.empty()) return;
+  driver::InGraphOptions o;
+  o.build.target = target;
+  o.build.input_shapes = a.input_shapes;
+  tuner::BuildRecordOptions records;
+  records.tuning_log = a.db;
+  o.build.choose_configs = [&](const std::vector<std::vector<std::string>>& sets) {
+    std::map<std::string, driver::ChosenConfig> configs;
+    for (const auto& [k, c] : tuner::configs_for_build(records, target, sets))
+      configs[k] = {c.config_json, c.gflops};
+    return configs;
+  };
+  o.progress = [](const std::string& line) { std::printf("  in-graph: %s\n", line.c_str()); };
+  std::printf("kiln tune: re-measuring up to %d configs per task inside %s\n", a.in_graph,
+              model.c_str());
+  auto start = std::chrono::steady_clock::now();
+  std::vector<tuner::Record> recs;
+  for (const driver::InGraphTime& t : driver::measure_in_graph(model, candidates, o))
+    recs.push_back(
+        tuner::in_graph_record(t.workload, key.in_graph().key(), t.config_json, t.per_call_ms));
+  db.add_batch(recs);
+  // What changed: per workload, the isolated best against the in-graph best.
+  size_t changed = 0;
+  for (const auto& [w, cfgs] : candidates) {
+    const tuner::Record* best = nullptr;
+    for (const tuner::Record& r : recs)
+      if (r.workload_key == w && (!best || r.mean_ms() < best->mean_ms())) best = &r;
+    if (best && best->config_json != cfgs.front()) ++changed;
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf(
+      "kiln tune: %zu in-graph records for %zu workloads in %.0f s; the in-graph best differs "
+      "from the isolated best for %zu\n",
+      recs.size(), candidates.size(), secs, changed);
 }
 
 // ---- kiln tune --job ---------------------------------------------------------
@@ -579,6 +636,15 @@ int run_tune(const std::vector<std::string>& args) {
   sigaction(SIGINT, &previous, nullptr);
 
   print_summary(a, summary);
+  // Not after Ctrl-C, nor past the time budget (it takes a few builds), nor
+  // with --runner (the model would run on this machine, not the device).
+  if (a.in_graph > 0 && a.measure.runner.empty()) {
+    if (summary.interrupted || summary.budget_spent())
+      std::printf("kiln tune: in-graph re-measurement skipped (%s)\n",
+                  summary.interrupted ? "interrupted" : "time budget spent");
+    else
+      for (const std::string& m : a.models) refine_in_graph(a, target, db, m);
+  }
   if (!a.report.empty()) {
     std::ofstream out(a.report);
     out << tuner::tune_report_json(summary, tuner::redact_url(a.db)) << "\n";

@@ -62,7 +62,14 @@ std::vector<std::string> split(const std::string& s, const std::string& sep) {
 
 std::string TargetKey::key() const {
   return target + "; features=" + features + "; threads=" + std::to_string(threads) +
-         "; kiln=" + kiln_version + "; llvm=" + llvm_version;
+         "; kiln=" + kiln_version + "; llvm=" + llvm_version +
+         (measured.empty() ? "" : "; measured=" + measured);
+}
+
+TargetKey TargetKey::in_graph() const {
+  TargetKey k = *this;
+  k.measured = kInGraph;
+  return k;
 }
 
 TargetKey TargetKey::parse(const std::string& key) {
@@ -70,7 +77,8 @@ TargetKey TargetKey::parse(const std::string& key) {
     return std::invalid_argument("target key \"" + key + "\": " + why);
   };
   std::vector<std::string> parts = split(key, "; ");
-  if (parts.size() != 5) throw bad("expected 5 fields separated by \"; \"");
+  if (parts.size() != 5 && parts.size() != 6)
+    throw bad("expected 5 fields separated by \"; \" (6 with measured=)");
   auto field = [&](size_t i, const std::string& name) {
     if (!starts_with(parts[i], name + "="))
       throw bad("field " + std::to_string(i + 1) + " must start with \"" + name + "=\"");
@@ -92,6 +100,11 @@ TargetKey TargetKey::parse(const std::string& key) {
   k.kiln_version = field(3, "kiln");
   k.llvm_version = field(4, "llvm");
   if (k.kiln_version.empty() || k.llvm_version.empty()) throw bad("empty version");
+  if (parts.size() == 6) {
+    k.measured = field(5, "measured");
+    if (k.measured != kInGraph)
+      throw bad(std::string("measured must be \"") + kInGraph + "\", got \"" + k.measured + "\"");
+  }
   return k;
 }
 
@@ -125,6 +138,8 @@ std::string TargetKey::differences(const TargetKey& o) const {
   note("threads", std::to_string(threads), std::to_string(o.threads));
   note("kiln", kiln_version, o.kiln_version);
   note("llvm", llvm_version, o.llvm_version);
+  note("measured", measured.empty() ? "isolated" : measured,
+       o.measured.empty() ? "isolated" : o.measured);
   return out;
 }
 

@@ -12,6 +12,11 @@
 //   llvm -mtriple=x86_64-pc-linux-gnu -mcpu=rocketlake; features=+avx2,+avx512f,+fma;
 //   threads=8; kiln=0.1.0; llvm=16.0.6
 // (without the line break), and parse(key()) gives the same TargetKey back.
+// Times measured inside a compiled model rather than in isolation (kiln
+// tune's in-graph step, driver/measure_in_graph.h) are kept under the same
+// key with a sixth field, "; measured=in-graph": they are a different
+// measurement of the same kernels, never mixed with the isolated ones (trial
+// counts, claims and the search see only the isolated key).
 #pragma once
 
 #include <string>
@@ -30,8 +35,13 @@ struct TargetKey {
   int threads = 1;
   std::string kiln_version;
   std::string llvm_version;
+  // "" for the tuner's isolated measurements; kInGraph for in-graph ones.
+  std::string measured;
+  static constexpr const char* kInGraph = "in-graph";
 
   std::string key() const;
+  // The same key with measured = kInGraph.
+  TargetKey in_graph() const;
   // Parses key()'s format; anything else throws std::invalid_argument quoting the text.
   static TargetKey parse(const std::string& key);
   // The key of records tuned for `target` with `threads` threads by this kiln and LLVM.

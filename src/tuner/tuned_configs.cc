@@ -138,6 +138,9 @@ RecordSource load_jsonl(const std::string& path, int threads) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
       Record r = record_from_json_line(line);
+      // A shipped log ranks isolated measurements; in-graph times (an
+      // exported database's "measured=in-graph" records) do not compare.
+      if (r.target_key.find("; measured=") != std::string::npos) continue;
       src.by_workload[r.workload_key].push_back(std::move(r));
     } catch (const std::exception& e) {
       throw std::runtime_error(path + ":" + std::to_string(line_no) + ": " + e.what());
@@ -358,6 +361,13 @@ std::map<std::string, ConfigChoice> configs_for_build(
   std::vector<RecordSource> sources;
   if (!o.tuning_log.empty()) {
     RecordDB db = RecordDB::open(o.tuning_log, RecordDB::Mode::kMustExist);
+    // In-graph times first (kiln tune's last step re-measures each task's
+    // best configs inside the compiled model): where a workload has them, the
+    // build takes the config that ran fastest in the model, not in isolation.
+    RecordSource in_graph =
+        load_database(db, TargetKey::for_target(target, threads).in_graph().key());
+    in_graph.name = db.path() + " (in-graph)";
+    if (!in_graph.by_workload.empty()) sources.push_back(std::move(in_graph));
     sources.push_back(load_database(db, key));
     if (note && sources.back().by_workload.empty() && db.count() > 0)
       *note = o.tuning_log + " holds " + std::to_string(db.count()) +

@@ -49,7 +49,8 @@ class KilnTune : public ::testing::Test {
   // Quick measurements: the point is the bookkeeping, not the timing.
   std::string tune(const std::string& db, int trials) {
     return "tune " + quote(model_) + " --tuning-log " + quote(db) + " --trials " +
-           std::to_string(trials) + " --batch 3 --repeat 1 --min-repeat-ms 0 --tuner random";
+           std::to_string(trials) +
+           " --batch 3 --repeat 1 --min-repeat-ms 0 --tuner random --in-graph 0";
   }
   size_t records_in(const std::string& db) {
     std::string out = work_.file("export.jsonl");
@@ -96,6 +97,48 @@ TEST_F(KilnTune, ResumesAndBuildsWithTheLog) {
   ASSERT_EQ(build.status, 0) << build.err;
   EXPECT_NE(build.out.find("tuned: 1 of 1 workloads"), std::string::npos) << build.out;
   EXPECT_TRUE(fs::exists(pkg));
+}
+
+// The in-graph step: after the search, each task's best configs are timed
+// inside the compiled model and stored under the in-graph target key; the
+// build takes its config from those records and says so.
+TEST_F(KilnTune, InGraphStepStoresInGraphRecordsThatTheBuildPrefers) {
+  std::string db = work_.file("tuning.db");
+  CommandResult r = kiln("tune " + quote(model_) + " --tuning-log " + quote(db) +
+                         " --trials 5 --batch 5 --repeat 1 --min-repeat-ms 0 --tuner random "
+                         "--in-graph 2");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("2 in-graph records for 1 workloads"), std::string::npos) << r.out;
+  EXPECT_EQ(records_in(db), 7u);  // 5 isolated + 2 in-graph
+  std::ifstream in(work_.file("export.jsonl"));
+  std::set<std::string> isolated, in_graph;
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    bool g = j.at("target").get<std::string>().find("; measured=in-graph") != std::string::npos;
+    (g ? in_graph : isolated).insert(j.at("config").dump());
+    if (g) {
+      EXPECT_EQ(j.at("error"), "ok");
+      EXPECT_EQ(j.at("times_ms").size(), 6u);  // 30 repeats in medians of 5
+      EXPECT_GT(j.at("gflops").get<double>(), 0);
+    }
+  }
+  EXPECT_EQ(isolated.size(), 5u);
+  EXPECT_EQ(in_graph.size(), 2u);
+  for (const std::string& c : in_graph) EXPECT_TRUE(isolated.count(c)) << c;
+
+  // The in-graph records count no trial: the same total measures nothing new.
+  CommandResult again = kiln(tune(db, 5));
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_NE(again.out.find("0 trials"), std::string::npos) << again.out;
+
+  std::string pkg = work_.file("tiny.tar");
+  CommandResult build = kiln("build " + quote(model_) + " -o " + quote(pkg) + " --tuning-log " +
+                             quote(db) + " --require-tuned");
+  ASSERT_EQ(build.status, 0) << build.err;
+  EXPECT_NE(build.out.find("(in-graph)"), std::string::npos) << build.out;
+  CommandResult off =
+      kiln("tune " + quote(model_) + " --tuning-log " + quote(db) + " --in-graph -1");
+  EXPECT_NE(off.status, 0);
 }
 
 TEST_F(KilnTune, TwoProcessesOnOneDatabaseMeasureNoConfigTwice) {
@@ -257,8 +300,9 @@ TEST_F(KilnTune, CostModelWarmStartsFromOtherWorkloadsRecords) {
   ASSERT_EQ(kiln(tune(db, 6)).status, 0);
   std::string nearby = work_.file("nearby.onnx");
   write_bytes(nearby, tiny_conv_model(9).bytes());
-  CommandResult r = kiln("tune " + quote(nearby) + " --tuning-log " + quote(db) +
-                         " --trials 2 --batch 2 --repeat 1 --min-repeat-ms 0 --tuner xgb");
+  CommandResult r =
+      kiln("tune " + quote(nearby) + " --tuning-log " + quote(db) +
+           " --trials 2 --batch 2 --repeat 1 --min-repeat-ms 0 --tuner xgb --in-graph 0");
   ASSERT_EQ(r.status, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("cost model warm-started from"), std::string::npos) << r.out;
   // The records of the first workload are still all there, plus the new two.

@@ -77,7 +77,8 @@ def start_tuner(args, model, db, index, log_dir, starts):
     tuner = ["random", "xgb", "random"][index % 3]  # two random tuners share a seed: collisions
     log = open(os.path.join(log_dir, f"tuner{index}-{starts}.log"), "w")
     cmd = [args.kiln, "tune", model, "--tuning-log", db, "--trials", str(args.trials),
-           "--tuner", tuner, "--batch", "4", "--repeat", "1", "--number", "1"]
+           "--tuner", tuner, "--batch", "4", "--repeat", "1", "--number", "1",
+           "--in-graph", "0"]  # the soak counts isolated records only
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -137,7 +138,7 @@ def main():
             p.wait()
     # One last tuner, alone: whatever the killed ones left unmeasured.
     final = subprocess.run([args.kiln, "tune", model, "--tuning-log", db, "--trials",
-                            str(args.trials), "--repeat", "1", "--number", "1"],
+                            str(args.trials), "--repeat", "1", "--number", "1", "--in-graph", "0"],
                            capture_output=True, text=True, timeout=600)
 
     failures = []

@@ -121,7 +121,7 @@ def export(kiln, db):
 
 def tune_cmd(args, model, db, tuner):
     return [args.kiln, "tune", model, "--tuning-log", db, "--trials", str(args.trials),
-            "--tuner", tuner, "--batch", "4", "--repeat", "1", "--number", "1"]
+            "--tuner", tuner, "--batch", "4", "--repeat", "1", "--number", "1", "--in-graph", "0"]
 
 
 def write_job(path, model, db, trials):

@@ -150,6 +150,17 @@ TEST(ErrorClassTest, NamesRoundTrip) {
                                            {"crashed", "runtime_error"});
 }
 
+TEST(TargetKeyTest, InGraphKeyRoundTripsAndDiffersOnlyInHowItWasMeasured) {
+  TargetKey k = TargetKey::for_target(kiln::codegen::Target::host(), 2);
+  TargetKey g = k.in_graph();
+  EXPECT_EQ(g.key(), k.key() + "; measured=in-graph");
+  EXPECT_EQ(TargetKey::parse(g.key()), g);
+  EXPECT_EQ(TargetKey::parse(k.key()), k);
+  EXPECT_EQ(k.differences(g), "measured isolated vs in-graph");
+  EXPECT_THROW(TargetKey::parse(k.key() + "; measured=somewhere"), std::invalid_argument);
+  EXPECT_THROW(TargetKey::parse(k.key() + "; other=in-graph"), std::invalid_argument);
+}
+
 TEST(TargetKeyTest, FeaturesThatMatterFromCpuAndAttrs) {
   using kiln::codegen::Target;
   TargetKey skx = TargetKey::for_target(

@@ -11,12 +11,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "codegen/target.h"
 #include "ops/op_template.h"
 #include "runtime/c_runtime_api.h"
 #include "support/version.h"
+#include "tuner/in_graph_records.h"
 #include "tuner/records.h"
 #include "tuner/target_key.h"
 
@@ -296,6 +298,62 @@ TEST(ConfigsForBuild, RequireTunedNeedsOneImplementationPerNode) {
     EXPECT_NE(m.find(other.key() + " or " + other_winograd.key()), std::string::npos) << m;
     EXPECT_EQ(m.find(direct.key()), std::string::npos) << m;
   }
+  std::filesystem::remove_all(dir);
+}
+
+// In-graph records (kiln tune's last step) outrank the isolated ones of the
+// same workload in a build; candidates for that step keep the channel blocks.
+TEST(ConfigsForBuild, PrefersInGraphRecordsAndCandidatesKeepTheLayout) {
+  using nlohmann::json;
+  auto dir =
+      std::filesystem::temp_directory_path() / ("kiln_in_graph_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string db_path = (dir / "t.db").string();
+  std::mt19937_64 rng(11);
+  ops::Workload w = conv(12, 12);
+  const int threads = kiln_get_num_threads();
+  schedule::Config fast_alone = same_layout(w, rng), fast_in_graph = same_layout(w, rng);
+  while (fast_in_graph == fast_alone) fast_in_graph = same_layout(w, rng);
+  schedule::Config relayout = other_layout(w, rng);
+  TargetKey key = TargetKey::for_target(codegen::Target::host(), threads);
+  {
+    RecordDB db = RecordDB::open(db_path);
+    db.add(record(w, relayout, 0.1, threads));  // fastest, but other channel blocks
+    db.add(record(w, fast_alone, 0.2, threads));
+    db.add(record(w, fast_in_graph, 0.3, threads));
+    // Candidates: distinct, fastest first, the relayout left out.
+    auto cands = in_graph_candidates(db, key.key(), {w.key(), w.key()}, 5);
+    ASSERT_EQ(cands.size(), 1u);
+    const std::vector<std::string>& got = cands.at(w.key());
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(json::parse(got[0]), json::parse(fast_alone.to_json()));
+    EXPECT_EQ(json::parse(got[1]), json::parse(fast_in_graph.to_json()));
+    EXPECT_EQ(in_graph_candidates(db, key.key(), {w.key()}, 1).at(w.key()).size(), 1u);
+  }
+  BuildRecordOptions o;
+  o.tuning_log = db_path;
+  o.shipped_logs = false;
+  EXPECT_EQ(
+      json::parse(configs_for_build(o, codegen::Target::host(), {w.key()}).at(w.key()).config_json),
+      json::parse(fast_alone.to_json()));
+  {
+    RecordDB db = RecordDB::open(db_path);
+    // One spike among 10 repeats does not decide: medians of 5.
+    db.add(in_graph_record(w.key(), key.in_graph().key(), fast_alone.to_json(),
+                           {0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5}));
+    db.add(in_graph_record(w.key(), key.in_graph().key(), fast_in_graph.to_json(),
+                           {0.4, 9.0, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4, 9.0, 0.4}));
+    // Trials and the tuner's view are unchanged.
+    EXPECT_EQ(db.records(w.key(), key.key()).size(), 3u);
+  }
+  ConfigChoice c = configs_for_build(o, codegen::Target::host(), {w.key()}).at(w.key());
+  EXPECT_EQ(json::parse(c.config_json), json::parse(fast_in_graph.to_json()));
+  EXPECT_NE(c.source.find("(in-graph)"), std::string::npos) << c.source;
+  EXPECT_NEAR(c.gflops, conv_template().flops(w) / (0.4 * 1e6), 1e-6);
+  EXPECT_THROW(in_graph_record(w.key(), key.key(), fast_alone.to_json(), {1.0}),
+               std::invalid_argument);
+  EXPECT_THROW(in_graph_record(w.key(), key.in_graph().key(), fast_alone.to_json(), {}),
+               std::invalid_argument);
   std::filesystem::remove_all(dir);
 }
 

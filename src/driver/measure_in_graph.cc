@@ -1,0 +1,125 @@
+#include "driver/measure_in_graph.h"
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+
+#include "frontend/onnx_import.h"
+#include "runtime/graph_executor.h"
+#include "support/temp_files.h"
+
+namespace kiln::driver {
+namespace {
+
+// A node's candidates in the order its rounds take them: implementations
+// alternating, each best first.
+std::vector<std::pair<std::string, std::string>> interleave(
+    const std::vector<std::string>& keys,
+    const std::map<std::string, std::vector<std::string>>& candidates) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (size_t i = 0;; ++i) {
+    bool any = false;
+    for (const std::string& key : keys) {
+      auto it = candidates.find(key);
+      if (it == candidates.end() || i >= it->second.size()) continue;
+      out.emplace_back(key, it->second[i]);
+      any = true;
+    }
+    if (!any) return out;
+  }
+}
+
+// The same random float inputs in every round's executor (other dtypes: zeros).
+void fill_inputs(runtime::GraphExecutor& ex) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (size_t i = 0; i < ex.inputs().size(); ++i) {
+    const runtime::TensorInfo& info = ex.inputs()[i];
+    void* data = ex.input_data(i);
+    bool is_f32 = info.dtype.code == runtime::DTypeCode::Float && info.dtype.bits == 32 &&
+                  info.dtype.lanes == 1;
+    if (!is_f32) {
+      std::memset(data, 0, static_cast<size_t>(info.nbytes()));
+      continue;
+    }
+    float* f = static_cast<float*>(data);
+    for (int64_t k = 0; k < info.nbytes() / 4; ++k) f[k] = dist(rng);
+  }
+}
+
+// Per workload: summed time over summed calls of its kernels in one run.
+std::map<std::string, double> per_call_ms(const std::vector<runtime::KernelProfile>& profile) {
+  std::map<std::string, std::pair<double, int64_t>> sums;
+  for (const runtime::KernelProfile& k : profile) {
+    if (k.workload.empty() || k.calls == 0) continue;
+    sums[k.workload].first += k.total_ms;
+    sums[k.workload].second += k.calls;
+  }
+  std::map<std::string, double> out;
+  for (const auto& [w, s] : sums) out[w] = s.first / static_cast<double>(s.second);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::map<std::string, std::string>> in_graph_rounds(
+    const std::vector<std::vector<std::string>>& implementation_sets,
+    const std::map<std::string, std::vector<std::string>>& candidates) {
+  std::vector<std::vector<std::pair<std::string, std::string>>> per_set;
+  size_t rounds = 0;
+  for (const std::vector<std::string>& keys : implementation_sets) {
+    per_set.push_back(interleave(keys, candidates));
+    rounds = std::max(rounds, per_set.back().size());
+  }
+  std::vector<std::map<std::string, std::string>> out(rounds);
+  for (size_t r = 0; r < rounds; ++r)
+    for (const auto& list : per_set)
+      if (!list.empty()) out[r][list[r % list.size()].first] = list[r % list.size()].second;
+  return out;
+}
+
+std::vector<InGraphTime> measure_in_graph(
+    const std::string& model_path,
+    const std::map<std::string, std::vector<std::string>>& candidates, const InGraphOptions& o) {
+  auto say = [&](const std::string& line) {
+    if (o.progress) o.progress(line);
+  };
+  graph::Graph g =
+      frontend::import_onnx(model_path, frontend::parse_input_shapes(o.build.input_shapes));
+  std::vector<std::map<std::string, std::string>> rounds =
+      in_graph_rounds(template_workload_sets(std::move(g), o.build.target.isa()), candidates);
+  if (rounds.empty()) return {};
+
+  // One package per round; an explicit config makes its implementation the
+  // node's (build.cc's choose_configs), so each round runs what it names.
+  support::TempDir dir("ingraph");
+  std::vector<runtime::GraphExecutor> executors;
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    BuildOptions bo = o.build;
+    for (const auto& [key, cfg] : rounds[r]) bo.configs[key] = cfg;
+    bo.output_path = (dir.path() / ("round" + std::to_string(r) + ".tar")).string();
+    bo.format = PackageFormat::kTar;
+    build(model_path, bo);
+    executors.push_back(runtime::GraphExecutor::load(bo.output_path));
+    fill_inputs(executors.back());
+    executors.back().run();  // warm: pages touched, threads up
+    say("round " + std::to_string(r + 1) + " of " + std::to_string(rounds.size()) + " built");
+  }
+
+  // Interleaved: repeat k runs every round once, so drift spreads evenly.
+  std::map<std::pair<std::string, std::string>, std::vector<double>> times;
+  for (int rep = 0; rep < o.repeats; ++rep)
+    for (size_t r = 0; r < rounds.size(); ++r) {
+      std::map<std::string, double> t = per_call_ms(executors[r].run_profiled());
+      for (const auto& [key, cfg] : rounds[r]) {
+        auto it = t.find(key);
+        if (it != t.end()) times[{key, cfg}].push_back(it->second);
+      }
+    }
+  std::vector<InGraphTime> out;
+  for (auto& [kc, ms] : times) out.push_back({kc.first, kc.second, std::move(ms)});
+  return out;
+}
+
+}  // namespace kiln::driver

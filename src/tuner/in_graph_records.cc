@@ -1,0 +1,87 @@
+#include "tuner/in_graph_records.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include "ops/op_template.h"
+#include "support/version.h"
+#include "tuner/target_key.h"
+
+namespace kiln::tuner {
+
+std::map<std::string, std::vector<std::string>> in_graph_candidates(
+    const RecordDB& db, const std::string& target_key, const std::vector<std::string>& workloads,
+    int k) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const std::string& key : workloads) {
+    if (out.count(key)) continue;
+    ops::Workload w;
+    const ops::OpTemplate* t = nullptr;
+    try {
+      w = ops::Workload::parse(key);
+      t = &ops::get_template(w.template_name);
+    } catch (const std::exception&) {
+      continue;  // a workload of a template this kiln lacks
+    }
+    schedule::ConfigSpace space = t->space(w);
+    std::pair<int64_t, int64_t> want = ops::fallback_layout_blocks(*t, w);
+    std::vector<Record> records = db.records(key, target_key);
+    std::sort(records.begin(), records.end(),
+              [](const Record& a, const Record& b) { return a.mean_ms() < b.mean_ms(); });
+    std::vector<std::string> picked;
+    for (const Record& r : records) {
+      if (static_cast<int>(picked.size()) >= k) break;
+      if (r.error != ErrorClass::kOk || r.times_ms.empty()) continue;
+      try {
+        schedule::Config cfg = schedule::Config::from_json(space, r.config_json);
+        if (ops::layout_blocks(*t, w, cfg) != want) continue;
+        // The stored (canonical) text: the in-graph record of this config then has the same.
+        const std::string& json = r.config_json;
+        if (std::find(picked.begin(), picked.end(), json) == picked.end()) picked.push_back(json);
+      } catch (const std::exception&) {
+        // A record of an older space.
+      }
+    }
+    if (!picked.empty()) out[key] = std::move(picked);
+  }
+  return out;
+}
+
+Record in_graph_record(const std::string& workload_key, const std::string& in_graph_key,
+                       const std::string& config_json, const std::vector<double>& per_call_ms) {
+  if (TargetKey::parse(in_graph_key).measured != TargetKey::kInGraph)
+    throw std::invalid_argument("in_graph_record: target key \"" + in_graph_key +
+                                "\" is not an in-graph key");
+  if (per_call_ms.empty())
+    throw std::invalid_argument("in_graph_record: no times for " + workload_key);
+  Record r;
+  r.workload_key = workload_key;
+  r.target_key = in_graph_key;
+  r.config_json = config_json;
+  // A kernel of 0.1 ms shares 2 cores with whatever else runs: one repeat in
+  // ten may take 20x longer (a worker thread descheduled). The ranking uses
+  // the mean of times_ms, so each stored time is the median of a group of
+  // kGroup consecutive repeats: robust to such spikes, still one value per
+  // few runs for a reader to judge the spread.
+  constexpr size_t kGroup = 5;
+  for (size_t i = 0; i < per_call_ms.size(); i += kGroup) {
+    std::vector<double> g(per_call_ms.begin() + static_cast<std::ptrdiff_t>(i),
+                          per_call_ms.begin() + static_cast<std::ptrdiff_t>(
+                                                    std::min(i + kGroup, per_call_ms.size())));
+    std::nth_element(g.begin(), g.begin() + g.size() / 2, g.end());
+    r.times_ms.push_back(g[g.size() / 2]);
+  }
+  r.timestamp_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+  r.kiln_version = ::kiln::kiln_version();
+  std::vector<double> sorted = per_call_ms;
+  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+  double median = sorted[sorted.size() / 2];
+  ops::Workload w = ops::Workload::parse(workload_key);
+  if (median > 0) r.gflops = ops::get_template(w.template_name).flops(w) / (median * 1e6);
+  return r;
+}
+
+}  // namespace kiln::tuner

@@ -1,0 +1,35 @@
+// The tuner's side of in-graph measurement (driver/measure_in_graph.h):
+// which configs to re-measure inside the model, and the records that keep
+// their in-graph times. Those records carry the target key's
+// "measured=in-graph" field (target_key.h), so they never count as trials
+// and never mix with isolated times; a build prefers them
+// (tuned_configs.h, configs_for_build).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tuner/records.h"
+
+namespace kiln::tuner {
+
+// For each workload, up to `k` distinct verified configs (the records' canonical
+// config text) of its isolated
+// records on `target_key`, fastest first, among those that keep the
+// template's fallback channel blocks (a per-kernel time cannot see the
+// layout transforms other blocks would add). Workloads without such
+// records are left out.
+std::map<std::string, std::vector<std::string>> in_graph_candidates(
+    const RecordDB& db, const std::string& target_key, const std::vector<std::string>& workloads,
+    int k);
+
+// The record of one in-graph measurement: `per_call_ms` one time per
+// repeat; its times_ms are the medians of consecutive groups of 5 repeats
+// (robust to a descheduled thread's spikes), GFLOP/s from the template's
+// FLOP count over the median of all repeats.
+// `in_graph_key` must be a TargetKey with measured = in-graph.
+Record in_graph_record(const std::string& workload_key, const std::string& in_graph_key,
+                       const std::string& config_json, const std::vector<double>& per_call_ms);
+
+}  // namespace kiln::tuner
