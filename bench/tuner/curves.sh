@@ -36,7 +36,7 @@ for model in "$out"/models/*.onnx; do
       [[ $tuner == random ]] && total=$((random_trials * c / chunks)) || total=$((xgb_trials * c / chunks))
       echo "== $name: $tuner to $total trials"
       "$kiln" tune "$model" --tuning-log "$out/$name.$tuner.db" --tuner "$tuner" \
-        --trials "$total" --free-layout --report "$out/$name.$tuner.json" | tail -n 2
+        --trials "$total" --free-layout --in-graph 0 --report "$out/$name.$tuner.json" | tail -n 2
     done
   done
 done
