@@ -36,6 +36,18 @@ TaskScheduler::TaskScheduler(std::vector<Task> tasks, SchedulerOptions options)
   start_s_ = options_.clock();
   stats_.resize(tasks_.size());
   for (TaskStats& s : stats_) s.stopper = EarlyStopping(options_.early_stopping);
+  alternatives_.resize(tasks_.size());
+  for (const std::vector<std::string>& set : options_.implementation_sets) {
+    std::vector<size_t> members;
+    for (const std::string& key : set)
+      for (size_t i = 0; i < tasks_.size(); ++i)
+        if (tasks_[i].workload_key == key) members.push_back(i);
+    for (size_t i : members)
+      for (size_t j : members)
+        if (i != j && std::find(alternatives_[i].begin(), alternatives_[i].end(), j) ==
+                          alternatives_[i].end())
+          alternatives_[i].push_back(j);
+  }
 }
 
 double TaskScheduler::elapsed_s() const { return options_.clock() - start_s_; }
@@ -82,9 +94,21 @@ double TaskScheduler::cost(size_t task) const {
   return tasks_[task].flops / ((g > 0 ? g : fallback_gflops()) * 1e9);
 }
 
+double TaskScheduler::alternatives_cost(size_t task) const {
+  double m = std::numeric_limits<double>::infinity();
+  for (size_t j : alternatives_[task]) m = std::min(m, cost(j));
+  return m;
+}
+
 double TaskScheduler::estimated_latency_s() const {
   double total = 0;
-  for (size_t i = 0; i < tasks_.size(); ++i) total += tasks_[i].count * cost(i);
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    // A node's implementations count once, at the fastest (the first of equals).
+    bool counted_elsewhere = false;
+    for (size_t j : alternatives_[i])
+      if (cost(j) < cost(i) || (cost(j) == cost(i) && j < i)) counted_elsewhere = true;
+    if (!counted_elsewhere) total += tasks_[i].count * cost(i);
+  }
   return total;
 }
 
@@ -108,7 +132,13 @@ double TaskScheduler::gradient(size_t task) const {
   }
   if (group_measured > 1 && options_.beta > 0)
     next = std::min(next, options_.beta * tasks_[task].flops / (group_best * 1e9));
-  const double forward = next - c;
+  double forward = next - c;
+  // Alternatives: only a change of the node's fastest implementation counts.
+  const double m = alternatives_cost(task);
+  if (std::isfinite(m)) {
+    forward = std::min(next, m) - std::min(c, m);
+    if (c >= m) backward = 0;
+  }
   return tasks_[task].count * (options_.alpha * backward + (1 - options_.alpha) * forward);
 }
 

@@ -14,7 +14,15 @@
 //                                                  1/beta of the speed the best
 //                                                  task of its template reached
 //
-// and the most negative grad wins (ties at random). Before that every task
+// and the most negative grad wins (ties at random).
+//
+// Implementations of one node (a 3x3 stride-1 Conv: direct and Winograd;
+// SchedulerOptions::implementation_sets) are alternatives: the build runs the
+// faster, so the objective counts min_i c_i over them once, and a task's
+// gradient is the change of that minimum: min(next_i, m) - min(c_i, m), m the
+// best of the others (its backward term only while it is the minimum). A
+// losing implementation gets rounds only while its optimistic next cost
+// could overtake the winner. Before that every task
 // gets one round (warm-up, in task order), and with probability eps_greedy a
 // random active task is picked instead. A task stops when it reaches its
 // trial cap, its early-stopping patience, or its tuner's space is exhausted;
@@ -49,6 +57,9 @@ struct SchedulerOptions {
   // Per task, replacing max_trials_per_task where non-empty (one entry per
   // task): a job's models may ask for different trial counts (tuner/job.h).
   std::vector<int64_t> max_trials_of_task;
+  // Workload keys of the implementations of one node, per node with more
+  // than one (driver::template_workload_sets); keys of no task are ignored.
+  std::vector<std::vector<std::string>> implementation_sets;
 };
 
 enum class TaskState { Active, Capped, EarlyStopped, Exhausted };
@@ -108,12 +119,15 @@ class TaskScheduler {
   int64_t cap(size_t task) const;  // the task's trial cap; 0: none
   double cost(size_t task) const;  // best latency of one call, seconds (estimated if none)
   double fallback_gflops() const;
+  // The best cost among `task`'s alternatives (infinity without any).
+  double alternatives_cost(size_t task) const;
   bool active(size_t task) const { return stats_[task].state == TaskState::Active; }
   void check_caps(size_t task);
 
   std::vector<Task> tasks_;
   SchedulerOptions options_;
   std::vector<TaskStats> stats_;
+  std::vector<std::vector<size_t>> alternatives_;  // per task: the other implementations
   std::mt19937_64 rng_;
   double start_s_;
   int64_t run_trials_ = 0;

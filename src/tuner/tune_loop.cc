@@ -60,6 +60,7 @@ SchedulerOptions scheduler_options(const TuneOptions& o) {
   s.max_trials_of_task = o.task_trials;
   s.early_stopping = o.early_stopping;
   s.time_budget_s = o.time_budget_s;
+  s.implementation_sets = o.implementation_sets;
   return s;
 }
 

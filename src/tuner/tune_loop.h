@@ -41,6 +41,9 @@ struct TuneOptions {
   // Per task (one entry per task), replacing `trials` where non-empty: a
   // job's models may ask for different totals (tuner/job.h).
   std::vector<int64_t> task_trials;
+  // Workload keys of one node's implementations (driver::template_workload_sets),
+  // for the scheduler to treat them as alternatives (task_scheduler.h).
+  std::vector<std::vector<std::string>> implementation_sets;
   // Measurement settings; tune() fills num_threads (when 0) and
   // reference_cache (a private folder for the run), and chains
   // on_result/should_stop with the observer and `should_stop` below.

@@ -206,6 +206,42 @@ TEST(TaskScheduler, MoreTrialsForTheTaskThatStillGains) {
   EXPECT_EQ(s.next_task(), std::optional<size_t>(1));
 }
 
+TEST(TaskScheduler, AlternativesCountOnceAndTheLosingImplementationGetsFewRounds) {
+  // One node with two implementations (w1 = direct, w2 = Winograd, twice as
+  // fast) and another node (d). All three improve alike.
+  auto run = [](bool grouped) {
+    SchedulerOptions o = budget(2400);
+    if (grouped) o.implementation_sets = {{"w1", "w2"}, {"unknown", "d"}};
+    TaskScheduler s({task("w1", 1, 1e9, "t"), task("w2", 1, 1e9, "u"), task("d", 1, 1e9, "v")}, o);
+    std::vector<int64_t> trials =
+        simulate(s, {rising(5, 50, 300), rising(10, 100, 300), rising(10, 100, 300)});
+    return std::make_pair(trials, s.estimated_latency_s());
+  };
+  auto [apart, latency_apart] = run(false);
+  auto [grouped, latency_grouped] = run(true);
+  // Apart, the slow implementation looks like the most to gain; grouped, it
+  // can never overtake after its first rounds and gets far fewer trials.
+  EXPECT_LT(grouped[0] * 2, apart[0]) << grouped[0] << " vs " << apart[0];
+  EXPECT_GT(grouped[1], apart[1]);
+  EXPECT_GT(grouped[2], apart[2]);
+  // The node counts once, at its faster implementation.
+  TaskScheduler s({task("w1", 1, 1e9, "t"), task("w2", 1, 1e9, "u")}, [] {
+    SchedulerOptions o = budget(0);
+    o.implementation_sets = {{"w1", "w2"}};
+    return o;
+  }());
+  s.record(0, {20.0});
+  s.record(1, {40.0});
+  EXPECT_NEAR(s.estimated_latency_s(), 1 / 40.0, 1e-12);
+  // w1 at 20 cannot beat 40 even halving its time: no gain; w2's gain is real.
+  s.record(0, {20.0});
+  s.record(1, {40.0});
+  EXPECT_EQ(s.gradient(0), 0.0);
+  EXPECT_LT(s.gradient(1), 0.0);
+  (void)latency_apart;
+  (void)latency_grouped;
+}
+
 TEST(TaskScheduler, ATaskLaggingBehindItsTemplateSiblingLooksMorePromising) {
   // The same history twice; only in `same` are both tasks of one template,
   // whose best speed (100) promises the slow one up to 1/beta of it.
