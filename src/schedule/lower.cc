@@ -11,6 +11,7 @@
 #include "schedule/schedule_ops.h"
 #include "schedule/storage_flatten.h"
 #include "schedule/unroll_loops.h"
+#include "schedule/unswitch_selects.h"
 #include "schedule/vectorize_loops.h"
 
 namespace kiln::schedule {
@@ -80,6 +81,8 @@ LoweredFunc lower(const Schedule& sch, const std::vector<Tensor>& args, const st
   trace("simplify", s);
   s = vectorize_loops(s);
   trace("vectorize_loops", s);
+  s = unswitch_selects(s);
+  trace("unswitch_selects", s);
   s = fit_budget(s, name, options);
   trace("fit_budget", s);
   if (options.unroll) {
