@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "graph/passes/decompose_batch_norm.h"
 #include "graph/passes/div_by_constant.h"
 #include "graph/passes/eliminate_dead_code.h"
 #include "graph/passes/fold_batch_norm.h"
@@ -43,6 +44,8 @@ void run_default_passes(Graph& g) {
   trace(g, "div_by_constant", std::to_string(dv) + " rewritten");
   int bn = fold_batch_norm(g);
   trace(g, "fold_batch_norm", std::to_string(bn) + " folded");
+  int bd = decompose_batch_norm(g);
+  trace(g, "decompose_batch_norm", std::to_string(bd) + " rewritten");
   f = fold_constants(g);
   trace(g, "fold_constants", std::to_string(f.folded) + " folded");
   DeadCodeStats d = eliminate_dead_code(g);
