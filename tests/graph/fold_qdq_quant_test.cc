@@ -168,6 +168,28 @@ TEST(FoldQdq, WeightQuantizedInTheGraphAndNoBias) {
   EXPECT_EQ(f.initializers.at(f.nodes[0].inputs[3]).type.dtype, "int8");
 }
 
+// PyTorch's exporter writes zero points as Cast(ConstantOfShape(...)): the pass
+// evaluates such small constant subgraphs itself (fold_constants runs later).
+TEST(FoldQdq, ComputedZeroPointsAreEvaluated) {
+  GraphBuilder b(21);
+  std::string x = b.input("x", {1, 3, 5, 5}, "uint8", 0, 255);
+  std::string xs = b.constant("xs", scalar_f(0.04f));
+  std::string xz = b.constant("xz", tensor_of<uint8_t>({}, {9}));
+  std::string xf = b.node("DequantizeLinear", {x, xs, xz});
+  std::string shape = b.ints("shape", {4});
+  std::string zeros = b.node("ConstantOfShape", {shape}, {{"value", tensor_of<int32_t>({1}, {0})}});
+  std::string wz = b.node("Cast", {zeros}, {{"to", int64_t{3}}});  // int8
+  std::string wq = b.constant("wq", random_tensor("int8", {4, 3, 3, 3}, b.rng(), -127, 127));
+  std::string ws = b.constant("ws", tensor_of<float>({4}, {0.01f, 0.02f, 0.03f, 0.04f}));
+  std::string wf = b.node("DequantizeLinear", {wq, ws, wz}, {{"axis", int64_t{0}}});
+  std::string y = b.node("Conv", {xf, wf});
+  b.output(b.node("QuantizeLinear", {y, b.constant("ys", scalar_f(0.2f)),
+                                     b.constant("yz", tensor_of<uint8_t>({}, {100}))}));
+  Graph f = folded(b.graph(), b.inputs(), 1);
+  ASSERT_EQ(count_op(f, "QLinearConv"), 1);
+  EXPECT_EQ(count_op(f, "Cast"), 0);  // the zero point is an initializer now
+}
+
 TEST(FoldQdq, LeavesNonMatchingGraphsAlone) {
   // The conv output read twice (a graph output too): no fold.
   GraphBuilder b = conv_graph({""});

@@ -62,8 +62,54 @@ class Folder {
     return it->second[0];
   }
 
-  const Initializer* constant(const std::string& v) const {
-    return v.empty() ? nullptr : constant_of(g_, v);
+  // The value of `v`: an initializer, or a small value computed from
+  // initializers only by nodes other than Q/DQ, evaluated here (PyTorch's
+  // exporter writes zero points as Cast(ConstantOfShape)); nullptr otherwise.
+  // fold_constants would fold those later, but it would fold the weights'
+  // DequantizeLinear too, so this pass runs before it.
+  const Initializer* constant(const std::string& v, int depth = 0) const {
+    if (v.empty()) return nullptr;
+    if (const Initializer* c = constant_of(g_, v)) return c;
+    if (auto it = evaluated_.find(v); it != evaluated_.end()) return &it->second;
+    const Node* n = producer(v);
+    const TensorType* t = g_.type_of(v);
+    if (!n || !t || depth > 4 || t->num_elements() > (int64_t{1} << 16) ||
+        n->op_type == "QuantizeLinear" || n->op_type == "DequantizeLinear" || !n->domain.empty())
+      return nullptr;
+    const OpDef* def = find_op(n->op_type);
+    if (!def || !def->evaluate) return nullptr;
+    std::vector<const Initializer*> args;
+    for (const std::string& in : n->inputs) {
+      if (in.empty()) {
+        args.push_back(nullptr);
+        continue;
+      }
+      const Initializer* c = constant(in, depth + 1);
+      if (!c) return nullptr;
+      args.push_back(c);
+    }
+    std::vector<Initializer> outs;
+    try {
+      outs = def->evaluate(*n, args);
+    } catch (const std::exception&) {
+      return nullptr;  // left to the passes that report it
+    }
+    for (size_t i = 0; i < outs.size() && i < n->outputs.size(); ++i)
+      if (!n->outputs[i].empty()) evaluated_[n->outputs[i]] = std::move(outs[i]);
+    auto it = evaluated_.find(v);
+    return it == evaluated_.end() ? nullptr : &it->second;
+  }
+
+  // A name for constant(v) that a new node can read: v itself when it is an
+  // initializer, else a new initializer holding the evaluated value.
+  std::string materialize(const std::string& v) {
+    if (v.empty() || constant_of(g_, v)) return v;
+    auto it = materialized_.find(v);
+    if (it != materialized_.end()) return it->second;
+    std::string name = unique_value_name(g_, v + "/value");
+    set_initializer(g_, name, *constant(v));
+    materialized_[v] = name;
+    return name;
   }
 
   // A DQ/Q node's constant parameters: per tensor, or (allow_axis) 1-D per channel.
@@ -275,6 +321,7 @@ class Folder {
     n.inputs = {x->q, x->scale, zp_or_zero(*x, x_dtype), wq, ws,
                 wzp,  y->scale, zp_or_zero(*y, y_dtype)};
     if (!bias.empty()) n.inputs.push_back(bias);
+    for (size_t k = 1; k < n.inputs.size(); ++k) n.inputs[k] = materialize(n.inputs[k]);
     if (type == "Conv") n.attrs = op.attrs;
     n.outputs = {y->q};
     // The Q is the pattern's last node: the QLinear node takes its place so
@@ -306,6 +353,8 @@ class Folder {
   std::map<std::string, size_t> producers_;
   std::set<std::string> node_names_;
   std::vector<bool> removed_;
+  mutable std::map<std::string, Initializer> evaluated_;  // constant()'s computed values
+  std::map<std::string, std::string> materialized_;
 };
 
 }  // namespace
