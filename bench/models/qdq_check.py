@@ -32,8 +32,16 @@ def run(cmd, **kw):
 
 
 def median_ms(text):
+    """The median of ort_bench.js's line ("median X ms") or of kiln run --print-time's table
+    (a header "mean (ms)  median (ms) ..." over one row of numbers)."""
     m = re.search(r"median ([0-9.]+) ms", text)
-    return float(m.group(1)) if m else float("nan")
+    if m:
+        return float(m.group(1))
+    lines = text.splitlines()
+    for i, line in enumerate(lines[:-1]):
+        if "median (ms)" in line:
+            return float(lines[i + 1].split()[1])
+    return float("nan")
 
 
 def main():

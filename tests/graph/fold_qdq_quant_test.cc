@@ -256,6 +256,46 @@ TEST(FoldQdq, GemmWithBiasStaysFloat) {
   EXPECT_EQ(count_op(f, "Gemm"), 1);
 }
 
+// Between two folded convolutions ORT's format leaves Q -> DQ on the
+// activation; lowered to float, the pair becomes one kiln.QuantizeDequantize
+// (exactly DQ(Q(x))), and the pipeline's graph keeps the unfolded outputs.
+TEST(FoldQdq, PipelineChainsTwoConvsThroughQuantizeDequantize) {
+  GraphBuilder b(31);
+  std::string x = b.input("x", {1, 3, 6, 6}, "float32", -2, 2);
+  std::string s0 = b.constant("s0", scalar_f(4.0f / 255.0f));
+  std::string z0 = b.constant("z0", tensor_of<uint8_t>({}, {128}));
+  std::string h = b.node("DequantizeLinear", {b.node("QuantizeLinear", {x, s0, z0}), s0, z0});
+  for (int layer = 0; layer < 2; ++layer) {
+    std::string l = std::to_string(layer);
+    std::string wq = b.constant("wq" + l, random_tensor("int8", {3, 3, 3, 3}, b.rng(), -127, 127));
+    std::string ws = b.constant("ws" + l, tensor_of<float>({3}, {0.01f, 0.02f, 0.015f}));
+    std::string wf = b.node("DequantizeLinear", {wq, ws}, {{"axis", int64_t{0}}});
+    std::string y =
+        b.node("Relu", {b.node("Conv", {h, wf}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}})});
+    std::string ys = b.constant("ys" + l, scalar_f(0.01f));
+    std::string yz = b.constant("yz" + l, tensor_of<uint8_t>({}, {0}));
+    h = b.node("DequantizeLinear", {b.node("QuantizeLinear", {y, ys, yz}), ys, yz});
+  }
+  b.output(h);
+  Graph p = b.graph();
+  graph::passes::run_default_passes(p);
+  EXPECT_NO_THROW(graph::passes::verify_graph(p));
+  EXPECT_EQ(count_op(p, "Conv"), 2);
+  EXPECT_EQ(count_op(p, "Relu"), 0);  // folded into Q's saturation
+  EXPECT_EQ(count_op(p, "QuantizeLinear"), 0);
+  EXPECT_EQ(count_op(p, "DequantizeLinear"), 0);
+  EXPECT_EQ(count_op(p, "kiln.QuantizeDequantize"), 3);
+  // The float output is DQ of a quantized tensor: within one step of 0.01.
+  std::vector<float> got = graph::run_graph(p, b.inputs()).at(h).as<float>();
+  std::vector<float> want = graph::run_graph(b.graph(), b.inputs()).at(h).as<float>();
+  size_t exact = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_LE(std::fabs(got[i] - want[i]), 0.01f * 1.001f) << i;
+    exact += got[i] == want[i];
+  }
+  std::printf("pipeline: %zu of %zu exact\n", exact, got.size());
+}
+
 // DynamicQuantizeLinear -> MatMulInteger / ConvInteger, as ORT's dynamic
 // quantizer writes them: the expansion is exact (same float operations; the
 // integer sums stay below 2^24).

@@ -249,5 +249,25 @@ TEST(QuantizeOps, CompiledQuantizeAndDequantizeMatchEvaluate) {
   check_node(make_node("DequantizeLinear", 2), {&xi, &s}, 0.0);
 }
 
+// kiln.QuantizeDequantize is exactly DequantizeLinear(QuantizeLinear(x)), on
+// the host and compiled, u8 and s8 ranges, halves and saturation included.
+TEST(QuantizeOps, QuantizeDequantizeIsExactlyDqOfQ) {
+  std::mt19937_64 rng(17);
+  Initializer x = random_tensor("float32", {3, 4, 6, 5}, rng, -30, 30);
+  auto* xp = reinterpret_cast<float*>(x.data.data());
+  for (int i = 0; i < 40; ++i) xp[i] = (static_cast<float>(i) - 20.5f) * 0.125f;
+  Initializer s = scalar_f(0.125f);
+  for (bool s8 : {false, true}) {
+    Initializer z = s8 ? scalar_s8(-9) : scalar_u8(77);
+    Initializer zf = tensor_of<float>({}, {s8 ? -9.0f : 77.0f});
+    Initializer q = eval(make_node("QuantizeLinear", 3), {&x, &s, &z})[0];
+    Initializer want = eval(make_node("DequantizeLinear", 3), {&q, &s, &z})[0];
+    Node fq = make_node("kiln.QuantizeDequantize", 3,
+                        {{"qmin", int64_t{s8 ? -128 : 0}}, {"qmax", int64_t{s8 ? 127 : 255}}});
+    EXPECT_EQ(eval(fq, {&x, &s, &zf})[0].data, want.data);
+    check_node(fq, {&x, &s, &zf}, 0.0);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::test

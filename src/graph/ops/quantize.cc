@@ -323,6 +323,66 @@ std::vector<ir::Tensor> compute_dequantize(const Node& node, const ComputeInputs
       node.name)};
 }
 
+// ---- kiln.QuantizeDequantize ----------------------------------------------------------------
+
+// kiln.QuantizeDequantize(x, scale, zero_point; qmin, qmax) is exactly
+// DequantizeLinear(QuantizeLinear(x)) with per-tensor parameters, the scale and
+// zero point both float32 scalars (the zero point an integer value) and the
+// quantized range as attributes: float in, float out. expand_quantized_ops
+// writes it for a Q whose every reader is a DQ with its parameters, so that the
+// pair stays float, joins NCHW[x]c layouts and fuses into a template's
+// epilogue instead of costing two kernels and two layout transforms.
+struct FakeQuant {
+  float scale, zp, qmin, qmax;
+};
+
+FakeQuant fake_quant_params(const Node& node, const Initializer& s, const Initializer& z) {
+  if (s.type.dtype != "float32" || z.type.dtype != "float32" || s.type.num_elements() != 1 ||
+      z.type.num_elements() != 1)
+    fail(node, "scale and zero point must be float32 scalars");
+  return {s.as<float>()[0], z.as<float>()[0], static_cast<float>(attr_int(node, "qmin", 0)),
+          static_cast<float>(attr_int(node, "qmax", 255))};
+}
+
+std::vector<Initializer> eval_fake_quant(const Node& node,
+                                         const std::vector<const Initializer*>& ins) {
+  const Initializer& x = required_input(node, ins, 0);
+  require_f32(node, x, "x");
+  FakeQuant p = fake_quant_params(node, required_input(node, ins, 1), required_input(node, ins, 2));
+  Initializer y = make_tensor("float32", x.type.shape);
+  const float* xp = data_of<float>(x);
+  float* yp = data_of<float>(y);
+  int32_t zp = static_cast<int32_t>(p.zp);
+  for (int64_t i = 0; i < x.type.num_elements(); ++i) {
+    int32_t q = saturate_round(xp[i] / p.scale, zp, static_cast<int32_t>(p.qmin),
+                               static_cast<int32_t>(p.qmax));
+    yp[i] = static_cast<float>(q - zp) * p.scale;
+  }
+  return {std::move(y)};
+}
+
+std::vector<ir::Tensor> compute_fake_quant(const Node& node, const ComputeInputs& in,
+                                           const std::vector<TensorType>& out_types) {
+  const ir::Tensor& x = required_tensor(node, in, 0);
+  const ir::Tensor& scale = required_tensor(node, in, 1);
+  const ir::Tensor& zp = required_tensor(node, in, 2);
+  if (numel(static_shape(scale)) != 1 || numel(static_shape(zp)) != 1)
+    fail(node, "scale and zero point must be scalars");
+  float lo = static_cast<float>(attr_int(node, "qmin", 0));
+  float hi = static_cast<float>(attr_int(node, "qmax", 255));
+  const TensorType& ot = out_types.at(0);
+  return {ir::compute(
+      shape_exprs(ot.shape),
+      [&](const std::vector<ir::Var>& i) {
+        Expr s = broadcast_read(scale, i), z = broadcast_read(zp, i);
+        Expr v = ir::read(x, vars_to_exprs(i)) / s;
+        v = ir::max(ir::min(v, ir::make_float(hi) - z), ir::make_float(lo) - z);
+        // round(v) + zp - zp: the integer round(v) itself, exactly.
+        return round_half_even_expr(v) * s;
+      },
+      node.name)};
+}
+
 // ---- DynamicQuantizeLinear -----------------------------------------------------------------
 
 std::vector<Initializer> eval_dynamic_quantize(const Node& node,
@@ -726,6 +786,8 @@ void register_quantize_ops() {
   reg("QLinearMatMul", OpPattern::kOpaque, eval_qlinear_matmul);
   reg("ConvInteger", OpPattern::kOpaque, eval_conv_integer);
   reg("QLinearConv", OpPattern::kOpaque, eval_qlinear_conv);
+  register_op(OpDef{
+      "kiln.QuantizeDequantize", OpPattern::kBroadcast, eval_fake_quant, compute_fake_quant, {}});
 }
 
 }  // namespace kiln::graph

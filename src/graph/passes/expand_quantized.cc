@@ -3,6 +3,8 @@
 // until int8 templates take QLinearConv / QLinearMatMul over. The constant
 // DequantizeLinear of weights and biases that this leaves folds into float
 // constants in fold_constants.
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -40,6 +42,7 @@ class Expander {
       }
       ++count;
     }
+    fuse_quantize_dequantize();
     return count;
   }
 
@@ -173,6 +176,62 @@ class Expander {
     std::string u8zero = constant(n.name + "/zero_u8", op_util::make_tensor("uint8", {}));
     std::string zp = add(n, "QuantizeLinear", "zp", {zpf, one, u8zero}, {"uint8", {}}, out(2));
     add(n, "QuantizeLinear", "q", {x, scale, zp}, {"uint8", type(n, x).shape}, out(0));
+  }
+
+  // The value of a scalar constant, or nullopt.
+  std::optional<double> scalar(const std::string& v) const {
+    const Initializer* c = v.empty() ? nullptr : constant_of(g_, v);
+    if (!c || c->type.num_elements() != 1) return std::nullopt;
+    return op_util::to_doubles(Node{}, *c)[0];
+  }
+
+  // A QuantizeLinear whose every reader is a DequantizeLinear with the same
+  // per-tensor scale and zero point (what ORT's QDQ format puts between two
+  // float ops) becomes one kiln.QuantizeDequantize per reader: exactly
+  // DQ(Q(x)), but float to float, so that it runs in the blocked layout and
+  // inside the producing template's epilogue (graph/ops/quantize.cc).
+  void fuse_quantize_dequantize() {
+    std::map<std::string, std::vector<size_t>> readers = consumers_of(g_);
+    std::vector<bool> removed(g_.nodes.size(), false);
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& q = g_.nodes[i];
+      if (q.op_type != "QuantizeLinear" || q.outputs.size() != 1 ||
+          is_graph_output(g_, q.outputs[0]))
+        continue;
+      const TensorType* x = g_.type_of(in(q, 0));
+      std::optional<double> s = scalar(in(q, 1));
+      std::optional<double> z = in(q, 2).empty() ? std::optional<double>(0.0) : scalar(in(q, 2));
+      if (!x || x->dtype != "float32" || !s || !z ||
+          constant_of(g_, in(q, 1))->type.dtype != "float32")
+        continue;
+      auto r = readers.find(q.outputs[0]);
+      if (r == readers.end()) continue;
+      bool all_dq = true;
+      for (size_t k : r->second) {
+        const Node& d = g_.nodes[k];
+        std::optional<double> dz = in(d, 2).empty() ? std::optional<double>(0.0) : scalar(in(d, 2));
+        all_dq = all_dq && d.op_type == "DequantizeLinear" && in(d, 0) == q.outputs[0] &&
+                 in(d, 1) != q.outputs[0] && in(d, 2) != q.outputs[0] && scalar(in(d, 1)) == s &&
+                 dz == z;
+      }
+      if (!all_dq) continue;
+      const std::string& qtype = g_.type_of(q.outputs[0])->dtype;
+      std::string zf =
+          constant(q.name + "/zero_point_f32", float_tensor({}, {static_cast<float>(*z)}));
+      for (size_t k : r->second) {
+        Node& d = g_.nodes[k];
+        Node f;
+        f.op_type = "kiln.QuantizeDequantize";
+        f.name = d.name;
+        f.inputs = {in(q, 0), in(q, 1), zf};
+        f.attrs = {{"qmin", int64_t{qtype == "int8" ? -128 : 0}},
+                   {"qmax", int64_t{qtype == "int8" ? 127 : 255}}};
+        f.outputs = d.outputs;
+        d = std::move(f);
+      }
+      removed[i] = true;
+    }
+    erase_nodes(g_, removed);
   }
 
   Graph& g_;
