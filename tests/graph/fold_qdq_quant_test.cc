@@ -132,6 +132,13 @@ TEST(FoldQdq, ConvWithBiasAndReluBecomesOneQLinearConv) {
   EXPECT_EQ(count_op(e, "Conv"), 1);
   EXPECT_EQ(count_op(e, "DequantizeLinear"), 3);
   EXPECT_EQ(count_op(e, "QuantizeLinear"), 1);
+  // Kept for an int8 template: nothing changes.
+  Graph k = f;
+  EXPECT_EQ(graph::passes::expand_quantized_ops(
+                k, [](const graph::Node& n) { return n.op_type == "QLinearConv"; }),
+            0);
+  EXPECT_EQ(count_op(k, "QLinearConv"), 1);
+  EXPECT_EQ(k.nodes.size(), 1u);
   // The whole default pipeline (fold, expand, constant folding) keeps the outputs.
   Graph p = b.graph();
   graph::passes::run_default_passes(p);

@@ -20,7 +20,7 @@ using Shape = std::vector<int64_t>;
 
 class Expander {
  public:
-  explicit Expander(Graph& g) : g_(g) {
+  Expander(Graph& g, const std::function<bool(const Node&)>& keep) : g_(g), keep_(keep) {
     for (const Node& n : g.nodes) names_.insert(n.name);
   }
 
@@ -30,6 +30,11 @@ class Expander {
     g_.nodes.clear();
     for (Node& n : nodes) {
       // Kept nodes stay visible to unique_value_name while new ones are made.
+      bool qlinear = n.op_type == "QLinearConv" || n.op_type == "QLinearMatMul";
+      if (qlinear && keep_ && keep_(n)) {
+        g_.nodes.push_back(std::move(n));
+        continue;
+      }
       if (n.op_type == "QLinearConv" || n.op_type == "ConvInteger") {
         expand_conv(n);
       } else if (n.op_type == "QLinearMatMul" || n.op_type == "MatMulInteger") {
@@ -235,11 +240,14 @@ class Expander {
   }
 
   Graph& g_;
+  const std::function<bool(const Node&)>& keep_;
   std::set<std::string> names_;
 };
 
 }  // namespace
 
-int expand_quantized_ops(Graph& g) { return Expander(g).run(); }
+int expand_quantized_ops(Graph& g, const std::function<bool(const Node&)>& keep) {
+  return Expander(g, keep).run();
+}
 
 }  // namespace kiln::graph::passes

@@ -43,11 +43,18 @@
 //   DynamicQuantizeLinear => ReduceMax (of x and -x), the scale and zero point
 //                            in scalar ops, Q(x, scale, zp)
 //
+// and then a QuantizeLinear whose every reader is a DequantizeLinear with the
+// same per-tensor scale and zero point (the Q -> DQ that ORT's format leaves
+// between two ops) becomes kiln.QuantizeDequantize, exactly DQ(Q(x)) but float
+// to float: it runs in NCHW[x]c and inside the producing template's epilogue.
+//
 // The float path accumulates in float32, so a QLinear result may differ from
 // the exact integer one (evaluate in graph/ops/quantize.cc) by 1 in the last
 // quantized unit where the requantized value is within float rounding of a
 // half; the integer ops' results are exact while |acc| < 2^24.
 #pragma once
+
+#include <functional>
 
 #include "graph/graph.h"
 
@@ -56,7 +63,9 @@ namespace kiln::graph::passes {
 // Returns the number of patterns folded.
 int fold_qdq(Graph& g);
 
-// Returns the number of nodes rewritten.
-int expand_quantized_ops(Graph& g);
+// Returns the number of nodes rewritten. `keep`, when given, names the
+// QLinearConv / QLinearMatMul nodes to leave as they are (those an int8
+// template will run); their quantized inputs and outputs then stay uint8/int8.
+int expand_quantized_ops(Graph& g, const std::function<bool(const Node&)>& keep = {});
 
 }  // namespace kiln::graph::passes
