@@ -5,8 +5,8 @@ quantized_models.py):
 
   qdq_check.py --kiln build/kiln DIR/<model> [--max-units 1] [--time] [--repeat 20]
 
-Prints one line per output: max |kiln - ort| in units of the output scale (or relative, for a
-float output that is not quantized), the fraction of exactly equal elements, and with --time
+Prints one line per output: max |kiln - ort| in units of the output scale (integer outputs:
+in their own units; a float output that is not quantized: relative, checked with --max-rel), the fraction of exactly equal elements, and with --time
 kiln's and ORT's median latency (2 threads). Exit 1 when an output differs by more than
 --max-units, 77 when node or onnxruntime-node is missing (the tests' skip code).
 """
@@ -48,7 +48,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--kiln", required=True)
     p.add_argument("model_dir")
-    p.add_argument("--max-units", type=float, default=1.0)
+    p.add_argument("--max-units", type=float, default=1.0,
+                   help="for the quantized output and integer outputs")
+    p.add_argument("--max-rel", type=float, default=None,
+                   help="for float outputs that are not quantized (default: report only)")
     p.add_argument("--time", action="store_true")
     p.add_argument("--repeat", type=int, default=20)
     args = p.parse_args()
@@ -72,19 +75,25 @@ def main():
     got = np.load(out)
     name = os.path.basename(os.path.normpath(d))
     worst = 0.0
+    failed = False
     for i, (oname, o) in enumerate(ort.items()):
         ref = np.array(o["data"], dtype=np.float64).reshape(o["dims"])
         k = got[f"output_{i}"].astype(np.float64)
         diff = np.abs(k - ref)
-        if scale > 0 and i == 0:
-            units = diff / scale
+        if (scale > 0 and i == 0) or o["type"] != "float32":
+            units = diff / scale if o["type"] == "float32" else diff
             worst = max(worst, units.max())
+            what = f"scale {scale:.4g}" if o["type"] == "float32" else o["type"]
             print(f"{name} {oname} {list(ref.shape)}: max diff {units.max():.3g} units "
-                  f"(scale {scale:.4g}), {np.mean(units < 0.5) * 100:.2f}% exact")
+                  f"({what}), {np.mean(units < 0.5) * 100:.2f}% exact")
         else:
             rel = diff.max() / max(np.abs(ref).max(), 1e-30)
             print(f"{name} {oname} {list(ref.shape)}: max abs diff {diff.max():.3g}, rel "
                   f"{rel:.3g} (float output), {np.mean(diff == 0) * 100:.2f}% equal")
+            if args.max_rel is not None and not rel <= args.max_rel:
+                print(f"qdq_check: FAIL: {name} {oname} differs from ONNX Runtime by {rel:.3g} "
+                      f"relative (> {args.max_rel})")
+                failed = True
     if args.time:
         k = run([args.kiln, "run", pkg, "--inputs", inputs, "--repeat", str(args.repeat),
                  "--print-time"])
@@ -95,6 +104,8 @@ def main():
     if worst > args.max_units:
         print(f"qdq_check: FAIL: {name} differs from ONNX Runtime by {worst:.3g} units "
               f"(> {args.max_units})")
+        failed = True
+    if failed:
         sys.exit(1)
 
 

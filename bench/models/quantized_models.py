@@ -53,7 +53,7 @@ sys.path.insert(0, HERE)
 import generate  # noqa: E402  (the zoo's model builders)
 
 ZOO = ["resnet18", "mobilenet_v2", "encoder"]
-ALL = ["tiny_qdq"] + ZOO + ["torch_qlinear"]
+ALL = ["tiny_qdq"] + ZOO + ["torch_qlinear", "tiny_qoperator", "tiny_dynamic"]
 SEED = 20261124
 
 
@@ -356,6 +356,92 @@ def make_torch_qlinear(out_dir):
     print("torch_qlinear: " + " ".join(sorted({n.op_type for n in proto.graph.node})))
 
 
+def write_handmade(name, out_dir, graph, inputs, output_scale):
+    """Saves a hand-written opset-13 graph with its input and info.json."""
+    final = os.path.join(out_dir, name)
+    os.makedirs(final, exist_ok=True)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    proto.ir_version = 8
+    onnx.checker.check_model(proto, full_check=True)
+    onnx.save(proto, os.path.join(final, "model.onnx"))
+    np.savez(os.path.join(final, "input.npz"), **inputs)
+    with open(os.path.join(final, "info.json"), "w") as f:
+        json.dump({"output_scale": output_scale, "opset": 13}, f)
+    print(f"{name}: " + " ".join(n.op_type for n in graph.node))
+
+
+def make_tiny_qoperator(out_dir):
+    """ORT's QOperator format, written by hand: QuantizeLinear -> QLinearConv (per-channel s8
+    weights, int32 bias, stride 2) -> Reshape -> QLinearMatMul (per-column s8 weights) ->
+    DequantizeLinear."""
+    rng = np.random.default_rng(SEED)
+    c = lambda name, a: numpy_helper.from_array(a, name)  # noqa: E731
+    m, k = 8, 8 * 4 * 4
+    inits = [
+        c("xs", np.array(0.02, np.float32)), c("xz", np.array(118, np.uint8)),
+        c("w", rng.integers(-127, 128, (m, 3, 3, 3)).astype(np.int8)),
+        c("ws", rng.uniform(0.002, 0.01, m).astype(np.float32)),
+        c("wz", np.zeros(m, np.int8)),
+        c("ys", np.array(0.05, np.float32)), c("yz", np.array(0, np.uint8)),
+        c("b", rng.integers(-2000, 2000, m).astype(np.int32)),
+        c("shape", np.array([1, k], np.int64)),
+        c("m2", rng.integers(-127, 128, (k, 10)).astype(np.int8)),
+        c("m2s", rng.uniform(0.002, 0.01, 10).astype(np.float32)),
+        c("m2z", np.zeros(10, np.int8)),
+        c("os", np.array(0.1, np.float32)), c("oz", np.array(128, np.uint8)),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["input", "xs", "xz"], ["xq"], name="q_in"),
+        helper.make_node("QLinearConv", ["xq", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+                         ["yq"], name="qconv", pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Reshape", ["yq", "shape"], ["flat"], name="flatten"),
+        helper.make_node("QLinearMatMul", ["flat", "ys", "yz", "m2", "m2s", "m2z", "os", "oz"],
+                         ["oq"], name="qmatmul"),
+        helper.make_node("DequantizeLinear", ["oq", "os", "oz"], ["output_0"], name="dq_out"),
+    ]
+    g = helper.make_graph(nodes, "tiny_qoperator",
+                          [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("output_0", TensorProto.FLOAT, [1, 10])],
+                          inits)
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    write_handmade("tiny_qoperator", out_dir, g, {"input": x}, 0.1)
+
+
+def make_tiny_dynamic(out_dir):
+    """ORT's dynamic quantization, written by hand: DynamicQuantizeLinear -> MatMulInteger (with
+    per-column weight zero points) -> Cast -> Mul by x_scale * w_scale (a float output), and
+    DynamicQuantizeLinear -> ConvInteger (an int32 output)."""
+    rng = np.random.default_rng(SEED + 1)
+    c = lambda name, a: numpy_helper.from_array(a, name)  # noqa: E731
+    inits = [
+        c("w", rng.integers(-127, 128, (16, 6)).astype(np.int8)),
+        c("wz", rng.integers(-3, 4, 6).astype(np.int8)),
+        c("ws", np.array(0.01, np.float32)),
+        c("k", rng.integers(0, 256, (4, 2, 3, 3)).astype(np.uint8)),
+        c("kz", np.array(128, np.uint8)),  # ORT 1.30: per-tensor only for ConvInteger
+    ]
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["a"], ["aq", "as", "az"], name="dq_a"),
+        helper.make_node("MatMulInteger", ["aq", "w", "az", "wz"], ["acc"], name="mmi"),
+        helper.make_node("Cast", ["acc"], ["accf"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["as", "ws"], ["s"], name="scale"),
+        helper.make_node("Mul", ["accf", "s"], ["output_0"], name="rescale"),
+        helper.make_node("DynamicQuantizeLinear", ["img"], ["iq", "is", "iz"], name="dq_img"),
+        helper.make_node("ConvInteger", ["iq", "k", "iz", "kz"], ["output_1"], name="convi",
+                         pads=[1, 1, 1, 1]),
+    ]
+    g = helper.make_graph(nodes, "tiny_dynamic",
+                          [helper.make_tensor_value_info("a", TensorProto.FLOAT, [5, 16]),
+                           helper.make_tensor_value_info("img", TensorProto.FLOAT, [1, 2, 6, 6])],
+                          [helper.make_tensor_value_info("output_0", TensorProto.FLOAT, [5, 6]),
+                           helper.make_tensor_value_info("output_1", TensorProto.INT32,
+                                                         [1, 4, 6, 6])],
+                          inits)
+    inputs = {"a": rng.uniform(-2, 3, (5, 16)).astype(np.float32),
+              "img": rng.standard_normal((1, 2, 6, 6)).astype(np.float32)}
+    write_handmade("tiny_dynamic", out_dir, g, inputs, 0.0)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", required=True)
@@ -372,6 +458,10 @@ def main():
     for name in names:
         if name == "torch_qlinear":
             make_torch_qlinear(args.out)
+        elif name == "tiny_qoperator":
+            make_tiny_qoperator(args.out)
+        elif name == "tiny_dynamic":
+            make_tiny_dynamic(args.out)
         else:
             make_qdq(name, args.out, args.calib)
 
