@@ -119,6 +119,13 @@ TEST(QuantImport, UnsupportedDtypesAndMissingScalesAreNamed) {
   init<int32_t>(b, "z", {}, {0}, kI32);
   b.node("QuantizeLinear", "q_int32", {"x", "s", "z"}, {"y"});
   EXPECT_THAT(import_error(b.write("q_int32.onnx")), HasSubstr("q_int32"));
+  // An int16 quantized tensor for DequantizeLinear (ONNX 1.12 has no float8 at all).
+  OnnxBuilder i16(13);
+  i16.input("x", {"4"}, onnx::TensorProto::INT16);
+  i16.output("y", {"4"});
+  init<float>(i16, "s", {}, {1.0f}, kF32);
+  i16.node("DequantizeLinear", "dq_int16", {"x", "s"}, {"y"});
+  EXPECT_THAT(import_error(i16.write("dq_int16.onnx")), HasSubstr("dq_int16"));
   // No scale at all.
   OnnxBuilder m(13);
   m.input("x", {"4"});
