@@ -229,8 +229,8 @@ std::vector<Initializer> eval_dequantize(const Node& node,
   return {std::move(y)};
 }
 
-// Reads a scale / zero point tensor in a TE: the value for channel index
-// `c` (nullptr expression for per-tensor parameters, which have one element).
+// Reads a scale / zero point tensor in a TE: its one element for per-tensor
+// parameters (any rank), else the element at channel index `c`.
 Expr read_param(const ir::Tensor& t, const Expr& c) {
   Shape s = static_shape(t);
   if (numel(s) == 1) return ir::read(t, std::vector<Expr>(s.size(), Expr(int64_t{0})));
