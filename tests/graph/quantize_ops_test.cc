@@ -232,6 +232,13 @@ TEST(QuantizeOps, CompiledQuantizeAndDequantizeMatchEvaluate) {
   for (int i = 0; i < 40; ++i) xp[i] = (static_cast<float>(i) - 20.5f) * 0.25f;
   xp[50] = 1e9f;
   xp[51] = -1e9f;
+  // Just below and above halves (where v + 0.5 is inexact: floor(v + 0.5)
+  // rounds 0.50000006 to 0), signed zeros, tiny values and the range's ends,
+  // in units of the scale.
+  const float edge[] = {0.49999997f, -0.49999997f, 0.50000006f, -0.50000006f, 1.4999999f,
+                        -1.4999999f, 0.0f,         -0.0f,       1e-30f,       -1e-30f,
+                        254.5f,      255.5f,       -127.5f,     -128.5f};
+  for (size_t i = 0; i < sizeof(edge) / sizeof(edge[0]); ++i) xp[60 + i] = edge[i] * 0.25f;
   Initializer s = scalar_f(0.25f);
   Initializer su = scalar_u8(3), ss = scalar_s8(-7);
   check_node(make_node("QuantizeLinear", 3), {&x, &s, &su});
