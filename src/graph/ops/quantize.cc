@@ -363,23 +363,24 @@ std::vector<Initializer> eval_fake_quant(const Node& node,
   return {std::move(y)};
 }
 
+// The scale and zero point are constant inputs (expand_quantized_ops writes
+// them so): immediates in the kernel, no loads, and the clamp bounds fold.
 std::vector<ir::Tensor> compute_fake_quant(const Node& node, const ComputeInputs& in,
                                            const std::vector<TensorType>& out_types) {
   const ir::Tensor& x = required_tensor(node, in, 0);
-  const ir::Tensor& scale = required_tensor(node, in, 1);
-  const ir::Tensor& zp = required_tensor(node, in, 2);
-  if (numel(static_shape(scale)) != 1 || numel(static_shape(zp)) != 1)
-    fail(node, "scale and zero point must be scalars");
-  float lo = static_cast<float>(attr_int(node, "qmin", 0));
-  float hi = static_cast<float>(attr_int(node, "qmax", 255));
+  const Initializer* sc = const_input(in, 1);
+  const Initializer* zc = const_input(in, 2);
+  if (!sc || !zc) fail(node, "the scale and zero point must be graph constants");
+  FakeQuant p = fake_quant_params(node, *sc, *zc);
   const TensorType& ot = out_types.at(0);
   return {ir::compute(
       shape_exprs(ot.shape),
       [&](const std::vector<ir::Var>& i) {
-        Expr s = broadcast_read(scale, i), z = broadcast_read(zp, i);
-        Expr v = ir::read(x, vars_to_exprs(i)) / s;
-        v = ir::max(ir::min(v, ir::make_float(hi) - z), ir::make_float(lo) - z);
+        Expr s = ir::make_float(p.scale);
+        // Division, as QuantizeLinear; clamped first, so the result is
         // round(v) + zp - zp: the integer round(v) itself, exactly.
+        Expr v = ir::read(x, vars_to_exprs(i)) / s;
+        v = ir::max(ir::min(v, ir::make_float(p.qmax - p.zp)), ir::make_float(p.qmin - p.zp));
         return round_half_even_expr(v) * s;
       },
       node.name)};
@@ -788,8 +789,11 @@ void register_quantize_ops() {
   reg("QLinearMatMul", OpPattern::kOpaque, eval_qlinear_matmul);
   reg("ConvInteger", OpPattern::kOpaque, eval_conv_integer);
   reg("QLinearConv", OpPattern::kOpaque, eval_qlinear_conv);
-  register_op(OpDef{
-      "kiln.QuantizeDequantize", OpPattern::kBroadcast, eval_fake_quant, compute_fake_quant, {}});
+  register_op(OpDef{"kiln.QuantizeDequantize",
+                    OpPattern::kBroadcast,
+                    eval_fake_quant,
+                    compute_fake_quant,
+                    {1, 2}});
 }
 
 }  // namespace kiln::graph
