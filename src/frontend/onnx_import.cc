@@ -17,6 +17,7 @@
 #include "frontend/legacy_ops.h"
 #include "frontend/onnx_convert.h"
 #include "frontend/op_support.h"
+#include "frontend/quantized_ops.h"
 #include "frontend/shape_folding.h"
 
 namespace kiln::frontend {
@@ -466,6 +467,7 @@ graph::Graph import_model(const std::string& path, const InputShapes& input_shap
   convert_values(model.graph(), &g);
   convert_nodes(model.graph(), names, &g);
   upgrade_legacy_ops(&g, default_opset(model));
+  check_quantized_nodes(g, default_opset(model));
   return g;
 }
 

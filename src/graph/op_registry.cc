@@ -21,6 +21,7 @@ void ensure_registered() {
     register_nn_ops();
     register_layout_ops();
     register_template_ops();
+    register_quantize_ops();
   });
 }
 

@@ -86,5 +86,6 @@ void register_reduce_ops();
 void register_nn_ops();
 void register_layout_ops();
 void register_template_ops();
+void register_quantize_ops();
 
 }  // namespace kiln::graph

@@ -53,6 +53,9 @@ inline graph::Initializer random_tensor(const std::string& dtype, std::vector<in
       else
         reinterpret_cast<int32_t*>(t.data.data())[i] = static_cast<int32_t>(v);
     }
+  } else if (dtype == "uint8" || dtype == "int8") {
+    std::uniform_int_distribution<int> d(static_cast<int>(lo), static_cast<int>(hi));
+    for (int64_t i = 0; i < n; ++i) t.data[i] = static_cast<uint8_t>(d(rng));  // two's complement
   } else if (dtype == "bool") {
     std::uniform_int_distribution<int> d(0, 1);
     for (int64_t i = 0; i < n; ++i) t.data[i] = static_cast<uint8_t>(d(rng));

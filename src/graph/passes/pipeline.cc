@@ -9,6 +9,7 @@
 #include "graph/passes/eliminate_dead_code.h"
 #include "graph/passes/fold_batch_norm.h"
 #include "graph/passes/fold_constants.h"
+#include "graph/passes/fold_qdq.h"
 #include "graph/passes/fuse_layer_norm.h"
 #include "graph/passes/simplify.h"
 
@@ -32,6 +33,14 @@ void trace(const Graph& g, const char* pass, const std::string& what) {
 void run_default_passes(Graph& g) {
   int removed = simplify(g);
   trace(g, "simplify", std::to_string(removed) + " removed");
+  // Before folding constants, which would turn DequantizeLinear(weight) into
+  // float weights and hide the pattern. Until the int8 templates take the
+  // QLinear nodes, they run as DQ -> float op -> Q (expand_quantized_ops),
+  // and the weights' DequantizeLinear then folds below.
+  int qdq = fold_qdq(g);
+  trace(g, "fold_qdq", std::to_string(qdq) + " folded");
+  int qx = expand_quantized_ops(g);
+  trace(g, "expand_quantized_ops", std::to_string(qx) + " expanded");
   FoldConstantsStats f = fold_constants(g);
   trace(g, "fold_constants",
         std::to_string(f.folded) + " folded, " + std::to_string(f.skipped_too_large) +

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# End-to-end check of a quantized (QDQ) model against ONNX Runtime on the same file (ctest
+# frontend_quant_ort_e2e): bench/models/quantized_models.py writes tiny_qdq (Conv+BN+Relu, a
+# residual Add, MaxPool, depthwise Conv + ReLU6, 1x1 Conv, ReduceMean, MatMul + Relu, Gemm;
+# u8 activations, per-channel s8 weights, int32 biases), the PyTorch-quantized torch_qlinear,
+# tiny_qoperator (QLinearConv / QLinearMatMul as ORT's QOperator format writes them) and
+# tiny_dynamic (DynamicQuantizeLinear -> MatMulInteger / ConvInteger, ORT's dynamic format),
+# then bench/models/qdq_check.py runs `kiln build` + `kiln run` and ORT and requires every
+# output within 1 quantized unit, printing the fraction of exact matches.
+# Skipped (77) without node, onnxruntime-node (bench/models/README.md) or PyTorch.
+#
+#   quant_ort_e2e.sh KILN WORKDIR
+set -euo pipefail
+kiln=${1:?usage: quant_ort_e2e.sh KILN WORKDIR}
+work=${2:?usage: quant_ort_e2e.sh KILN WORKDIR}
+models=$(cd "$(dirname "$0")/../../bench/models" && pwd)
+if ! command -v node >/dev/null || [ ! -d "$models/node_modules/onnxruntime-node" ]; then
+  echo "SKIP: node or onnxruntime-node missing (cd bench/models && ONNXRUNTIME_NODE_INSTALL=skip npm install)"
+  exit 77
+fi
+if ! /usr/bin/python3 -c 'import torch, onnx, numpy' 2>/dev/null; then
+  echo "SKIP: /usr/bin/python3 lacks torch, onnx or numpy (scripts/install-deps.sh)"
+  exit 77
+fi
+rm -rf "$work"
+mkdir -p "$work"
+/usr/bin/python3 "$models/quantized_models.py" --out "$work" \
+  --models tiny_qdq,torch_qlinear,tiny_qoperator,tiny_dynamic --calib 2
+for m in tiny_qdq torch_qlinear tiny_qoperator tiny_dynamic; do
+  /usr/bin/python3 "$models/qdq_check.py" --kiln "$kiln" "$work/$m" --max-units 1 --max-rel 1e-5
+done
