@@ -1,0 +1,38 @@
+// Post-training quantization of an ONNX model (kiln quantize, kiln build
+// --precision int8): calibration data -> activation statistics -> a
+// QuantPlan (plan.h) -> a QDQ ONNX model (frontend/qdq_writer.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codegen/target.h"
+#include "frontend/quant_plan.h"
+#include "quantize/statistics.h"
+
+namespace kiln::quantize {
+
+struct QuantizeOptions {
+  std::string calibration;  // DATA.npz or a folder of .npz (calibration_data.h)
+  CalibrationMethod method = CalibrationMethod::kMax;
+  double percentile = 99.99;                         // for kPercentile
+  std::vector<std::string> keep_float;               // node names left in float32
+  codegen::Target target = codegen::Target::host();  // of the calibration build
+};
+
+struct QuantizeResult {
+  frontend::QuantPlan plan;
+  size_t samples = 0;
+  size_t candidates = 0;  // Conv/MatMul/Gemm nodes in the model
+};
+
+// Checks --keep-float first (before any calibration run), then calibrates
+// and decides. Throws std::runtime_error / std::invalid_argument naming the
+// file, node or tensor at fault.
+QuantizeResult plan_quantization(const std::string& model_path, const QuantizeOptions& options);
+
+// plan_quantization, then the QDQ model at `out_path` (atomically).
+QuantizeResult quantize_model(const std::string& model_path, const std::string& out_path,
+                              const QuantizeOptions& options);
+
+}  // namespace kiln::quantize
