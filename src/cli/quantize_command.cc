@@ -1,5 +1,5 @@
 // kiln quantize: float ONNX model + calibration data -> QDQ ONNX model
-// (src/quantize, README "Quantization").
+// (src/quantize, README "Quantization (int8)").
 #include "cli/quantize_command.h"
 
 #include <chrono>

@@ -5,7 +5,7 @@
 // the QDQ file it writes, `kiln build --precision int8`.
 //
 // Semantics are ONNX's: QuantizeLinear y = saturate(round_half_even(x / scale)
-// + zp), DequantizeLinear x = (y - zp) * scale (docs/quantization.md).
+// + zp), DequantizeLinear x = (y - zp) * scale (README, "Quantization (int8)").
 #pragma once
 
 #include <cstdint>
