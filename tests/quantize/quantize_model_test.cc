@@ -203,6 +203,48 @@ TEST(QuantizeModel, WritesAQdqModelInOrtsFormat) {
   EXPECT_EQ(q.graph().output(0).name(), "y");
 }
 
+// A weight shared by three MatMuls and an activation read by two: one int8
+// weight with one DequantizeLinear, one Q/DQ pair for x, and h (a quantized
+// node's output) read through its own DQ by the next node.
+TEST(QuantizeModel, SharedWeightsAndActivationsAreQuantizedOnce) {
+  Work work;
+  OnnxBuilder m;
+  m.input("x", {"2", "4"});
+  m.output("y", {"2", "4"});
+  m.output("z", {"2", "4"});
+  m.init_f32("B", {4, 4}, random_vector(16, 8, 0.5f));
+  m.node("MatMul", "mm1", {"x", "B"}, {"h"});
+  m.node("MatMul", "mm2", {"h", "B"}, {"y"});
+  m.node("MatMul", "mm3", {"x", "B"}, {"z"});
+  const std::string path = m.write("shared.onnx");
+  runtime::NDArray a = runtime::NDArray::empty({3, 2, 4}, runtime::DType::f32());
+  std::vector<float> v = random_vector(24, 9, 1.0f);
+  std::copy(v.begin(), v.end(), a.data_as<float>());
+  std::vector<runtime::NamedArray> arrays;
+  arrays.push_back({"x", std::move(a)});
+  QuantizeOptions o;
+  o.calibration = (work.dir / "shared_calib.npz").string();
+  runtime::write_npz(o.calibration, arrays);
+  const std::string out = (work.dir / "shared.qdq.onnx").string();
+  ASSERT_EQ(quantize_model(path, out, o).plan.nodes.size(), 3u);
+  onnx::ModelProto q = read_model(out);
+  EXPECT_NO_THROW(onnx::checker::check_model(q));
+  int q_of_x = 0, dq_of_b = 0;
+  for (const auto& n : q.graph().node()) {
+    if (n.op_type() == "QuantizeLinear" && n.input(0) == "x") ++q_of_x;
+    if (n.op_type() == "DequantizeLinear" && n.input(0) == "B_quantized") ++dq_of_b;
+  }
+  EXPECT_EQ(q_of_x, 1);
+  EXPECT_EQ(dq_of_b, 1);
+  for (const auto& n : q.graph().node())
+    if (n.op_type() == "MatMul") {
+      EXPECT_EQ(producer(q, n.input(0))->op_type(), "DequantizeLinear") << n.name();
+      EXPECT_EQ(n.input(1), "B_dequantized") << n.name();
+    }
+  EXPECT_EQ(producer(q, "h")->op_type(), "DequantizeLinear");
+  EXPECT_EQ(find_init(q, "B"), nullptr);
+}
+
 TEST(QuantizeModel, OldOpsetIsRefusedAndNothingIsWritten) {
   Work work;
   Model model;
