@@ -26,6 +26,7 @@ namespace kiln::cli {
 // quantize_command.cc: --calibration, --calibrate, --percentile, --keep-float.
 bool parse_quantize_option(const std::vector<std::string>& args, size_t& i,
                            quantize::QuantizeOptions& q, bool& method_given);
+std::string op_list(const quantize::QuantizeOptions& q);
 
 namespace {
 
@@ -35,7 +36,7 @@ const char* kBuildUsage =
     "[--require-tuned]]\n"
     "                  [--no-shipped-logs] [--no-borrow] [--dump-kernels DIR] [--time-report]\n"
     "                  [--precision fp32|int8|bf16 [--calibration DATA] [--calibrate M]\n"
-    "                   [--percentile P] [--keep-float NODE...]]\n"
+    "                   [--percentile P] [--keep-float NODE...] [--quantize-also OPS]]\n"
     "  -o OUT             package to write (default: MODEL.tar, or MODEL.so with --output-format "
     "so)\n"
     "  --target TARGET    'llvm -mcpu=... -mattr=...' (default: this machine)\n"
@@ -52,7 +53,8 @@ const char* kBuildUsage =
     "  --dump-kernels DIR write each kernel's LLVM IR (.ll) and assembly (.s) into DIR\n"
     "  --time-report      print the slowest kernels' compile times and estimated sizes\n"
     "  --precision P      fp32 (the default); int8: quantize with kiln quantize's code (needs\n"
-    "                     --calibration DATA; --calibrate, --percentile, --keep-float as there)\n"
+    "                     --calibration DATA; --calibrate, --percentile, --keep-float,\n"
+    "                     --quantize-also as there)\n"
     "                     and build the QDQ model; bf16: not available yet\n"
     "Configs come from DB, else the shipped logs for this CPU's ISA class (logs/*.jsonl), else\n"
     "a nearby shape's record whose config is legal here, else the template's fallback; the\n"
@@ -127,7 +129,8 @@ BuildArgs parse_args(const std::vector<std::string>& args) {
     throw std::invalid_argument("--precision int8 needs --calibration DATA (kiln quantize --help)");
   if (a.precision != "int8" && a.quantize_flags)
     throw std::invalid_argument(
-        "--calibration, --calibrate, --percentile and --keep-float need --precision int8");
+        "--calibration, --calibrate, --percentile, --keep-float and --quantize-also need "
+        "--precision int8");
   if (a.format != "tar" && a.format != "so")
     throw std::invalid_argument("--output-format must be tar or so, not '" + a.format + "'");
   if (a.output.empty()) {
@@ -260,8 +263,8 @@ int run_build(const std::vector<std::string>& args) {
   if (a.precision == "int8") {
     if (!a.target.empty()) a.quantize.target = options.target;
     quantize::QuantizeResult q = quantize::plan_quantization(a.model, a.quantize);
-    std::printf("quantized: %zu of %zu Conv/MatMul/Gemm nodes (%zu calibration samples, %s)\n",
-                q.plan.nodes.size(), q.candidates, q.samples,
+    std::printf("quantized: %zu of %zu %s nodes (%zu calibration samples, %s)\n",
+                q.plan.nodes.size(), q.candidates, op_list(a.quantize).c_str(), q.samples,
                 quantize::method_name(a.quantize.method));
     for (const char* op : {"QuantizeLinear", "DequantizeLinear"})
       if (!frontend::is_supported_op("", op))

@@ -16,6 +16,7 @@ namespace {
 const char* kQuantizeUsage =
     "usage: kiln quantize MODEL.onnx -o OUT.onnx --calibration DATA\n"
     "                     [--calibrate max|percentile|kl] [--percentile P] [--keep-float NODE...]\n"
+    "                     [--quantize-also Add,MaxPool,AveragePool,GlobalAveragePool]\n"
     "  -o OUT.onnx         the quantized model, in ONNX Runtime's QDQ format (written atomically)\n"
     "  --calibration DATA  DATA.npz with one array per model input holding N samples stacked\n"
     "                      along a new leading axis ([N, *input shape]), or a folder of .npz\n"
@@ -26,10 +27,19 @@ const char* kQuantizeUsage =
     "  --percentile P      for --calibrate percentile (default 99.99)\n"
     "  --keep-float NODE.. leave these nodes (ONNX node names; OpType#INDEX for an unnamed\n"
     "                      one) in float32; the names run up to the next option\n"
+    "  --quantize-also OPS also quantize these op types' inputs and output (comma-separated:\n"
+    "                      Add, MaxPool, AveragePool, GlobalAveragePool)\n"
     "Conv, MatMul and Gemm with float32 initializer weights are quantized: weights int8\n"
     "symmetric per output channel, activations uint8 asymmetric, bias int32.\n";
 
 }  // namespace
+
+// "Conv/MatMul/Gemm", plus --quantize-also's op types.
+std::string op_list(const quantize::QuantizeOptions& q) {
+  std::string ops = "Conv/MatMul/Gemm";
+  for (const std::string& op : q.optional_ops) ops += "/" + op;
+  return ops;
+}
 
 // Shared with kiln build --precision int8 (build_command.cc): --calibrate,
 // --percentile and --keep-float parsing. Returns true if args[i] was one of
@@ -58,6 +68,17 @@ bool parse_quantize_option(const std::vector<std::string>& args, size_t& i,
     if (used != v.size() || !(p > 50 && p <= 100))
       throw std::invalid_argument("--percentile must be a number in (50, 100], not '" + v + "'");
     q.percentile = p;
+  } else if (s == "--quantize-also") {
+    // Comma-separated op types; checked against the model's plan (plan.h).
+    std::string v = value();
+    size_t start = 0;
+    while (start <= v.size()) {
+      size_t comma = v.find(',', start);
+      if (comma == std::string::npos) comma = v.size();
+      if (comma > start) q.optional_ops.push_back(v.substr(start, comma - start));
+      start = comma + 1;
+    }
+    if (q.optional_ops.empty()) throw std::invalid_argument("--quantize-also needs op types");
   } else if (s == "--keep-float") {
     size_t before = q.keep_float.size();
     while (i + 1 < args.size() && !args[i + 1].empty() && args[i + 1][0] != '-')
@@ -107,10 +128,10 @@ int run_quantize(const std::vector<std::string>& args) {
   quantize::QuantizeResult r = quantize::quantize_model(model, output, q);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
-      "kiln quantize: %s -> %s (%zu of %zu Conv/MatMul/Gemm nodes quantized, %zu activation "
+      "kiln quantize: %s -> %s (%zu of %zu %s nodes quantized, %zu activation "
       "tensors; %zu calibration samples, %s; %.1f s)\n",
-      model.c_str(), output.c_str(), r.plan.nodes.size(), r.candidates, r.plan.activations.size(),
-      r.samples, quantize::method_name(q.method), secs);
+      model.c_str(), output.c_str(), r.plan.nodes.size(), r.candidates, op_list(q).c_str(),
+      r.plan.activations.size(), r.samples, quantize::method_name(q.method), secs);
   for (const auto& [label, why] : r.plan.kept_float)
     std::printf("  float32: %s (%s)\n", label.c_str(), why.c_str());
   return 0;

@@ -77,7 +77,9 @@ onnx::NodeProto make_node(const std::string& op, const std::string& name,
 std::string qdq_model_bytes(const std::string& model_path, const QuantPlan& plan) {
   onnx::ModelProto model = read_onnx_proto(model_path);
   const int64_t opset = onnx_default_opset(model);
-  if (!plan.nodes.empty() && opset < kMinQdqOpset)
+  const bool per_channel = std::any_of(plan.nodes.begin(), plan.nodes.end(),
+                                       [](const NodeQuant& n) { return n.weight.has_value(); });
+  if (per_channel && opset < kMinQdqOpset)
     throw ImportError(model_path + ": the model imports opset " + std::to_string(opset) +
                       "; per-channel weight quantization needs opset " +
                       std::to_string(kMinQdqOpset) +
@@ -133,7 +135,7 @@ std::string qdq_model_bytes(const std::string& model_path, const QuantPlan& plan
       continue;
     }
     const NodeQuant& nq = *found->second;
-    if (n.input_size() < 2 || n.output_size() < 1 || n.output(0) != nq.output)
+    if (n.output_size() < 1 || n.output(0) != nq.output || (nq.weight && n.input_size() < 2))
       throw ImportError(model_path + ": node " + nq.label +
                         " does not match the quantization plan (inputs or output differ)");
     // Activation inputs: a quantized node's output is already its own DQ
@@ -152,26 +154,28 @@ std::string qdq_model_bytes(const std::string& model_path, const QuantPlan& plan
       n.set_input(k, it->second);
     }
     // The weight.
-    const WeightQuant& w = nq.weight;
-    if (n.input(1) != w.tensor)
-      throw ImportError(model_path + ": node " + nq.label + ": input 1 is '" + n.input(1) +
-                        "', the plan quantizes '" + w.tensor + "'");
-    auto wit = weight_dq.find(w.tensor);
-    if (wit == weight_dq.end()) {
-      const std::string q = names.fresh(w.tensor + "_quantized");
-      const std::string scale = names.fresh(w.tensor + "_scale");
-      const std::string zp = names.fresh(w.tensor + "_zero_point");
-      const std::string dq = names.fresh(w.tensor + "_dequantized");
-      const int64_t channels = static_cast<int64_t>(w.scales.size());
-      new_inits.push_back(make_tensor(q, onnx::TensorProto::INT8, w.shape, w.data));
-      new_inits.push_back(make_tensor(scale, onnx::TensorProto::FLOAT, {channels}, w.scales));
-      new_inits.push_back(make_tensor(zp, onnx::TensorProto::INT8, {channels},
-                                      std::vector<int8_t>(w.scales.size(), 0)));
-      head.push_back(make_node("DequantizeLinear", names.fresh(w.tensor + "_DequantizeLinear"),
-                               {q, scale, zp}, dq, w.axis));
-      wit = weight_dq.emplace(w.tensor, dq).first;
+    if (nq.weight) {
+      const WeightQuant& w = *nq.weight;
+      if (n.input(1) != w.tensor)
+        throw ImportError(model_path + ": node " + nq.label + ": input 1 is '" + n.input(1) +
+                          "', the plan quantizes '" + w.tensor + "'");
+      auto wit = weight_dq.find(w.tensor);
+      if (wit == weight_dq.end()) {
+        const std::string q = names.fresh(w.tensor + "_quantized");
+        const std::string scale = names.fresh(w.tensor + "_scale");
+        const std::string zp = names.fresh(w.tensor + "_zero_point");
+        const std::string dq = names.fresh(w.tensor + "_dequantized");
+        const int64_t channels = static_cast<int64_t>(w.scales.size());
+        new_inits.push_back(make_tensor(q, onnx::TensorProto::INT8, w.shape, w.data));
+        new_inits.push_back(make_tensor(scale, onnx::TensorProto::FLOAT, {channels}, w.scales));
+        new_inits.push_back(make_tensor(zp, onnx::TensorProto::INT8, {channels},
+                                        std::vector<int8_t>(w.scales.size(), 0)));
+        head.push_back(make_node("DequantizeLinear", names.fresh(w.tensor + "_DequantizeLinear"),
+                                 {q, scale, zp}, dq, w.axis));
+        wit = weight_dq.emplace(w.tensor, dq).first;
+      }
+      n.set_input(1, wit->second);
     }
-    n.set_input(1, wit->second);
     // The bias: one int32 tensor per node (its scale depends on the node's input scale).
     if (nq.bias) {
       const BiasQuant& b = *nq.bias;

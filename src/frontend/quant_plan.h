@@ -44,23 +44,25 @@ struct BiasQuant {
   std::vector<float> scales;
 };
 
-// One quantized Conv, MatMul or Gemm.
+// One quantized node: a Conv, MatMul or Gemm (with a weight), or an Add or
+// pooling node (activations only).
 struct NodeQuant {
   size_t index = 0;   // position in the ONNX graph's node list
   std::string label;  // node name, or "OpType#INDEX" when it has none
   std::string op_type;
-  // Inputs read through QuantizeLinear -> DequantizeLinear (input 0: X or A).
+  // Inputs read through QuantizeLinear -> DequantizeLinear (input 0: X or A;
+  // both inputs of an Add).
   std::vector<std::string> activations;
-  std::string output;             // its output, also quantized (an int8 engine writes it as uint8)
-  WeightQuant weight;             // input 1 (W or B)
-  std::optional<BiasQuant> bias;  // input 2 of a Conv or Gemm, when present
+  std::string output;  // its output, also quantized (an int8 engine writes it as uint8)
+  std::optional<WeightQuant> weight;  // input 1 (W or B) of a Conv, MatMul or Gemm
+  std::optional<BiasQuant> bias;      // input 2 of a Conv or Gemm, when present
 };
 
 struct QuantPlan {
   // Every quantized activation tensor (node inputs and outputs), by name.
   std::map<std::string, ActivationQuant> activations;
   std::vector<NodeQuant> nodes;  // graph order
-  // Conv/MatMul/Gemm nodes left in float32, label -> why (--keep-float, a
+  // Candidate nodes left in float32, label -> why (--keep-float, a
   // weight that is not a float initializer, an unsupported Gemm form, ...).
   std::map<std::string, std::string> kept_float;
 };

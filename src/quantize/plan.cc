@@ -47,8 +47,15 @@ float round_even(float x) { return std::nearbyint(x); }
 
 }  // namespace
 
+const std::vector<std::string>& optional_op_types() {
+  static const std::vector<std::string> ops = {"Add", "AveragePool", "GlobalAveragePool",
+                                               "MaxPool"};
+  return ops;
+}
+
 std::vector<Candidate> find_candidates(const frontend::OnnxModelSummary& model,
-                                       const std::vector<std::string>& keep_float) {
+                                       const std::vector<std::string>& keep_float,
+                                       const std::vector<std::string>& optional_ops) {
   std::set<std::string> keep;
   for (const std::string& name : keep_float) {
     bool found = std::any_of(model.nodes.begin(), model.nodes.end(),
@@ -57,6 +64,18 @@ std::vector<Candidate> find_candidates(const frontend::OnnxModelSummary& model,
       throw std::invalid_argument("--keep-float: " + model.path + " has no node '" + name +
                                   "' (nearest: " + near_matches(name, model) + ")");
     keep.insert(name);
+  }
+  std::set<std::string> optional;
+  for (const std::string& op : optional_ops) {
+    const auto& valid = optional_op_types();
+    if (std::find(valid.begin(), valid.end(), op) == valid.end()) {
+      std::string list;
+      for (const std::string& v : valid) list += (list.empty() ? "" : ", ") + v;
+      throw std::invalid_argument("--quantize-also: '" + op +
+                                  "' is not an operator kiln can add to the quantized ones (" +
+                                  list + ")");
+    }
+    optional.insert(op);
   }
   auto float_init = [&](const std::string& t) -> const frontend::FloatInitializer* {
     auto it = model.float_initializers.find(t);
@@ -69,19 +88,24 @@ std::vector<Candidate> find_candidates(const frontend::OnnxModelSummary& model,
   std::vector<Candidate> out;
   for (size_t i = 0; i < model.nodes.size(); ++i) {
     const frontend::OnnxNodeSummary& n = model.nodes[i];
-    if (n.op_type != "Conv" && n.op_type != "MatMul" && n.op_type != "Gemm") continue;
+    const bool weighted = n.op_type == "Conv" || n.op_type == "MatMul" || n.op_type == "Gemm";
+    if (!weighted && !optional.count(n.op_type)) continue;
     Candidate c;
     c.index = i;
     auto why = [&](const std::string& reason) {
       if (c.why_not.empty()) c.why_not = reason;
     };
     if (keep.count(n.label)) why("--keep-float");
-    if (n.inputs.size() < 2 || n.outputs.empty()) {
-      why("fewer than two inputs");
+    const size_t activation_inputs = n.op_type == "Add" ? 2 : 1;
+    if (n.inputs.size() < (weighted ? 2 : activation_inputs) || n.outputs.empty()) {
+      why("too few inputs");
       out.push_back(c);
       continue;
     }
-    c.activation = n.inputs[0];
+    c.activations.assign(n.inputs.begin(), n.inputs.begin() + activation_inputs);
+    for (const std::string& a : c.activations)
+      if (model.initializers.count(a)) why("input '" + a + "' is a constant");
+    if (!weighted && n.outputs.size() > 1) why("more than one output (MaxPool's indices)");
     c.output = n.outputs[0];
     c.output_range = c.output;
     if (auto it = consumers.find(c.output);
@@ -89,10 +113,13 @@ std::vector<Candidate> find_candidates(const frontend::OnnxModelSummary& model,
       const frontend::OnnxNodeSummary& next = model.nodes[it->second[0]];
       if (next.op_type == "Relu" && !next.outputs.empty()) c.output_range = next.outputs[0];
     }
+    if (!weighted) {
+      out.push_back(c);
+      continue;
+    }
     c.weight = n.inputs[1];
     if (n.inputs.size() > 2) c.bias = n.inputs[2];
     const frontend::FloatInitializer* w = float_init(c.weight);
-    if (model.initializers.count(c.activation)) why("input 0 is a constant");
     if (!w) {
       why("the weight '" + c.weight + "' is not a float32 initializer");
     } else if (n.op_type == "Conv") {
@@ -131,8 +158,10 @@ std::vector<std::string> observed_tensors(const std::vector<Candidate>& candidat
   std::set<std::string> seen;
   for (const Candidate& c : candidates) {
     if (!c.why_not.empty()) continue;
-    for (const std::string* t : {&c.activation, &c.output_range})
-      if (seen.insert(*t).second) out.push_back(*t);
+    std::vector<std::string> tensors = c.activations;
+    tensors.push_back(c.output_range);
+    for (const std::string& t : tensors)
+      if (seen.insert(t).second) out.push_back(t);
   }
   return out;
 }
@@ -215,20 +244,22 @@ frontend::QuantPlan make_plan(const frontend::OnnxModelSummary& model,
       plan.kept_float[n.label] = c.why_not;
       continue;
     }
-    if (!plan.activations.count(c.activation))
-      plan.activations[c.activation] = activation_quant(range_of(c.activation));
+    for (const std::string& a : c.activations)
+      if (!plan.activations.count(a)) plan.activations[a] = activation_quant(range_of(a));
     if (!plan.activations.count(c.output))
       plan.activations[c.output] = activation_quant(range_of(c.output_range));
     frontend::NodeQuant q;
     q.index = c.index;
     q.label = n.label;
     q.op_type = n.op_type;
-    q.activations = {c.activation};
+    q.activations = c.activations;
     q.output = c.output;
-    q.weight = quantize_weight(c.weight, model.float_initializers.at(c.weight), c.weight_axis);
-    if (!c.bias.empty())
-      q.bias = quantize_bias(c.bias, model.float_initializers.at(c.bias),
-                             plan.activations.at(c.activation).scale, q.weight.scales);
+    if (!c.weight.empty()) {
+      q.weight = quantize_weight(c.weight, model.float_initializers.at(c.weight), c.weight_axis);
+      if (!c.bias.empty())
+        q.bias = quantize_bias(c.bias, model.float_initializers.at(c.bias),
+                               plan.activations.at(c.activations[0]).scale, q.weight->scales);
+    }
     plan.nodes.push_back(std::move(q));
   }
   return plan;

@@ -7,6 +7,10 @@
 // with transB = 1) and whose bias, if any, is a 1-D float32 initializer of
 // one value per output channel; minus the nodes named by --keep-float. Their
 // input 0 and output 0 are the activations calibration observes.
+// Optionally (--quantize-also) also Add (both inputs; neither a constant),
+// MaxPool, AveragePool and GlobalAveragePool (input 0): their inputs and
+// output quantized, so that an int8 engine can stay in int8 across residual
+// adds and pooling.
 #pragma once
 
 #include <map>
@@ -21,9 +25,10 @@ namespace kiln::quantize {
 
 // One Conv/MatMul/Gemm: quantizable, or why not.
 struct Candidate {
-  size_t index = 0;     // node index
-  std::string why_not;  // empty: quantizable
-  std::string activation, output, weight, bias;
+  size_t index = 0;                      // node index
+  std::string why_not;                   // empty: quantizable
+  std::vector<std::string> activations;  // quantized inputs (input 0; both of an Add)
+  std::string output, weight, bias;      // weight/bias: "" for Add and pooling
   // The tensor whose calibrated range quantizes `output`: the output itself,
   // or the output of a Relu that is its only consumer. Quantizing to that
   // range ([0, max]; the zero point 0) clips negatives exactly as the Relu
@@ -33,11 +38,16 @@ struct Candidate {
   int64_t weight_axis = 0;
 };
 
-// Every Conv/MatMul/Gemm of the model, in graph order, with `keep_float`
-// applied (labels: node names, or OpType#INDEX). A name that is no node's is
-// a std::invalid_argument listing the nearest node names.
+// The op types --quantize-also accepts: Add, AveragePool, GlobalAveragePool, MaxPool.
+const std::vector<std::string>& optional_op_types();
+
+// Every Conv/MatMul/Gemm of the model, and every node of `optional_ops`, in
+// graph order, with `keep_float` applied (labels: node names, or
+// OpType#INDEX). A name that is no node's is a std::invalid_argument listing
+// the nearest node names; an op type not in optional_op_types() one listing them.
 std::vector<Candidate> find_candidates(const frontend::OnnxModelSummary& model,
-                                       const std::vector<std::string>& keep_float);
+                                       const std::vector<std::string>& keep_float,
+                                       const std::vector<std::string>& optional_ops = {});
 
 // The activations calibration must observe for `candidates` (inputs and
 // outputs of the quantizable ones), each once, in graph order.

@@ -13,7 +13,8 @@ QuantizeResult plan_quantization(const std::string& model_path, const QuantizeOp
   const frontend::OnnxModelSummary model = frontend::model_summary(model_path);
   // Cheap checks first: a typo in --keep-float or a bad calibration file
   // fails before anything is built.
-  const std::vector<Candidate> candidates = find_candidates(model, options.keep_float);
+  const std::vector<Candidate> candidates =
+      find_candidates(model, options.keep_float, options.optional_ops);
   const std::vector<CalibrationSample> samples = load_calibration(options.calibration, model);
   const std::vector<std::string> tensors = observed_tensors(candidates);
   const std::map<std::string, TensorStats> stats = collect_statistics(

@@ -15,15 +15,17 @@ namespace kiln::quantize {
 struct QuantizeOptions {
   std::string calibration;  // DATA.npz or a folder of .npz (calibration_data.h)
   CalibrationMethod method = CalibrationMethod::kMax;
-  double percentile = 99.99;                         // for kPercentile
-  std::vector<std::string> keep_float;               // node names left in float32
+  double percentile = 99.99;            // for kPercentile
+  std::vector<std::string> keep_float;  // node names left in float32
+  // Op types quantized besides Conv/MatMul/Gemm (plan.h optional_op_types()).
+  std::vector<std::string> optional_ops;
   codegen::Target target = codegen::Target::host();  // of the calibration build
 };
 
 struct QuantizeResult {
   frontend::QuantPlan plan;
   size_t samples = 0;
-  size_t candidates = 0;  // Conv/MatMul/Gemm nodes in the model
+  size_t candidates = 0;  // Conv/MatMul/Gemm (and --quantize-also) nodes in the model
 };
 
 // Checks --keep-float first (before any calibration run), then calibrates

@@ -2,8 +2,8 @@
 """A tiny convnet with trained (not random-uniform) weights, for the quantizer's tests.
 
 Writes into OUT:
-  model.onnx        Conv-BN-ReLU x3 (one strided, one 1x1), global average pool, Gemm (10
-                    classes); opset 17; trained for --steps Adam steps on a synthetic task
+  model.onnx        Conv-BN-ReLU, MaxPool, Conv-BN-ReLU, a residual 1x1 Conv-BN block (Add,
+                    ReLU), GlobalAveragePool, Flatten, Gemm (10 classes); opset 17; trained for --steps Adam steps on a synthetic task
                     (oriented gratings of 10 frequencies/angles plus noise), so that weight and
                     activation distributions look like a trained net's (long-tailed, per-channel
                     scales that differ), which random-uniform weights do not.
@@ -40,14 +40,16 @@ class Net(nn.Module):
     def __init__(self):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
-            nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
-            nn.Conv2d(32, 32, 1), nn.BatchNorm2d(32), nn.ReLU(),
+            nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
         )
+        self.block = nn.Sequential(nn.Conv2d(32, 32, 1), nn.BatchNorm2d(32))
         self.fc = nn.Linear(32, 10)
 
     def forward(self, x):
-        return self.fc(self.features(x).mean(dim=(2, 3)))
+        x = self.features(x)
+        x = torch.relu(x + self.block(x))
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
 def main():

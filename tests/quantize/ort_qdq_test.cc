@@ -96,19 +96,48 @@ TEST_F(OrtQdq, EveryMethodRunsInOrtCloseToFloat) {
   }
 }
 
+// --quantize-also: the residual Add, MaxPool and GlobalAveragePool get QDQ on
+// their inputs and output too, and ORT still matches the float model.
+TEST_F(OrtQdq, AddAndPoolingQuantizedToo) {
+  const std::string qdq = net("model.also.onnx");
+  Result r = sh(std::string(KILN_BINARY) + " quantize " + net("model.onnx") + " -o " + qdq +
+                    " --calibration " + net("calib.npz") +
+                    " --quantize-also Add,MaxPool,GlobalAveragePool",
+                *dir_);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("7 of 7 Conv/MatMul/Gemm/Add/MaxPool/GlobalAveragePool nodes quantized"),
+            std::string::npos)
+      << r.out;
+  // Every input of the Add and of both pools comes out of a DequantizeLinear.
+  r = sh(kPython + " -c \"import onnx, sys; m = onnx.load('" + qdq +
+             "'); prod = {o: n.op_type for n in m.graph.node for o in n.output}; "
+             "ins = [i for n in m.graph.node if n.op_type in ('Add', 'MaxPool', "
+             "'GlobalAveragePool') for i in n.input]; "
+             "sys.exit(0 if len(ins) == 4 and all(prod.get(i) == 'DequantizeLinear' for i in ins) "
+             "else 1)\"",
+         *dir_);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  r = sh(kPython + " " + kSource + "/bench/models/quant_accuracy.py " + net("model.onnx") +
+             " --qdq " + qdq + " --inputs " + net("eval.npz") +
+             " --min-cosine 0.99 --min-top1 0.95",
+         *dir_);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  std::printf("%s", r.out.c_str());
+}
+
 // The folder form of --calibration and --keep-float: the kept Conv has no
 // QDQ on its weight, and the model still runs in ORT.
 TEST_F(OrtQdq, FolderCalibrationAndKeepFloat) {
   const std::string qdq = net("model.keep.onnx");
   Result r =
       sh(std::string(KILN_BINARY) + " quantize " + net("model.onnx") + " -o " + qdq +
-             " --calibration " + net("calib_dir") + " --keep-float /features/features.3/Conv",
+             " --calibration " + net("calib_dir") + " --keep-float /features/features.4/Conv",
          *dir_);
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("3 of 4"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("4 calibration samples"), std::string::npos) << r.out;
   r = sh(kPython + " -c \"import onnx; m = onnx.load('" + qdq +
-             "'); c = [n for n in m.graph.node if n.name == '/features/features.3/Conv'][0]; "
+             "'); c = [n for n in m.graph.node if n.name == '/features/features.4/Conv'][0]; "
              "import sys; sys.exit(0 if not any(i.endswith('_dequantized') for i in c.input[1:]) "
              "else 1)\"",
          *dir_);

@@ -120,7 +120,7 @@ TEST(Plan, CandidatesAndWhatCalibrationObserves) {
   EXPECT_EQ(plan.activations.at("c").zero_point, 0);
   ASSERT_TRUE(plan.nodes[0].bias.has_value());
   EXPECT_FLOAT_EQ(plan.nodes[0].bias->scales[1],
-                  plan.activations.at("x").scale * plan.nodes[0].weight.scales[1]);
+                  plan.activations.at("x").scale * plan.nodes[0].weight->scales[1]);
   EXPECT_EQ(plan.kept_float.count("mm2"), 1u);
 }
 
@@ -141,6 +141,48 @@ TEST(Plan, UnknownKeepFloatNameListsNearMatches) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("small.onnx has no node 'conv_1'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("nearest: conv1"), std::string::npos) << msg;
+  }
+}
+
+TEST(Plan, AddAndPoolingOnRequest) {
+  frontend::OnnxModelSummary m = small_model();
+  auto node = [&](const std::string& name, const std::string& op, std::vector<std::string> in,
+                  std::vector<std::string> out) {
+    frontend::OnnxNodeSummary n;
+    n.name = n.label = name;
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    m.nodes.push_back(n);
+  };
+  node("add1", "Add", {"y", "z"}, {"s"});
+  node("relu2", "Relu", {"s"}, {"t"});
+  node("pool", "MaxPool", {"r"}, {"p"});
+  node("add_const", "Add", {"p", "b"}, {"q"});  // b is an initializer
+  m.outputs = {"t", "q"};
+  // By default none of them is a candidate.
+  EXPECT_EQ(find_candidates(m, {}).size(), 3u);
+  std::vector<Candidate> c = find_candidates(m, {}, {"Add", "MaxPool"});
+  ASSERT_EQ(c.size(), 6u);
+  EXPECT_EQ(c[3].activations, (std::vector<std::string>{"y", "z"}));
+  EXPECT_EQ(c[3].output_range, "t");  // Add -> Relu
+  EXPECT_TRUE(c[3].weight.empty());
+  EXPECT_TRUE(c[4].why_not.empty());
+  EXPECT_EQ(c[4].activations, (std::vector<std::string>{"r"}));
+  EXPECT_EQ(c[5].why_not, "input 'b' is a constant");
+  std::map<std::string, Range> ranges;
+  for (const std::string& t : observed_tensors(c)) ranges[t] = {-1, 1};
+  frontend::QuantPlan plan = make_plan(m, c, ranges);
+  ASSERT_EQ(plan.nodes.size(), 4u);
+  EXPECT_FALSE(plan.nodes[2].weight.has_value());
+  EXPECT_EQ(plan.nodes[2].label, "add1");
+  try {
+    find_candidates(m, {}, {"Sub"});
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("(Add, AveragePool, GlobalAveragePool, MaxPool)"),
+              std::string::npos)
+        << e.what();
   }
 }
 
