@@ -1,6 +1,7 @@
 // collect_statistics (collect.h).
 #include "quantize/collect.h"
 
+#include <memory>
 #include <set>
 #include <stdexcept>
 
