@@ -16,6 +16,9 @@ Runners, each running the float and the int8 model on every input:
   kiln  kiln's packages: `kiln build` and `kiln build --precision int8 --calibration DATA`, each
         run by `kiln run`. Until kiln imports QDQ models the int8 build fails; this runner then
         prints kiln's message and exits 3.
+  kiln-vs-ort  not float against int8 but kiln's int8 package against ONNX Runtime on the QDQ
+        file `kiln quantize` writes with the same options: both implement ONNX's QDQ semantics,
+        so they should agree to within a quantization step of the output (--max-abs bounds it).
 
 Per model output it prints the cosine similarity of float and int8 results (mean and worst over
 the inputs, each input's output flattened), the max relative error (max |int8 - float| over
@@ -129,7 +132,8 @@ def main():
     ap.add_argument("--qdq")
     ap.add_argument("--calibration")
     ap.add_argument("--calibrate", default="max")
-    ap.add_argument("--runner", choices=["ort", "kiln"], default="ort")
+    ap.add_argument("--runner", choices=["ort", "kiln", "kiln-vs-ort"], default="ort")
+    ap.add_argument("--max-abs", type=float)
     ap.add_argument("--samples", type=int, default=500)
     ap.add_argument("--inputs")
     ap.add_argument("--seed", type=int, default=0)
@@ -142,8 +146,8 @@ def main():
         fail("--samples must be at least 1")
     if args.runner == "ort" and not (args.qdq or args.calibration):
         fail("the ort runner needs --qdq MODEL.qdq.onnx or --calibration DATA")
-    if args.runner == "kiln" and not args.calibration:
-        fail("the kiln runner needs --calibration DATA (kiln build --precision int8)")
+    if args.runner != "ort" and not args.calibration:
+        fail(f"the {args.runner} runner needs --calibration DATA (kiln build --precision int8)")
 
     with tempfile.TemporaryDirectory(prefix="kiln-quant-accuracy-") as tmp:
         work = args.work or tmp
@@ -160,14 +164,20 @@ def main():
                 got = ort_outputs(qdq, inputs_npz, work, "int8")
             else:
                 fp32, int8 = os.path.join(work, "fp32.tar"), os.path.join(work, "int8.tar")
-                run([args.kiln, "build", args.model, "-o", fp32])
                 try:
                     run([args.kiln, "build", args.model, "-o", int8, "--precision", "int8",
                          "--calibration", args.calibration, "--calibrate", args.calibrate])
                 except RuntimeError as e:
                     fail(f"kiln cannot build the int8 model:\n{e}", 3)
-                ref = kiln_outputs(args.kiln, fp32, stacked, n, work, "fp32")
                 got = kiln_outputs(args.kiln, int8, stacked, n, work, "int8")
+                if args.runner == "kiln":
+                    run([args.kiln, "build", args.model, "-o", fp32])
+                    ref = kiln_outputs(args.kiln, fp32, stacked, n, work, "fp32")
+                else:
+                    qdq = os.path.join(work, "model.qdq.onnx")
+                    run([args.kiln, "quantize", args.model, "-o", qdq, "--calibration",
+                         args.calibration, "--calibrate", args.calibrate])
+                    ref = ort_outputs(qdq, inputs_npz, work, "qdq")
         except RuntimeError as e:
             fail(str(e))
 
@@ -178,7 +188,13 @@ def main():
                 f"max rel err {rel:.3e}")
         if top1 is not None:
             line += f", top-1 agreement {100 * top1:.1f}%"
+        absdiff = float(np.abs(r.astype(np.float64) - g).max())
+        if args.runner == "kiln-vs-ort":
+            line += f", max abs diff {absdiff:.3e}"
         print(line + f" ({n} inputs, {args.runner})")
+        if args.max_abs is not None and absdiff > args.max_abs:
+            print(f"  FAIL: max abs diff {absdiff:.3e} > {args.max_abs}")
+            ok = False
         if args.min_cosine is not None and cmin < args.min_cosine:
             print(f"  FAIL: worst cosine {cmin:.6f} < {args.min_cosine}")
             ok = False

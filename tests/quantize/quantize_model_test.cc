@@ -312,6 +312,8 @@ TEST(QuantizeModel, CommandErrorsLeaveTheOutputAlone) {
   if (rc != 0) {
     EXPECT_NE(err.find("kiln cannot import QDQ models yet"), std::string::npos) << err;
     EXPECT_FALSE(fs::exists(tar));
+  } else {
+    EXPECT_TRUE(fs::exists(tar));
   }
   EXPECT_EQ(kiln("build " + path + " -o " + tar + " --precision bf16", &err, work.dir), 1);
   EXPECT_NE(err.find("no bfloat16 kernel templates"), std::string::npos) << err;
