@@ -66,7 +66,7 @@ struct BuildArgs {
   bool require_tuned = false, no_shipped_logs = false, no_borrow = false, time_report = false;
   std::string precision = "fp32";
   quantize::QuantizeOptions quantize;  // --precision int8
-  bool quantize_flags = false;         // any of --calibration/--calibrate/--keep-float given
+  bool quantize_flags = false;         // any of parse_quantize_option's flags given
 };
 
 BuildArgs parse_args(const std::vector<std::string>& args) {
@@ -261,7 +261,8 @@ int run_build(const std::vector<std::string>& args) {
   std::unique_ptr<support::TempDir> qdq_dir;
   std::string model_to_build = a.model;
   if (a.precision == "int8") {
-    if (!a.target.empty()) a.quantize.target = options.target;
+    // Calibration runs the float model here, so it is built for this machine
+    // (QuantizeOptions::target's default) whatever --target the package has.
     quantize::QuantizeResult q = quantize::plan_quantization(a.model, a.quantize);
     std::printf("quantized: %zu of %zu %s nodes (%zu calibration samples, %s)\n",
                 q.plan.nodes.size(), q.candidates, op_list(a.quantize).c_str(), q.samples,
@@ -278,7 +279,14 @@ int run_build(const std::vector<std::string>& args) {
     model_to_build = (qdq_dir->path() / "model.qdq.onnx").string();
     frontend::write_qdq_model(a.model, q.plan, model_to_build);
   }
-  driver::BuiltModule m = driver::build(model_to_build, options);
+  driver::BuiltModule m;
+  try {
+    m = driver::build(model_to_build, options);
+  } catch (const std::exception& e) {
+    if (!qdq_dir) throw;
+    // Messages name the temporary QDQ file; say which model it came from.
+    throw std::runtime_error("the int8 (QDQ) model made from " + a.model + ": " + e.what());
+  }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   size_t templated = 0, configured = 0;
   for (const auto& w : m.workloads) {
