@@ -27,6 +27,8 @@ namespace kiln::cli {
 bool parse_quantize_option(const std::vector<std::string>& args, size_t& i,
                            quantize::QuantizeOptions& q, bool& method_given);
 std::string op_list(const quantize::QuantizeOptions& q);
+driver::ConfigChooser calibration_configs(const std::string& tuning_log,
+                                          const codegen::Target& target);
 
 namespace {
 
@@ -263,6 +265,7 @@ int run_build(const std::vector<std::string>& args) {
   if (a.precision == "int8") {
     // Calibration runs the float model here, so it is built for this machine
     // (QuantizeOptions::target's default) whatever --target the package has.
+    a.quantize.choose_configs = calibration_configs(a.tuning_log, a.quantize.target);
     quantize::QuantizeResult q = quantize::plan_quantization(a.model, a.quantize);
     std::printf("quantized: %zu of %zu %s nodes (%zu calibration samples, %s)\n",
                 q.plan.nodes.size(), q.candidates, op_list(a.quantize).c_str(), q.samples,

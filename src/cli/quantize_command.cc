@@ -4,11 +4,13 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <stdexcept>
 
 #include "quantize/quantize.h"
 #include "support/same_file.h"
 #include "support/stale_temps.h"
+#include "tuner/tuned_configs.h"
 
 namespace kiln::cli {
 namespace {
@@ -33,6 +35,20 @@ const char* kQuantizeUsage =
     "symmetric per output channel, activations uint8 asymmetric, bias int32.\n";
 
 }  // namespace
+
+// Configs for the calibration build: the records a plain `kiln build` would
+// use (the tuning log if given, the shipped logs, borrowing), never required.
+driver::ConfigChooser calibration_configs(const std::string& tuning_log,
+                                          const codegen::Target& target) {
+  tuner::BuildRecordOptions records;
+  records.tuning_log = tuning_log;
+  return [records, target](const std::vector<std::vector<std::string>>& workloads) {
+    std::map<std::string, driver::ChosenConfig> configs;
+    for (const auto& [key, choice] : tuner::configs_for_build(records, target, workloads))
+      configs[key] = {choice.config_json, choice.gflops};
+    return configs;
+  };
+}
 
 // "Conv/MatMul/Gemm", plus --quantize-also's op types.
 std::string op_list(const quantize::QuantizeOptions& q) {
@@ -124,6 +140,7 @@ int run_quantize(const std::vector<std::string>& args) {
   support::refuse_read_only_output(output);
   support::sweep_stale_temps();
   support::sweep_stale_output_temps(output);
+  q.choose_configs = calibration_configs("", q.target);
   auto start = std::chrono::steady_clock::now();
   quantize::QuantizeResult r = quantize::quantize_model(model, output, q);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

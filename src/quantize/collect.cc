@@ -31,7 +31,8 @@ std::map<std::string, TensorStats> collect_statistics(const frontend::OnnxModelS
                                                       const std::vector<std::string>& tensors,
                                                       const std::vector<CalibrationSample>& samples,
                                                       bool histograms,
-                                                      const codegen::Target& target) {
+                                                      const codegen::Target& target,
+                                                      const driver::ConfigChooser& choose_configs) {
   std::map<std::string, TensorStats> stats;
   if (tensors.empty() || samples.empty()) return stats;
   std::map<std::string, size_t> input_index;
@@ -55,6 +56,7 @@ std::map<std::string, TensorStats> collect_statistics(const frontend::OnnxModelS
     frontend::write_model_with_outputs(model.path, from_graph, observed);
     driver::BuildOptions options;
     options.target = target;
+    options.choose_configs = choose_configs;
     options.input_shapes = input_shapes_of(samples[0]);
     options.output_path = (dir.path() / "observed.tar").string();
     try {

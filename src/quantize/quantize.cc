@@ -17,8 +17,9 @@ QuantizeResult plan_quantization(const std::string& model_path, const QuantizeOp
       find_candidates(model, options.keep_float, options.optional_ops);
   const std::vector<CalibrationSample> samples = load_calibration(options.calibration, model);
   const std::vector<std::string> tensors = observed_tensors(candidates);
-  const std::map<std::string, TensorStats> stats = collect_statistics(
-      model, tensors, samples, options.method != CalibrationMethod::kMax, options.target);
+  const std::map<std::string, TensorStats> stats =
+      collect_statistics(model, tensors, samples, options.method != CalibrationMethod::kMax,
+                         options.target, options.choose_configs);
   std::map<std::string, Range> ranges;
   for (const auto& [name, s] : stats) ranges[name] = s.range(options.method, options.percentile);
   QuantizeResult r;

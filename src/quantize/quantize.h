@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "codegen/target.h"
+#include "driver/build.h"
 #include "frontend/quant_plan.h"
 #include "quantize/statistics.h"
 
@@ -20,6 +21,10 @@ struct QuantizeOptions {
   // Op types quantized besides Conv/MatMul/Gemm (plan.h optional_op_types()).
   std::vector<std::string> optional_ops;
   codegen::Target target = codegen::Target::host();  // of the calibration build
+  // Configs for the calibration build (kiln's CLI passes the shipped logs and
+  // --tuning-log's records: resnet18's build with extra outputs took 12 s on
+  // fallback configs, 3.4 s with the shipped Zen 4 log). Empty: fallbacks.
+  driver::ConfigChooser choose_configs;
 };
 
 struct QuantizeResult {
