@@ -18,7 +18,7 @@ namespace {
 const char* kQuantizeUsage =
     "usage: kiln quantize MODEL.onnx -o OUT.onnx --calibration DATA\n"
     "                     [--calibrate max|percentile|kl] [--percentile P] [--keep-float NODE...]\n"
-    "                     [--quantize-also Add,MaxPool,AveragePool,GlobalAveragePool]\n"
+    "                     [--quantize-also Add,MaxPool,AveragePool,GlobalAveragePool] [--print-ranges]\n"
     "  -o OUT.onnx         the quantized model, in ONNX Runtime's QDQ format (written atomically)\n"
     "  --calibration DATA  DATA.npz with one array per model input holding N samples stacked\n"
     "                      along a new leading axis ([N, *input shape]), or a folder of .npz\n"
@@ -29,6 +29,7 @@ const char* kQuantizeUsage =
     "  --percentile P      for --calibrate percentile (default 99.99)\n"
     "  --keep-float NODE.. leave these nodes (ONNX node names; OpType#INDEX for an unnamed\n"
     "                      one) in float32; the names run up to the next option\n"
+    "  --print-ranges      print every quantized tensor's range, scale and zero point\n"
     "  --quantize-also OPS also quantize these op types' inputs and output (comma-separated:\n"
     "                      Add, MaxPool, AveragePool, GlobalAveragePool)\n"
     "Conv, MatMul and Gemm with float32 initializer weights are quantized: weights int8\n"
@@ -109,12 +110,16 @@ bool parse_quantize_option(const std::vector<std::string>& args, size_t& i,
 int run_quantize(const std::vector<std::string>& args) {
   std::string model, output;
   quantize::QuantizeOptions q;
-  bool method_given = false;
+  bool method_given = false, print_ranges = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& s = args[i];
     if (s == "--help" || s == "-h") {
       std::fputs(kQuantizeUsage, stdout);
       return 0;
+    }
+    if (s == "--print-ranges") {
+      print_ranges = true;
+      continue;
     }
     if (parse_quantize_option(args, i, q, method_given)) continue;
     if (s == "-o" || s == "--output") {
@@ -151,6 +156,10 @@ int run_quantize(const std::vector<std::string>& args) {
       r.plan.activations.size(), r.samples, quantize::method_name(q.method), secs);
   for (const auto& [label, why] : r.plan.kept_float)
     std::printf("  float32: %s (%s)\n", label.c_str(), why.c_str());
+  if (print_ranges)
+    for (const auto& [tensor, a] : r.plan.activations)
+      std::printf("  %s: calibrated [%g, %g], scale %g, zero point %d\n", tensor.c_str(), a.min,
+                  a.max, a.scale, a.zero_point);
   return 0;
 }
 

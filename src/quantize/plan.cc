@@ -56,6 +56,14 @@ const std::vector<std::string>& optional_op_types() {
 std::vector<Candidate> find_candidates(const frontend::OnnxModelSummary& model,
                                        const std::vector<std::string>& keep_float,
                                        const std::vector<std::string>& optional_ops) {
+  // Quantizing twice would stack a second QDQ layer on the first one's.
+  for (const auto& n : model.nodes)
+    if (n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear" ||
+        n.op_type == "QLinearConv" || n.op_type == "QLinearMatMul" ||
+        n.op_type == "DynamicQuantizeLinear" || n.op_type == "ConvInteger" ||
+        n.op_type == "MatMulInteger")
+      throw std::invalid_argument(model.path + " is already quantized (node " + n.label + ", " +
+                                  n.op_type + "): quantize the float model");
   std::set<std::string> keep;
   for (const std::string& name : keep_float) {
     bool found = std::any_of(model.nodes.begin(), model.nodes.end(),

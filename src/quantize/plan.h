@@ -44,7 +44,8 @@ const std::vector<std::string>& optional_op_types();
 // Every Conv/MatMul/Gemm of the model, and every node of `optional_ops`, in
 // graph order, with `keep_float` applied (labels: node names, or
 // OpType#INDEX). A name that is no node's is a std::invalid_argument listing
-// the nearest node names; an op type not in optional_op_types() one listing them.
+// the nearest node names; an op type not in optional_op_types() one listing
+// them; a model that already holds quantized operators one naming the first.
 std::vector<Candidate> find_candidates(const frontend::OnnxModelSummary& model,
                                        const std::vector<std::string>& keep_float,
                                        const std::vector<std::string>& optional_ops = {});

@@ -303,6 +303,13 @@ TEST(QuantizeModel, CommandErrorsLeaveTheOutputAlone) {
                  &err, work.dir),
             1);
   EXPECT_NE(err.find("valid: max, percentile, kl"), std::string::npos) << err;
+  // A QDQ model is not quantized again.
+  EXPECT_EQ(kiln("quantize " + out + " -o " + (work.dir / "twice.onnx").string() +
+                     " --calibration " + calib,
+                 &err, work.dir),
+            1);
+  EXPECT_NE(err.find("is already quantized (node "), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(work.dir / "twice.onnx"));
   EXPECT_EQ(fs::file_size(out), size);
   // kiln build --precision: int8 builds or says that QDQ import is missing;
   // bf16 and unknown precisions are refused.
