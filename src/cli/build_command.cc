@@ -38,7 +38,8 @@ const char* kBuildUsage =
     "[--require-tuned]]\n"
     "                  [--no-shipped-logs] [--no-borrow] [--dump-kernels DIR] [--time-report]\n"
     "                  [--precision fp32|int8|bf16 [--calibration DATA] [--calibrate M]\n"
-    "                   [--percentile P] [--keep-float NODE...] [--quantize-also OPS]]\n"
+    "                   [--percentile P] [--keep-float NODE...] [--quantize-also OPS]\n"
+    "                   [--no-fold-batchnorm]]\n"
     "  -o OUT             package to write (default: MODEL.tar, or MODEL.so with --output-format "
     "so)\n"
     "  --target TARGET    'llvm -mcpu=... -mattr=...' (default: this machine)\n"
@@ -56,7 +57,7 @@ const char* kBuildUsage =
     "  --time-report      print the slowest kernels' compile times and estimated sizes\n"
     "  --precision P      fp32 (the default); int8: quantize with kiln quantize's code (needs\n"
     "                     --calibration DATA; --calibrate, --percentile, --keep-float,\n"
-    "                     --quantize-also as there)\n"
+    "                     --quantize-also, --no-fold-batchnorm as there)\n"
     "                     and build the QDQ model; bf16: not available yet\n"
     "Configs come from DB, else the shipped logs for this CPU's ISA class (logs/*.jsonl), else\n"
     "a nearby shape's record whose config is legal here, else the template's fallback; the\n"
@@ -280,7 +281,7 @@ int run_build(const std::vector<std::string>& args) {
             "` meanwhile; nothing was written to " + a.output);
     qdq_dir = std::make_unique<support::TempDir>("quantize");
     model_to_build = (qdq_dir->path() / "model.qdq.onnx").string();
-    frontend::write_qdq_model(a.model, q.plan, model_to_build);
+    frontend::write_qdq_model(q.model_path, q.plan, model_to_build, a.model);
   }
   driver::BuiltModule m;
   try {

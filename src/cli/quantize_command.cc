@@ -18,7 +18,8 @@ namespace {
 const char* kQuantizeUsage =
     "usage: kiln quantize MODEL.onnx -o OUT.onnx --calibration DATA\n"
     "                     [--calibrate max|percentile|kl] [--percentile P] [--keep-float NODE...]\n"
-    "                     [--quantize-also Add,MaxPool,AveragePool,GlobalAveragePool] [--print-ranges]\n"
+    "                     [--quantize-also Add,MaxPool,AveragePool,GlobalAveragePool] "
+    "[--print-ranges]\n"
     "  -o OUT.onnx         the quantized model, in ONNX Runtime's QDQ format (written atomically)\n"
     "  --calibration DATA  DATA.npz with one array per model input holding N samples stacked\n"
     "                      along a new leading axis ([N, *input shape]), or a folder of .npz\n"
@@ -29,6 +30,8 @@ const char* kQuantizeUsage =
     "  --percentile P      for --calibrate percentile (default 99.99)\n"
     "  --keep-float NODE.. leave these nodes (ONNX node names; OpType#INDEX for an unnamed\n"
     "                      one) in float32; the names run up to the next option\n"
+    "  --no-fold-batchnorm keep BatchNormalization nodes after Convs (folded into the Conv's\n"
+    "                      weight and bias before calibration by default)\n"
     "  --print-ranges      print every quantized tensor's range, scale and zero point\n"
     "  --quantize-also OPS also quantize these op types' inputs and output (comma-separated:\n"
     "                      Add, MaxPool, AveragePool, GlobalAveragePool)\n"
@@ -85,6 +88,8 @@ bool parse_quantize_option(const std::vector<std::string>& args, size_t& i,
     if (used != v.size() || !(p > 50 && p <= 100))
       throw std::invalid_argument("--percentile must be a number in (50, 100], not '" + v + "'");
     q.percentile = p;
+  } else if (s == "--no-fold-batchnorm") {
+    q.fold_batch_norm = false;
   } else if (s == "--quantize-also") {
     // Comma-separated op types; checked against the model's plan (plan.h).
     std::string v = value();
@@ -154,6 +159,9 @@ int run_quantize(const std::vector<std::string>& args) {
       "tensors; %zu calibration samples, %s; %.1f s)\n",
       model.c_str(), output.c_str(), r.plan.nodes.size(), r.candidates, op_list(q).c_str(),
       r.plan.activations.size(), r.samples, quantize::method_name(q.method), secs);
+  if (r.batch_norms_folded > 0)
+    std::printf("  folded %d BatchNormalization node%s into the Conv before it\n",
+                r.batch_norms_folded, r.batch_norms_folded == 1 ? "" : "s");
   for (const auto& [label, why] : r.plan.kept_float)
     std::printf("  float32: %s (%s)\n", label.c_str(), why.c_str());
   if (print_ranges)

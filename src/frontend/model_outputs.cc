@@ -68,6 +68,7 @@ OnnxModelSummary model_summary(const std::string& path) {
   const onnx::GraphProto& g = model.graph();
   OnnxModelSummary s;
   s.path = path;
+  s.source = path;
   s.opset = onnx_default_opset(model);
   for (const auto& t : g.initializer()) {
     s.initializers.insert(t.name());

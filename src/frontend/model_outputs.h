@@ -33,7 +33,9 @@ struct OnnxInputSummary {
 };
 
 struct OnnxModelSummary {
-  std::string path;
+  std::string path;    // the file read
+  std::string source;  // the file messages name (the user's model); empty: path
+  const std::string& name() const { return source.empty() ? path : source; }
   int64_t opset = 0;                     // the default domain's
   std::vector<OnnxInputSummary> inputs;  // graph inputs that are not initializers
   std::vector<std::string> outputs;

@@ -74,8 +74,10 @@ onnx::NodeProto make_node(const std::string& op, const std::string& name,
 
 }  // namespace
 
-std::string qdq_model_bytes(const std::string& model_path, const QuantPlan& plan) {
-  onnx::ModelProto model = read_onnx_proto(model_path);
+std::string qdq_model_bytes(const std::string& model_file, const QuantPlan& plan,
+                            const std::string& source) {
+  onnx::ModelProto model = read_onnx_proto(model_file);
+  const std::string& model_path = source.empty() ? model_file : source;
   const int64_t opset = onnx_default_opset(model);
   const bool per_channel = std::any_of(plan.nodes.begin(), plan.nodes.end(),
                                        [](const NodeQuant& n) { return n.weight.has_value(); });
@@ -236,8 +238,8 @@ std::string qdq_model_bytes(const std::string& model_path, const QuantPlan& plan
 }
 
 void write_qdq_model(const std::string& model_path, const QuantPlan& plan,
-                     const std::string& out_path) {
-  write_file_atomically(qdq_model_bytes(model_path, plan), out_path);
+                     const std::string& out_path, const std::string& source) {
+  write_file_atomically(qdq_model_bytes(model_path, plan, source), out_path);
 }
 
 }  // namespace kiln::frontend

@@ -20,11 +20,13 @@ namespace kiln::frontend {
 
 // The QDQ model's serialized bytes. Throws ImportError naming the file, node
 // or tensor (e.g. a model below opset 13, whose DequantizeLinear has no axis).
-std::string qdq_model_bytes(const std::string& model_path, const QuantPlan& plan);
+// `source` names the model in messages (model_path when empty).
+std::string qdq_model_bytes(const std::string& model_path, const QuantPlan& plan,
+                            const std::string& source = "");
 
 // The same written to `out_path` atomically (OUT.tmpPID, then renamed): on any
 // error no file appears and an existing one is left as it was.
 void write_qdq_model(const std::string& model_path, const QuantPlan& plan,
-                     const std::string& out_path);
+                     const std::string& out_path, const std::string& source = "");
 
 }  // namespace kiln::frontend

@@ -44,7 +44,7 @@ std::map<std::string, TensorStats> collect_statistics(const frontend::OnnxModelS
   }
   for (const std::string& t : tensors)
     if (input_index.count(t) && model.inputs[input_index[t]].dtype != "float32")
-      throw std::runtime_error(model.path + ": input '" + t + "' is " +
+      throw std::runtime_error(model.name() + ": input '" + t + "' is " +
                                model.inputs[input_index[t]].dtype +
                                ", not float32: it cannot be calibrated");
 
@@ -71,9 +71,10 @@ std::map<std::string, TensorStats> collect_statistics(const frontend::OnnxModelS
       size_t k = 0;
       while (k < ex->outputs().size() && ex->outputs()[k].name != t) ++k;
       if (k == ex->outputs().size())
-        throw std::runtime_error(model.path + ": the calibration build has no output '" + t + "'");
+        throw std::runtime_error(model.name() + ": the calibration build has no output '" + t +
+                                 "'");
       if (ex->outputs()[k].dtype != runtime::DType::f32())
-        throw std::runtime_error(model.path + ": tensor '" + t + "' is " +
+        throw std::runtime_error(model.name() + ": tensor '" + t + "' is " +
                                  ex->outputs()[k].dtype.str() + ", not float32");
       output_index.push_back(k);
     }

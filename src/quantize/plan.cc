@@ -62,14 +62,14 @@ std::vector<Candidate> find_candidates(const frontend::OnnxModelSummary& model,
         n.op_type == "QLinearConv" || n.op_type == "QLinearMatMul" ||
         n.op_type == "DynamicQuantizeLinear" || n.op_type == "ConvInteger" ||
         n.op_type == "MatMulInteger")
-      throw std::invalid_argument(model.path + " is already quantized (node " + n.label + ", " +
+      throw std::invalid_argument(model.name() + " is already quantized (node " + n.label + ", " +
                                   n.op_type + "): quantize the float model");
   std::set<std::string> keep;
   for (const std::string& name : keep_float) {
     bool found = std::any_of(model.nodes.begin(), model.nodes.end(),
                              [&](const frontend::OnnxNodeSummary& n) { return n.label == name; });
     if (!found)
-      throw std::invalid_argument("--keep-float: " + model.path + " has no node '" + name +
+      throw std::invalid_argument("--keep-float: " + model.name() + " has no node '" + name +
                                   "' (nearest: " + near_matches(name, model) + ")");
     keep.insert(name);
   }

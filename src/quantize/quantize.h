@@ -3,6 +3,7 @@
 // QuantPlan (plan.h) -> a QDQ ONNX model (frontend/qdq_writer.h).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "driver/build.h"
 #include "frontend/quant_plan.h"
 #include "quantize/statistics.h"
+#include "support/temp_files.h"
 
 namespace kiln::quantize {
 
@@ -20,6 +22,8 @@ struct QuantizeOptions {
   std::vector<std::string> keep_float;  // node names left in float32
   // Op types quantized besides Conv/MatMul/Gemm (plan.h optional_op_types()).
   std::vector<std::string> optional_ops;
+  // Fold Conv -> BatchNormalization pairs first (frontend/fold_batch_norm.h).
+  bool fold_batch_norm = true;
   codegen::Target target = codegen::Target::host();  // of the calibration build
   // Configs for the calibration build (kiln's CLI passes the shipped logs and
   // --tuning-log's records: resnet18's build with extra outputs took 12 s on
@@ -29,6 +33,11 @@ struct QuantizeOptions {
 
 struct QuantizeResult {
   frontend::QuantPlan plan;
+  // The ONNX file the plan refers to: the model, or its BatchNorm-folded copy
+  // in `temp` (kept alive with the result). The QDQ writer reads this one.
+  std::string model_path;
+  std::shared_ptr<support::TempDir> temp;
+  int batch_norms_folded = 0;
   size_t samples = 0;
   size_t candidates = 0;  // Conv/MatMul/Gemm (and --quantize-also) nodes in the model
 };
