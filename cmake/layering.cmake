@@ -19,10 +19,13 @@ set(KILN_LAYER_ALLOWED
   "frontend:graph,ops,schedule,ir,support"
   "driver:frontend,graph,ops,schedule,ir,codegen,runtime,support"
   "tuner:ops,schedule,ir,codegen,runtime,support"
+  # Post-training quantization: builds and runs the float model (driver,
+  # runtime) and hands its decisions to the frontend's QDQ writer.
+  "quantize:driver,frontend,graph,ops,schedule,ir,runtime,support,codegen/target.h"
   "runtime:"
   # The CLI parses arguments and prints: it drives the build (driver) and the
   # tuner, loads packages (runtime) and parses --target (codegen/target.h only).
-  "cli:driver,tuner,frontend,runtime,support,codegen/target.h"
+  "cli:driver,tuner,quantize,frontend,runtime,support,codegen/target.h"
   # The Python binding (src/python) is the CLI's peer: the same library calls,
   # plus graph/op_registry.h for the exception it maps to kiln.ModelError.
   "python:driver,tuner,frontend,runtime,support,codegen/target.h,graph/op_registry.h")
@@ -31,7 +34,7 @@ set(KILN_LAYER_CHECK_STUB ${CMAKE_CURRENT_BINARY_DIR}/kiln_layer_check.cc)
 file(WRITE ${KILN_LAYER_CHECK_STUB} "// Linked with a whole kiln layer: see cmake/layering.cmake.\n")
 # Not in sanitizer builds: there the sanitizer runtime, which only executables
 # link, leaves every layer with undefined symbols. The default build checks.
-set(KILN_LAYER_CHECKED_LAYERS support ir schedule ops graph codegen frontend driver tuner)
+set(KILN_LAYER_CHECKED_LAYERS support ir schedule ops graph codegen frontend driver tuner quantize)
 if(KILN_SANITIZE)
   set(KILN_LAYER_CHECKED_LAYERS)
 endif()

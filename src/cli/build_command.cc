@@ -7,16 +7,29 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "driver/build.h"
+#include "frontend/op_support.h"
+#include "frontend/qdq_writer.h"
+#include "quantize/quantize.h"
 #include "runtime/cpu_features.h"
 #include "support/same_file.h"
 #include "support/stale_temps.h"
+#include "support/temp_files.h"
 #include "tuner/tuned_configs.h"
 
 namespace kiln::cli {
+
+// quantize_command.cc: --calibration, --calibrate, --percentile, --keep-float.
+bool parse_quantize_option(const std::vector<std::string>& args, size_t& i,
+                           quantize::QuantizeOptions& q, bool& method_given);
+std::string op_list(const quantize::QuantizeOptions& q);
+driver::ConfigChooser calibration_configs(const std::string& tuning_log,
+                                          const codegen::Target& target);
+
 namespace {
 
 const char* kBuildUsage =
@@ -24,6 +37,9 @@ const char* kBuildUsage =
     "                  [--output-format tar|so] [--config FILE] [--tuning-log DB "
     "[--require-tuned]]\n"
     "                  [--no-shipped-logs] [--no-borrow] [--dump-kernels DIR] [--time-report]\n"
+    "                  [--precision fp32|int8|bf16 [--calibration DATA] [--calibrate M]\n"
+    "                   [--percentile P] [--keep-float NODE...] [--quantize-also OPS]\n"
+    "                   [--no-fold-batchnorm]]\n"
     "  -o OUT             package to write (default: MODEL.tar, or MODEL.so with --output-format "
     "so)\n"
     "  --target TARGET    'llvm -mcpu=... -mattr=...' (default: this machine)\n"
@@ -39,6 +55,10 @@ const char* kBuildUsage =
     "                     nor one from another ISA class's shipped log\n"
     "  --dump-kernels DIR write each kernel's LLVM IR (.ll) and assembly (.s) into DIR\n"
     "  --time-report      print the slowest kernels' compile times and estimated sizes\n"
+    "  --precision P      fp32 (the default); int8: quantize with kiln quantize's code (needs\n"
+    "                     --calibration DATA; --calibrate, --percentile, --keep-float,\n"
+    "                     --quantize-also, --no-fold-batchnorm as there)\n"
+    "                     and build the QDQ model; bf16: not available yet\n"
     "Configs come from DB, else the shipped logs for this CPU's ISA class (logs/*.jsonl), else\n"
     "a nearby shape's record whose config is legal here, else the template's fallback; the\n"
     "report names each.\n";
@@ -47,6 +67,9 @@ struct BuildArgs {
   std::string model, output, target, input_shapes, format = "tar", config_file, tuning_log;
   std::string dump_kernels;
   bool require_tuned = false, no_shipped_logs = false, no_borrow = false, time_report = false;
+  std::string precision = "fp32";
+  quantize::QuantizeOptions quantize;  // --precision int8
+  bool quantize_flags = false;         // any of parse_quantize_option's flags given
 };
 
 BuildArgs parse_args(const std::vector<std::string>& args) {
@@ -57,6 +80,11 @@ BuildArgs parse_args(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) throw std::invalid_argument(s + " needs a value\n" + kBuildUsage);
       return args[++i];
     };
+    bool method_given = false;
+    if (parse_quantize_option(args, i, a.quantize, method_given)) {
+      a.quantize_flags = true;
+      continue;
+    }
     if (s == "-o" || s == "--output") {
       a.output = value();
       // An empty -o used to mean "the default name" silently.
@@ -81,6 +109,8 @@ BuildArgs parse_args(const std::vector<std::string>& args) {
       a.no_shipped_logs = true;
     else if (s == "--no-borrow")
       a.no_borrow = true;
+    else if (s == "--precision")
+      a.precision = value();
     else if (!s.empty() && s[0] == '-')
       throw std::invalid_argument("unknown option " + s + "\n" + kBuildUsage);
     else if (a.model.empty())
@@ -91,6 +121,19 @@ BuildArgs parse_args(const std::vector<std::string>& args) {
   if (a.model.empty()) throw std::invalid_argument(std::string("no model given\n") + kBuildUsage);
   if (a.require_tuned && a.tuning_log.empty() && a.no_shipped_logs)
     throw std::invalid_argument("--require-tuned needs --tuning-log DB or the shipped logs");
+  if (a.precision != "fp32" && a.precision != "int8" && a.precision != "bf16")
+    throw std::invalid_argument("unknown --precision '" + a.precision +
+                                "' (valid: fp32, int8, bf16)");
+  if (a.precision == "bf16")
+    throw std::invalid_argument(
+        "--precision bf16 is not available yet: kiln has no bfloat16 kernel templates (issue 14's "
+        "bf16 templates and their codegen are still to come); build with --precision fp32");
+  if (a.precision == "int8" && a.quantize.calibration.empty())
+    throw std::invalid_argument("--precision int8 needs --calibration DATA (kiln quantize --help)");
+  if (a.precision != "int8" && a.quantize_flags)
+    throw std::invalid_argument(
+        "--calibration, --calibrate, --percentile, --keep-float and --quantize-also need "
+        "--precision int8");
   if (a.format != "tar" && a.format != "so")
     throw std::invalid_argument("--output-format must be tar or so, not '" + a.format + "'");
   if (a.output.empty()) {
@@ -183,7 +226,8 @@ int run_build(const std::vector<std::string>& args) {
   BuildArgs a = parse_args(args);
   support::refuse_output_over_input(a.output, {{"the model", a.model},
                                                {"the --config file", a.config_file},
-                                               {"the tuning log", a.tuning_log}});
+                                               {"the tuning log", a.tuning_log},
+                                               {"the calibration data", a.quantize.calibration}});
   support::refuse_read_only_output(a.output);
   // What killed builds left: kiln-*-PID-* in TMPDIR, OUT.tmpPID beside the output.
   support::sweep_stale_temps();
@@ -215,7 +259,38 @@ int run_build(const std::vector<std::string>& args) {
     for (const auto& [key, choice] : tuned) configs[key] = {choice.config_json, choice.gflops};
     return configs;
   };
-  driver::BuiltModule m = driver::build(a.model, options);
+  // --precision int8: the QDQ model kiln quantize would write, in a private
+  // temporary folder, is what gets built.
+  std::unique_ptr<support::TempDir> qdq_dir;
+  std::string model_to_build = a.model;
+  if (a.precision == "int8") {
+    // Calibration runs the float model here, so it is built for this machine
+    // (QuantizeOptions::target's default) whatever --target the package has.
+    a.quantize.choose_configs = calibration_configs(a.tuning_log, a.quantize.target);
+    quantize::QuantizeResult q = quantize::plan_quantization(a.model, a.quantize);
+    std::printf("quantized: %zu of %zu %s nodes (%zu calibration samples, %s)\n",
+                q.plan.nodes.size(), q.candidates, op_list(a.quantize).c_str(), q.samples,
+                quantize::method_name(a.quantize.method));
+    for (const char* op : {"QuantizeLinear", "DequantizeLinear"})
+      if (!frontend::is_supported_op("", op))
+        throw std::runtime_error(
+            std::string("--precision int8: kiln cannot import QDQ models yet (no ") + op +
+            " import; issue 14's QDQ import is not merged). Write the quantized model with "
+            "`kiln quantize " +
+            a.model + " -o MODEL.qdq.onnx --calibration " + a.quantize.calibration +
+            "` meanwhile; nothing was written to " + a.output);
+    qdq_dir = std::make_unique<support::TempDir>("quantize");
+    model_to_build = (qdq_dir->path() / "model.qdq.onnx").string();
+    frontend::write_qdq_model(q.model_path, q.plan, model_to_build, a.model);
+  }
+  driver::BuiltModule m;
+  try {
+    m = driver::build(model_to_build, options);
+  } catch (const std::exception& e) {
+    if (!qdq_dir) throw;
+    // Messages name the temporary QDQ file; say which model it came from.
+    throw std::runtime_error("the int8 (QDQ) model made from " + a.model + ": " + e.what());
+  }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   size_t templated = 0, configured = 0;
   for (const auto& w : m.workloads) {

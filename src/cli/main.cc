@@ -8,6 +8,7 @@
 
 #include "cli/build_command.h"
 #include "cli/demo.h"
+#include "cli/quantize_command.h"
 #include "cli/records_command.h"
 #include "cli/run_command.h"
 #include "cli/target_command.h"
@@ -31,6 +32,10 @@ const char* kUsage =
     "  build MODEL.onnx [-o OUT] [--target T] [--input-shapes S] [--output-format tar|so]\n"
     "                      [--config FILE]\n"
     "                      compile an ONNX model into a package (kiln build --help)\n"
+    "  quantize MODEL.onnx -o OUT.onnx --calibration DATA [--calibrate max|percentile|kl]\n"
+    "      [--keep-float NODE...]\n"
+    "                      post-training int8 quantization into a QDQ ONNX model\n"
+    "                      (kiln quantize --help)\n"
     "  tune MODEL.onnx [MORE.onnx ...] --tuning-log DB [--trials N] [--tuner xgb|random|grid|ga]\n"
     "                      search the models' workloads, store every measurement (kiln tune "
     "--help)\n"
@@ -64,6 +69,7 @@ int main(int argc, char** argv) {
     if (cmd == "tasks") return kiln::cli::run_tasks(rest);
     if (cmd == "target") return kiln::cli::run_target(rest);
     if (cmd == "records") return kiln::cli::run_records(rest);
+    if (cmd == "quantize") return kiln::cli::run_quantize(rest);
     if (cmd == "version" || cmd == "--version") {
       std::printf("kiln %s\n", kiln::kiln_version());
       return 0;

@@ -1,0 +1,334 @@
+// The whole quantizer on a small model built here: statistics gathered
+// through a real kiln build against a plain C++ reference of the model, the
+// QDQ file read back with the ONNX protobuf API, and the kiln command's
+// errors (exit status, message, no output file).
+#include <gtest/gtest.h>
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "frontend/model_outputs.h"
+#include "frontend/onnx_builder.h"
+#include "quantize/calibration_data.h"
+#include "quantize/collect.h"
+#include "quantize/plan.h"
+#include "quantize/quantize.h"
+
+namespace kiln::quantize {
+namespace {
+
+namespace fs = std::filesystem;
+using test::OnnxBuilder;
+
+constexpr int kC = 2, kH = 4, kW = 4, kM = 3, kN = 5, kSamples = 6;
+
+std::vector<float> random_vector(size_t n, unsigned seed, float scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+struct Model {
+  std::vector<float> w = random_vector(kM * kC * 9, 1, 0.3f), b = random_vector(kM, 2, 0.1f),
+                     B = random_vector(kW * kN, 3, 0.4f);
+  // x [1, C, H, W] -> Conv 3x3 pad 1 (+b) -> c -> Relu -> r -> MatMul B [W, N] -> y.
+  std::string write(const std::string& file, int64_t opset = 17) const {
+    OnnxBuilder m(opset);
+    m.input("x", {"1", std::to_string(kC), std::to_string(kH), std::to_string(kW)});
+    m.output("y", {"1", std::to_string(kM), std::to_string(kH), std::to_string(kN)});
+    m.init_f32("W", {kM, kC, 3, 3}, w);
+    m.init_f32("b", {kM}, b);
+    m.init_f32("B", {kW, kN}, B);
+    auto* conv = m.node("Conv", "conv1", {"x", "W", "b"}, {"c"});
+    OnnxBuilder::attr_ints(conv, "pads", {1, 1, 1, 1});
+    OnnxBuilder::attr_ints(conv, "kernel_shape", {3, 3});
+    m.node("Relu", "relu1", {"c"}, {"r"});
+    m.node("MatMul", "mm1", {"r", "B"}, {"y"});
+    return m.write(file);
+  }
+  // The reference: r and y of one sample, plain loops.
+  void run(const float* x, std::vector<float>* r, std::vector<float>* y) const {
+    r->assign(kM * kH * kW, 0);
+    for (int m = 0; m < kM; ++m)
+      for (int i = 0; i < kH; ++i)
+        for (int j = 0; j < kW; ++j) {
+          double acc = b[m];
+          for (int c = 0; c < kC; ++c)
+            for (int di = -1; di <= 1; ++di)
+              for (int dj = -1; dj <= 1; ++dj) {
+                const int ii = i + di, jj = j + dj;
+                if (ii < 0 || jj < 0 || ii >= kH || jj >= kW) continue;
+                acc += static_cast<double>(x[(c * kH + ii) * kW + jj]) *
+                       w[((m * kC + c) * 3 + di + 1) * 3 + dj + 1];
+              }
+          (*r)[(m * kH + i) * kW + j] = std::max(0.0f, static_cast<float>(acc));
+        }
+    y->assign(kM * kH * kN, 0);
+    for (int m = 0; m < kM; ++m)
+      for (int i = 0; i < kH; ++i)
+        for (int n = 0; n < kN; ++n) {
+          double acc = 0;
+          for (int k = 0; k < kW; ++k) acc += (*r)[(m * kH + i) * kW + k] * B[k * kN + n];
+          (*y)[(m * kH + i) * kN + n] = static_cast<float>(acc);
+        }
+  }
+};
+
+struct Work {
+  fs::path dir = fs::temp_directory_path() / ("kiln_quantize_tests_" + std::to_string(::getpid()));
+  Work() { fs::create_directories(dir); }
+  ~Work() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::string calibration(std::vector<float>* data) const {
+    *data = random_vector(kSamples * kC * kH * kW, 4, 1.0f);
+    runtime::NDArray a = runtime::NDArray::empty({kSamples, 1, kC, kH, kW}, runtime::DType::f32());
+    std::copy(data->begin(), data->end(), a.data_as<float>());
+    std::vector<runtime::NamedArray> arrays;
+    arrays.push_back({"x", std::move(a)});
+    const std::string f = (dir / "calib.npz").string();
+    runtime::write_npz(f, arrays);
+    return f;
+  }
+};
+
+TEST(QuantizeModel, StatisticsFromTheKilnBuildMatchTheReference) {
+  Work work;
+  Model model;
+  const std::string path = model.write("stats.onnx");
+  std::vector<float> data;
+  const std::string calib = work.calibration(&data);
+  frontend::OnnxModelSummary summary = frontend::model_summary(path);
+  std::vector<CalibrationSample> samples = load_calibration(calib, summary);
+  auto stats = collect_statistics(summary, {"x", "r", "y"}, samples, true);
+  float rmin = 1e30f, rmax = -1e30f, ymin = 1e30f, ymax = -1e30f;
+  for (int s = 0; s < kSamples; ++s) {
+    std::vector<float> r, y;
+    model.run(data.data() + s * kC * kH * kW, &r, &y);
+    for (float v : r) rmin = std::min(rmin, v), rmax = std::max(rmax, v);
+    for (float v : y) ymin = std::min(ymin, v), ymax = std::max(ymax, v);
+  }
+  EXPECT_EQ(stats.at("x").min(), *std::min_element(data.begin(), data.end()));
+  EXPECT_EQ(stats.at("x").max(), *std::max_element(data.begin(), data.end()));
+  EXPECT_NEAR(stats.at("r").min(), rmin, 1e-5);
+  EXPECT_NEAR(stats.at("r").max(), rmax, 1e-4 * rmax);
+  EXPECT_NEAR(stats.at("y").min(), ymin, 1e-4 * std::fabs(ymin));
+  EXPECT_NEAR(stats.at("y").max(), ymax, 1e-4 * std::fabs(ymax));
+  double total = 0;
+  for (double h : stats.at("y").histogram()) total += h;
+  EXPECT_EQ(total, kSamples * kM * kH * kN);  // pass 2 saw every value once
+}
+
+onnx::ModelProto read_model(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  onnx::ModelProto m;
+  EXPECT_TRUE(m.ParseFromIstream(&in)) << path;
+  return m;
+}
+
+const onnx::TensorProto* find_init(const onnx::ModelProto& m, const std::string& name) {
+  for (const auto& t : m.graph().initializer())
+    if (t.name() == name) return &t;
+  return nullptr;
+}
+
+const onnx::NodeProto* producer(const onnx::ModelProto& m, const std::string& tensor) {
+  for (const auto& n : m.graph().node())
+    for (const auto& o : n.output())
+      if (o == tensor) return &n;
+  return nullptr;
+}
+
+TEST(QuantizeModel, WritesAQdqModelInOrtsFormat) {
+  Work work;
+  Model model;
+  const std::string path = model.write("qdq.onnx");
+  std::vector<float> data;
+  QuantizeOptions o;
+  o.calibration = work.calibration(&data);
+  const std::string out = (work.dir / "model.qdq.onnx").string();
+  QuantizeResult r = quantize_model(path, out, o);
+  ASSERT_EQ(r.plan.nodes.size(), 2u);
+  onnx::ModelProto q = read_model(out);
+  EXPECT_NO_THROW(onnx::checker::check_model(q));
+
+  // Conv reads DQ(Q(x)), DQ(W_quantized), DQ(b_quantized); writes c_prequant.
+  const onnx::NodeProto* conv = nullptr;
+  for (const auto& n : q.graph().node())
+    if (n.op_type() == "Conv") conv = &n;
+  ASSERT_NE(conv, nullptr);
+  const onnx::NodeProto* dq_x = producer(q, conv->input(0));
+  ASSERT_NE(dq_x, nullptr);
+  EXPECT_EQ(dq_x->op_type(), "DequantizeLinear");
+  EXPECT_EQ(producer(q, dq_x->input(0))->op_type(), "QuantizeLinear");
+  EXPECT_EQ(producer(q, dq_x->input(0))->input(0), "x");
+  const onnx::NodeProto* dq_w = producer(q, conv->input(1));
+  ASSERT_EQ(dq_w->op_type(), "DequantizeLinear");
+  EXPECT_EQ(dq_w->input(0), "W_quantized");
+  ASSERT_EQ(dq_w->attribute_size(), 1);
+  EXPECT_EQ(dq_w->attribute(0).i(), 0);  // axis
+  EXPECT_EQ(producer(q, conv->input(2))->input(0), "b_quantized");
+  EXPECT_EQ(conv->output(0), "c_prequant");
+  // The float weights are gone; the int8 ones hold quantize_weight's values.
+  EXPECT_EQ(find_init(q, "W"), nullptr);
+  EXPECT_EQ(find_init(q, "B"), nullptr);
+  const onnx::TensorProto* wq = find_init(q, "W_quantized");
+  ASSERT_NE(wq, nullptr);
+  EXPECT_EQ(wq->data_type(), onnx::TensorProto::INT8);
+  frontend::WeightQuant ref = quantize_weight("W", {{kM, kC, 3, 3}, model.w}, 0);
+  ASSERT_EQ(wq->raw_data().size(), ref.data.size());
+  EXPECT_EQ(std::memcmp(wq->raw_data().data(), ref.data.data(), ref.data.size()), 0);
+  EXPECT_EQ(find_init(q, "b_quantized")->data_type(), onnx::TensorProto::INT32);
+  // MatMul B per column: axis 1.
+  const onnx::NodeProto* mm = nullptr;
+  for (const auto& n : q.graph().node())
+    if (n.op_type() == "MatMul") mm = &n;
+  ASSERT_NE(mm, nullptr);
+  EXPECT_EQ(producer(q, mm->input(1))->attribute(0).i(), 1);
+  // The conv's output is quantized with the Relu's range (zero point 0) and
+  // the graph output y keeps its name, now DequantizeLinear's.
+  const onnx::TensorProto* czp = find_init(q, "c_zero_point");
+  ASSERT_NE(czp, nullptr);
+  EXPECT_EQ(czp->data_type(), onnx::TensorProto::UINT8);
+  EXPECT_EQ(static_cast<uint8_t>(czp->raw_data()[0]), 0);
+  EXPECT_EQ(producer(q, "y")->op_type(), "DequantizeLinear");
+  EXPECT_EQ(q.graph().output(0).name(), "y");
+}
+
+// A weight shared by three MatMuls and an activation read by two: one int8
+// weight with one DequantizeLinear, one Q/DQ pair for x, and h (a quantized
+// node's output) read through its own DQ by the next node.
+TEST(QuantizeModel, SharedWeightsAndActivationsAreQuantizedOnce) {
+  Work work;
+  OnnxBuilder m;
+  m.input("x", {"2", "4"});
+  m.output("y", {"2", "4"});
+  m.output("z", {"2", "4"});
+  m.init_f32("B", {4, 4}, random_vector(16, 8, 0.5f));
+  m.node("MatMul", "mm1", {"x", "B"}, {"h"});
+  m.node("MatMul", "mm2", {"h", "B"}, {"y"});
+  m.node("MatMul", "mm3", {"x", "B"}, {"z"});
+  const std::string path = m.write("shared.onnx");
+  runtime::NDArray a = runtime::NDArray::empty({3, 2, 4}, runtime::DType::f32());
+  std::vector<float> v = random_vector(24, 9, 1.0f);
+  std::copy(v.begin(), v.end(), a.data_as<float>());
+  std::vector<runtime::NamedArray> arrays;
+  arrays.push_back({"x", std::move(a)});
+  QuantizeOptions o;
+  o.calibration = (work.dir / "shared_calib.npz").string();
+  runtime::write_npz(o.calibration, arrays);
+  const std::string out = (work.dir / "shared.qdq.onnx").string();
+  ASSERT_EQ(quantize_model(path, out, o).plan.nodes.size(), 3u);
+  onnx::ModelProto q = read_model(out);
+  EXPECT_NO_THROW(onnx::checker::check_model(q));
+  int q_of_x = 0, dq_of_b = 0;
+  for (const auto& n : q.graph().node()) {
+    if (n.op_type() == "QuantizeLinear" && n.input(0) == "x") ++q_of_x;
+    if (n.op_type() == "DequantizeLinear" && n.input(0) == "B_quantized") ++dq_of_b;
+  }
+  EXPECT_EQ(q_of_x, 1);
+  EXPECT_EQ(dq_of_b, 1);
+  for (const auto& n : q.graph().node())
+    if (n.op_type() == "MatMul") {
+      EXPECT_EQ(producer(q, n.input(0))->op_type(), "DequantizeLinear") << n.name();
+      EXPECT_EQ(n.input(1), "B_dequantized") << n.name();
+    }
+  EXPECT_EQ(producer(q, "h")->op_type(), "DequantizeLinear");
+  EXPECT_EQ(find_init(q, "B"), nullptr);
+}
+
+TEST(QuantizeModel, OldOpsetIsRefusedAndNothingIsWritten) {
+  Work work;
+  Model model;
+  const std::string path = model.write("old.onnx", 12);
+  std::vector<float> data;
+  QuantizeOptions o;
+  o.calibration = work.calibration(&data);
+  const std::string out = (work.dir / "old.qdq.onnx").string();
+  try {
+    quantize_model(path, out, o);
+    FAIL() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("old.onnx: the model imports opset 12"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(out));
+  for (const auto& e : fs::directory_iterator(work.dir))
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+// Runs the kiln command; returns its exit status, stderr in *err.
+int kiln(const std::string& args, std::string* err, const fs::path& dir) {
+  const std::string log = (dir / "stderr.txt").string();
+  int rc = std::system((std::string(KILN_BINARY) + " " + args + " >/dev/null 2>" + log).c_str());
+  std::ifstream in(log);
+  std::stringstream s;
+  s << in.rdbuf();
+  *err = s.str();
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+TEST(QuantizeModel, CommandErrorsLeaveTheOutputAlone) {
+  Work work;
+  Model model;
+  const std::string path = model.write("cli.onnx");
+  std::vector<float> data;
+  const std::string calib = work.calibration(&data);
+  const std::string out = (work.dir / "out.onnx").string();
+  std::string err;
+  // A good run first.
+  ASSERT_EQ(kiln("quantize " + path + " -o " + out + " --calibration " + calib +
+                     " --calibrate percentile",
+                 &err, work.dir),
+            0)
+      << err;
+  const auto size = fs::file_size(out);
+  // Then failures: the existing output stays as it was.
+  EXPECT_EQ(
+      kiln("quantize " + path + " -o " + out + " --calibration " + calib + " --keep-float relu_1",
+           &err, work.dir),
+      1);
+  EXPECT_NE(err.find("has no node 'relu_1' (nearest: relu1"), std::string::npos) << err;
+  EXPECT_EQ(kiln("quantize " + path + " -o " + out + " --calibration " + path, &err, work.dir), 1);
+  EXPECT_NE(err.find(path), std::string::npos) << err;
+  EXPECT_EQ(kiln("quantize " + path + " -o " + out + " --calibration " + calib + " --calibrate l2",
+                 &err, work.dir),
+            1);
+  EXPECT_NE(err.find("valid: max, percentile, kl"), std::string::npos) << err;
+  // A QDQ model is not quantized again.
+  EXPECT_EQ(kiln("quantize " + out + " -o " + (work.dir / "twice.onnx").string() +
+                     " --calibration " + calib,
+                 &err, work.dir),
+            1);
+  EXPECT_NE(err.find("is already quantized (node "), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(work.dir / "twice.onnx"));
+  EXPECT_EQ(fs::file_size(out), size);
+  // kiln build --precision: int8 builds or says that QDQ import is missing;
+  // bf16 and unknown precisions are refused.
+  const std::string tar = (work.dir / "int8.tar").string();
+  int rc = kiln("build " + path + " -o " + tar + " --precision int8 --calibration " + calib, &err,
+                work.dir);
+  if (rc != 0) {
+    EXPECT_NE(err.find("kiln cannot import QDQ models yet"), std::string::npos) << err;
+    EXPECT_FALSE(fs::exists(tar));
+  } else {
+    EXPECT_TRUE(fs::exists(tar));
+  }
+  EXPECT_EQ(kiln("build " + path + " -o " + tar + " --precision bf16", &err, work.dir), 1);
+  EXPECT_NE(err.find("no bfloat16 kernel templates"), std::string::npos) << err;
+  EXPECT_EQ(kiln("build " + path + " -o " + tar + " --precision fp8", &err, work.dir), 1);
+  EXPECT_NE(err.find("valid: fp32, int8, bf16"), std::string::npos) << err;
+  EXPECT_EQ(kiln("build " + path + " -o " + tar + " --precision int8", &err, work.dir), 1);
+  EXPECT_NE(err.find("--precision int8 needs --calibration"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace kiln::quantize
