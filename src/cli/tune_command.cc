@@ -332,18 +332,6 @@ void print_summary(const TuneArgs& a, const tuner::TuneSummary& sum) {
               tuner::redact_url(a.db).c_str());
 }
 
-// The nodes with more than one implementation (their workload keys), each
-// set once: the scheduler's alternatives.
-std::vector<std::vector<std::string>> alternative_sets(
-    const std::vector<std::vector<std::vector<std::string>>>& per_model) {
-  std::vector<std::vector<std::string>> out;
-  for (const auto& nodes : per_model)
-    for (const std::vector<std::string>& keys : nodes)
-      if (keys.size() > 1 && std::find(out.begin(), out.end(), keys) == out.end())
-        out.push_back(keys);
-  return out;
-}
-
 // ---- in-graph re-measurement --------------------------------------------------
 
 // Re-measures each of the model's tasks' best configs inside the compiled
@@ -552,9 +540,9 @@ int run_tune_job(TuneArgs a) {
 
   tuner::TuneOptions options = tune_options(a, target);
   {
-    std::vector<std::vector<std::vector<std::string>>> sets;
-    for (const auto& w : models) sets.push_back(w.kernels);
-    options.implementation_sets = alternative_sets(sets);
+    std::vector<tuner::ModelNodes> nodes;
+    for (const auto& w : models) nodes.push_back(w.kernels);
+    options.implementation_sets = tuner::alternative_sets(nodes);
   }
   options.trials =
       jt.trials.empty() ? a.trials : *std::max_element(jt.trials.begin(), jt.trials.end());
@@ -623,22 +611,17 @@ int run_tune(const std::vector<std::string>& args) {
   // The target first: the strategy rows that pick the tasks' templates may depend on its ISA.
   codegen::Target target =
       a.target.empty() ? codegen::Target::host() : codegen::Target::parse(a.target);
-  std::vector<std::vector<std::string>> workloads;
-  std::vector<std::vector<std::vector<std::string>>> sets;  // per model, per node
-  for (const std::string& m : a.models) {
-    sets.push_back(driver::template_workload_sets(
+  std::vector<tuner::ModelNodes> nodes;
+  for (const std::string& m : a.models)
+    nodes.push_back(driver::template_workload_sets(
         frontend::import_onnx(m, frontend::parse_input_shapes(a.input_shapes)), target.isa()));
-    workloads.emplace_back();
-    for (const auto& node : sets.back())
-      workloads.back().insert(workloads.back().end(), node.begin(), node.end());
-  }
-  std::vector<tuner::Task> tasks = tuner::make_tasks(workloads);
+  std::vector<tuner::Task> tasks = tuner::make_tasks(tuner::node_workloads(nodes));
   if (tasks.empty()) {
     std::printf("kiln tune: no tunable workload in the model(s)\n");
     return 0;
   }
   tuner::TuneOptions options = tune_options(a, target);
-  options.implementation_sets = alternative_sets(sets);
+  options.implementation_sets = tuner::alternative_sets(nodes);
   // Before the database is created: this machine, or the runner's device, must be able
   // to run the target's code.
   check_measurement(options);

@@ -140,14 +140,20 @@ tuner::TuneOptions tune_options(const TuneArgs& a, const codegen::Target& target
 
 // The tuning tasks of the models (kiln tune's and kiln tasks' extraction:
 // every template workload, identical ones merged). Called without the GIL.
+std::vector<tuner::ModelNodes> model_nodes(const std::vector<std::string>& models,
+                                           const std::string& input_shapes,
+                                           const codegen::Target& target) {
+  std::vector<tuner::ModelNodes> nodes;
+  for (const std::string& m : models)
+    nodes.push_back(driver::template_workload_sets(
+        frontend::import_onnx(m, frontend::parse_input_shapes(input_shapes)), target.isa()));
+  return nodes;
+}
+
 std::vector<tuner::Task> model_tasks(const std::vector<std::string>& models,
                                      const std::string& input_shapes,
                                      const codegen::Target& target) {
-  std::vector<std::vector<std::string>> workloads;
-  for (const std::string& m : models)
-    workloads.push_back(driver::template_workloads(
-        frontend::import_onnx(m, frontend::parse_input_shapes(input_shapes)), target.isa()));
-  return tuner::make_tasks(workloads);
+  return tuner::make_tasks(tuner::node_workloads(model_nodes(models, input_shapes, target)));
 }
 
 // kiln.tasks: each task as (workload, template, count, flops, weight).
@@ -179,7 +185,9 @@ py::dict tune(const TuneArgs& a, py::object callback, bool handle_sigint) {
     py::gil_scoped_release unlocked;
     std::lock_guard<std::recursive_mutex> one_at_a_time(compiler_mutex());
     support::sweep_stale_temps();
-    std::vector<tuner::Task> tasks = model_tasks(a.models, a.input_shapes, target);
+    std::vector<tuner::ModelNodes> nodes = model_nodes(a.models, a.input_shapes, target);
+    std::vector<tuner::Task> tasks = tuner::make_tasks(tuner::node_workloads(nodes));
+    options.implementation_sets = tuner::alternative_sets(nodes);
     if (!tasks.empty()) {
       // Before the database is created: this machine, or the runner's device, must run the code.
       if (a.measure.runner.empty()) {

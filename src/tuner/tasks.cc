@@ -1,5 +1,6 @@
 #include "tuner/tasks.h"
 
+#include <algorithm>
 #include <map>
 
 #include "ops/op_template.h"
@@ -25,6 +26,25 @@ std::vector<Task> make_tasks(const std::vector<std::vector<std::string>>& models
   if (total > 0)
     for (Task& t : tasks) t.weight = t.count * t.flops / total;
   return tasks;
+}
+
+std::vector<std::vector<std::string>> node_workloads(const std::vector<ModelNodes>& models) {
+  std::vector<std::vector<std::string>> out;
+  for (const ModelNodes& nodes : models) {
+    out.emplace_back();
+    for (const std::vector<std::string>& keys : nodes)
+      out.back().insert(out.back().end(), keys.begin(), keys.end());
+  }
+  return out;
+}
+
+std::vector<std::vector<std::string>> alternative_sets(const std::vector<ModelNodes>& models) {
+  std::vector<std::vector<std::string>> out;
+  for (const ModelNodes& nodes : models)
+    for (const std::vector<std::string>& keys : nodes)
+      if (keys.size() > 1 && std::find(out.begin(), out.end(), keys) == out.end())
+        out.push_back(keys);
+  return out;
 }
 
 }  // namespace kiln::tuner

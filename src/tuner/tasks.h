@@ -30,4 +30,14 @@ struct Task {
 // what ops::Workload::parse and ops::get_template throw for a bad key.
 std::vector<Task> make_tasks(const std::vector<std::vector<std::string>>& models);
 
+// Per model, per template node, the workload keys of the node's
+// implementations (driver::template_workload_sets: usually one; a 3x3
+// stride-1 Conv has its direct and its Winograd workload).
+using ModelNodes = std::vector<std::vector<std::string>>;
+// The per-model workload lists make_tasks takes: every implementation of every node.
+std::vector<std::vector<std::string>> node_workloads(const std::vector<ModelNodes>& models);
+// The nodes with more than one implementation, each set of keys once: the
+// task scheduler's alternatives (SchedulerOptions::implementation_sets).
+std::vector<std::vector<std::string>> alternative_sets(const std::vector<ModelNodes>& models);
+
 }  // namespace kiln::tuner

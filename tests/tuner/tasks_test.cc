@@ -112,6 +112,17 @@ TEST(Tasks, IdenticalWorkloadsMergeAcrossModels) {
   EXPECT_EQ(test::count_op(a, "Conv"), 2);
 }
 
+TEST(Tasks, NodeSetsFlattenAndAlternativesAreListedOnce) {
+  std::vector<ModelNodes> models = {{{"d1", "w1"}, {"a"}, {"d1", "w1"}},
+                                    {{"b"}, {"d1", "w1"}, {"d2", "w2"}}};
+  EXPECT_EQ(node_workloads(models),
+            (std::vector<std::vector<std::string>>{{"d1", "w1", "a", "d1", "w1"},
+                                                   {"b", "d1", "w1", "d2", "w2"}}));
+  EXPECT_EQ(alternative_sets(models),
+            (std::vector<std::vector<std::string>>{{"d1", "w1"}, {"d2", "w2"}}));
+  EXPECT_TRUE(alternative_sets({{{"a"}, {"b"}}}).empty());
+}
+
 TEST(Tasks, AModelWithoutTemplatesHasNoTasks) {
   GraphBuilder b(1);
   b.output(b.node("Relu", {b.input("x", {2, 3})}));
