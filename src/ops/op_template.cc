@@ -8,7 +8,9 @@
 
 #include "ops/batch_matmul.h"
 #include "ops/conv2d.h"
+#include "ops/conv2d_int8.h"
 #include "ops/dense.h"
+#include "ops/dense_int8.h"
 #include "ops/depthwise_conv2d.h"
 #include "ops/group_conv2d.h"
 #include "ops/reference.h"
@@ -28,6 +30,8 @@ const std::vector<const OpTemplate*>& registry() {
       &batch_matmul_template(),
       &group_conv2d_nchwc_template(),
       &conv2d_winograd_nchwc_template(),
+      &dense_int8_template(),
+      &conv2d_nchwc_int8_template(),
   };
   return all;
 }
