@@ -251,6 +251,40 @@ TEST(DenseInt8, VnniTileAssembly) {
   EXPECT_EQ(as.find("vpmaddubsw"), std::string::npos);
 }
 
+// The ISA rows this machine cannot run, by their assembly: both templates'
+// fallbacks for AVX-VNNI without AVX-512 (alderlake), AVX-512 without VNNI,
+// and aarch64 with dotprod / i8mm.
+TEST(Int8Templates, AssemblyOfTheRowsThisMachineCannotRun) {
+  ops::Conv2DAttrs a{1, 32, 9, 11, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  const Workload ws[] = {ops::dense_int8_workload(24, 48, 64), ops::conv2d_int8_workload(a, 5)};
+  struct Row {
+    const char* target;
+    const char* want;
+    const char* absent;
+  };
+  const Row rows[] = {
+      {"llvm -mtriple=x86_64-linux-gnu -mcpu=alderlake", "{vex}\tvpdpbusd", "zmm"},
+      {"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", "vpmaddubsw", "vpdpbusd"},
+      {"llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -mattr=+dotprod", "sdot\t", "usdot"},
+      {"llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -mattr=+dotprod,+i8mm", "usdot\t",
+       nullptr},
+  };
+  for (const Workload& w : ws)
+    for (const Row& r : rows) {
+      SCOPED_TRACE(w.key() + " on " + r.target);
+      const ops::OpTemplate& t = ops::get_template(w.template_name);
+      codegen::Target target = codegen::Target::parse(r.target);
+      Config cfg = t.fallback(w, target.isa());
+      EXPECT_TRUE(t.fits(w, cfg, target.isa()));
+      ops::Kernel k = ops::make_kernel(t, w, cfg);
+      std::string as = codegen::emit_assembly({schedule::lower(k.sch, k.args, "k")}, target);
+      EXPECT_NE(as.find(r.want), std::string::npos);
+      if (r.absent) {
+        EXPECT_EQ(as.find(r.absent), std::string::npos);
+      }
+    }
+}
+
 TEST(DenseInt8, WorkloadErrors) {
   const ops::OpTemplate& t = ops::dense_int8_template();
   Workload f = ops::dense_int8_workload(2, 2, 2);
