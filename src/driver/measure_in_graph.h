@@ -31,7 +31,9 @@ struct InGraphOptions {
   // candidates (what `kiln build --tuning-log` would use); output_path and
   // configs are set per round.
   BuildOptions build;
-  int repeats = 30;  // whole-model runs of every round's package, interleaved
+  // Recorded whole-model runs of every round's package (rounded up to visits
+  // of 3 back-to-back runs, the rounds' visits interleaved).
+  int repeats = 30;
   // One line per step ("round 2 of 6 built", ...); may be empty.
   std::function<void(const std::string&)> progress;
 };
