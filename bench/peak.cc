@@ -44,6 +44,22 @@ __attribute__((target("avx2,fma"))) double fma_loop_ymm(long iterations, float* 
   return double(iterations) * 12 * 8 * 2;
 }
 
+// 24 independent vpdpbusd chains; returns the integer operations done
+// (16 lanes x 4 products x 2 per instruction).
+__attribute__((target("avx512f,avx512vnni"))) double vnni_loop(long iterations, int* sink) {
+  __m512i acc[24];
+  for (int i = 0; i < 24; ++i) acc[i] = _mm512_set1_epi32(i);
+  const __m512i a = _mm512_set1_epi32(0x01020304), b = _mm512_set1_epi32(0x01ff01ff);
+  for (long it = 0; it < iterations; ++it) {
+#pragma GCC unroll 24
+    for (int i = 0; i < 24; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+  }
+  __m512i s = acc[0];
+  for (int i = 1; i < 24; ++i) s = _mm512_add_epi32(s, acc[i]);
+  *sink = _mm512_reduce_add_epi32(s);
+  return double(iterations) * 24 * 16 * 4 * 2;
+}
+
 // GFLOP/s of one run of `threads` threads at the width.
 double one_run(int threads, int vector_bits) {
   std::vector<float> sinks(threads * 16);
@@ -62,7 +78,29 @@ double one_run(int threads, int vector_bits) {
   return total / s * 1e-9;
 }
 
+double one_vnni_run(int threads) {
+  std::vector<int> sinks(threads * 16);
+  std::vector<double> ops(threads);
+  auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] { ops[t] = vnni_loop(2'000'000, &sinks[t * 16]); });
+  for (auto& th : pool) th.join();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double total = 0;
+  for (double f : ops) total += f;
+  return total / s * 1e-9;
+}
+
 }  // namespace
+
+double measured_vnni_peak_gops(int threads) {
+  if (!__builtin_cpu_supports("avx512vnni")) return 0;
+  std::vector<double> runs;
+  for (int i = 0; i < 7; ++i) runs.push_back(one_vnni_run(threads));
+  std::sort(runs.begin(), runs.end());
+  return runs[runs.size() / 2];
+}
 
 double measured_fma_peak_gflops(int threads, int vector_bits) {
   bool supported = vector_bits == 512

@@ -27,9 +27,11 @@
 #include <unordered_set>
 
 #include "codegen/codegen.h"
+#include "codegen/dot_product.h"
 #include "codegen/intrinsics.h"
 #include "codegen/lower_llvm.h"
 #include "ir/functor.h"
+#include "ir/simplify.h"
 
 namespace kiln::codegen::detail {
 
@@ -644,8 +646,19 @@ class CodeGenLLVM {
     return to.bits > from.bits ? b_.CreateFPExt(v, ty) : b_.CreateFPTrunc(v, ty);
   }
 
+  // acc + dot4_u8i8(0, ...) (a reduction's update) is dot4_u8i8(acc, ...): one
+  // accumulating instruction instead of a dot product and an add.
+  static const CallNode* zero_acc_dot4(const Expr& e) {
+    auto* c = e.as<CallNode>();
+    return c && c->op == Intrinsic::DotU8I8 && is_zero(c->args[0]) ? c : nullptr;
+  }
+
   Value* emit_binary(const BinaryNode* op) {
     DataType t = op->a.dtype();
+    if (op->kind == ExprKind::Add && t == op->b.dtype()) {
+      if (auto* c = zero_acc_dot4(op->b)) return emit_dot4(c, emit(op->a));
+      if (auto* c = zero_acc_dot4(op->a)) return emit_dot4(c, emit(op->b));
+    }
     if (op->b.dtype() != t)
       fail(std::string("binary operands of different types: ") + t.str() + " and " +
            op->b.dtype().str());
@@ -738,8 +751,85 @@ class CodeGenLLVM {
 
   // ---- intrinsics ---------------------------------------------------------------
 
+  // The bytes of one dot4_u8i8 operand given as four byte expressions (lane i of
+  // parts[j] is byte 4i+j): <4n x i8>, or <4 x i8> with *splat when every part is
+  // scalar (the same bytes for every lane). Four loads of neighbouring bytes of
+  // one buffer (scalar, or ramps of stride 4 whose bases differ by 0..3) become
+  // one contiguous load; anything else is interleaved with shuffles.
+  Value* dot4_bytes(const std::vector<Expr>& parts, int n, bool* splat) {
+    bool scalar = true;
+    for (auto& p : parts) scalar &= p.dtype().lanes == 1;
+    *splat = scalar;
+    int len = scalar ? 4 : 4 * n;
+    auto* l0 = parts[0].as<LoadNode>();
+    const Expr* base0 = nullptr;
+    if (l0 && scalar) base0 = &l0->index;
+    if (auto* r0 = l0 ? l0->index.as<RampNode>() : nullptr)
+      if (r0->lanes == n && is_const_int(r0->stride, 4)) base0 = &r0->base;
+    bool adjacent = base0 != nullptr;
+    for (int j = 1; j < 4 && adjacent; ++j) {
+      auto* lj = parts[j].as<LoadNode>();
+      const Expr* bj = nullptr;
+      if (lj && lj->buffer == l0->buffer) {
+        if (scalar) bj = &lj->index;
+        if (auto* r = lj->index.as<RampNode>())
+          if (r->lanes == n && is_const_int(r->stride, 4)) bj = &r->base;
+      }
+      adjacent = bj && is_const_int(simplify(*bj - *base0), j);
+    }
+    if (adjacent) {
+      llvm::Type* st = storage_type(l0->buffer->dtype.element_of());
+      Value* p = b_.CreateInBoundsGEP(st, buffer_ptr(l0->buffer), emit_index(*base0, i64()));
+      return b_.CreateAlignedLoad(vec(i8(), len), p, llvm::Align(1));
+    }
+    std::vector<Value*> v;
+    for (auto& p : parts) {
+      Value* x = emit(p);
+      if (!scalar && p.dtype().lanes == 1) x = b_.CreateVectorSplat(n, x);
+      v.push_back(x);
+    }
+    if (scalar) {
+      Value* out = llvm::PoisonValue::get(vec(i8(), 4));
+      for (int j = 0; j < 4; ++j) out = b_.CreateInsertElement(out, v[j], uint64_t(j));
+      return out;
+    }
+    std::vector<int> cat, inter;
+    for (int i = 0; i < 2 * n; ++i) cat.push_back(i);
+    Value* v01 = b_.CreateShuffleVector(v[0], v[1], cat);
+    Value* v23 = b_.CreateShuffleVector(v[2], v[3], cat);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < 4; ++j) inter.push_back(j < 2 ? j * n + i : 2 * n + (j - 2) * n + i);
+    return b_.CreateShuffleVector(v01, v23, inter);
+  }
+
+  // dot4_u8i8 (codegen/dot_product.h); acc_override replaces a zero accumulator.
+  Value* emit_dot4(const CallNode* op, Value* acc_override = nullptr) {
+    int n = op->dtype.lanes;
+    Value* acc = acc_override ? acc_override : emit(op->args[0]);
+    bool a_splat = false;
+    Value *a, *bb;
+    if (op->args.size() == 3) {
+      a = emit(op->args[1]);
+      bb = emit(op->args[2]);
+      a_splat = op->args[1].dtype().lanes == 4 && n > 1;
+      if (n == 1) a_splat = false;
+    } else {
+      std::vector<Expr> pa(op->args.begin() + 1, op->args.begin() + 5);
+      std::vector<Expr> pb(op->args.begin() + 5, op->args.end());
+      a = dot4_bytes(pa, n, &a_splat);
+      bool b_splat = false;
+      bb = dot4_bytes(pb, n, &b_splat);
+      if (b_splat && n > 1)
+        bb = b_.CreateBitCast(b_.CreateVectorSplat(n, b_.CreateBitCast(bb, i32())),
+                              vec(i8(), 4 * n));
+      if (n == 1) a_splat = false;
+    }
+    return emit_dot4_u8i8(b_, target_, acc, a, a_splat, bb);
+  }
+
   Value* emit_call(const CallNode* op) {
     DataType t = op->dtype;
+    if (op->op == Intrinsic::DotU8I8) return emit_dot4(op);
     if (!t.is_float()) fail(std::string(intrinsic_name(op->op)) + " on " + t.str());
     std::vector<Value*> args;
     for (const Expr& a : op->args) args.push_back(emit(a));
@@ -763,6 +853,8 @@ class CodeGenLLVM {
       case Intrinsic::Floor: return llvm_intrin(llvm::Intrinsic::floor);
       case Intrinsic::Ceil: return llvm_intrin(llvm::Intrinsic::ceil);
       case Intrinsic::Round: return llvm_intrin(llvm::Intrinsic::round);  // half away from 0
+      case Intrinsic::RoundEven: return llvm_intrin(llvm::Intrinsic::roundeven);
+      case Intrinsic::DotU8I8: break;  // emit_call handles it
       case Intrinsic::Pow: return llvm_intrin(llvm::Intrinsic::pow);
       case Intrinsic::Rsqrt:
         return b_.CreateFDiv(llvm::ConstantFP::get(ty, 1.0),

@@ -274,6 +274,27 @@ Expr Rewriter::mutate_let(const Expr& e, const LetNode* op) {
   return make_expr<LetNode>(op->var, value, body);
 }
 
+// dot4_u8i8 of constants (the byte form, scalar) folds by its scalar definition;
+// other calls keep their simplified arguments.
+Expr Rewriter::mutate_call(const Expr& e, const CallNode* op) {
+  Expr r = IRMutator::mutate_call(e, op);
+  auto* c = r.as<CallNode>();
+  if (!c || c->op != Intrinsic::DotU8I8 || c->args.size() != 9 || !c->dtype.is_scalar()) return r;
+  int64_t v[9];
+  for (int i = 0; i < 9; ++i) {
+    auto* imm = c->args[i].as<IntImmNode>();
+    if (!imm) return r;
+    v[i] = imm->value;
+  }
+  uint8_t a[4];
+  int8_t b[4];
+  for (int j = 0; j < 4; ++j) {
+    a[j] = static_cast<uint8_t>(v[1 + j]);
+    b[j] = static_cast<int8_t>(v[5 + j]);
+  }
+  return make_int(dot4_u8i8_value(static_cast<int32_t>(v[0]), a, b), DataType::i32());
+}
+
 Expr Rewriter::mutate_reduce(const Expr& e, const ReduceNode* op) {
   std::vector<std::pair<const VarNode*, std::optional<Bound>>> saved;
   for (auto& ax : op->axes) {

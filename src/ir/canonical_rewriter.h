@@ -35,6 +35,7 @@ class Rewriter : public IRMutator {
   Expr mutate_ramp(const Expr& e, const RampNode* op) override;
   Expr mutate_broadcast(const Expr& e, const BroadcastNode* op) override;
   Expr mutate_reduce(const Expr& e, const ReduceNode* op) override;
+  Expr mutate_call(const Expr& e, const CallNode* op) override;
 
  private:
   Expr arith(ExprKind k, const Expr& a, const Expr& b);

@@ -1,5 +1,6 @@
 #include "ir/expr.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -41,6 +42,8 @@ const char* intrinsic_name(Intrinsic op) {
     case Intrinsic::Floor: return "floor";
     case Intrinsic::Ceil: return "ceil";
     case Intrinsic::Round: return "round";
+    case Intrinsic::RoundEven: return "round_even";
+    case Intrinsic::DotU8I8: return "dot4_u8i8";
   }
   return "?";
 }
@@ -178,8 +181,71 @@ Expr select(Expr cond, Expr t, Expr f) {
   return make_expr<SelectNode>(std::move(cond), std::move(t), std::move(f));
 }
 
+namespace {
+
+// Checks a dot4_u8i8 call and returns its type (int32xN); a scalar acc becomes a
+// broadcast to N lanes so that the result's lanes are acc's.
+DataType check_dot4(std::vector<Expr>& args) {
+  auto fail = [](const std::string& what) { throw std::invalid_argument("dot4_u8i8: " + what); };
+  if (args.size() != 3 && args.size() != 9)
+    fail("takes 3 (acc, a, b) or 9 (acc, a0..a3, b0..b3) arguments, got " +
+         std::to_string(args.size()));
+  for (size_t i = 1; i < args.size(); ++i) {
+    bool is_a = args.size() == 3 ? i == 1 : i <= 4;
+    DataType want = is_a ? DataType::u8() : DataType::i8();
+    if (args[i].dtype().element_of() != want)
+      fail("argument " + std::to_string(i) + " must be " + want.str() + ", got " +
+           args[i].dtype().str());
+  }
+  if (args[0].dtype().element_of() != DataType::i32())
+    fail("the accumulator must be int32, got " + args[0].dtype().str());
+  int n = args[0].dtype().lanes;
+  if (args.size() == 3) {
+    n = std::max(n, args[2].dtype().lanes / 4);
+    int la = args[1].dtype().lanes, lb = args[2].dtype().lanes;
+    if (lb != 4 * n || (la != 4 && la != 4 * n) ||
+        (args[0].dtype().lanes != 1 && args[0].dtype().lanes != n))
+      fail("lanes do not fit: acc " + args[0].dtype().str() + ", a " + args[1].dtype().str() +
+           ", b " + args[2].dtype().str() + " (want int32xN, uint8x4N or uint8x4, int8x4N)");
+  } else {
+    for (auto& a : args) n = std::max<int>(n, a.dtype().lanes);
+    for (auto& a : args)
+      if (a.dtype().lanes != 1 && a.dtype().lanes != n)
+        fail("arguments of " + std::to_string(a.dtype().lanes) + " and " + std::to_string(n) +
+             " lanes");
+  }
+  if (n > 1 && args[0].dtype().lanes == 1) args[0] = broadcast(args[0], n);
+  return DataType::i32(n);
+}
+
+}  // namespace
+
+int32_t dot4_u8i8_value(int32_t acc, const uint8_t a[4], const int8_t b[4]) {
+  uint32_t r = static_cast<uint32_t>(acc);
+  for (int j = 0; j < 4; ++j)
+    r += static_cast<uint32_t>(int32_t(a[j]) * int32_t(b[j]));  // wraps like the instructions
+  return static_cast<int32_t>(r);
+}
+
+Expr dot4_u8i8(Expr acc, Expr a, Expr b) {
+  return call(Intrinsic::DotU8I8, {std::move(acc), std::move(a), std::move(b)});
+}
+
+Expr dot4_u8i8(Expr acc, const std::vector<Expr>& a4, const std::vector<Expr>& b4) {
+  if (a4.size() != 4 || b4.size() != 4)
+    throw std::invalid_argument("dot4_u8i8: four bytes of a and four of b");
+  std::vector<Expr> args = {std::move(acc)};
+  args.insert(args.end(), a4.begin(), a4.end());
+  args.insert(args.end(), b4.begin(), b4.end());
+  return call(Intrinsic::DotU8I8, std::move(args));
+}
+
 Expr call(Intrinsic op, std::vector<Expr> args) {
   if (args.empty()) throw std::invalid_argument("intrinsic call without arguments");
+  if (op == Intrinsic::DotU8I8) {
+    DataType t = check_dot4(args);
+    return make_expr<CallNode>(t, op, std::move(args));
+  }
   if (op == Intrinsic::Pow) {
     if (args.size() != 2) throw std::invalid_argument("pow takes two arguments");
     unify(args[0], args[1]);
@@ -243,6 +309,7 @@ Expr pow(Expr x, Expr y) { return call(Intrinsic::Pow, {std::move(x), std::move(
 Expr floor(Expr x) { return call(Intrinsic::Floor, {std::move(x)}); }
 Expr ceil(Expr x) { return call(Intrinsic::Ceil, {std::move(x)}); }
 Expr round(Expr x) { return call(Intrinsic::Round, {std::move(x)}); }
+Expr round_even(Expr x) { return call(Intrinsic::RoundEven, {std::move(x)}); }
 
 const int64_t* as_const_int(const Expr& e) {
   if (!e) return nullptr;

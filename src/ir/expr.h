@@ -202,7 +202,21 @@ enum class Intrinsic : uint8_t {
   Pow,
   Floor,
   Ceil,
-  Round,
+  Round,      // half away from zero (C's round)
+  RoundEven,  // half to even (IEEE's default rounding; ONNX QuantizeLinear's)
+  // The 4-way u8 x s8 dot product accumulate (x86 vpdpbusd, Arm usdot/sdot):
+  //   r[i] = acc[i] + sum_{j<4} int32(a[4i+j]) * int32(b[4i+j])      (wrapping int32)
+  // with a unsigned 8-bit and b signed 8-bit. Result int32xN. Two argument forms:
+  //   dot4_u8i8(acc, a, b): acc int32xN (or a scalar: broadcast), a uint8x(4N) or
+  //     uint8x4 (the same four bytes for every lane), b int8x(4N);
+  //   dot4_u8i8(acc, a0, a1, a2, a3, b0, b1, b2, b3): byte j of lane i is aj[i] / bj[i];
+  //     each argument has N lanes or one (the same for every lane). This is the form a
+  //     tensor expression writes with scalar reads (templates), and the one the
+  //     vectorizer keeps: codegen turns four loads of neighbouring bytes back into one.
+  // Codegen picks the instruction from the target's features (codegen_llvm.cc); the
+  // definition above is what the simplifier folds and what every lowering must equal
+  // bit for bit.
+  DotU8I8,
 };
 const char* intrinsic_name(Intrinsic op);
 
@@ -359,6 +373,13 @@ Expr pow(Expr x, Expr y);
 Expr floor(Expr x);
 Expr ceil(Expr x);
 Expr round(Expr x);
+Expr round_even(Expr x);
+// Intrinsic::DotU8I8 in its two forms (see there); throw std::invalid_argument on types
+// or lanes that do not fit.
+Expr dot4_u8i8(Expr acc, Expr a, Expr b);
+Expr dot4_u8i8(Expr acc, const std::vector<Expr>& a4, const std::vector<Expr>& b4);
+// The scalar definition of DotU8I8: acc + sum_j a[j] * b[j], wrapping in int32.
+int32_t dot4_u8i8_value(int32_t acc, const uint8_t a[4], const int8_t b[4]);
 
 // The value of an integer immediate (also a broadcast of one), or nullptr.
 const int64_t* as_const_int(const Expr& e);

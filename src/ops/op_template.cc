@@ -1,14 +1,19 @@
 #include "ops/op_template.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <set>
 #include <stdexcept>
 
 #include "ops/batch_matmul.h"
 #include "ops/conv2d.h"
+#include "ops/conv2d_int8.h"
 #include "ops/dense.h"
+#include "ops/dense_int8.h"
 #include "ops/depthwise_conv2d.h"
 #include "ops/group_conv2d.h"
+#include "ops/reference.h"
 #include "ops/winograd_conv2d.h"
 
 namespace kiln::ops {
@@ -18,9 +23,15 @@ namespace {
 // The registry: every template kiln knows, in a fixed order.
 const std::vector<const OpTemplate*>& registry() {
   static const std::vector<const OpTemplate*> all = {
-      &conv2d_nchwc_template(), &depthwise_conv2d_nchwc_template(), &dense_pack_template(),
-      &dense_nopack_template(), &batch_matmul_template(),           &group_conv2d_nchwc_template(),
+      &conv2d_nchwc_template(),
+      &depthwise_conv2d_nchwc_template(),
+      &dense_pack_template(),
+      &dense_nopack_template(),
+      &batch_matmul_template(),
+      &group_conv2d_nchwc_template(),
       &conv2d_winograd_nchwc_template(),
+      &dense_int8_template(),
+      &conv2d_nchwc_int8_template(),
   };
   return all;
 }
@@ -44,6 +55,59 @@ std::vector<std::string> template_names() {
   std::vector<std::string> names;
   for (const OpTemplate* t : registry()) names.push_back(t->name());
   return names;
+}
+
+std::vector<ir::DataType> OpTemplate::input_dtypes(const Workload& w) const {
+  // Any config has the same number of inputs; the fallback of any row is one.
+  return std::vector<ir::DataType>(input_shapes(w, fallback(w, Isa{})).size(), ir::DataType::f32());
+}
+
+void OpTemplate::reference_typed(const Workload& w, const schedule::Config& cfg,
+                                 const std::vector<const void*>& inputs, void* output) const {
+  std::vector<const float*> f;
+  for (const void* p : inputs) f.push_back(static_cast<const float*>(p));
+  reference(w, cfg, f, static_cast<float*>(output));
+}
+
+void fill_random(ir::DataType t, void* data, int64_t n, std::mt19937_64& rng) {
+  if (t == ir::DataType::f32()) {
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    auto* p = static_cast<float*>(data);
+    for (int64_t i = 0; i < n; ++i) p[i] = d(rng);
+  } else if (t == ir::DataType::u8() || t == ir::DataType::i8()) {
+    std::uniform_int_distribution<int> d(0, 255);
+    auto* p = static_cast<uint8_t*>(data);
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(d(rng));
+  } else if (t == ir::DataType::i32()) {
+    std::uniform_int_distribution<int32_t> d(-(1 << 20), 1 << 20);
+    auto* p = static_cast<int32_t*>(data);
+    for (int64_t i = 0; i < n; ++i) p[i] = d(rng);
+  } else {
+    throw std::invalid_argument("no random data for element type " + t.str());
+  }
+}
+
+double max_error(ir::DataType t, const void* out, const void* ref, int64_t n) {
+  if (t == ir::DataType::f32())
+    return reference::max_relative_error(static_cast<const float*>(out),
+                                         static_cast<const float*>(ref), n);
+  if (!t.is_integer()) throw std::invalid_argument("no comparison for element type " + t.str());
+  return std::memcmp(out, ref, size_t(n) * t.bytes()) == 0 ? 0.0 : INFINITY;
+}
+
+std::string graph_dtype_name(ir::DataType t) {
+  if (t == ir::DataType::f32()) return "float32";
+  if (t == ir::DataType::u8()) return "uint8";
+  if (t == ir::DataType::i8()) return "int8";
+  if (t == ir::DataType::i32()) return "int32";
+  throw std::invalid_argument("element type " + t.str() + " has no graph dtype");
+}
+
+ir::DataType dtype_from_graph_name(const std::string& name) {
+  for (ir::DataType t :
+       {ir::DataType::f32(), ir::DataType::u8(), ir::DataType::i8(), ir::DataType::i32()})
+    if (graph_dtype_name(t) == name) return t;
+  throw std::invalid_argument("dtype '" + name + "' is none of float32, uint8, int8, int32");
 }
 
 std::pair<int64_t, int64_t> layout_blocks(const OpTemplate& t, const Workload& w,

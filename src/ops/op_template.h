@@ -15,6 +15,7 @@
 // strategy table", has the whole list.
 #pragma once
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -74,9 +75,40 @@ class OpTemplate {
                                             const schedule::Config& cfg) const = 0;
   // Reference on host float arrays in the template's layouts (inputs in order, then the
   // output): used by tests and by the tuner to verify candidates. Accumulates in double.
+  // Templates with non-float inputs or output throw std::logic_error here and implement
+  // reference_typed() instead.
   virtual void reference(const Workload& w, const schedule::Config& cfg,
                          const std::vector<const float*>& inputs, float* output) const = 0;
+
+  // Element types of the inputs (kernel-argument order) and of the output. The defaults
+  // (every one float32) are what the float templates have; integer templates (dense_int8,
+  // conv2d_NCHWc_int8) override both. Callers that allocate host buffers for a template
+  // (the measure worker, the graph interpreter, the kernel tests) size and fill them by
+  // these types.
+  virtual std::vector<ir::DataType> input_dtypes(const Workload& w) const;
+  virtual ir::DataType output_dtype(const Workload& w) const { return ir::DataType::f32(); }
+  // The reference on buffers of those types. Integer templates compute exactly (int64
+  // accumulation) so that kernels are compared bit-exact. The default calls reference():
+  // float templates need not implement it.
+  virtual void reference_typed(const Workload& w, const schedule::Config& cfg,
+                               const std::vector<const void*>& inputs, void* output) const;
 };
+
+// Random host data of one element type, n elements at `data`: float32 uniform in
+// [-1, 1] (the same draws as before typed buffers existed, so float references and
+// their caches do not change), uint8 and int8 over their full range (every product
+// and sign the integer instructions can see), int32 uniform in [-2^20, 2^20] (a bias
+// of realistic size; it cannot overflow an int32 sum with it). Throws
+// std::invalid_argument on any other type.
+void fill_random(ir::DataType t, void* data, int64_t n, std::mt19937_64& rng);
+// How far `out` is from `ref` (n elements of type t): float32 the max relative error
+// of ops/reference.h; integer types 0 when bit-identical, else +inf (integer kernels
+// are exact: any difference is a wrong result).
+double max_error(ir::DataType t, const void* out, const void* ref, int64_t n);
+// The graph's dtype name ("float32", "uint8", "int8", "int32") of t and back; throws
+// std::invalid_argument naming the type otherwise.
+std::string graph_dtype_name(ir::DataType t);
+ir::DataType dtype_from_graph_name(const std::string& name);
 
 const OpTemplate* find_template(const std::string& name);  // nullptr if unknown
 const OpTemplate& get_template(const std::string& name);   // throws std::invalid_argument

@@ -67,32 +67,42 @@ class CacheFlusher {
   volatile uint64_t sink_ = 0;
 };
 
-// The output buffer: ordinary memory filled with NaN (an element the kernel
-// never writes fails verification), or for the "crash" fault a mapping with
-// no access rights, so that the kernel's first store faults.
+// The output buffer: ordinary memory filled with NaN (float32; an element the
+// kernel never writes fails verification) or with 0xA5 bytes (integer outputs:
+// an unwritten element fails unless the reference happens to be that pattern),
+// or for the "crash" fault a mapping with no access rights, so that the
+// kernel's first store faults.
 class OutputBuffer {
  public:
-  OutputBuffer(int64_t n, bool unmapped) : n_(n) {
+  OutputBuffer(int64_t n, ir::DataType t, bool unmapped) : n_(n), bytes_(size_t(n) * t.bytes()) {
     if (!unmapped) {
-      data_.assign(n, NAN);
+      data_.resize(bytes_ + 1);  // +1: data() is never null, even for an empty output
+      if (t == ir::DataType::f32())
+        std::fill_n(reinterpret_cast<float*>(data_.data()), n, NAN);
+      else
+        std::fill(data_.begin(), data_.end(), 0xA5);
       ptr_ = data_.data();
       return;
     }
-    map_bytes_ = std::max<size_t>(size_t(n) * sizeof(float), 4096);
+    map_bytes_ = std::max<size_t>(bytes_, 4096);
     void* p = mmap(nullptr, map_bytes_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::runtime_error("mmap failed");
-    ptr_ = static_cast<float*>(p);
+    ptr_ = static_cast<uint8_t*>(p);
   }
   ~OutputBuffer() {
     if (map_bytes_) munmap(ptr_, map_bytes_);
   }
-  float* data() { return ptr_; }
+  uint8_t* data() { return ptr_; }
   int64_t size() const { return n_; }
+  size_t bytes() const { return bytes_; }
 
  private:
   int64_t n_;
-  std::vector<float> data_;
-  float* ptr_ = nullptr;
+  size_t bytes_;
+  // float-aligned storage for the float path (std::vector<uint8_t> from operator new is
+  // aligned for any scalar type).
+  std::vector<uint8_t> data_;
+  uint8_t* ptr_ = nullptr;
   size_t map_bytes_ = 0;
 };
 
@@ -132,30 +142,31 @@ void time_kernel(kiln_kernel_fn fn, std::vector<void*>& args, const WorkerArgs& 
 // The template's reference output for these inputs: read from
 // a.reference_cache when an earlier worker left it there, else computed (and
 // left there, written under a temporary name and renamed into place).
-std::vector<float> reference_output(const WorkerArgs& a, const ops::OpTemplate& t,
-                                    const ops::Workload& w, const schedule::Config& cfg,
-                                    const std::vector<std::vector<float>>& inputs, size_t n) {
-  std::vector<float> ref(n);
+std::vector<uint8_t> reference_output(const WorkerArgs& a, const ops::OpTemplate& t,
+                                      const ops::Workload& w, const schedule::Config& cfg,
+                                      const std::vector<std::vector<uint8_t>>& inputs,
+                                      size_t bytes) {
+  std::vector<uint8_t> ref(bytes);
   std::string path;
   if (!a.reference_cache.empty()) {
     std::string key = a.workload_key + "|" + std::to_string(a.seed);
     for (const auto& shape : t.input_shapes(w, cfg)) key += "|" + json(shape).dump();
     key += "|" + json(t.output_shape(w, cfg)).dump();
     char name[64];
-    std::snprintf(name, sizeof name, "/ref-%016zx-%zu.bin", std::hash<std::string>{}(key), n);
+    std::snprintf(name, sizeof name, "/ref-%016zx-%zu.bin", std::hash<std::string>{}(key), bytes);
     path = a.reference_cache + name;
     std::ifstream in(path, std::ios::binary);
-    if (in && in.read(reinterpret_cast<char*>(ref.data()), std::streamsize(n * sizeof(float))) &&
+    if (in && in.read(reinterpret_cast<char*>(ref.data()), std::streamsize(bytes)) &&
         in.peek() == std::char_traits<char>::eof())
       return ref;
   }
-  std::vector<const float*> ptrs;
+  std::vector<const void*> ptrs;
   for (auto& in : inputs) ptrs.push_back(in.data());
-  t.reference(w, cfg, ptrs, ref.data());
+  t.reference_typed(w, cfg, ptrs, ref.data());
   if (!path.empty()) {
     std::string tmp = path + "." + std::to_string(getpid());
     std::ofstream out(tmp, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(ref.data()), std::streamsize(n * sizeof(float)));
+    out.write(reinterpret_cast<const char*>(ref.data()), std::streamsize(bytes));
     out.close();
     if (out)
       std::rename(tmp.c_str(), path.c_str());
@@ -253,18 +264,25 @@ std::string run_worker(const WorkerArgs& a) {
   const ops::OpTemplate& t = ops::get_template(w.template_name);
   schedule::Config cfg = schedule::Config::from_json(t.space(w), a.config_json);
 
-  // Inputs in the template's physical layouts, uniform in [-1, 1].
+  // Inputs in the template's physical layouts and element types (ops::fill_random:
+  // float32 uniform in [-1, 1], uint8/int8 over their full range).
   std::mt19937_64 rng(a.seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<std::vector<float>> inputs;
-  for (const auto& shape : t.input_shapes(w, cfg)) {
-    inputs.emplace_back(product(shape));
-    for (float& x : inputs.back()) x = dist(rng);
+  std::vector<ir::DataType> in_types = t.input_dtypes(w);
+  ir::DataType out_type = t.output_dtype(w);
+  std::vector<std::vector<uint8_t>> inputs;
+  auto shapes = t.input_shapes(w, cfg);
+  if (shapes.size() != in_types.size())
+    throw std::logic_error(t.name() + ": " + std::to_string(in_types.size()) +
+                           " input dtypes for " + std::to_string(shapes.size()) + " inputs");
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    int64_t n = product(shapes[i]);
+    inputs.emplace_back(size_t(n) * in_types[i].bytes() + 1);  // +1: never a null data()
+    ops::fill_random(in_types[i], inputs.back().data(), n, rng);
   }
-  OutputBuffer out(product(t.output_shape(w, cfg)), a.fault == "crash");
+  OutputBuffer out(product(t.output_shape(w, cfg)), out_type, a.fault == "crash");
   // The reference comes first, before the candidate runs, so that a kernel
   // scribbling over memory cannot corrupt it (nor the cached copy).
-  std::vector<float> ref = reference_output(a, t, w, cfg, inputs, out.size());
+  std::vector<uint8_t> ref = reference_output(a, t, w, cfg, inputs, out.bytes());
 
   runtime::Module lib = runtime::Module::load(a.so_path);
   kiln_kernel_fn fn = lib.get_function(a.symbol);
@@ -279,8 +297,13 @@ std::string run_worker(const WorkerArgs& a) {
   if (a.fault == "crash") raise(SIGSEGV);  // only if the kernel somehow did not fault
 
   // Verify before timing: a time is only reported for a correct kernel.
-  if (a.fault == "garbage" && out.size() > 0) out.data()[out.size() / 2] += 1000.0f;
-  double err = ops::reference::max_relative_error(out.data(), ref.data(), out.size());
+  if (a.fault == "garbage" && out.size() > 0) {
+    if (out_type == ir::DataType::f32())
+      reinterpret_cast<float*>(out.data())[out.size() / 2] += 1000.0f;
+    else
+      out.data()[out.bytes() / 2] ^= 0x5a;
+  }
+  double err = ops::max_error(out_type, out.data(), ref.data(), out.size());
   json result;
   result["max_rel_err"] = std::isfinite(err) ? err : 1e300;
   if (!(err <= a.rtol)) {

@@ -17,7 +17,9 @@
 #include "ir/stmt.h"
 #include "ops/batch_matmul.h"
 #include "ops/conv2d.h"
+#include "ops/conv2d_int8.h"
 #include "ops/dense.h"
+#include "ops/dense_int8.h"
 #include "ops/depthwise_conv2d.h"
 #include "ops/group_conv2d.h"
 #include "ops/op_template.h"
@@ -42,10 +44,15 @@ using schedule::Config;
 // The templates this file has workloads for. Every test iterates the registry
 // (ops::template_names()) instead, so that a newly registered template is
 // tested at once (and fails in workloads_of() until it gets workloads).
-const char* const kKnownNames[] = {"conv2d_NCHWc.x86",         "depthwise_conv2d_NCHWc.x86",
-                                   "dense_pack.x86",           "dense_nopack.x86",
-                                   "batch_matmul.x86",         "group_conv2d_NCHWc.x86",
-                                   "conv2d_winograd_NCHWc.x86"};
+const char* const kKnownNames[] = {"conv2d_NCHWc.x86",
+                                   "depthwise_conv2d_NCHWc.x86",
+                                   "dense_pack.x86",
+                                   "dense_nopack.x86",
+                                   "batch_matmul.x86",
+                                   "group_conv2d_NCHWc.x86",
+                                   "conv2d_winograd_NCHWc.x86",
+                                   "dense_int8.x86",
+                                   "conv2d_NCHWc_int8.x86"};
 
 bool is_conv(const std::string& name) {
   return name == "conv2d_NCHWc.x86" || name == "depthwise_conv2d_NCHWc.x86" ||
@@ -146,6 +153,20 @@ std::vector<Workload> workloads_of(const std::string& name) {
             dense(name.c_str(), 33, 17, 29), dense(name.c_str(), 64, 48, 40)};
   if (name == "batch_matmul.x86")
     return {bmm(2, 7, 13, 2, 20), bmm(3, 16, 24, 1, 33), bmm(4, 1, 64, 4, 16)};
+  // The integer templates: K, N, C, OC, OW not multiples of their tiles (int8_test.cc has
+  // many more shapes, the logical references and the requantizing epilogues).
+  if (name == "dense_int8.x86")
+    return {ops::dense_int8_workload(1, 1000, 96), ops::dense_int8_workload(7, 5, 13),
+            ops::dense_int8_workload(33, 17, 29), ops::dense_int8_workload(64, 48, 40)};
+  if (name == "conv2d_NCHWc_int8.x86") {
+    auto c8 = [](const Workload& f, int64_t pad_value) {
+      return ops::conv2d_int8_workload(conv_attrs(f), pad_value);
+    };
+    return {c8(conv(1, 3, 13, 13, 24, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}), 128),
+            c8(conv(1, 16, 7, 7, 40, 3, 3, {1, 1}, {0, 1, 2, 1}, {1, 1}), 7),
+            c8(conv(2, 8, 10, 13, 20, 3, 3, {1, 1}, {2, 2, 2, 2}, {2, 2}), 255),
+            c8(conv(1, 32, 3, 3, 100, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}), 0)};
+  }
   ADD_FAILURE() << "no workloads for " << name;
   return {};
 }
@@ -412,10 +433,59 @@ void check_config(const OpTemplate& t, const Workload& w, const Config& cfg, std
   }
 }
 
+// Whether the template has other element types than float32 (the integer
+// templates): those run on typed buffers (check_typed_config).
+bool is_typed(const OpTemplate& t, const Workload& w) {
+  if (t.output_dtype(w) != ir::DataType::f32()) return true;
+  for (ir::DataType d : t.input_dtypes(w))
+    if (d != ir::DataType::f32()) return true;
+  return false;
+}
+
+// The template alone on random inputs of its element types (ops::fill_random:
+// uint8/int8 over their full range) against reference_typed(): integer outputs
+// bit-exact. The epilogues and logical references of the integer templates are
+// in int8_test.cc.
+void check_typed_config(const OpTemplate& t, const Workload& w, const Config& cfg,
+                        std::mt19937_64& rng) {
+  SCOPED_TRACE(w.key() + " config " + cfg.to_json());
+  ops::Kernel k = ops::make_kernel(t, w, cfg);
+  auto mod = codegen::jit_compile({schedule::lower(k.sch, k.args, "plain")}, host_target());
+  auto types = t.input_dtypes(w);
+  auto shapes = t.input_shapes(w, cfg);
+  ASSERT_EQ(types.size(), shapes.size());
+  std::vector<std::vector<uint8_t>> in;
+  std::vector<const void*> ptrs;
+  std::vector<void*> args;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    in.emplace_back(size_t(product(shapes[i])) * types[i].bytes());
+    ops::fill_random(types[i], in.back().data(), product(shapes[i]), rng);
+    ptrs.push_back(in.back().data());
+    args.push_back(in.back().data());
+  }
+  ir::DataType ot = t.output_dtype(w);
+  int64_t n = product(t.output_shape(w, cfg));
+  std::vector<uint8_t> ref(size_t(n) * ot.bytes()), out(ref.size(), 0xA5);
+  t.reference_typed(w, cfg, ptrs, ref.data());
+  args.push_back(out.data());
+  ASSERT_EQ(mod->get_function("plain")(args.data()), 0);
+  EXPECT_EQ(ops::max_error(ot, out.data(), ref.data(), n), 0.0) << "not bit-exact";
+}
+
 void check_template(const std::string& name, uint64_t seed) {
   const OpTemplate& t = ops::get_template(name);
   std::mt19937_64 rng(seed);
   for (const Workload& w : workloads_of(name)) {
+    if (is_typed(t, w)) {
+      std::vector<Config> configs = {t.fallback(w, host_isa())};
+      for (const char* target : {"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512",
+                                 "llvm -mtriple=x86_64-linux-gnu -mcpu=haswell",
+                                 "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72"})
+        configs.push_back(t.fallback(w, codegen::Target::parse(target).isa()));
+      for (int i = 0; i < configs_per_shape(3); ++i) configs.push_back(t.space(w).random(rng));
+      for (const Config& cfg : configs) check_typed_config(t, w, cfg, rng);
+      continue;
+    }
     auto space = t.space(w);
     // The fallback of every row of the ISA table, all run on this machine's
     // JIT: register tiles differ, results must not.
@@ -653,8 +723,13 @@ TEST(Templates, ShapesMatchComputeAndErrorsNameTheWorkload) {
       auto inst = t.compute(w, cfg);
       auto shapes = t.input_shapes(w, cfg);
       ASSERT_EQ(inst.inputs.size(), shapes.size());
-      for (size_t i = 0; i < shapes.size(); ++i)
+      auto types = t.input_dtypes(w);
+      ASSERT_EQ(types.size(), shapes.size()) << w.key();
+      for (size_t i = 0; i < shapes.size(); ++i) {
         EXPECT_EQ(ops::detail::const_shape(inst.inputs[i]), shapes[i]) << w.key();
+        EXPECT_EQ(inst.inputs[i]->dtype, types[i]) << w.key() << " input " << i;
+      }
+      EXPECT_EQ(inst.anchor->dtype, t.output_dtype(w)) << w.key();
       EXPECT_EQ(ops::detail::const_shape(inst.anchor), t.output_shape(w, cfg));
     }
   }

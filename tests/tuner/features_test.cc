@@ -15,6 +15,7 @@
 #include "codegen/target.h"
 #include "ir/stmt.h"
 #include "ops/dense.h"
+#include "ops/dense_int8.h"
 #include "ops/op_template.h"
 #include "ops/workload.h"
 #include "schedule/lower.h"
@@ -68,7 +69,16 @@ std::vector<ops::Workload> sample_workloads() {
                          {"kernel", {32, 4, 3, 3}},
                          {"strides", {1, 1}},
                          {"pads", {1, 1, 1, 1}},
-                         {"dilation", {1, 1}}}}};
+                         {"dilation", {1, 1}}}},
+          ops::dense_int8_workload(33, 40, 29),
+          ops::Workload{"conv2d_NCHWc_int8.x86",
+                        {{"data", {1, 12, 9, 11}},
+                         {"kernel", {20, 12, 3, 3}},
+                         {"strides", {1, 1}},
+                         {"pads", {1, 1, 1, 1}},
+                         {"dilation", {1, 1}},
+                         {"pad_value", {9}}},
+                        "uint8"}};
 }
 
 ir::LoweredFunc lower_config(const ops::Workload& w, const Config& cfg) {

@@ -20,6 +20,7 @@
 
 #include "codegen/target.h"
 #include "ops/dense.h"
+#include "ops/dense_int8.h"
 #include "ops/op_template.h"
 #include "ops/workload.h"
 #include "tuner/measure_worker.h"
@@ -205,6 +206,16 @@ TEST(Measure, RandomConfigsOfEveryTemplateVerify) {
                      {"strides", {1, 1}},
                      {"pads", {1, 0, 1, 1}},
                      {"dilation", {1, 1}}}},
+      // The integer templates: uint8/int8 inputs, int32 outputs verified bit-exact.
+      ops::dense_int8_workload(7, 20, 13),
+      ops::Workload{"conv2d_NCHWc_int8.x86",
+                    {{"data", {1, 12, 7, 9}},
+                     {"kernel", {20, 12, 3, 3}},
+                     {"strides", {1, 2}},
+                     {"pads", {1, 1, 0, 1}},
+                     {"dilation", {1, 1}},
+                     {"pad_value", {3}}},
+                    "uint8"},
   };
   std::vector<std::string> names;
   for (auto& w : ws) names.push_back(w.template_name);

@@ -1,0 +1,266 @@
+// kiln_bench_int8: the integer templates (dense_int8.x86, conv2d_NCHWc_int8.x86)
+// beside the float32 templates on the same shapes, on this CPU's widest ISA.
+// Each kernel is checked first (integer: bit-exact against the template's
+// reference; float: relative error), then timed (medians). GOP/s count one
+// multiply and one add per product (2 M N K), for both, and are reported
+// against the int8 peak (independent vpdpbusd chains) and the fp32 peak
+// (independent FMA chains) measured in the same run.
+//
+//   kiln_bench_int8 [--threads N] [--repeat N] [--search N] [--smoke]
+//
+// --search N also tries N random configs of each space that fit the ISA and
+// keeps the fastest (a small stand-in for tuning); 0 (default) times the
+// fallback only. Candidates are timed in alternation (--repeat samples each,
+// default 15), int8 and fp32 interleaved. `--smoke` (ctest bench_int8_smoke) runs tiny shapes with
+// partial tiles, checks them, times nothing.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../peak.h"
+#include "../timer.h"
+#include "codegen/codegen.h"
+#include "codegen/target.h"
+#include "ops/conv2d.h"
+#include "ops/conv2d_int8.h"
+#include "ops/dense.h"
+#include "ops/dense_int8.h"
+#include "ops/op_template.h"
+#include "runtime/c_runtime_api.h"
+#include "schedule/lower.h"
+
+namespace {
+
+using kiln::codegen::Target;
+using kiln::ops::OpTemplate;
+using kiln::ops::Workload;
+using kiln::schedule::Config;
+
+kiln::ops::Conv2DAttrs conv_attrs(int64_t c, int64_t hw, int64_t oc, int64_t k) {
+  return {1, c, hw, hw, oc, k, k, 1, 1, k / 2, k / 2, k / 2, k / 2, 1, 1, 1};
+}
+
+Workload conv_f32(int64_t c, int64_t hw, int64_t oc, int64_t k) {
+  return kiln::ops::conv2d_workload("conv2d_NCHWc.x86", conv_attrs(c, hw, oc, k));
+}
+Workload conv_i8(int64_t c, int64_t hw, int64_t oc, int64_t k) {
+  return kiln::ops::conv2d_int8_workload(conv_attrs(c, hw, oc, k), 3);
+}
+Workload dense_f32(int64_t m, int64_t n, int64_t k) {
+  return kiln::ops::dense_workload("dense_pack.x86", {m, n, k});
+}
+
+struct Case {
+  std::string name;
+  Workload int8, f32, smoke_int8, smoke_f32;
+};
+
+// ResNet-50's first-stage 3x3 and 1x1 (bottleneck reduce) convolutions and a
+// square GEMM. Smoke shapes leave partial tiles.
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {"conv 3x3 64->64 56x56", conv_i8(64, 56, 64, 3), conv_f32(64, 56, 64, 3),
+       conv_i8(12, 9, 20, 3), conv_f32(12, 9, 20, 3)},
+      {"conv 1x1 256->64 56x56", conv_i8(256, 56, 64, 1), conv_f32(256, 56, 64, 1),
+       conv_i8(32, 7, 24, 1), conv_f32(32, 7, 24, 1)},
+      {"dense 1024x1024x1024", kiln::ops::dense_int8_workload(1024, 1024, 1024),
+       dense_f32(1024, 1024, 1024), kiln::ops::dense_int8_workload(31, 17, 41),
+       dense_f32(31, 17, 41)},
+  };
+  return c;
+}
+
+// One compiled, checked candidate with its buffers, ready to time.
+struct Candidate {
+  std::string config;
+  double err = 0;
+  std::unique_ptr<kiln::codegen::JitModule> mod;
+  kiln_kernel_fn fn = nullptr;
+  std::vector<std::vector<uint8_t>> buffers;
+  std::vector<void*> args;
+  std::vector<double> samples_ms;
+  double median_ms() const {
+    std::vector<double> s = samples_ms;
+    std::sort(s.begin(), s.end());
+    return s.empty() ? 0 : s[(s.size() - 1) / 2];
+  }
+  // The best case the machine allowed (it is shared: other processes take a
+  // core now and then, which the median includes and the minimum does not).
+  double min_ms() const {
+    return samples_ms.empty() ? 0 : *std::min_element(samples_ms.begin(), samples_ms.end());
+  }
+};
+
+// Compiles cfg for target and checks it on random inputs of the template's
+// types against its reference (typed buffers): integer outputs bit-exact.
+Candidate compile_config(const Workload& w, const Config& cfg, const Target& target) {
+  const OpTemplate& t = kiln::ops::get_template(w.template_name);
+  kiln::ops::Kernel k = kiln::ops::make_kernel(t, w, cfg);
+  kiln::ir::LoweredFunc f = kiln::schedule::lower(k.sch, k.args, "bench");
+  Candidate c;
+  c.config = cfg.to_json();
+  c.mod = kiln::codegen::jit_compile({f}, target);
+  c.fn = c.mod->get_function(f.name);
+  std::mt19937_64 rng(1);
+  auto types = t.input_dtypes(w);
+  auto shapes = t.input_shapes(w, cfg);
+  std::vector<const void*> in_ptrs;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    int64_t n = 1;
+    for (int64_t d : shapes[i]) n *= d;
+    c.buffers.emplace_back(size_t(n) * types[i].bytes());
+    kiln::ops::fill_random(types[i], c.buffers.back().data(), n, rng);
+    in_ptrs.push_back(c.buffers.back().data());
+  }
+  int64_t out_n = 1;
+  for (int64_t d : t.output_shape(w, cfg)) out_n *= d;
+  kiln::ir::DataType ot = t.output_dtype(w);
+  c.buffers.emplace_back(size_t(out_n) * ot.bytes(), 0xA5);
+  for (auto& b : c.buffers) c.args.push_back(b.data());
+  if (c.fn(c.args.data()) != 0) throw std::runtime_error(w.key() + ": the kernel failed");
+  std::vector<uint8_t> ref(c.buffers.back().size());
+  t.reference_typed(w, cfg, in_ptrs, ref.data());
+  c.err = kiln::ops::max_error(ot, c.buffers.back().data(), ref.data(), out_n);
+  if (!(c.err <= 1e-4))
+    throw std::runtime_error(w.key() + " " + c.config + ": wrong result (error " +
+                             std::to_string(c.err) + ")");
+  return c;
+}
+
+// The fallback, then `search` random configs that fit the ISA, each compiled and checked.
+std::vector<Candidate> candidates(const Workload& w, const Target& target, int search) {
+  const OpTemplate& t = kiln::ops::get_template(w.template_name);
+  std::vector<Config> configs = {t.fallback(w, target.isa())};
+  std::mt19937_64 rng(7);
+  auto space = t.space(w);
+  for (int tries = 0; int(configs.size()) <= search && tries < 50 * (search + 1); ++tries) {
+    Config c = space.random(rng);
+    if (t.fits(w, c, target.isa())) configs.push_back(c);
+  }
+  std::vector<Candidate> out;
+  for (const Config& c : configs) out.push_back(compile_config(w, c, target));
+  return out;
+}
+
+// Times every candidate of both sets in alternation, `rounds` samples each
+// (a shared machine's load changes from second to second: alternating keeps
+// the int8 / fp32 ratio fair), and returns the fastest of each set by median.
+std::pair<const Candidate*, const Candidate*> time_alternating(std::vector<Candidate>& a,
+                                                               std::vector<Candidate>& b,
+                                                               int rounds) {
+  for (auto* set : {&a, &b})
+    for (Candidate& c : *set) c.fn(c.args.data());  // warm up
+  for (int r = 0; r < rounds; ++r)
+    for (auto* set : {&a, &b})
+      for (Candidate& c : *set)
+        c.samples_ms.push_back(kiln::bench::time_ms([&] { c.fn(c.args.data()); }, 0, 1).median_ms);
+  auto best = [](const std::vector<Candidate>& s) {
+    const Candidate* m = &s.front();
+    for (const Candidate& c : s)
+      if (c.median_ms() < m->median_ms()) m = &c;
+    return m;
+  };
+  return {best(a), best(b)};
+}
+
+int run(int argc, char** argv) {
+  int threads = 2, repeat = 0, search = 0;
+  bool smoke = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if ((a == "--threads" || a == "--repeat" || a == "--search") && i + 1 < argc) {
+      int v = std::max(0, std::atoi(argv[++i]));
+      (a == "--threads" ? threads : a == "--repeat" ? repeat : search) = v;
+    } else if (a == "--smoke") {
+      smoke = true;
+    } else {
+      std::fprintf(stderr,
+                   "usage: kiln_bench_int8 [--threads N] [--repeat N] [--search N] [--smoke]\n");
+      return a == "--help" || a == "-h" ? 0 : 2;
+    }
+  }
+  kiln_set_num_threads(std::max(1, threads));
+  Target target = Target::host();
+  if (target.arch() != "x86_64") {
+    std::printf("kiln_bench_int8: SKIP: not an x86_64 host\n");
+    return 77;
+  }
+  int failures = 0;
+  double int8_peak = 0, f32_peak = 0;
+  // The peaks: the best of three measurements spread over the run (on a shared
+  // machine a single one may fall in a window where another process has a core).
+  auto measure_peaks = [&] {
+    int8_peak = std::max(int8_peak, kiln::bench::measured_vnni_peak_gops(threads));
+    f32_peak = std::max(f32_peak,
+                        kiln::bench::measured_fma_peak_gflops(threads, target.isa().vector_bits));
+  };
+  struct Row {
+    std::string name, config_int8, config_f32;
+    double int8, int8_best, f32, f32_best;  // GOP/s from the median and the best time
+  };
+  std::vector<Row> rows;
+  if (!smoke) {
+    measure_peaks();
+    std::printf(
+        "threads: %d   target: %s   times: medians   configs: fallback + %d random that fit\n"
+        "GOP/s from the median time (best time in parentheses)\n",
+        threads, target.str().c_str(), search);
+  }
+  for (const Case& c : cases()) {
+    const Workload& wi = smoke ? c.smoke_int8 : c.int8;
+    const Workload& wf = smoke ? c.smoke_f32 : c.f32;
+    std::vector<Candidate> ci, cf;
+    try {
+      ci = candidates(wi, target, smoke ? 1 : search);
+      cf = candidates(wf, target, smoke ? 1 : search);
+    } catch (const std::exception& e) {
+      std::printf("FAIL %s: %s\n", c.name.c_str(), e.what());
+      ++failures;
+      continue;
+    }
+    if (smoke) {
+      std::printf("smoke %s: int8 bit-exact, fp32 rel err %.2e\n", c.name.c_str(), cf[0].err);
+      continue;
+    }
+    auto [bi, bf] = time_alternating(ci, cf, repeat ? repeat : 15);
+    if (&c == &cases()[1]) measure_peaks();
+    double ops = kiln::ops::get_template(wi.template_name).flops(wi);
+    double gi = ops / (bi->median_ms() * 1e6), gf = ops / (bf->median_ms() * 1e6);
+    double gi_best = ops / (bi->min_ms() * 1e6), gf_best = ops / (bf->min_ms() * 1e6);
+    rows.push_back({c.name, bi->config, bf->config, gi, gi_best, gf, gf_best});
+  }
+  if (!smoke) {
+    measure_peaks();
+    std::printf(
+        "peaks this run (best of 3): int8 vpdpbusd %.0f GOP/s, fp32 FMA %.0f GFLOP/s\n\n"
+        "| kernel | int8 GOP/s | %% int8 peak (best) | fp32 GFLOP/s | %% fp32 peak (best) |"
+        " int8 / fp32 | int8 config | fp32 config |\n|---|---:|---:|---:|---:|---:|---|---|\n",
+        int8_peak, f32_peak);
+    auto pct = [](double x, double peak) { return peak > 0 ? 100 * x / peak : 0.0; };
+    for (const Row& r : rows)
+      std::printf(
+          "| %s | %.0f (%.0f) | %.0f %% | %.0f (%.0f) | %.0f %% | %.2fx (%.2fx) | `%s` | `%s` |\n",
+          r.name.c_str(), r.int8, r.int8_best, pct(r.int8_best, int8_peak), r.f32, r.f32_best,
+          pct(r.f32_best, f32_peak), r.int8 / r.f32, r.int8_best / r.f32_best,
+          r.config_int8.c_str(), r.config_f32.c_str());
+  }
+  if (smoke) std::printf("kiln_bench_int8 --smoke: %s\n", failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln_bench_int8: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,275 @@
+#include "ops/conv2d_int8.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "schedule/split_apply.h"
+
+namespace kiln::ops {
+
+using namespace kiln::ir;
+using schedule::Config;
+using schedule::ConfigSpace;
+using schedule::SplitPolicy;
+
+namespace {
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
+
+// 255 * 128 * C * KH * KW must stay below 2^31.
+constexpr int64_t kMaxReduction = 65792;
+
+struct Attrs {
+  Conv2DAttrs a;
+  int64_t pad_value;
+};
+
+// Spatial padding of NCHW[x]c uint8 data with `value` (the activation zero
+// point); data itself when every pad is 0. Coordinates are clamped so that
+// the unselected load stays in bounds.
+Tensor pad_with_value(const Tensor& data, const Conv2DAttrs& a, int64_t value) {
+  if (a.pad_top == 0 && a.pad_left == 0 && a.pad_bottom == 0 && a.pad_right == 0) return data;
+  std::vector<Expr> shape = data->shape;
+  int64_t H = a.height, W = a.width;
+  shape[2] = make_int(H + a.pad_top + a.pad_bottom);
+  shape[3] = make_int(W + a.pad_left + a.pad_right);
+  return compute(
+      shape,
+      [&](const std::vector<Var>& i) {
+        Expr h = i[2] - a.pad_top, w = i[3] - a.pad_left;
+        Expr inside = logical_and(logical_and(h >= 0, h < H), logical_and(w >= 0, w < W));
+        std::vector<Expr> idx(i.begin(), i.end());
+        idx[2] = max(min(h, make_int(H - 1)), make_int(0));
+        idx[3] = max(min(w, make_int(W - 1)), make_int(0));
+        return select(inside, read(data, idx), make_int(value, DataType::u8()));
+      },
+      "data_pad");
+}
+
+class Conv2dNCHWcInt8 final : public OpTemplate {
+ public:
+  std::string name() const override { return "conv2d_NCHWc_int8.x86"; }
+  bool channel_blocked() const override { return true; }
+
+  ConfigSpace space(const Workload& w) const override {
+    Conv2DAttrs a = attrs(w).a;
+    ConfigSpace space;
+    std::vector<int64_t> icbs, ocbs;
+    for (int64_t v : {4, 8, 16, 32, 64})
+      if (v <= round_up(a.in_channels, 4)) icbs.push_back(v);
+    for (int64_t v : {4, 8, 16, 32, 48, 64})
+      if (v <= round_up(a.out_channels, 4)) ocbs.push_back(v);
+    space.define_knob("ic_bn", icbs);
+    space.define_knob("oc_bn", ocbs);
+    space.define_split("tile_ow", a.out_width(), 2, SplitPolicy::All, 32);
+    space.define_knob("unroll_kw", {0, 1});
+    space.define_knob("oc_reg", {1, 2, 4});
+    space.define_knob("oh_reg", {1, 2, 4});
+    space.define_knob("kernel_outer", {0, 1});
+    return space;
+  }
+
+  Config fallback(const Workload& w, const Isa& isa) const override {
+    Conv2DAttrs a = attrs(w).a;
+    int64_t c4 = round_up(a.in_channels, 4);
+    int64_t icb = c4 % 16 == 0 ? 16 : c4 % 8 == 0 ? 8 : 4;
+    int64_t ocb = a.out_channels >= 16 ? 16 : a.out_channels > 4 ? 8 : 4;
+    int64_t owt = detail::fallback_ow_tile(a.out_width(), ocb, isa);
+    return detail::KnobValues()
+        .knob("ic_bn", icb)
+        .knob("oc_bn", ocb)
+        .split("tile_ow", a.out_width(), {owt})
+        .knob("unroll_kw", a.kernel_w <= 3)
+        .knob("oc_reg", 1)
+        .knob("oh_reg", 1)
+        .knob("kernel_outer", 0)
+        .in(space(w));
+  }
+
+  TemplateInstance compute(const Workload& w, const Config& cfg) const override {
+    Attrs at_ = attrs(w);
+    const Conv2DAttrs& a = at_.a;
+    auto [icb, ocb] = blocks(w, cfg);
+    int64_t ICo = ceil_div(a.in_channels, icb), OCo = ceil_div(a.out_channels, ocb);
+    Tensor data = placeholder({a.batch, ICo, a.height, a.width, icb}, DataType::u8(), "data");
+    Tensor weight =
+        placeholder({OCo, ICo, a.kernel_h, a.kernel_w, icb / 4, ocb, 4}, DataType::i8(), "weight");
+    Tensor pad = pad_with_value(data, a, at_.pad_value);
+    IterVar ico = reduce_axis(ICo, "ico"), kh = reduce_axis(a.kernel_h, "kh"),
+            kw = reduce_axis(a.kernel_w, "kw"), icw = reduce_axis(icb / 4, "icw");
+    Tensor out = ir::compute(
+        {a.batch, OCo, a.out_height(), a.out_width(), ocb},
+        [&](const std::vector<Var>& i) {
+          Expr h = i[2] * a.stride_h + kh->var * a.dilation_h;
+          Expr x = i[3] * a.stride_w + kw->var * a.dilation_w;
+          std::vector<Expr> da, wb;
+          for (int j = 0; j < 4; ++j) {
+            da.push_back(at(pad, i[0], ico->var, h, x, icw->var * 4 + j));
+            wb.push_back(at(weight, i[1], ico->var, kh->var, kw->var, icw->var, i[4], j));
+          }
+          return sum(dot4_u8i8(make_int(0, DataType::i32()), da, wb), {ico, kh, kw, icw});
+        },
+        "conv_int8");
+    return {{data, weight}, out};
+  }
+
+  void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
+                const Config& cfg) const override {
+    detail::schedule_conv_nchwc(sch, inst, output, cfg, name(), 0);
+  }
+
+  bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {
+    Conv2DAttrs a = attrs(w).a;
+    auto [icb, ocb] = blocks(w, cfg);
+    detail::ConvRegisterTile rt =
+        detail::conv_register_tile(ceil_div(a.out_channels, ocb), a.out_height(), ocb, cfg);
+    return detail::conv_tile_fits(rt, cfg.split("tile_ow").back(), ocb, isa);
+  }
+
+  double flops(const Workload& w) const override {
+    Conv2DAttrs a = attrs(w).a;
+    return 2.0 * a.batch * a.out_channels * a.out_height() * a.out_width() * a.in_channels *
+           a.kernel_h * a.kernel_w;
+  }
+
+  std::vector<std::vector<int64_t>> input_shapes(const Workload& w,
+                                                 const Config& cfg) const override {
+    Conv2DAttrs a = attrs(w).a;
+    auto [icb, ocb] = blocks(w, cfg);
+    int64_t ICo = ceil_div(a.in_channels, icb), OCo = ceil_div(a.out_channels, ocb);
+    return {{a.batch, ICo, a.height, a.width, icb},
+            {OCo, ICo, a.kernel_h, a.kernel_w, icb / 4, ocb, 4}};
+  }
+
+  std::vector<int64_t> output_shape(const Workload& w, const Config& cfg) const override {
+    Conv2DAttrs a = attrs(w).a;
+    auto [icb, ocb] = blocks(w, cfg);
+    return {a.batch, ceil_div(a.out_channels, ocb), a.out_height(), a.out_width(), ocb};
+  }
+
+  std::vector<DataType> input_dtypes(const Workload& w) const override {
+    attrs(w);
+    return {DataType::u8(), DataType::i8()};
+  }
+  DataType output_dtype(const Workload& w) const override {
+    attrs(w);
+    return DataType::i32();
+  }
+
+  void reference(const Workload& w, const Config&, const std::vector<const float*>&,
+                 float*) const override {
+    throw std::logic_error(w.key() + ": an integer template has only reference_typed()");
+  }
+
+  void reference_typed(const Workload& w, const Config& cfg, const std::vector<const void*>& in,
+                       void* output) const override {
+    Attrs at_ = attrs(w);
+    const Conv2DAttrs& a = at_.a;
+    auto [icb, ocb] = blocks(w, cfg);
+    if (in.size() != 2) detail::bad_workload(w, "reference needs data and weight");
+    auto* data = static_cast<const uint8_t*>(in[0]);
+    auto* weight = static_cast<const int8_t*>(in[1]);
+    auto* out = static_cast<int32_t*>(output);
+    int64_t ICo = ceil_div(a.in_channels, icb), OCo = ceil_div(a.out_channels, ocb);
+    int64_t OH = a.out_height(), OW = a.out_width();
+    for (int64_t n = 0; n < a.batch; ++n)
+      for (int64_t oco = 0; oco < OCo; ++oco)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow)
+            for (int64_t oci = 0; oci < ocb; ++oci) {
+              int64_t acc = 0;
+              for (int64_t ico = 0; ico < ICo; ++ico)
+                for (int64_t kh = 0; kh < a.kernel_h; ++kh)
+                  for (int64_t kw = 0; kw < a.kernel_w; ++kw) {
+                    int64_t ih = oh * a.stride_h + kh * a.dilation_h - a.pad_top;
+                    int64_t iw = ow * a.stride_w + kw * a.dilation_w - a.pad_left;
+                    bool inside = ih >= 0 && ih < a.height && iw >= 0 && iw < a.width;
+                    const uint8_t* x =
+                        inside ? data + (((n * ICo + ico) * a.height + ih) * a.width + iw) * icb
+                               : nullptr;
+                    const int8_t* k =
+                        weight +
+                        (((oco * ICo + ico) * a.kernel_h + kh) * a.kernel_w + kw) * icb * ocb;
+                    for (int64_t ici = 0; ici < icb; ++ici) {
+                      int64_t v = inside ? x[ici] : at_.pad_value;
+                      acc += v * k[((ici / 4) * ocb + oci) * 4 + ici % 4];
+                    }
+                  }
+              out[(((n * OCo + oco) * OH + oh) * OW + ow) * ocb + oci] = static_cast<int32_t>(acc);
+            }
+  }
+
+  Attrs attrs(const Workload& w) const {
+    if (w.template_name != name()) detail::bad_workload(w, "is not a " + name() + " workload");
+    if (w.dtype != "uint8")
+      detail::bad_workload(w, name() + " takes dtype uint8 (uint8 data, int8 weight)");
+    Conv2DAttrs a = conv2d_attrs(w, ConvKind::kDense);
+    const auto& pv = w.get("pad_value");
+    if (pv.size() != 1 || pv[0] < 0 || pv[0] > 255)
+      detail::bad_workload(w, "pad_value needs one value in [0, 255]");
+    if (a.in_channels * a.kernel_h * a.kernel_w > kMaxReduction)
+      detail::bad_workload(
+          w, "C * KH * KW > " + std::to_string(kMaxReduction) + " could overflow the int32 sum");
+    return {a, pv[0]};
+  }
+
+  std::pair<int64_t, int64_t> blocks(const Workload& w, const Config& cfg) const {
+    int64_t icb = cfg.knob("ic_bn"), ocb = cfg.knob("oc_bn");
+    if (icb < 4 || icb % 4 || ocb < 1)
+      detail::bad_workload(w, "channel blocks " + std::to_string(icb) + "/" + std::to_string(ocb) +
+                                  ": ic_bn must be a multiple of 4");
+    return {icb, ocb};
+  }
+};
+
+}  // namespace
+
+const OpTemplate& conv2d_nchwc_int8_template() {
+  static const Conv2dNCHWcInt8 t;
+  return t;
+}
+
+Workload conv2d_int8_workload(const Conv2DAttrs& a, int64_t pad_value) {
+  Workload w = conv2d_workload("conv2d_NCHWc_int8.x86", a);
+  w.params.push_back({"pad_value", {pad_value}});
+  w.dtype = "uint8";
+  return w;
+}
+
+std::vector<int8_t> pack_conv2d_int8_weight(const int8_t* w, int64_t oc, int64_t ic, int64_t kh,
+                                            int64_t kw, int64_t icb, int64_t ocb) {
+  if (icb < 4 || icb % 4 || ocb < 1)
+    throw std::invalid_argument("pack_conv2d_int8_weight: ic block " + std::to_string(icb) +
+                                " must be a positive multiple of 4");
+  int64_t ICo = ceil_div(ic, icb), OCo = ceil_div(oc, ocb);
+  std::vector<int8_t> out(static_cast<size_t>(OCo * ICo * kh * kw * icb * ocb), 0);
+  for (int64_t o = 0; o < oc; ++o)
+    for (int64_t i = 0; i < ic; ++i)
+      for (int64_t y = 0; y < kh; ++y)
+        for (int64_t x = 0; x < kw; ++x) {
+          int64_t ici = i % icb;
+          size_t dst =
+              ((((((o / ocb) * ICo + i / icb) * kh + y) * kw + x) * (icb / 4) + ici / 4) * ocb +
+               o % ocb) *
+                  4 +
+              ici % 4;
+          out[dst] = w[((o * ic + i) * kh + y) * kw + x];
+        }
+  return out;
+}
+
+std::vector<uint8_t> nchw_to_nchwc_u8(const uint8_t* x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                      int64_t cb, uint8_t fill) {
+  int64_t C = ceil_div(c, cb);
+  std::vector<uint8_t> out(static_cast<size_t>(n * C * h * w * cb), fill);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t z = 0; z < w; ++z)
+          out[((((b * C + ch / cb) * h + y) * w + z) * cb) + ch % cb] =
+              x[((b * c + ch) * h + y) * w + z];
+  return out;
+}
+
+}  // namespace kiln::ops

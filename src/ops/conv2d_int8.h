@@ -1,0 +1,56 @@
+// conv2d_NCHWc_int8.x86: a convolution of uint8 data with int8 weights into
+// int32, exact, in NeoCPU's blocked layout (the integer core of ONNX's
+// ConvInteger / QLinearConv; zero-point correction, bias and requantization
+// are the graph's epilogue, see docs/architecture.md and DESIGN.md).
+//
+// Workload params, in order: data=[N,C,H,W] (logical), kernel=[OC,C,KH,KW],
+// strides=[sh,sw], pads=[top,left,bottom,right], dilation=[dh,dw],
+// pad_value=[v] (0..255: the value padded taps read; the graph passes the
+// activation zero point zp_x, so that the correction -zp_x * sum(w) it folds
+// into the bias stays exact at the borders too); dtype "uint8"; groups 1.
+//
+// Inputs: data uint8 [N, ceil(C/ic_bn), H, W, ic_bn] (ic_bn a multiple of 4;
+// channels past C, if any, are read and meet zero weights), weight int8
+// [ceil(OC/oc_bn), ceil(C/ic_bn), KH, KW, ic_bn/4, oc_bn, 4] (packed at build
+// time by pack_conv2d_int8_weight; channels past C or OC are zero). Output
+// int32 [N, ceil(OC/oc_bn), OH, OW, oc_bn] (channels past OC are 0).
+// out = sum over input-channel blocks, kh, kw and the ic_bn/4 words of
+// dot4_u8i8 (codegen/dot_product.h); padding is a stage of the kernel filled
+// with pad_value (computed at root, rows in parallel; none when every pad is 0).
+// The template's reference computes on the physical layouts: every channel of
+// the padded blocks, so that it equals the kernel for any weight values.
+//
+// Knobs (the schedule is conv2d_NCHWc.x86's, ops/conv2d.h): ic_bn (4, 8, 16,
+// 32, 64; at most C rounded up to 4), oc_bn (4, 8, 16, 32, 48, 64; at most OC
+// rounded up to 4), tile_ow (2 levels over OW, divisors and powers of two <=
+// 32, a partial last tile guarded), unroll_kw, oc_reg, oh_reg, kernel_outer.
+// Fallback for the ISA row (L int32 lanes = float lanes): ic_bn = the largest of
+// 16, 8, 4 dividing C rounded up to 4 (no wasted channels past that rounding);
+// oc_bn = 16 if OC >= 16, else 8 if OC > 4, else 4 (16 int32 = one zmm);
+// tile_ow = conv2d_NCHWc's rule (accumulators within 3/4 of the registers);
+// unroll_kw = KW <= 3; oc_reg = oh_reg = 1; kernel_outer = 0.
+// The sum is exact in int32 for C * KH * KW <= 65792.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/conv2d.h"
+#include "ops/op_template.h"
+
+namespace kiln::ops {
+
+const OpTemplate& conv2d_nchwc_int8_template();
+
+// The workload of "conv2d_NCHWc_int8.x86" for logical attributes (groups 1) and
+// the padding value.
+Workload conv2d_int8_workload(const Conv2DAttrs& a, int64_t pad_value);
+
+// OIHW int8 weight -> [ceil(OC/ocb), ceil(IC/icb), KH, KW, icb/4, ocb, 4], zero filled.
+std::vector<int8_t> pack_conv2d_int8_weight(const int8_t* w, int64_t oc, int64_t ic, int64_t kh,
+                                            int64_t kw, int64_t icb, int64_t ocb);
+// NCHW uint8 -> [N, ceil(C/cb), H, W, cb]; channels past C are `fill`.
+std::vector<uint8_t> nchw_to_nchwc_u8(const uint8_t* x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                      int64_t cb, uint8_t fill);
+
+}  // namespace kiln::ops

@@ -1,0 +1,418 @@
+// The integer templates dense_int8.x86 and conv2d_NCHWc_int8.x86 against plain
+// integer math on logical layouts: many random shapes (M, N, K, OC, IC, OW
+// not multiples of the tiles), random configs of their spaces, with and
+// without a requantizing epilogue fused into the register tile, on every
+// x86 lowering of dot4_u8i8 this machine runs (VNNI, pmaddubsw on AVX-512BW
+// and AVX2, generic). All bit-exact.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "codegen/dot_product.h"
+#include "harness.h"
+#include "ir/stmt.h"
+#include "ops/conv2d_int8.h"
+#include "ops/dense_int8.h"
+#include "ops/op_template.h"
+#include "schedule/lower.h"
+
+namespace kiln::test {
+namespace {
+
+using ir::DataType;
+using ops::Workload;
+using schedule::Config;
+
+int64_t product(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::vector<ir::Expr> exprs(const std::vector<int64_t>& s) {
+  return std::vector<ir::Expr>(s.begin(), s.end());
+}
+
+// The targets this machine runs, by the dot4_u8i8 lowering their features select.
+struct IsaRow {
+  std::string what;
+  codegen::Target target;
+};
+
+codegen::Target host_without(const std::vector<std::string>& off) {
+  codegen::Target t = host_target();
+  for (const std::string& f : off) {
+    std::erase(t.features, "+" + f);
+    t.features.push_back("-" + f);
+  }
+  std::sort(t.features.begin(), t.features.end());
+  return t;
+}
+
+std::vector<IsaRow> isa_rows() {
+  std::vector<IsaRow> rows;
+  const codegen::Target& h = host_target();
+  if (h.arch() != "x86_64") return {{"host", h}};
+  rows.push_back({"host (" + codegen::detail::dot4_u8i8_lowering(h, 16) + ")", h});
+  if (h.has_feature("avx512vnni") && h.has_feature("avx512bw"))
+    rows.push_back({"avx512bw, no vnni", host_without({"avx512vnni", "avxvnni"})});
+  if (h.has_feature("avx2"))
+    rows.push_back({"avx2 (haswell)", codegen::Target::parse("llvm -mcpu=haswell")});
+  rows.push_back({"generic x86-64", codegen::Target::parse("llvm -mcpu=x86-64")});
+  return rows;
+}
+
+// ---- requantization: the epilogue the graph fuses ---------------------------------------
+
+// y = saturate(round_half_even(float(acc + bias[c]) * scale[c]) + zp), written as two
+// stages (the template must inline the first and keep the anchor in its tile).
+struct Requant {
+  ir::Tensor output, bias, scale;
+};
+
+Requant make_requant(const ir::Tensor& anchor, int64_t zp, DataType out_type) {
+  auto shape = ops::detail::const_shape(anchor);
+  bool conv = shape.size() == 5;
+  std::vector<int64_t> cshape =
+      conv ? std::vector<int64_t>{shape[1], shape[4]} : std::vector<int64_t>{shape.back()};
+  ir::Tensor bias = ir::placeholder(exprs(cshape), DataType::i32(), "bias");
+  ir::Tensor scale = ir::placeholder(exprs(cshape), DataType::f32(), "scale");
+  auto channel = [&](const ir::Tensor& t, const std::vector<ir::Var>& i) {
+    return conv ? ir::at(t, i[1], i[4]) : ir::at(t, i.back());
+  };
+  ir::Tensor biased = ir::compute(
+      exprs(shape),
+      [&](const std::vector<ir::Var>& i) {
+        return ir::read(anchor, std::vector<ir::Expr>(i.begin(), i.end())) + channel(bias, i);
+      },
+      "biased");
+  double lo = out_type == DataType::u8() ? 0 : -128, hi = out_type == DataType::u8() ? 255 : 127;
+  ir::Tensor out = ir::compute(
+      exprs(shape),
+      [&](const std::vector<ir::Var>& i) {
+        ir::Expr v =
+            ir::cast(DataType::f32(), ir::read(biased, std::vector<ir::Expr>(i.begin(), i.end()))) *
+            channel(scale, i);
+        ir::Expr r = ir::round_even(v) + ir::make_float(double(zp));
+        r = ir::max(ir::min(r, ir::make_float(hi)), ir::make_float(lo));
+        return ir::cast(out_type, r);
+      },
+      "requant");
+  return {out, bias, scale};
+}
+
+template <typename T>
+T requant_value(int32_t acc, int32_t bias, float scale, int64_t zp) {
+  float v = float(int32_t(uint32_t(acc) + uint32_t(bias))) * scale;
+  float r = std::nearbyint(v) + float(zp);
+  float lo = std::is_same_v<T, uint8_t> ? 0.0f : -128.0f;
+  float hi = std::is_same_v<T, uint8_t> ? 255.0f : 127.0f;
+  return T(std::max(std::min(r, hi), lo));
+}
+
+// Allocations of the lowered body: (name, elements).
+void allocations(const ir::Stmt& s, std::vector<std::pair<std::string, int64_t>>& out) {
+  if (!s) return;
+  if (auto* f = s.as<ir::ForNode>()) return allocations(f->body, out);
+  if (auto* a = s.as<ir::AllocateNode>()) {
+    const int64_t* n = ir::as_const_int(a->size);
+    out.emplace_back(a->buffer->name, n ? *n : -1);
+    return allocations(a->body, out);
+  }
+  if (auto* l = s.as<ir::LetStmtNode>()) return allocations(l->body, out);
+  if (auto* i = s.as<ir::IfThenElseNode>()) {
+    allocations(i->then_case, out);
+    return allocations(i->else_case, out);
+  }
+  if (auto* q = s.as<ir::SeqNode>())
+    for (auto& x : q->seq) allocations(x, out);
+}
+
+// The kernel alone ("plain") and with the requantizing epilogue ("fused"),
+// compiled for target.
+struct Kernels {
+  std::unique_ptr<codegen::JitModule> mod;
+  ir::LoweredFunc fused;
+  std::string anchor;
+};
+
+Kernels build(const ops::OpTemplate& t, const Workload& w, const Config& cfg,
+              const codegen::Target& target, int64_t zp, DataType out_type) {
+  Kernels k;
+  ops::Kernel plain = ops::make_kernel(t, w, cfg);
+  ir::LoweredFunc pf = schedule::lower(plain.sch, plain.args, "plain");
+  ops::TemplateInstance inst = t.compute(w, cfg);
+  Requant rq = make_requant(inst.anchor, zp, out_type);
+  schedule::Schedule sch = schedule::create_schedule({rq.output});
+  t.schedule(sch, inst, rq.output, cfg);
+  std::vector<ir::Tensor> args = inst.inputs;
+  args.insert(args.end(), {rq.bias, rq.scale, rq.output});
+  k.fused = schedule::lower(sch, args, "fused");
+  k.anchor = inst.anchor->name;
+  k.mod = codegen::jit_compile({pf, k.fused}, target);
+  return k;
+}
+
+// The requantized output stays a register tile: the anchor's buffer is no larger than
+// `tile` elements, the intermediate stage is inlined.
+void expect_fused(const Kernels& k, int64_t tile) {
+  std::vector<std::pair<std::string, int64_t>> allocs;
+  allocations(k.fused.body, allocs);
+  bool found = false;
+  for (auto& [name, size] : allocs) {
+    EXPECT_EQ(name.find("biased"), std::string::npos) << "epilogue stage was not inlined";
+    if (name == k.anchor) {
+      found = true;
+      EXPECT_LE(size, tile) << "anchor buffer is larger than its register tile";
+    }
+  }
+  EXPECT_TRUE(found) << "no register tile for the anchor " << k.anchor;
+}
+
+// ---- dense_int8.x86 --------------------------------------------------------------------
+
+void check_dense(int64_t M, int64_t N, int64_t K, const Config& cfg, const IsaRow& row,
+                 std::mt19937_64& rng) {
+  const ops::OpTemplate& t = ops::dense_int8_template();
+  Workload w = ops::dense_int8_workload(M, N, K);
+  SCOPED_TRACE(row.what + ": " + w.key() + " " + cfg.to_json());
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<uint8_t> A(M * K);
+  std::vector<int8_t> B(K * N);
+  for (auto& x : A) x = uint8_t(byte(rng));
+  for (auto& x : B) x = int8_t(byte(rng) - 128);
+  std::vector<int8_t> Bp = ops::pack_dense_int8_weight(w, cfg, B.data());
+  ASSERT_EQ(int64_t(Bp.size()), product(t.input_shapes(w, cfg)[1]));
+  // Plain integer math on the logical layouts.
+  std::vector<int32_t> want(M * N);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      int64_t acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += int64_t(A[m * K + k]) * B[k * N + n];
+      want[m * N + n] = int32_t(acc);
+    }
+  // The template's own reference agrees.
+  std::vector<int32_t> ref(M * N);
+  t.reference_typed(w, cfg, {A.data(), Bp.data()}, ref.data());
+  EXPECT_EQ(ref, want);
+
+  int64_t zp = std::uniform_int_distribution<int64_t>(0, 255)(rng);
+  Kernels k = build(t, w, cfg, row.target, zp, DataType::u8());
+  std::vector<int32_t> got(M * N, 0x5a5a5a5a);
+  std::vector<void*> args = {A.data(), Bp.data(), got.data()};
+  ASSERT_EQ(k.mod->get_function("plain")(args.data()), 0);
+  EXPECT_EQ(got, want);
+
+  std::vector<int32_t> bias(N);
+  std::vector<float> scale(N);
+  for (auto& b : bias) b = std::uniform_int_distribution<int32_t>(-200000, 200000)(rng);
+  for (auto& s : scale) s = std::uniform_real_distribution<float>(1e-4f, 4e-3f)(rng);
+  std::vector<uint8_t> q(M * N, 0xA5), qwant(M * N);
+  for (int64_t i = 0; i < M * N; ++i)
+    qwant[i] = requant_value<uint8_t>(want[i], bias[i % N], scale[i % N], zp);
+  args = {A.data(), Bp.data(), bias.data(), scale.data(), q.data()};
+  ASSERT_EQ(k.mod->get_function("fused")(args.data()), 0);
+  EXPECT_EQ(q, qwant);
+  expect_fused(k, cfg.split("tile_y").back() * cfg.split("tile_x").back());
+}
+
+TEST(DenseInt8, BitExactOnEveryLoweringWithAndWithoutRequant) {
+  const ops::OpTemplate& t = ops::dense_int8_template();
+  std::mt19937_64 rng(8);
+  struct S {
+    int64_t M, N, K;
+  };
+  const S shapes[] = {{1, 40, 64}, {7, 5, 13}, {33, 17, 29}, {16, 48, 40}, {5, 100, 2}};
+  for (const IsaRow& row : isa_rows())
+    for (const S& s : shapes) {
+      Workload w = ops::dense_int8_workload(s.M, s.N, s.K);
+      std::vector<Config> configs = {t.fallback(w, row.target.isa())};
+      for (int i = 0; i < configs_per_shape(2); ++i) configs.push_back(t.space(w).random(rng));
+      for (const Config& cfg : configs) check_dense(s.M, s.N, s.K, cfg, row, rng);
+    }
+}
+
+// The AVX-512 VNNI kernel uses vpdpbusd on zmm registers with the data word
+// broadcast, and no pmaddubsw.
+TEST(DenseInt8, VnniTileAssembly) {
+  const ops::OpTemplate& t = ops::dense_int8_template();
+  Workload w = ops::dense_int8_workload(64, 64, 256);
+  codegen::Target icx =
+      codegen::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=icelake-server");
+  Config cfg = t.fallback(w, icx.isa());
+  EXPECT_EQ(cfg.split("tile_x").back(), 32);
+  EXPECT_TRUE(t.fits(w, cfg, icx.isa()));
+  ops::Kernel k = ops::make_kernel(t, w, cfg);
+  std::string as = codegen::emit_assembly({schedule::lower(k.sch, k.args, "dense_int8")}, icx);
+  EXPECT_NE(as.find("vpdpbusd\t"), std::string::npos);
+  // vpdpbusd's u8 operand is its first source, which has no embedded broadcast:
+  // one vpbroadcastd per row and k word, shared by the row's vectors.
+  EXPECT_NE(as.find("vpbroadcastd"), std::string::npos);
+  EXPECT_EQ(as.find("vpmaddubsw"), std::string::npos);
+}
+
+// The ISA rows this machine cannot run, by their assembly: both templates'
+// fallbacks for AVX-VNNI without AVX-512 (alderlake), AVX-512 without VNNI,
+// and aarch64 with dotprod / i8mm.
+TEST(Int8Templates, AssemblyOfTheRowsThisMachineCannotRun) {
+  ops::Conv2DAttrs a{1, 32, 9, 11, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  const Workload ws[] = {ops::dense_int8_workload(24, 48, 64), ops::conv2d_int8_workload(a, 5)};
+  struct Row {
+    const char* target;
+    const char* want;
+    const char* absent;
+  };
+  const Row rows[] = {
+      {"llvm -mtriple=x86_64-linux-gnu -mcpu=alderlake", "{vex}\tvpdpbusd", "zmm"},
+      {"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", "vpmaddubsw", "vpdpbusd"},
+      {"llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -mattr=+dotprod", "sdot\t", "usdot"},
+      {"llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -mattr=+dotprod,+i8mm", "usdot\t",
+       nullptr},
+  };
+  for (const Workload& w : ws)
+    for (const Row& r : rows) {
+      SCOPED_TRACE(w.key() + " on " + r.target);
+      const ops::OpTemplate& t = ops::get_template(w.template_name);
+      codegen::Target target = codegen::Target::parse(r.target);
+      Config cfg = t.fallback(w, target.isa());
+      EXPECT_TRUE(t.fits(w, cfg, target.isa()));
+      ops::Kernel k = ops::make_kernel(t, w, cfg);
+      std::string as = codegen::emit_assembly({schedule::lower(k.sch, k.args, "k")}, target);
+      EXPECT_NE(as.find(r.want), std::string::npos);
+      if (r.absent) {
+        EXPECT_EQ(as.find(r.absent), std::string::npos);
+      }
+    }
+}
+
+TEST(DenseInt8, WorkloadErrors) {
+  const ops::OpTemplate& t = ops::dense_int8_template();
+  Workload f = ops::dense_int8_workload(2, 2, 2);
+  f.dtype = "float32";
+  EXPECT_THROW(t.space(f), std::invalid_argument);
+  EXPECT_THROW(t.space(ops::dense_int8_workload(2, 2, 70000)), std::invalid_argument);
+  Workload ok = ops::dense_int8_workload(2, 3, 5);
+  EXPECT_EQ(t.input_dtypes(ok), (std::vector<DataType>{DataType::u8(), DataType::i8()}));
+  EXPECT_EQ(t.output_dtype(ok), DataType::i32());
+  EXPECT_THROW(t.reference(ok, t.fallback(ok, Isa{}), {}, nullptr), std::logic_error);
+  EXPECT_EQ(t.flops(ok), 2.0 * 2 * 3 * 5);
+}
+
+// ---- conv2d_NCHWc_int8.x86 -------------------------------------------------------------
+
+struct ConvShape {
+  int64_t n, c, h, w, oc, kh, kw;
+  std::vector<int64_t> strides, pads, dilation;
+};
+
+void check_conv(const ConvShape& s, int64_t pad_value, const Config& cfg, const IsaRow& row,
+                std::mt19937_64& rng) {
+  const ops::OpTemplate& t = ops::conv2d_nchwc_int8_template();
+  ops::Conv2DAttrs a{s.n,       s.c,           s.h,           s.w,       s.oc,      s.kh,
+                     s.kw,      s.strides[0],  s.strides[1],  s.pads[0], s.pads[1], s.pads[2],
+                     s.pads[3], s.dilation[0], s.dilation[1], 1};
+  Workload w = ops::conv2d_int8_workload(a, pad_value);
+  SCOPED_TRACE(row.what + ": " + w.key() + " " + cfg.to_json());
+  int64_t icb = cfg.knob("ic_bn"), ocb = cfg.knob("oc_bn");
+  int64_t OH = a.out_height(), OW = a.out_width(), OCo = (s.oc + ocb - 1) / ocb;
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<uint8_t> x(s.n * s.c * s.h * s.w);
+  std::vector<int8_t> wt(s.oc * s.c * s.kh * s.kw);
+  for (auto& v : x) v = uint8_t(byte(rng));
+  for (auto& v : wt) v = int8_t(byte(rng) - 128);
+  // Channels past C hold 77: they meet zero weights.
+  std::vector<uint8_t> xb = ops::nchw_to_nchwc_u8(x.data(), s.n, s.c, s.h, s.w, icb, 77);
+  std::vector<int8_t> wb = ops::pack_conv2d_int8_weight(wt.data(), s.oc, s.c, s.kh, s.kw, icb, ocb);
+  auto shapes = t.input_shapes(w, cfg);
+  ASSERT_EQ(int64_t(xb.size()), product(shapes[0]));
+  ASSERT_EQ(int64_t(wb.size()), product(shapes[1]));
+  // Plain integer convolution, NCHW; taps outside the image read pad_value.
+  int64_t nout = product(t.output_shape(w, cfg));
+  std::vector<int32_t> want(nout, 0);  // channels past OC: zero weights, zero sums
+  for (int64_t b = 0; b < s.n; ++b)
+    for (int64_t o = 0; o < s.oc; ++o)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          int64_t acc = 0;
+          for (int64_t c = 0; c < s.c; ++c)
+            for (int64_t y = 0; y < s.kh; ++y)
+              for (int64_t z = 0; z < s.kw; ++z) {
+                int64_t ih = oh * a.stride_h + y * a.dilation_h - a.pad_top;
+                int64_t iw = ow * a.stride_w + z * a.dilation_w - a.pad_left;
+                bool in = ih >= 0 && ih < s.h && iw >= 0 && iw < s.w;
+                int64_t v = in ? x[((b * s.c + c) * s.h + ih) * s.w + iw] : pad_value;
+                acc += v * wt[((o * s.c + c) * s.kh + y) * s.kw + z];
+              }
+          want[(((b * OCo + o / ocb) * OH + oh) * OW + ow) * ocb + o % ocb] = int32_t(acc);
+        }
+  std::vector<int32_t> ref(nout);
+  t.reference_typed(w, cfg, {xb.data(), wb.data()}, ref.data());
+  EXPECT_EQ(ref, want);
+
+  int64_t zp = std::uniform_int_distribution<int64_t>(-128, 127)(rng);
+  Kernels k = build(t, w, cfg, row.target, zp, DataType::i8());
+  std::vector<int32_t> got(nout, 0x5a5a5a5a);
+  std::vector<void*> args = {xb.data(), wb.data(), got.data()};
+  ASSERT_EQ(k.mod->get_function("plain")(args.data()), 0);
+  EXPECT_EQ(got, want);
+
+  std::vector<int32_t> bias(OCo * ocb);
+  std::vector<float> scale(OCo * ocb);
+  for (auto& b : bias) b = std::uniform_int_distribution<int32_t>(-300000, 300000)(rng);
+  for (auto& v : scale) v = std::uniform_real_distribution<float>(1e-4f, 2e-3f)(rng);
+  std::vector<int8_t> q(nout, 0x55), qwant(nout);
+  for (int64_t i = 0; i < nout; ++i) {
+    int64_t ch = (i / (OH * OW * ocb)) % OCo * ocb + i % ocb;
+    qwant[i] = requant_value<int8_t>(want[i], bias[ch], scale[ch], zp);
+  }
+  args = {xb.data(), wb.data(), bias.data(), scale.data(), q.data()};
+  ASSERT_EQ(k.mod->get_function("fused")(args.data()), 0);
+  EXPECT_EQ(q, qwant);
+  expect_fused(k, cfg.split("tile_ow").back() * ocb * cfg.knob("oc_reg") * cfg.knob("oh_reg"));
+}
+
+TEST(Conv2dNCHWcInt8, BitExactOnEveryLoweringWithAndWithoutRequant) {
+  const ops::OpTemplate& t = ops::conv2d_nchwc_int8_template();
+  std::mt19937_64 rng(9);
+  const ConvShape shapes[] = {
+      {1, 3, 11, 13, 20, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}},  // C 3 -> one 4-channel block
+      {1, 16, 7, 9, 40, 3, 3, {1, 1}, {0, 1, 2, 1}, {1, 1}},   // OC 40 in blocks of 16
+      {2, 12, 9, 10, 24, 3, 2, {1, 2}, {2, 2, 2, 2}, {2, 1}},  // dilation, stride 2 wide
+      {1, 32, 5, 5, 36, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}},   // 1x1, no padding
+      {1, 6, 6, 17, 8, 5, 5, {1, 1}, {2, 2, 2, 2}, {1, 1}},    // 5x5, OW 17
+  };
+  for (const IsaRow& row : isa_rows())
+    for (const ConvShape& s : shapes) {
+      int64_t pad_value = std::uniform_int_distribution<int64_t>(0, 255)(rng);
+      ops::Conv2DAttrs a{s.n,       s.c,           s.h,           s.w,       s.oc,      s.kh,
+                         s.kw,      s.strides[0],  s.strides[1],  s.pads[0], s.pads[1], s.pads[2],
+                         s.pads[3], s.dilation[0], s.dilation[1], 1};
+      Workload w = ops::conv2d_int8_workload(a, pad_value);
+      std::vector<Config> configs = {t.fallback(w, row.target.isa())};
+      for (int i = 0; i < configs_per_shape(2); ++i) configs.push_back(t.space(w).random(rng));
+      for (const Config& cfg : configs) check_conv(s, pad_value, cfg, row, rng);
+    }
+}
+
+TEST(Conv2dNCHWcInt8, WorkloadErrorsAndFallback) {
+  const ops::OpTemplate& t = ops::conv2d_nchwc_int8_template();
+  ops::Conv2DAttrs a{1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  Workload w = ops::conv2d_int8_workload(a, 0);
+  EXPECT_EQ(w.key(),
+            "conv2d_NCHWc_int8.x86(data=[1,64,56,56],kernel=[64,64,3,3],strides=[1,1],"
+            "pads=[1,1,1,1],dilation=[1,1],pad_value=[0],dtype=uint8)");
+  Config f = t.fallback(
+      w, codegen::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=icelake-server").isa());
+  EXPECT_EQ(f.knob("ic_bn"), 16);
+  EXPECT_EQ(f.knob("oc_bn"), 16);
+  EXPECT_EQ(f.split("tile_ow").back(), 14);
+  EXPECT_EQ(ops::layout_blocks(t, w, f), (std::pair<int64_t, int64_t>{16, 16}));
+  Workload bad = ops::conv2d_int8_workload(a, 256);
+  EXPECT_THROW(t.space(bad), std::invalid_argument);
+  Workload no_pad = w;
+  no_pad.params.pop_back();
+  EXPECT_THROW(t.space(no_pad), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace kiln::test
