@@ -11,7 +11,7 @@ namespace kiln::bench {
 double measured_fma_peak_gflops(int threads, int vector_bits = 512);
 
 // GOP/s (one multiply and one add per u8 x s8 product) of independent AVX-512
-// VNNI vpdpbusd chains (zmm, 24 chains: 16 lanes x 4 products each) on
+// VNNI vpdpbusd chains (zmm, 16 chains: 16 lanes x 4 products each) on
 // `threads` threads, median of runs. 0 when this CPU lacks avx512vnni.
 double measured_vnni_peak_gops(int threads);
 
