@@ -221,6 +221,58 @@ TEST(Int8Path, ConvChainsBitExact) {
   }
 }
 
+bool runs_dense_int8(const nlohmann::json& k) {
+  for (const auto& t : k.at("op_types"))
+    if (t.get<std::string>() == "dense_int8.x86") return true;
+  return false;
+}
+
+// QDQ MatMul [M, K] x [K, N] and Gemm (transB=1, no C) on dense_int8.x86:
+// u8 and s8 activations, per-tensor and per-column weight scales, K and N
+// that no tile divides.
+TEST(Int8Path, MatMulAndGemmBitExact) {
+  std::mt19937 rng(seed(142));
+  for (int c = 0; c < 6; ++c) {
+    bool s8 = c % 2 == 1, gemm = c % 3 == 2, per_col = c < 3;
+    int64_t M = 1 + static_cast<int64_t>(rng() % 9), K = 5 + static_cast<int64_t>(rng() % 60),
+            N = 3 + static_cast<int64_t>(rng() % 40);
+    SCOPED_TRACE("case " + std::to_string(c) + ": " + (s8 ? "s8" : "u8") +
+                 (gemm ? " Gemm" : " MatMul") + " M " + std::to_string(M) + " K " +
+                 std::to_string(K) + " N " + std::to_string(N) +
+                 (per_col ? " per-column" : " per-tensor"));
+    OnnxBuilder b;
+    b.input("x", {std::to_string(M), std::to_string(K)});
+    QAct qx = act(s8, 2.f / 255.f, rng);
+    std::string xf = quantize(b, "qx", "x", qx);
+    Shape wshape = gemm ? Shape{N, K} : Shape{K, N};
+    std::uniform_int_distribution<int> wd(-127, 127);
+    std::vector<int8_t> w(numel(wshape));
+    for (int8_t& v : w) v = static_cast<int8_t>(wd(rng));
+    init_raw<int8_t>(b, "w", wshape, onnx::TensorProto::INT8, w);
+    int64_t nscale = per_col ? N : 1;
+    Shape sdims = per_col ? Shape{N} : Shape{};
+    b.init_f32("ws", sdims, uniform(static_cast<size_t>(nscale), rng, 0.002f, 0.01f));
+    init_raw<int8_t>(b, "wzp", sdims, onnx::TensorProto::INT8,
+                     std::vector<int8_t>(static_cast<size_t>(nscale), 0));
+    auto* dq = b.node("DequantizeLinear", "wdq", {"w", "ws", "wzp"}, {"wf"});
+    OnnxBuilder::attr_int(dq, "axis", gemm ? 0 : 1);
+    if (gemm) {
+      auto* n = b.node("Gemm", "gemm", {xf, "wf"}, {"mm"});
+      OnnxBuilder::attr_int(n, "transB", 1);
+    } else {
+      b.node("MatMul", "matmul", {xf, "wf"}, {"mm"});
+    }
+    QAct qy = act(s8, output_scale(qx.scale, K), rng);
+    init_qparams(b, "qy", qy);
+    b.node("QuantizeLinear", "qy.q", {"mm", "qy.scale", "qy.zp"}, {"y"});
+    output_any(b, "y", 2, s8 ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+    Built r = check_bit_exact(b, "mm" + std::to_string(c), seed(17) + static_cast<unsigned>(c));
+    size_t dense = 0;
+    for (const auto& k : r.mod.at("kernels")) dense += runs_dense_int8(k);
+    EXPECT_EQ(dense, 1u) << r.mod.at("kernels").dump();
+  }
+}
+
 // A ResNet basic block with a stride-2 downsample, in ORT's QDQ format: the
 // three convolutions on the int8 template, the residual Add and the final
 // Relu between DequantizeLinear and QuantizeLinear in float.
