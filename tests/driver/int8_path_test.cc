@@ -15,6 +15,7 @@
 #include "driver_harness.h"
 #include "graph/passes/fold_qdq.h"
 #include "graph/passes/simplify.h"
+#include "ops/op_template.h"
 
 namespace kiln::test {
 namespace {
@@ -139,7 +140,8 @@ bool runs_int8_conv(const nlohmann::json& k) {
 // Imports the model, evaluates the folded graph (QLinearConv nodes, integer
 // arithmetic) as the reference, builds and runs it and compares every output
 // byte for byte.
-Built check_bit_exact(const OnnxBuilder& b, const std::string& name, unsigned rng_seed) {
+Built check_bit_exact(const OnnxBuilder& b, const std::string& name, unsigned rng_seed,
+                      const std::map<std::string, std::string>& configs = {}) {
   Built r;
   ScratchDir dir;
   std::string onnx_path = dir.file(name + ".onnx");
@@ -156,6 +158,7 @@ Built check_bit_exact(const OnnxBuilder& b, const std::string& name, unsigned rn
   std::map<std::string, graph::Initializer> want = graph::run_graph(folded, inputs);
 
   driver::BuildOptions options;
+  options.configs = configs;
   driver::BuiltModule m = driver::build_module(g, options);
   r.mod = nlohmann::json::parse(m.graph_json);
   for (const auto& k : r.mod.at("kernels")) r.int8_kernels += runs_int8_conv(k);
@@ -217,6 +220,53 @@ TEST(Int8Path, ConvChainsBitExact) {
     output_any(b, "y", 4, s8 ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
     Built r = check_bit_exact(b, "chain" + std::to_string(c), seed(7) + static_cast<unsigned>(c));
     EXPECT_EQ(r.qlinear_convs, 2u);
+    EXPECT_EQ(r.int8_kernels, 2u) << r.mod.at("kernels").dump();
+  }
+}
+
+// The same chain built with configs a tuner could pick (random points of the
+// int8 workloads' spaces, channel blocks that divide nothing included):
+// kiln tune's tasks are exactly these workloads, keyed with dtype=uint8.
+TEST(Int8Path, TunedConfigsStayBitExact) {
+  std::mt19937 rng(seed(143));
+  std::mt19937_64 pick(seed(144));
+  for (int c = 0; c < 4; ++c) {
+    bool s8 = c % 2 == 1;
+    int64_t cin = std::vector<int64_t>{3, 12, 20}[rng() % 3];
+    int64_t mid = std::vector<int64_t>{10, 24, 36}[rng() % 3], cout = 17;
+    OnnxBuilder b;
+    b.input("x", {"1", std::to_string(cin), "9", "7"});
+    QAct qx = act(s8, 2.f / 255.f, rng);
+    std::string xf = quantize(b, "qx", "x", qx);
+    QConvSpec s1{cin, mid, 3, 1, 1};
+    std::string y1 = qdq_conv(b, "conv1", xf, qx.scale, s1, rng);
+    QAct q1 = act(s8, output_scale(qx.scale, cin * 9), rng);
+    std::string y1f = quantize(b, "q1", y1, q1);
+    std::string y2 = qdq_conv(b, "conv2", y1f, q1.scale, {mid, cout, 1, 1, 0}, rng);
+    QAct q2 = act(s8, output_scale(q1.scale, mid), rng);
+    init_qparams(b, "q2", q2);
+    b.node("QuantizeLinear", "q2.q", {y2, "q2.scale", "q2.zp"}, {"y"});
+    output_any(b, "y", 4, s8 ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+
+    ScratchDir dir;
+    std::string path = dir.file("m.onnx");
+    write_bytes(path, b.bytes());
+    std::vector<std::string> keys = driver::template_workloads(frontend::import_onnx(path, {}));
+    ASSERT_EQ(keys.size(), 2u);
+    std::map<std::string, std::string> configs;
+    for (const std::string& key : keys) {
+      EXPECT_NE(key.find("conv2d_NCHWc_int8.x86("), std::string::npos) << key;
+      EXPECT_NE(key.find("dtype=uint8"), std::string::npos) << key;
+      ops::Workload w = ops::Workload::parse(key);
+      const ops::OpTemplate& t = ops::get_template(w.template_name);
+      schedule::ConfigSpace space = t.space(w);
+      configs[key] = space.random(pick).to_json();
+    }
+    std::string what;
+    for (const auto& [k, v] : configs) what += k + " " + v + "\n";
+    SCOPED_TRACE(what);
+    Built r = check_bit_exact(b, "tuned" + std::to_string(c), seed(19) + static_cast<unsigned>(c),
+                              configs);
     EXPECT_EQ(r.int8_kernels, 2u) << r.mod.at("kernels").dump();
   }
 }
