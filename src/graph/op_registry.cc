@@ -22,6 +22,7 @@ void ensure_registered() {
     register_layout_ops();
     register_template_ops();
     register_quantize_ops();
+    register_requantize_ops();
   });
 }
 

@@ -87,5 +87,6 @@ void register_nn_ops();
 void register_layout_ops();
 void register_template_ops();
 void register_quantize_ops();
+void register_requantize_ops();
 
 }  // namespace kiln::graph

@@ -144,8 +144,11 @@ TEST(FoldQdq, ConvWithBiasAndReluBecomesOneQLinearConv) {
   graph::passes::run_default_passes(p);
   expect_within(graph::run_graph(p, b.inputs()), graph::run_graph(b.graph(), b.inputs()), 1,
                 "pipeline");
-  EXPECT_EQ(count_op(p, "Conv"), 1);
-  EXPECT_EQ(count_op(p, "DequantizeLinear"), 1);  // x's; the weight's and bias's are constants
+  // The int8 template covers this QLinearConv (strategy.h's QLinear rows), so
+  // the pipeline keeps it integer.
+  EXPECT_EQ(count_op(p, "QLinearConv"), 1);
+  EXPECT_EQ(count_op(p, "Conv"), 0);
+  EXPECT_EQ(count_op(p, "DequantizeLinear"), 0);
 }
 
 TEST(FoldQdq, ActivationFoldsOnlyWhenQsSaturationIsExact) {
@@ -264,8 +267,9 @@ TEST(FoldQdq, GemmWithBiasStaysFloat) {
 }
 
 // Between two folded convolutions ORT's format leaves Q -> DQ on the
-// activation; lowered to float, the pair becomes one kiln.QuantizeDequantize
-// (exactly DQ(Q(x))), and the pipeline's graph keeps the unfolded outputs.
+// activation; the pipeline keeps both convolutions integer (the int8
+// template's QLinearConv), so the pair folds away, and the pipeline's graph
+// keeps the unfolded outputs.
 TEST(FoldQdq, PipelineChainsTwoConvsThroughQuantizeDequantize) {
   GraphBuilder b(31);
   std::string x = b.input("x", {1, 3, 6, 6}, "float32", -2, 2);
@@ -287,11 +291,16 @@ TEST(FoldQdq, PipelineChainsTwoConvsThroughQuantizeDequantize) {
   Graph p = b.graph();
   graph::passes::run_default_passes(p);
   EXPECT_NO_THROW(graph::passes::verify_graph(p));
-  EXPECT_EQ(count_op(p, "Conv"), 2);
+  // Both convolutions stay QLinearConv for the int8 template, the uint8
+  // activation between them passes from one to the other, and only the float
+  // boundaries keep a QuantizeLinear (the input) and a DequantizeLinear (the
+  // output). expand_quantized_ops' float lowering of the same graph is above.
+  EXPECT_EQ(count_op(p, "QLinearConv"), 2);
+  EXPECT_EQ(count_op(p, "Conv"), 0);
   EXPECT_EQ(count_op(p, "Relu"), 0);  // folded into Q's saturation
-  EXPECT_EQ(count_op(p, "QuantizeLinear"), 0);
-  EXPECT_EQ(count_op(p, "DequantizeLinear"), 0);
-  EXPECT_EQ(count_op(p, "kiln.QuantizeDequantize"), 3);
+  EXPECT_EQ(count_op(p, "QuantizeLinear"), 1);
+  EXPECT_EQ(count_op(p, "DequantizeLinear"), 1);
+  EXPECT_EQ(count_op(p, "kiln.QuantizeDequantize"), 0);
   // The float output is DQ of a quantized tensor: within one step of 0.01.
   std::vector<float> got = graph::run_graph(p, b.inputs()).at(h).as<float>();
   std::vector<float> want = graph::run_graph(b.graph(), b.inputs()).at(h).as<float>();

@@ -1,16 +1,50 @@
 #include "graph/passes/apply_templates.h"
 
+#include <algorithm>
+#include <climits>
 #include <stdexcept>
 
+#include "graph/ops/op_util.h"
 #include "graph/passes/pass_util.h"
 #include "graph/passes/strategy.h"
+#include "ops/conv2d_int8.h"
 #include "ops/dense.h"
+#include "ops/dense_int8.h"
 #include "ops/op_template.h"
 
 namespace kiln::graph {
 namespace {
 
 using passes::float_tensor;
+
+// A constant of any dtype from its elements.
+template <typename T>
+Initializer typed_tensor(const std::string& dtype, std::vector<int64_t> shape,
+                         const std::vector<T>& values) {
+  Initializer t;
+  t.type = {dtype, std::move(shape)};
+  t.data.resize(values.size() * sizeof(T));
+  std::copy(reinterpret_cast<const uint8_t*>(values.data()),
+            reinterpret_cast<const uint8_t*>(values.data()) + t.data.size(), t.data.begin());
+  return t;
+}
+
+// The elements of a uint8 / int8 / int32 constant as int32.
+std::vector<int32_t> int_elements(const Initializer& t) {
+  std::vector<int32_t> out;
+  if (t.type.dtype == "uint8")
+    for (uint8_t v : t.data) out.push_back(v);
+  else if (t.type.dtype == "int8")
+    for (uint8_t v : t.data) out.push_back(static_cast<int8_t>(v));
+  else
+    for (int32_t v : t.as<int32_t>()) out.push_back(v);
+  return out;
+}
+
+// A per-tensor or per-channel float32 parameter's value for channel c.
+float param_at(const std::vector<float>& p, int64_t c) {
+  return p.size() == 1 ? p[0] : p.at(static_cast<size_t>(c));
+}
 
 struct Rewriter {
   Graph& g;
@@ -24,6 +58,8 @@ struct Rewriter {
   // (value, block) -> the value in NCHW[block]c, so that convolutions
   // reading the same activation share one transform.
   std::map<std::pair<std::string, int64_t>, std::string> blocked;
+  // int8 value -> its uint8 (+128) copy (to_uint8).
+  std::map<std::string, std::string> shifted;
 
   std::string fresh(const std::string& base, const TensorType& t) {
     std::string name;
@@ -99,6 +135,13 @@ struct Rewriter {
                     const ops::Workload& w, const schedule::Config& cfg);
   void rewrite_dense(const Node& n, const ops::OpTemplate& t, const ops::Workload& w,
                      const schedule::Config& cfg);
+  void rewrite_qlinear_conv(const Node& n, const ops::OpTemplate& t, const ops::Workload& w,
+                            const schedule::Config& cfg);
+  void rewrite_qlinear_matmul(const Node& n, const ops::Workload& w, const schedule::Config& cfg);
+  std::string requantize(const std::string& name, const std::string& x, const std::string& bias,
+                         const std::string& mult, int32_t zp, const std::string& out_dtype,
+                         const std::string& result);
+  std::string to_uint8(const Node& n, const std::string& x);
 };
 
 // The rewrite of the strategy row that selected the template (strategy.h).
@@ -113,6 +156,8 @@ void Rewriter::rewrite(const Node& n, const TemplateSelection& s) {
   switch (row->rewrite) {
     case Rewrite::kBlockedConv: rewrite_conv(n, *row, t, s.workload, cfg); break;
     case Rewrite::kDense: rewrite_dense(n, t, s.workload, cfg); break;
+    case Rewrite::kQLinearConv: rewrite_qlinear_conv(n, t, s.workload, cfg); break;
+    case Rewrite::kQLinearMatMul: rewrite_qlinear_matmul(n, s.workload, cfg); break;
     case Rewrite::kPlain:
       emit_template(n, t, s.workload, cfg, n.inputs, n.outputs.at(0),
                     g.type_of(n.outputs.at(0))->shape);
@@ -151,6 +196,175 @@ void Rewriter::rewrite_conv(const Node& n, const Strategy& row, const ops::OpTem
     y_c = biased;
   }
   layout_transform(n.name + "/to_nchw", y_c, n.outputs.at(0), ocb, 0);
+}
+
+// kiln.Requantize(x, bias, mult; zp) -> `result` (graph/ops/requantize.cc).
+std::string Rewriter::requantize(const std::string& name, const std::string& x,
+                                 const std::string& bias, const std::string& mult, int32_t zp,
+                                 const std::string& out_dtype, const std::string& result) {
+  Node n;
+  n.op_type = "kiln.Requantize";
+  n.domain = "kiln";
+  n.name = name;
+  n.inputs = {x, bias, mult};
+  n.outputs = {result};
+  bool u8 = out_dtype == "uint8";
+  n.attrs["zero_point"] = int64_t{zp};
+  n.attrs["qmin"] = int64_t{u8 ? 0 : -128};
+  n.attrs["qmax"] = int64_t{u8 ? 255 : 127};
+  emit(std::move(n));
+  return result;
+}
+
+// An int8 activation as the uint8 the templates read (x + 128, exact; the
+// zero point moves by 128 too), shared by every node reading it.
+std::string Rewriter::to_uint8(const Node& n, const std::string& x) {
+  const TensorType& xt = *g.type_of(x);
+  if (xt.dtype == "uint8") return x;
+  std::string& u = shifted[x];
+  if (!u.empty()) return u;
+  std::string b = add_constant(n.name + "/shift", typed_tensor<int32_t>("int32", {1}, {128}));
+  std::string m = add_constant(n.name + "/one", float_tensor({1}, {1.0f}));
+  u = fresh(n.name + "/data_u8", {"uint8", xt.shape});
+  return requantize(n.name + "/to_u8", x, b, m, 0, "uint8", u);
+}
+
+// QLinearConv on conv2d_NCHWc_int8.x86 (strategy.h, kQLinearConv): the int32
+// accumulator is sum_k x_u8 * w_s8 over the padded input (pad_value = zp_x),
+// so acc - zp_x * sum_k w is the exact sum of (x - zp_x) * w; that constant
+// goes into the bias at build time, and the requantization runs as the
+// template's epilogue.
+void Rewriter::rewrite_qlinear_conv(const Node& n, const ops::OpTemplate& t, const ops::Workload& w,
+                                    const schedule::Config& cfg) {
+  const std::vector<int64_t>& k = w.get("kernel");
+  int64_t OC = k[0], C = k[1], KH = k[2], KW = k[3];
+  int32_t zp_x = static_cast<int32_t>(w.get("pad_value").at(0));
+  auto in_shapes = t.input_shapes(w, cfg);
+  std::vector<int64_t> out_shape = t.output_shape(w, cfg);
+  auto [icb, ocb] = ops::layout_blocks(t, w, cfg);
+  int64_t OCo = out_shape[1];
+
+  const Initializer& wi = g.initializers.at(n.inputs[3]);
+  std::vector<int8_t> wv(wi.data.size());
+  std::copy(wi.data.begin(), wi.data.end(), reinterpret_cast<uint8_t*>(wv.data()));
+  std::vector<int8_t> packed = ops::pack_conv2d_int8_weight(wv.data(), OC, C, KH, KW, icb, ocb);
+  std::string w_packed = add_constant(n.name + "/weight_packed",
+                                      typed_tensor<int8_t>("int8", in_shapes.at(1), packed));
+
+  float xs = g.initializers.at(n.inputs[1]).as<float>().at(0);
+  std::vector<float> ws = g.initializers.at(n.inputs[4]).as<float>();
+  float ys = g.initializers.at(n.inputs[6]).as<float>().at(0);
+  const Initializer& yzp = g.initializers.at(n.inputs[7]);
+  int32_t zp_y = int_elements(yzp).at(0);
+  std::vector<int32_t> b;
+  if (n.inputs.size() > 8 && !n.inputs[8].empty()) b = g.initializers.at(n.inputs[8]).as<int32_t>();
+
+  // Per output channel, in NCHW[oc_bn]c ([1, OCo, 1, 1, ocb]; the padded
+  // channels get bias 0 and multiplier 0, so they hold zp_y, which the next
+  // convolution's zero weights ignore).
+  std::vector<int32_t> bias_c(static_cast<size_t>(OCo * ocb), 0);
+  std::vector<float> mult_c(static_cast<size_t>(OCo * ocb), 0.0f);
+  int64_t per_oc = C * KH * KW;
+  for (int64_t o = 0; o < OC; ++o) {
+    int64_t wsum = 0;
+    for (int64_t j = 0; j < per_oc; ++j) wsum += wv[static_cast<size_t>(o * per_oc + j)];
+    int64_t v = (b.empty() ? 0 : b[static_cast<size_t>(o)]) - int64_t{zp_x} * wsum;
+    if (v < INT32_MIN || v > INT32_MAX)
+      op_util::fail(n, "the bias after the zero-point correction overflows int32");
+    bias_c[static_cast<size_t>(o)] = static_cast<int32_t>(v);
+    // ONNX Runtime's order, in float32: (x_scale * w_scale[c]) / y_scale.
+    mult_c[static_cast<size_t>(o)] = xs * param_at(ws, o) / ys;
+  }
+  std::string bias_name = add_constant(n.name + "/bias_nchwc",
+                                       typed_tensor<int32_t>("int32", {1, OCo, 1, 1, ocb}, bias_c));
+  std::string mult_name =
+      add_constant(n.name + "/multiplier_nchwc", float_tensor({1, OCo, 1, 1, ocb}, mult_c));
+
+  std::string x_u8 = to_uint8(n, n.inputs[0]);
+  std::string& x_c = blocked[{x_u8, icb}];
+  if (x_c.empty()) {
+    // A layout transform needs whole blocks: channels the block does not
+    // divide are padded first (their weights are zero, any value will do).
+    std::string x_whole = x_u8;
+    int64_t c_pad = in_shapes.at(0)[1] * icb;
+    if (c_pad != C) {
+      std::vector<int64_t> xs_shape = g.type_of(x_u8)->shape;
+      xs_shape[1] = c_pad;
+      x_whole = fresh(n.name + "/data_padded", {"uint8", xs_shape});
+      std::string pads =
+          add_constant(n.name + "/channel_pads",
+                       typed_tensor<int64_t>("int64", {8}, {0, 0, 0, 0, 0, c_pad - C, 0, 0}));
+      Node pad;
+      pad.op_type = "Pad";
+      pad.name = n.name + "/pad_channels";
+      pad.inputs = {x_u8, pads};
+      pad.outputs = {x_whole};
+      emit(std::move(pad));
+    }
+    x_c = fresh(n.name + "/data_nchwc", {"uint8", in_shapes.at(0)});
+    layout_transform(n.name + "/to_nchwc", x_whole, x_c, 0, icb);
+  }
+  std::string acc = fresh(n.name + "/acc_nchwc", {"int32", out_shape});
+  emit_template(n, t, w, cfg, {x_c, w_packed}, acc, out_shape);
+  std::string q = fresh(n.name + "/out_nchwc", {yzp.type.dtype, out_shape});
+  requantize(n.name + "/requantize", acc, bias_name, mult_name, zp_y, yzp.type.dtype, q);
+  if (OCo * ocb == OC) {
+    layout_transform(n.name + "/to_nchw", q, n.outputs.at(0), ocb, 0);
+    return;
+  }
+  // The padded output channels are dropped after the transform.
+  std::vector<int64_t> whole = g.type_of(n.outputs.at(0))->shape;
+  whole[1] = OCo * ocb;
+  std::string y_whole = fresh(n.name + "/out_padded", {yzp.type.dtype, whole});
+  layout_transform(n.name + "/to_nchw", q, y_whole, ocb, 0);
+  Node slice;
+  slice.op_type = "Slice";
+  slice.name = n.name + "/drop_channels";
+  slice.inputs = {y_whole,
+                  add_constant(n.name + "/slice_starts", typed_tensor<int64_t>("int64", {1}, {0})),
+                  add_constant(n.name + "/slice_ends", typed_tensor<int64_t>("int64", {1}, {OC})),
+                  add_constant(n.name + "/slice_axes", typed_tensor<int64_t>("int64", {1}, {1}))};
+  slice.outputs = {n.outputs.at(0)};
+  emit(std::move(slice));
+}
+
+// QLinearMatMul on dense_int8.x86 (strategy.h, kQLinearMatMul): acc = sum_k
+// a_u8 * b_s8, so acc - zp_a * sum_k b[k, n] is the exact sum of (a - zp_a) *
+// b; that per-column constant is the requantization's bias.
+void Rewriter::rewrite_qlinear_matmul(const Node& n, const ops::Workload& w,
+                                      const schedule::Config& cfg) {
+  const ops::OpTemplate& t = ops::get_template(w.template_name);
+  int64_t M = w.get("data")[0], K = w.get("data")[1], N = w.get("weight")[1];
+  const Initializer& bi = g.initializers.at(n.inputs[3]);
+  std::vector<int8_t> bv(bi.data.size());
+  std::copy(bi.data.begin(), bi.data.end(), reinterpret_cast<uint8_t*>(bv.data()));
+  std::vector<int8_t> packed = ops::pack_dense_int8_weight(w, cfg, bv.data());
+  std::string b_packed =
+      add_constant(n.name + "/weight_packed",
+                   typed_tensor<int8_t>("int8", t.input_shapes(w, cfg).at(1), packed));
+
+  const TensorType& at = *g.type_of(n.inputs[0]);
+  int32_t zp_a =
+      int_elements(g.initializers.at(n.inputs[2])).at(0) + (at.dtype == "int8" ? 128 : 0);
+  float as = g.initializers.at(n.inputs[1]).as<float>().at(0);
+  std::vector<float> bs = g.initializers.at(n.inputs[4]).as<float>();
+  float ys = g.initializers.at(n.inputs[6]).as<float>().at(0);
+  const Initializer& yzp = g.initializers.at(n.inputs[7]);
+  std::vector<int32_t> bias(static_cast<size_t>(N));
+  std::vector<float> mult(static_cast<size_t>(N));
+  for (int64_t j = 0; j < N; ++j) {
+    int64_t colsum = 0;
+    for (int64_t k = 0; k < K; ++k) colsum += bv[static_cast<size_t>(k * N + j)];
+    bias[static_cast<size_t>(j)] = static_cast<int32_t>(-int64_t{zp_a} * colsum);
+    mult[static_cast<size_t>(j)] = as * param_at(bs, j) / ys;
+  }
+  std::string bias_name = add_constant(n.name + "/bias", typed_tensor<int32_t>("int32", {N}, bias));
+  std::string mult_name = add_constant(n.name + "/multiplier", float_tensor({N}, mult));
+  std::string a_u8 = to_uint8(n, n.inputs[0]);
+  std::string acc = fresh(n.name + "/acc", {"int32", {M, N}});
+  emit_template(n, t, w, cfg, {a_u8, b_packed}, acc, {M, N});
+  requantize(n.name + "/requantize", acc, bias_name, mult_name, int_elements(yzp).at(0),
+             yzp.type.dtype, n.outputs.at(0));
 }
 
 // Gemm's alpha goes into the packed weight and beta into a constant C.
@@ -195,7 +409,7 @@ std::vector<TemplateUse> apply_templates(Graph& g, const std::vector<TemplateSel
                                          const Isa& isa) {
   std::map<std::string, const TemplateSelection*> by_node;
   for (const TemplateSelection& s : selected) by_node[s.node] = &s;
-  Rewriter rw{g, configs, isa, {}, {}, 0, {}};
+  Rewriter rw{g, configs, isa, {}, {}, 0, {}, {}};
   for (const Node& n : g.nodes) {
     auto it = by_node.find(n.name);
     if (it == by_node.end()) {

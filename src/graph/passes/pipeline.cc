@@ -12,6 +12,7 @@
 #include "graph/passes/fold_qdq.h"
 #include "graph/passes/fuse_layer_norm.h"
 #include "graph/passes/simplify.h"
+#include "graph/passes/strategy.h"
 
 namespace kiln::graph::passes {
 namespace {
@@ -36,10 +37,17 @@ void run_default_passes(Graph& g) {
   // Before folding constants, which would turn DequantizeLinear(weight) into
   // float weights and hide the pattern. Until the int8 templates take the
   // QLinear nodes, they run as DQ -> float op -> Q (expand_quantized_ops),
-  // and the weights' DequantizeLinear then folds below.
+  // and the weights' DequantizeLinear then folds below. The QLinear nodes an
+  // int8 template covers (the strategy table's QLinear rows) stay integer;
+  // KILN_QUANT_FLOAT=1 runs them all in float (for comparing the two paths).
   int qdq = fold_qdq(g);
   trace(g, "fold_qdq", std::to_string(qdq) + " folded");
-  int qx = expand_quantized_ops(g);
+  static const bool all_float = [] {
+    const char* v = std::getenv("KILN_QUANT_FLOAT");
+    return v && *v && std::string(v) != "0";
+  }();
+  int qx = expand_quantized_ops(
+      g, [&g](const Node& n) { return !all_float && int8_template_covers(g, n); });
   trace(g, "expand_quantized_ops", std::to_string(qx) + " expanded");
   FoldConstantsStats f = fold_constants(g);
   trace(g, "fold_constants",

@@ -70,6 +70,9 @@ bool block_constant(const Initializer& c, int64_t channels, int64_t block, Initi
 }
 
 bool is_4d_f32(const TensorType* t) { return t && t->shape.size() == 4 && t->dtype == "float32"; }
+// uint8 / int8 activations run blocked too (the int8 templates' data, their
+// QuantizeLinear / DequantizeLinear at the float boundaries).
+bool is_4d(const TensorType* t) { return t && t->shape.size() == 4; }
 
 // Runs elementwise operators (and channel Concats) whose activations all come
 // out of NCHW[b]c in that layout, moving the transform back to NCHW after them.
@@ -109,7 +112,8 @@ class Propagator {
     std::string result = n.outputs[0];
     const std::vector<int64_t> s = g_.type_of(result)->shape;
     std::string blocked_out = n.name + "/out_nchwc/" + std::to_string(counter_++);
-    g_.value_info[blocked_out] = {"float32", {s[0], s[1] / block, s[2], s[3], block}};
+    g_.value_info[blocked_out] = {g_.type_of(result)->dtype,
+                                  {s[0], s[1] / block, s[2], s[3], block}};
     n.inputs = inputs;
     n.outputs = {blocked_out};
     out_.push_back(std::move(n));
@@ -166,7 +170,7 @@ class Propagator {
     bool elementwise =
         def && (def->pattern == OpPattern::kElemWise || def->pattern == OpPattern::kBroadcast);
     const TensorType* yt = n.outputs.size() == 1 ? g_.type_of(n.outputs[0]) : nullptr;
-    if (!elementwise || !is_4d_f32(yt)) return 0;
+    if (!elementwise || !is_4d(yt)) return 0;
     int64_t block = 0;
     bool ok = true;
     for (const std::string& in : n.inputs) {
@@ -184,8 +188,18 @@ class Propagator {
   bool blocked_inputs(const Node& n, int64_t block, std::vector<std::string>* inputs) {
     *inputs = n.inputs;
     int64_t channels = g_.type_of(n.outputs[0])->shape[1];
-    for (std::string& in : *inputs) {
+    // QuantizeLinear / DequantizeLinear read per-tensor parameters (a scalar
+    // or one element) at any rank, as they are; per-channel ones would need
+    // the channel axis of NCHW, so such a node stays there.
+    bool qdq = n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear";
+    for (size_t k = 0; k < inputs->size(); ++k) {
+      std::string& in = (*inputs)[k];
       if (in.empty()) continue;
+      if (qdq && k > 0) {
+        const TensorType* pt = g_.type_of(in);
+        if (!pt || passes::num_elements(pt->shape) != 1) return false;
+        continue;
+      }
       if (auto u = unblocked_.find(in); u != unblocked_.end()) {
         in = u->second.first;
         continue;

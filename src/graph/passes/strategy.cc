@@ -4,6 +4,8 @@
 #include "graph/ops/window.h"
 #include "graph/passes/pass_util.h"
 #include "ops/conv2d.h"
+#include "ops/conv2d_int8.h"
+#include "ops/dense_int8.h"
 #include "ops/group_conv2d.h"
 #include "ops/winograd_conv2d.h"
 
@@ -153,6 +155,92 @@ std::optional<WorkloadParams> batch_matmul_row(const Graph& g, const Node& n, co
   return WorkloadParams{{"a", {B, M, K}}, {"b", {Bb, K, N}}};
 }
 
+// ---- QLinearConv / QLinearMatMul ---------------------------------------------------
+
+bool is_q8(const std::string& dtype) { return dtype == "uint8" || dtype == "int8"; }
+
+// A constant of `n_in` (nullptr when absent or computed).
+const Initializer* const_input(const Graph& g, const Node& n, size_t i) {
+  return i < n.inputs.size() && !n.inputs[i].empty() ? constant_of(g, n.inputs[i]) : nullptr;
+}
+
+bool all_zero(const Initializer& t) {
+  for (uint8_t b : t.data)
+    if (b) return false;
+  return true;
+}
+
+// The scalar zero point of a uint8 / int8 constant.
+int64_t q8_scalar(const Initializer& t) {
+  return t.type.dtype == "int8" ? static_cast<int8_t>(t.data.at(0)) : t.data.at(0);
+}
+
+// QLinearConv that conv2d_NCHWc_int8.x86 runs: 2-D, groups 1, x uint8 or
+// int8 (shifted to uint8 by +128), an int8 constant weight with zero point 0
+// (per tensor or per output channel), per-tensor activation parameters, an
+// int32 constant bias or none. Anything else stays on the float path.
+std::optional<WorkloadParams> qconv_row(const Graph& g, const Node& n, const Isa&) {
+  if (n.inputs.size() < 8) return std::nullopt;
+  const TensorType* xt = g.type_of(n.inputs[0]);
+  const Initializer* wt = const_input(g, n, 3);
+  if (!xt || !wt || !is_q8(xt->dtype) || xt->shape.size() != 4 || wt->type.dtype != "int8" ||
+      wt->type.shape.size() != 4)
+    return std::nullopt;
+  for (size_t i : {1, 2, 4, 5, 6, 7})
+    if (!const_input(g, n, i)) return std::nullopt;
+  const Initializer& xzp = *const_input(g, n, 2);
+  const Initializer& yzp = *const_input(g, n, 7);
+  if (num_elements(xzp.type.shape) != 1 || num_elements(yzp.type.shape) != 1 ||
+      xzp.type.dtype != xt->dtype || !is_q8(yzp.type.dtype) ||
+      const_input(g, n, 5)->type.dtype != "int8" || !all_zero(*const_input(g, n, 5)))
+    return std::nullopt;
+  if (n.inputs.size() > 8 && !n.inputs[8].empty()) {
+    const Initializer* b = const_input(g, n, 8);
+    if (!b || b->type.dtype != "int32") return std::nullopt;
+  }
+  const std::vector<int64_t>& x = xt->shape;
+  const std::vector<int64_t>& k = wt->type.shape;
+  if (n.attr<int64_t>("group").value_or(1) != 1 || k[1] != x[1]) return std::nullopt;
+  // The int32 sum's bound (conv2d_int8.h).
+  if (k[1] * k[2] * k[3] > 65792) return std::nullopt;
+  op_util::Window win = op_util::conv_window(n, {x[2], x[3]}, {k[2], k[3]});
+  std::vector<int64_t> pads = {win.pad_begin[0], win.pad_begin[1], win.pad_end[0], win.pad_end[1]};
+  // Padded taps read the activation zero point (in uint8 terms), which the
+  // bias correction -zp_x * sum(w) then cancels exactly, as at the interior.
+  int64_t zp_x = q8_scalar(xzp) + (xt->dtype == "int8" ? 128 : 0);
+  return WorkloadParams{{"data", x},
+                        {"kernel", k},
+                        {"strides", win.stride},
+                        {"pads", pads},
+                        {"dilation", win.dilation},
+                        {"pad_value", {zp_x}}};
+}
+
+// QLinearMatMul that dense_int8.x86 runs: a 2-D uint8 or int8 activation
+// [M, K] with per-tensor parameters, an int8 constant [K, N] with zero point
+// 0 (per tensor or per column). fold_qdq writes a Gemm (no bias) as such a
+// node too.
+std::optional<WorkloadParams> qmatmul_row(const Graph& g, const Node& n, const Isa&) {
+  if (n.inputs.size() != 8) return std::nullopt;
+  const TensorType* at = g.type_of(n.inputs[0]);
+  const Initializer* bt = const_input(g, n, 3);
+  if (!at || !bt || !is_q8(at->dtype) || at->shape.size() != 2 || bt->type.dtype != "int8" ||
+      bt->type.shape.size() != 2 || bt->type.shape[0] != at->shape[1])
+    return std::nullopt;
+  for (size_t i : {1, 2, 4, 5, 6, 7})
+    if (!const_input(g, n, i)) return std::nullopt;
+  const Initializer& azp = *const_input(g, n, 2);
+  const Initializer& yzp = *const_input(g, n, 7);
+  const Initializer& as = *const_input(g, n, 1);
+  if (num_elements(azp.type.shape) != 1 || num_elements(as.type.shape) != 1 ||
+      num_elements(yzp.type.shape) != 1 || azp.type.dtype != at->dtype || !is_q8(yzp.type.dtype) ||
+      const_input(g, n, 5)->type.dtype != "int8" || !all_zero(*const_input(g, n, 5)))
+    return std::nullopt;
+  int64_t M = at->shape[0], K = at->shape[1], N = bt->type.shape[1];
+  if (K > 65792) return std::nullopt;  // the int32 sum's bound (dense_int8.h)
+  return WorkloadParams{{"data", {M, K}}, {"weight", {K, N}}};
+}
+
 }  // namespace
 
 // The table (see strategy.h). Rows of one operator are tried in this order.
@@ -174,6 +262,10 @@ const std::vector<Strategy>& strategies() {
       // A MatMul dense does not cover (a non-constant B) may still be a batch_matmul.
       {"MatMul", "dense_pack.x86", dense_row, Rewrite::kDense},
       {"MatMul", "batch_matmul.x86", batch_matmul_row, Rewrite::kPlain},
+      {"QLinearConv", "conv2d_NCHWc_int8.x86", qconv_row, Rewrite::kQLinearConv, nullptr,
+       /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
+      {"QLinearMatMul", "dense_int8.x86", qmatmul_row, Rewrite::kQLinearMatMul, nullptr,
+       /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
   };
   return rows;
 }
@@ -182,6 +274,15 @@ const Strategy* find_strategy(const std::string& op_type, const std::string& tem
   for (const Strategy& s : strategies())
     if (op_type == s.op_type && template_name == s.template_name) return &s;
   return nullptr;
+}
+
+bool int8_template_covers(const Graph& g, const Node& n) {
+  if (n.op_type != "QLinearConv" && n.op_type != "QLinearMatMul") return false;
+  // The QLinear matchers read no part of the ISA row.
+  Isa isa;
+  for (const Strategy& s : strategies())
+    if (n.op_type == s.op_type && s.match(g, n, isa)) return true;
+  return false;
 }
 
 }  // namespace kiln::graph

@@ -15,6 +15,16 @@
 //   MatMul  dense_pack.x86                constant 2-D B (A flattened to [M, K])    kDense
 //   MatMul  batch_matmul.x86              two activations, batch dims match or none kPlain
 //                                         on the right
+//   QLinearConv conv2d_NCHWc_int8.x86     groups 1, 2-D, x uint8/int8, w int8       kQLinearConv
+//                                         constant with zero point 0, every
+//                                         parameter constant (dtype uint8)
+//   QLinearMatMul dense_int8.x86          2-D activation [M, K] uint8/int8, b int8  kQLinearMatMul
+//                                         constant [K, N] with zero point 0
+//
+// The QLinear rows' matchers also decide which quantized nodes stay integer:
+// run_default_passes keeps exactly the QLinearConv / QLinearMatMul nodes that
+// int8_template_covers() accepts and lowers the rest to float
+// (expand_quantized_ops, docs/quantization.md).
 //
 // Adding a template: write it in src/ops/ (its own .h/.cc, listed in
 // ops/op_template.cc's registry), then add one row here: its operator, its
@@ -49,6 +59,16 @@ enum class Rewrite {
   kDense,
   // kiln.Template on the node's inputs as they are (batch_matmul).
   kPlain,
+  // QLinearConv(x, xs, xzp, w, ws, wzp, ys, yzp [, B]) -> [int8 x: kiln.Requantize
+  // +128 -> uint8] -> [Pad channels to whole blocks] -> LT(NCHW -> NCHW[ic_bn]c) ->
+  // kiln.Template(x_c, w packed int8) -> kiln.Requantize(acc, B - zp_x * sum_k w,
+  // xs * ws[c] / ys; yzp) in NCHW[oc_bn]c (the template's fused epilogue) ->
+  // LT(NCHW[oc_bn]c -> NCHW) [-> Slice of the OC real channels].
+  kQLinearConv,
+  // QLinearMatMul(a [M, K], .., b const [K, N], ..) -> [int8 a: +128] ->
+  // kiln.Template(a, b packed int8) -> kiln.Requantize(acc, -zp_a * sum_k b,
+  // as * bs[n] / ys; yzp) as the template's epilogue.
+  kQLinearMatMul,
 };
 
 // A constant OIHW weight in the template's weight layout, for a workload,
@@ -75,6 +95,8 @@ struct Strategy {
   // Without a record for any implementation of a node, this row's is built
   // (an alternative that is known to beat the first row's fallback).
   bool untuned_default = false;
+  // The workload's dtype (part of its key, so of the tuning records').
+  const char* dtype = "float32";
 };
 
 // Every row, in the order select_templates tries them.
@@ -83,5 +105,9 @@ const std::vector<Strategy>& strategies();
 // The row that selected template `template_name` for an `op_type` node;
 // nullptr if there is none.
 const Strategy* find_strategy(const std::string& op_type, const std::string& template_name);
+
+// Whether a row of an integer template covers quantized node n (a
+// QLinearConv / QLinearMatMul): the nodes expand_quantized_ops keeps.
+bool int8_template_covers(const Graph& g, const Node& n);
 
 }  // namespace kiln::graph

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""kiln int8 vs kiln fp32 vs ONNX Runtime int8 vs ONNX Runtime fp32, in one run.
+
+For each model directory written by quantized_models.py (model.onnx: the QDQ model,
+float.onnx: the float model it was quantized from, input.npz): builds both with kiln
+(untuned: fallback configs, unless --tuning-log), then times the four in interleaved
+rounds (kiln run --repeat N --print-time; ort_bench.js on the same files) and prints the
+medians of the rounds' medians as a markdown table.
+
+  int8_bench.py --kiln build/kiln DIR/resnet18 DIR/mobilenet_v2 [--rounds 3] [--repeat 20]
+
+Exit 77 (the tests' skip code) when node or onnxruntime-node is missing.
+"""
+import argparse
+import os
+import shutil
+import statistics
+import sys
+
+from qdq_check import HERE, median_ms, run
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--kiln", required=True)
+    p.add_argument("model_dirs", nargs="+")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--tuning-log", default=None)
+    args = p.parse_args()
+    if not shutil.which("node") or not os.path.isdir(os.path.join(HERE, "node_modules",
+                                                                   "onnxruntime-node")):
+        print("int8_bench: SKIP: node or onnxruntime-node missing")
+        sys.exit(77)
+    tune = ["--tuning-log", args.tuning_log] if args.tuning_log else []
+    rows = []
+    for d in args.model_dirs:
+        name = os.path.basename(os.path.normpath(d))
+        qdq, flt, inputs = (os.path.join(d, f) for f in ("model.onnx", "float.onnx", "input.npz"))
+        if not os.path.exists(flt):
+            sys.exit(f"int8_bench: {flt} is missing (regenerate with quantized_models.py)")
+        pk8, pk32 = os.path.join(d, "kiln_int8.tar"), os.path.join(d, "kiln_fp32.tar")
+        report = run([args.kiln, "build", qdq, "-o", pk8] + tune)
+        run([args.kiln, "build", flt, "-o", pk32] + tune)
+        first = report.splitlines()[0] if report else ""
+        times = {k: [] for k in ("kiln int8", "kiln fp32", "ORT int8", "ORT fp32")}
+        for _ in range(args.rounds):
+            for key, cmd in (
+                ("kiln int8", [args.kiln, "run", pk8, "--inputs", inputs, "--repeat",
+                               str(args.repeat), "--print-time"]),
+                ("kiln fp32", [args.kiln, "run", pk32, "--inputs", inputs, "--repeat",
+                               str(args.repeat), "--print-time"]),
+                ("ORT int8", ["node", os.path.join(HERE, "ort_bench.js"), qdq, inputs,
+                              "--repeat", str(args.repeat), "--warmup", "3"]),
+                ("ORT fp32", ["node", os.path.join(HERE, "ort_bench.js"), flt, inputs,
+                              "--repeat", str(args.repeat), "--warmup", "3"]),
+            ):
+                times[key].append(median_ms(run(cmd)))
+        med = {k: statistics.median(v) for k, v in times.items()}
+        rows.append((name, med, times, first))
+    print("| model | kiln int8 | kiln fp32 | ORT int8 | ORT fp32 | kiln int8 / kiln fp32 "
+          "| kiln int8 / ORT int8 |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, med, _, _ in rows:
+        print(f"| {name} | {med['kiln int8']:.2f} | {med['kiln fp32']:.2f} | "
+              f"{med['ORT int8']:.2f} | {med['ORT fp32']:.2f} | "
+              f"{med['kiln fp32'] / med['kiln int8']:.2f}x faster | "
+              f"{med['kiln int8'] / med['ORT int8']:.2f} |")
+    print()
+    for name, _, times, first in rows:
+        print(f"{name}: rounds (ms) " +
+              "; ".join(f"{k} {', '.join(f'{t:.2f}' for t in v)}" for k, v in times.items()))
+        print(f"{name}: {first}")
+
+
+if __name__ == "__main__":
+    main()

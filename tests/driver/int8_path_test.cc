@@ -1,0 +1,359 @@
+// The integer path of quantized models (docs/quantization.md, "On the int8
+// templates"): QDQ models whose convolutions the int8 templates run, built
+// end to end and compared bit-exactly with the interpreter's integer result
+// (graph::run_graph on the graph after fold_qdq, where every QLinearConv is
+// evaluated with int32 accumulators and ONNX Runtime's requantization).
+// Shapes, dtypes and parameter layouts are drawn at random per case; channel
+// counts include ones that the channel blocks do not divide.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "driver_harness.h"
+#include "graph/passes/fold_qdq.h"
+#include "graph/passes/simplify.h"
+#include "ops/op_template.h"
+
+namespace kiln::test {
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+unsigned seed(unsigned base) {
+  const char* env = std::getenv("KILN_DRIVER_TEST_SEED");
+  return base + (env ? static_cast<unsigned>(std::strtoul(env, nullptr, 10)) : 0u);
+}
+
+template <typename T>
+void init_raw(OnnxBuilder& b, const std::string& name, const Shape& dims, int elem,
+              const std::vector<T>& v) {
+  auto* t = b.graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(elem);
+  for (int64_t d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
+}
+
+// Activation quantization: uint8 with a mid-range zero point, or int8
+// (symmetric-ish, the s8 models ORT's quantizer can write).
+struct QAct {
+  bool s8 = false;
+  float scale = 0.f;
+  int32_t zp = 0;
+};
+
+void init_qparams(OnnxBuilder& b, const std::string& name, const QAct& q) {
+  b.init_f32(name + ".scale", {}, {q.scale});
+  if (q.s8)
+    init_raw<int8_t>(b, name + ".zp", {}, onnx::TensorProto::INT8, {static_cast<int8_t>(q.zp)});
+  else
+    init_raw<uint8_t>(b, name + ".zp", {}, onnx::TensorProto::UINT8, {static_cast<uint8_t>(q.zp)});
+}
+
+// Q(x) -> DQ: the quantized activation `name` and its dequantized value.
+std::string quantize(OnnxBuilder& b, const std::string& name, const std::string& x, const QAct& q) {
+  init_qparams(b, name, q);
+  b.node("QuantizeLinear", name + ".q", {x, name + ".scale", name + ".zp"}, {name + ".u"});
+  b.node("DequantizeLinear", name + ".dq", {name + ".u", name + ".scale", name + ".zp"},
+         {name + ".f"});
+  return name + ".f";
+}
+
+struct QConvSpec {
+  int64_t cin, cout, k = 3, stride = 1, pad = 1;
+  bool per_channel = true, bias = true, relu = false;
+};
+
+// DQ(w int8) [, DQ(b int32)] -> Conv [-> Relu] on the float `x` (scale xs):
+// ORT's QDQ format around one convolution; returns the float conv output.
+std::string qdq_conv(OnnxBuilder& b, const std::string& name, const std::string& x, float xs,
+                     const QConvSpec& s, std::mt19937& rng) {
+  Shape wshape = {s.cout, s.cin, s.k, s.k};
+  std::uniform_int_distribution<int> wd(-127, 127);
+  std::vector<int8_t> w(numel(wshape));
+  for (int8_t& v : w) v = static_cast<int8_t>(wd(rng));
+  init_raw<int8_t>(b, name + ".w", wshape, onnx::TensorProto::INT8, w);
+  int64_t nscale = s.per_channel ? s.cout : 1;
+  std::vector<float> ws = uniform(static_cast<size_t>(nscale), rng, 0.002f, 0.01f);
+  Shape sdims = s.per_channel ? Shape{s.cout} : Shape{};
+  b.init_f32(name + ".ws", sdims, ws);
+  init_raw<int8_t>(b, name + ".wzp", sdims, onnx::TensorProto::INT8,
+                   std::vector<int8_t>(static_cast<size_t>(nscale), 0));
+  auto* dq = b.node("DequantizeLinear", name + ".wdq", {name + ".w", name + ".ws", name + ".wzp"},
+                    {name + ".wf"});
+  OnnxBuilder::attr_int(dq, "axis", 0);
+  std::vector<std::string> ins = {x, name + ".wf"};
+  if (s.bias) {
+    std::uniform_int_distribution<int32_t> bd(-3000, 3000);
+    std::vector<int32_t> bias(static_cast<size_t>(s.cout));
+    for (int32_t& v : bias) v = bd(rng);
+    std::vector<float> bs(static_cast<size_t>(s.cout));
+    for (int64_t c = 0; c < s.cout; ++c)
+      bs[static_cast<size_t>(c)] = xs * ws[static_cast<size_t>(s.per_channel ? c : 0)];
+    init_raw<int32_t>(b, name + ".b", {s.cout}, onnx::TensorProto::INT32, bias);
+    b.init_f32(name + ".bs", {s.cout}, bs);
+    init_raw<int32_t>(b, name + ".bzp", {s.cout}, onnx::TensorProto::INT32,
+                      std::vector<int32_t>(static_cast<size_t>(s.cout), 0));
+    auto* bdq = b.node("DequantizeLinear", name + ".bdq",
+                       {name + ".b", name + ".bs", name + ".bzp"}, {name + ".bf"});
+    OnnxBuilder::attr_int(bdq, "axis", 0);
+    ins.push_back(name + ".bf");
+  }
+  auto* n = b.node("Conv", name, ins, {name + ".y"});
+  OnnxBuilder::attr_ints(n, "kernel_shape", {s.k, s.k});
+  OnnxBuilder::attr_ints(n, "strides", {s.stride, s.stride});
+  OnnxBuilder::attr_ints(n, "pads", {s.pad, s.pad, s.pad, s.pad});
+  if (!s.relu) return name + ".y";
+  b.node("Relu", name + ".relu", {name + ".y"}, {name + ".r"});
+  return name + ".r";
+}
+
+// An output scale that spreads the conv's outputs over some tens of quanta.
+float output_scale(float xs, int64_t fan_in) {
+  return 5400.f * std::sqrt(static_cast<float>(fan_in)) * xs * 0.006f / 40.f;
+}
+
+QAct act(bool s8, float scale, std::mt19937& rng, bool relu = false) {
+  QAct q{s8, scale, 0};
+  if (relu)
+    q.zp = s8 ? -128 : 0;  // ORT's quantizer: the Relu's range starts at 0
+  else
+    q.zp = s8 ? static_cast<int32_t>(rng() % 21) - 10 : 118 + static_cast<int32_t>(rng() % 21);
+  return q;
+}
+
+struct Built {
+  size_t qlinear_convs = 0;  // in the reference graph
+  size_t int8_kernels = 0;   // kernels of mod.json running conv2d_NCHWc_int8.x86
+  nlohmann::json mod;
+};
+
+bool runs_int8_conv(const nlohmann::json& k) {
+  for (const auto& t : k.at("op_types"))
+    if (t.get<std::string>().find("conv2d_NCHWc_int8") != std::string::npos) return true;
+  return false;
+}
+
+// Imports the model, evaluates the folded graph (QLinearConv nodes, integer
+// arithmetic) as the reference, builds and runs it and compares every output
+// byte for byte.
+Built check_bit_exact(const OnnxBuilder& b, const std::string& name, unsigned rng_seed,
+                      const std::map<std::string, std::string>& configs = {}) {
+  Built r;
+  ScratchDir dir;
+  std::string onnx_path = dir.file(name + ".onnx");
+  write_bytes(onnx_path, b.bytes());
+  graph::Graph g = frontend::import_onnx(onnx_path, {});
+  graph::Graph folded = g;
+  graph::passes::simplify(folded);
+  graph::passes::fold_qdq(folded);
+  for (const auto& n : folded.nodes) r.qlinear_convs += n.op_type == "QLinearConv";
+
+  std::mt19937 rng(rng_seed);
+  std::map<std::string, graph::Initializer> inputs;
+  for (const auto& in : g.inputs) inputs[in.name] = random_input(in.type, {-1.0, 1.0}, rng);
+  std::map<std::string, graph::Initializer> want = graph::run_graph(folded, inputs);
+
+  driver::BuildOptions options;
+  options.configs = configs;
+  driver::BuiltModule m = driver::build_module(g, options);
+  r.mod = nlohmann::json::parse(m.graph_json);
+  for (const auto& k : r.mod.at("kernels")) r.int8_kernels += runs_int8_conv(k);
+  std::string pkg = dir.file(name + ".tar");
+  driver::write_package(m, options.target, pkg, driver::PackageFormat::kTar);
+  runtime::GraphExecutor ex = runtime::GraphExecutor::load(pkg);
+  for (const auto& [in_name, value] : inputs) ex.set_input(in_name, to_ndarray(value));
+  ex.run();
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    SCOPED_TRACE(name + " output '" + g.outputs[i] + "'");
+    const graph::Initializer& w = want.at(g.outputs[i]);
+    expect_close(w, ex.output(i), g.outputs[i], 0.0);
+    // A constant reference would let a wrong kernel pass.
+    bool varies = false;
+    size_t es = graph::dtype_size(w.type.dtype);
+    for (size_t j = es; j < w.data.size() && !varies; j += es)
+      varies = std::memcmp(w.data.data(), w.data.data() + j, es) != 0;
+    EXPECT_TRUE(varies) << "reference output '" << g.outputs[i] << "' is constant";
+  }
+  return r;
+}
+
+// Two quantized convolutions in a row (uint8/int8 activations between them
+// stay in NCHW[x]c), random shapes and settings per case.
+TEST(Int8Path, ConvChainsBitExact) {
+  std::mt19937 rng(seed(140));
+  for (int c = 0; c < 8; ++c) {
+    bool s8 = c % 2 == 1;
+    int64_t cin = std::vector<int64_t>{3, 5, 8, 12, 16, 20}[rng() % 6];
+    int64_t mid = std::vector<int64_t>{4, 6, 10, 16, 24, 36}[rng() % 6];
+    int64_t cout = std::vector<int64_t>{5, 8, 12, 17, 32}[rng() % 5];
+    int64_t h = 5 + static_cast<int64_t>(rng() % 7), w = 5 + static_cast<int64_t>(rng() % 7);
+    QConvSpec s1{cin, mid, (c % 3 == 2) ? 1 : 3, 1 + static_cast<int64_t>(rng() % 2), 0};
+    s1.pad = s1.k == 3 ? 1 : 0;
+    s1.per_channel = c % 4 < 2;
+    s1.bias = c % 3 != 1;
+    s1.relu = c % 4 == 1 || c % 4 == 2;
+    QConvSpec s2{mid, cout, 3, 1, 1};
+    s2.per_channel = !s1.per_channel;
+    s2.bias = !s1.bias;
+    std::string what = "case " + std::to_string(c) + ": " + (s8 ? "s8" : "u8") + " cin " +
+                       std::to_string(cin) + " mid " + std::to_string(mid) + " cout " +
+                       std::to_string(cout) + " " + std::to_string(h) + "x" + std::to_string(w) +
+                       " k " + std::to_string(s1.k) + " stride " + std::to_string(s1.stride) +
+                       (s1.per_channel ? " per-channel" : " per-tensor") +
+                       (s1.bias ? " bias" : "") + (s1.relu ? " relu" : "");
+    SCOPED_TRACE(what);
+    OnnxBuilder b;
+    b.input("x", {"1", std::to_string(cin), std::to_string(h), std::to_string(w)});
+    QAct qx = act(s8, 2.f / 255.f, rng);
+    std::string xf = quantize(b, "qx", "x", qx);
+    std::string y1 = qdq_conv(b, "conv1", xf, qx.scale, s1, rng);
+    QAct q1 = act(s8, output_scale(qx.scale, cin * s1.k * s1.k), rng, s1.relu);
+    std::string y1f = quantize(b, "q1", y1, q1);
+    std::string y2 = qdq_conv(b, "conv2", y1f, q1.scale, s2, rng);
+    QAct q2 = act(s8, output_scale(q1.scale, mid * 9), rng);
+    init_qparams(b, "q2", q2);
+    b.node("QuantizeLinear", "q2.q", {y2, "q2.scale", "q2.zp"}, {"y"});
+    output_any(b, "y", 4, s8 ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+    Built r = check_bit_exact(b, "chain" + std::to_string(c), seed(7) + static_cast<unsigned>(c));
+    EXPECT_EQ(r.qlinear_convs, 2u);
+    EXPECT_EQ(r.int8_kernels, 2u) << r.mod.at("kernels").dump();
+  }
+}
+
+// The same chain built with configs a tuner could pick (random points of the
+// int8 workloads' spaces, channel blocks that divide nothing included):
+// kiln tune's tasks are exactly these workloads, keyed with dtype=uint8.
+TEST(Int8Path, TunedConfigsStayBitExact) {
+  std::mt19937 rng(seed(143));
+  std::mt19937_64 pick(seed(144));
+  for (int c = 0; c < 4; ++c) {
+    bool s8 = c % 2 == 1;
+    int64_t cin = std::vector<int64_t>{3, 12, 20}[rng() % 3];
+    int64_t mid = std::vector<int64_t>{10, 24, 36}[rng() % 3], cout = 17;
+    OnnxBuilder b;
+    b.input("x", {"1", std::to_string(cin), "9", "7"});
+    QAct qx = act(s8, 2.f / 255.f, rng);
+    std::string xf = quantize(b, "qx", "x", qx);
+    QConvSpec s1{cin, mid, 3, 1, 1};
+    std::string y1 = qdq_conv(b, "conv1", xf, qx.scale, s1, rng);
+    QAct q1 = act(s8, output_scale(qx.scale, cin * 9), rng);
+    std::string y1f = quantize(b, "q1", y1, q1);
+    std::string y2 = qdq_conv(b, "conv2", y1f, q1.scale, {mid, cout, 1, 1, 0}, rng);
+    QAct q2 = act(s8, output_scale(q1.scale, mid), rng);
+    init_qparams(b, "q2", q2);
+    b.node("QuantizeLinear", "q2.q", {y2, "q2.scale", "q2.zp"}, {"y"});
+    output_any(b, "y", 4, s8 ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+
+    ScratchDir dir;
+    std::string path = dir.file("m.onnx");
+    write_bytes(path, b.bytes());
+    std::vector<std::string> keys = driver::template_workloads(frontend::import_onnx(path, {}));
+    ASSERT_EQ(keys.size(), 2u);
+    std::map<std::string, std::string> configs;
+    for (const std::string& key : keys) {
+      EXPECT_NE(key.find("conv2d_NCHWc_int8.x86("), std::string::npos) << key;
+      EXPECT_NE(key.find("dtype=uint8"), std::string::npos) << key;
+      ops::Workload w = ops::Workload::parse(key);
+      const ops::OpTemplate& t = ops::get_template(w.template_name);
+      schedule::ConfigSpace space = t.space(w);
+      configs[key] = space.random(pick).to_json();
+    }
+    std::string what;
+    for (const auto& [k, v] : configs) what += k + " " + v + "\n";
+    SCOPED_TRACE(what);
+    Built r = check_bit_exact(b, "tuned" + std::to_string(c), seed(19) + static_cast<unsigned>(c),
+                              configs);
+    EXPECT_EQ(r.int8_kernels, 2u) << r.mod.at("kernels").dump();
+  }
+}
+
+bool runs_dense_int8(const nlohmann::json& k) {
+  for (const auto& t : k.at("op_types"))
+    if (t.get<std::string>() == "dense_int8.x86") return true;
+  return false;
+}
+
+// QDQ MatMul [M, K] x [K, N] and Gemm (transB=1, no C) on dense_int8.x86:
+// u8 and s8 activations, per-tensor and per-column weight scales, K and N
+// that no tile divides.
+TEST(Int8Path, MatMulAndGemmBitExact) {
+  std::mt19937 rng(seed(142));
+  for (int c = 0; c < 6; ++c) {
+    bool s8 = c % 2 == 1, gemm = c % 3 == 2, per_col = c < 3;
+    int64_t M = 1 + static_cast<int64_t>(rng() % 9), K = 5 + static_cast<int64_t>(rng() % 60),
+            N = 3 + static_cast<int64_t>(rng() % 40);
+    SCOPED_TRACE("case " + std::to_string(c) + ": " + (s8 ? "s8" : "u8") +
+                 (gemm ? " Gemm" : " MatMul") + " M " + std::to_string(M) + " K " +
+                 std::to_string(K) + " N " + std::to_string(N) +
+                 (per_col ? " per-column" : " per-tensor"));
+    OnnxBuilder b;
+    b.input("x", {std::to_string(M), std::to_string(K)});
+    QAct qx = act(s8, 2.f / 255.f, rng);
+    std::string xf = quantize(b, "qx", "x", qx);
+    Shape wshape = gemm ? Shape{N, K} : Shape{K, N};
+    std::uniform_int_distribution<int> wd(-127, 127);
+    std::vector<int8_t> w(numel(wshape));
+    for (int8_t& v : w) v = static_cast<int8_t>(wd(rng));
+    init_raw<int8_t>(b, "w", wshape, onnx::TensorProto::INT8, w);
+    int64_t nscale = per_col ? N : 1;
+    Shape sdims = per_col ? Shape{N} : Shape{};
+    b.init_f32("ws", sdims, uniform(static_cast<size_t>(nscale), rng, 0.002f, 0.01f));
+    init_raw<int8_t>(b, "wzp", sdims, onnx::TensorProto::INT8,
+                     std::vector<int8_t>(static_cast<size_t>(nscale), 0));
+    auto* dq = b.node("DequantizeLinear", "wdq", {"w", "ws", "wzp"}, {"wf"});
+    OnnxBuilder::attr_int(dq, "axis", gemm ? 0 : 1);
+    if (gemm) {
+      auto* n = b.node("Gemm", "gemm", {xf, "wf"}, {"mm"});
+      OnnxBuilder::attr_int(n, "transB", 1);
+    } else {
+      b.node("MatMul", "matmul", {xf, "wf"}, {"mm"});
+    }
+    QAct qy = act(s8, output_scale(qx.scale, K), rng);
+    init_qparams(b, "qy", qy);
+    b.node("QuantizeLinear", "qy.q", {"mm", "qy.scale", "qy.zp"}, {"y"});
+    output_any(b, "y", 2, s8 ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+    Built r = check_bit_exact(b, "mm" + std::to_string(c), seed(17) + static_cast<unsigned>(c));
+    size_t dense = 0;
+    for (const auto& k : r.mod.at("kernels")) dense += runs_dense_int8(k);
+    EXPECT_EQ(dense, 1u) << r.mod.at("kernels").dump();
+  }
+}
+
+// A ResNet basic block with a stride-2 downsample, in ORT's QDQ format: the
+// three convolutions on the int8 template, the residual Add and the final
+// Relu between DequantizeLinear and QuantizeLinear in float.
+TEST(Int8Path, ResNetBlockEndToEnd) {
+  std::mt19937 rng(seed(141));
+  int64_t cin = 16, cout = 32, h = 14, w = 14;
+  OnnxBuilder b;
+  b.input("x", {"1", std::to_string(cin), std::to_string(h), std::to_string(w)});
+  output_any(b, "y", 4);
+  QAct qx = act(false, 2.f / 255.f, rng);
+  std::string xf = quantize(b, "qx", "x", qx);
+  QConvSpec c1{cin, cout, 3, 2, 1};
+  c1.relu = true;
+  std::string y1 = qdq_conv(b, "conv1", xf, qx.scale, c1, rng);
+  QAct q1 = act(false, output_scale(qx.scale, cin * 9), rng, true);
+  std::string y1f = quantize(b, "q1", y1, q1);
+  std::string y2 = qdq_conv(b, "conv2", y1f, q1.scale, {cout, cout, 3, 1, 1}, rng);
+  QAct q2 = act(false, output_scale(q1.scale, cout * 9), rng);
+  std::string y2f = quantize(b, "q2", y2, q2);
+  std::string yd = qdq_conv(b, "down", xf, qx.scale, {cin, cout, 1, 2, 0}, rng);
+  QAct qd = act(false, output_scale(qx.scale, cin), rng);
+  std::string ydf = quantize(b, "qd", yd, qd);
+  b.node("Add", "add", {y2f, ydf}, {"s"});
+  b.node("Relu", "relu", {"s"}, {"r"});
+  QAct qy = act(false, q2.scale * 1.5f, rng, true);
+  std::string yf = quantize(b, "qy", "r", qy);
+  b.node("Identity", "out", {yf}, {"y"});
+  Built r = check_bit_exact(b, "resnet_block", seed(9));
+  EXPECT_EQ(r.qlinear_convs, 3u);
+  EXPECT_EQ(r.int8_kernels, 3u) << r.mod.at("kernels").dump();
+}
+
+}  // namespace
+}  // namespace kiln::test
