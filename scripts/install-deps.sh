@@ -77,3 +77,16 @@ install_arm() {
 }
 install_arm arm64 g++-aarch64-linux-gnu qemu-user-static libtbb-dev:arm64 libarchive-dev:arm64
 install_arm armhf g++-arm-linux-gnueabihf qemu-user-static libtbb-dev:armhf libarchive13:armhf
+
+# ONNX Runtime (onnxruntime-node, bench/models/package.json) for the peer
+# benchmarks and the tests that check kiln's quantized models against ORT on
+# the same file (they skip without it). Optional, like the Arm tools: a failure
+# only warns. Its install script would fetch CUDA builds from nuget.org, which
+# kiln does not use (the CPU build ships in the npm package): skipped.
+models_dir="$(cd "$(dirname "$0")/.." && pwd)/bench/models"
+if [ ! -d "$models_dir/node_modules/onnxruntime-node" ] && command -v npm >/dev/null 2>&1; then
+  echo "install-deps: npm ci in bench/models (onnxruntime-node)"
+  (cd "$models_dir" && ONNXRUNTIME_NODE_INSTALL_CUDA=skip ONNXRUNTIME_NODE_INSTALL=skip \
+    npm ci --no-audit --no-fund --loglevel=error) ||
+    echo "install-deps: warning: npm ci failed in bench/models; the ORT comparisons will be skipped"
+fi
