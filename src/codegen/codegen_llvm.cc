@@ -664,7 +664,29 @@ class CodeGenLLVM {
   }
   Value* emit_dot2_bf16_call(const CallNode* op, Value* acc_override = nullptr) {
     Value* acc = acc_override ? acc_override : emit(op->args[0]);
-    return emit_dot2_bf16(b_, target_, acc, emit(op->args[1]), emit(op->args[2]));
+    if (op->args.size() == 3)
+      return emit_dot2_bf16(b_, target_, acc, emit(op->args[1]), emit(op->args[2]));
+    // The element form: interleave a0, a1 (and b0, b1) into <2N x i16> pairs,
+    // broadcasting a one-lane argument.
+    int n = op->dtype.lanes;
+    auto lanes = [&](int i) {
+      Value* v = emit(op->args[i]);
+      if (op->args[i].dtype().lanes == 1) v = b_.CreateVectorSplat(n, v);
+      return v;
+    };
+    auto pair = [&](Value* x, Value* y) {
+      if (!x->getType()->isVectorTy()) x = b_.CreateVectorSplat(1, x);
+      if (!y->getType()->isVectorTy()) y = b_.CreateVectorSplat(1, y);
+      std::vector<int> idx;
+      for (int i = 0; i < n; ++i) {
+        idx.push_back(i);
+        idx.push_back(n + i);
+      }
+      return b_.CreateShuffleVector(x, y, idx);
+    };
+    Value* a = pair(lanes(1), lanes(2));
+    Value* bb = pair(lanes(3), lanes(4));
+    return emit_dot2_bf16(b_, target_, acc, a, bb);
   }
 
   Value* emit_binary(const BinaryNode* op) {

@@ -165,9 +165,10 @@ Expr make_binary(ExprKind k, Expr a, Expr b) {
   case ExprKind::K: return make_expr<BinaryOf<ExprKind::K>>(t, std::move(a), std::move(b));
     KILN_CASE(Add)
     KILN_CASE(Sub)
-    KILN_CASE(Mul) KILN_CASE(Div) KILN_CASE(Mod) KILN_CASE(FloorDiv) KILN_CASE(FloorMod)
-        KILN_CASE(Min) KILN_CASE(Max) KILN_CASE(EQ) KILN_CASE(NE) KILN_CASE(LT) KILN_CASE(LE)
-            KILN_CASE(GT) KILN_CASE(GE) KILN_CASE(And) KILN_CASE(Or)
+    KILN_CASE(Mul)
+    KILN_CASE(Div) KILN_CASE(Mod) KILN_CASE(FloorDiv) KILN_CASE(FloorMod) KILN_CASE(Min)
+        KILN_CASE(Max) KILN_CASE(EQ) KILN_CASE(NE) KILN_CASE(LT) KILN_CASE(LE) KILN_CASE(GT)
+            KILN_CASE(GE) KILN_CASE(And) KILN_CASE(Or)
 #undef KILN_CASE
                 default : throw std::invalid_argument("make_binary: not a binary kind");
   }
@@ -224,17 +225,28 @@ DataType check_dot4(std::vector<Expr>& args) {
 // Checks a dot2_bf16 call and returns its type (float32xN).
 DataType check_dot2_bf16(std::vector<Expr>& args) {
   auto fail = [](const std::string& what) { throw std::invalid_argument("dot2_bf16: " + what); };
-  if (args.size() != 3) fail("takes 3 arguments (acc, a, b), got " + std::to_string(args.size()));
+  if (args.size() != 3 && args.size() != 5)
+    fail("takes 3 (acc, a, b) or 5 (acc, a0, a1, b0, b1) arguments, got " +
+         std::to_string(args.size()));
   if (args[0].dtype().element_of() != DataType::f32())
     fail("the accumulator must be float32, got " + args[0].dtype().str());
-  for (int i = 1; i <= 2; ++i)
+  for (size_t i = 1; i < args.size(); ++i)
     if (args[i].dtype().element_of() != DataType::bf16())
       fail("argument " + std::to_string(i) + " must be bfloat16, got " + args[i].dtype().str());
-  int n = args[1].dtype().lanes / 2;
-  if (args[1].dtype().lanes % 2 != 0 || args[2].dtype().lanes != 2 * n ||
-      (args[0].dtype().lanes != 1 && args[0].dtype().lanes != n))
-    fail("lanes do not fit: acc " + args[0].dtype().str() + ", a " + args[1].dtype().str() +
-         ", b " + args[2].dtype().str() + " (want float32xN, bfloat16x2N, bfloat16x2N)");
+  int n = 1;
+  if (args.size() == 3) {
+    n = args[1].dtype().lanes / 2;
+    if (args[1].dtype().lanes % 2 != 0 || args[2].dtype().lanes != 2 * n ||
+        (args[0].dtype().lanes != 1 && args[0].dtype().lanes != n))
+      fail("lanes do not fit: acc " + args[0].dtype().str() + ", a " + args[1].dtype().str() +
+           ", b " + args[2].dtype().str() + " (want float32xN, bfloat16x2N, bfloat16x2N)");
+  } else {
+    for (auto& a : args) n = std::max<int>(n, a.dtype().lanes);
+    for (auto& a : args)
+      if (a.dtype().lanes != 1 && a.dtype().lanes != n)
+        fail("arguments of " + std::to_string(a.dtype().lanes) + " and " + std::to_string(n) +
+             " lanes");
+  }
   if (n > 1 && args[0].dtype().lanes == 1) args[0] = broadcast(args[0], n);
   return DataType::f32(n);
 }
@@ -257,6 +269,11 @@ float dot2_bf16_value(float acc, const uint16_t a[2], const uint16_t b[2]) {
 
 Expr dot2_bf16(Expr acc, Expr a, Expr b) {
   return call(Intrinsic::DotBF16, {std::move(acc), std::move(a), std::move(b)});
+}
+
+Expr dot2_bf16(Expr acc, Expr a0, Expr a1, Expr b0, Expr b1) {
+  return call(Intrinsic::DotBF16,
+              {std::move(acc), std::move(a0), std::move(a1), std::move(b0), std::move(b1)});
 }
 
 int32_t dot4_u8i8_value(int32_t acc, const uint8_t a[4], const int8_t b[4]) {

@@ -18,7 +18,7 @@ namespace {
 
 // out[0:n] = dot2_bf16(acc[0:n], a[0:2n], b[0:2n]); with `fold`, written as a
 // reduction's update acc + dot2_bf16(0, a, b) (one accumulating instruction).
-LoweredFunc dot_kernel(int n, bool fold = false) {
+LoweredFunc dot_kernel(int n, bool fold = false, bool element_form = false) {
   Buffer acc = make_buffer("acc", DataType::f32(), {n});
   Buffer a = make_buffer("a", DataType::bf16(), {2 * n});
   Buffer b = make_buffer("b", DataType::bf16(), {2 * n});
@@ -28,7 +28,14 @@ LoweredFunc dot_kernel(int n, bool fold = false) {
   };
   Expr av = load(acc, idx(n)), xa = load(a, idx(2 * n)), xb = load(b, idx(2 * n));
   Expr value = fold ? av + dot2_bf16(make_float(0.0), xa, xb) : dot2_bf16(av, xa, xb);
-  return {"dot2_bf16_n" + std::to_string(n) + (fold ? "_fold" : ""),
+  if (element_form) {
+    // Elements as the vectorizer leaves scalar reads: ramps of stride 2.
+    auto el = [&](const Buffer& buf, int j) {
+      return load(buf, n == 1 ? make_int(j) : ramp(make_int(j), make_int(2), n));
+    };
+    value = av + dot2_bf16(make_float(0.0), el(a, 0), el(a, 1), el(b, 0), el(b, 1));
+  }
+  return {"dot2_bf16_n" + std::to_string(n) + (fold ? "_fold" : "") + (element_form ? "_el" : ""),
           {acc, a, b, out},
           make_store(out, value, idx(n))};
 }
@@ -88,6 +95,8 @@ TEST(Dot2BF16, RejectsBadTypes) {
   EXPECT_THROW(dot2_bf16(acc, h8, h16), std::invalid_argument);
   EXPECT_THROW(dot2_bf16(acc, f16, h16), std::invalid_argument);
   EXPECT_THROW(dot2_bf16(h8, h16, h16), std::invalid_argument);
+  EXPECT_NO_THROW(dot2_bf16(acc, h8, h8, h8, load(h, make_int(0))));
+  EXPECT_THROW(dot2_bf16(acc, h16, h8, h8, h8), std::invalid_argument);
 }
 
 // The generic lowering (any x86-64, and the host with avx512bf16 switched off)
@@ -99,8 +108,16 @@ TEST(Dot2BF16, GenericLoweringIsBitExact) {
   for (int n : {1, 3, 4, 8, 16, 20, 32}) {
     SCOPED_TRACE(std::to_string(n) + " lanes");
     Compiled k = jit(dot_kernel(n), t);
+    // The element form's unfolded equivalent is the 3-argument form: the same bits.
+    Compiled ke = jit(dot_kernel(n, false, true), t);
     for (uint64_t trial = 0; trial < 4; ++trial) {
       Data d = random_data(n, 100 * n + trial);
+      std::vector<float> zero(n, 0.0f);
+      Data dz = d;
+      dz.acc = zero;
+      std::vector<float> el = run(ke, dz, n);
+      for (int i = 0; i < n; ++i)
+        EXPECT_EQ(el[i], dot2_bf16_value(0.0f, &d.a[2 * i], &d.b[2 * i])) << "element form " << i;
       std::vector<float> out = run(k, d, n);
       for (int i = 0; i < n; ++i)
         EXPECT_EQ(std::bit_cast<uint32_t>(out[i]),
@@ -121,8 +138,8 @@ TEST(Dot2BF16, Avx512Bf16LoweringMatchesDefinition) {
   int exact = 0, total = 0;
   for (int n : {1, 3, 4, 8, 16, 20, 28, 32}) {
     SCOPED_TRACE(std::to_string(n) + " lanes");
-    for (bool fold : {false, true}) {
-      Compiled k = jit(dot_kernel(n, fold), h);
+    for (int form = 0; form < 3; ++form) {
+      Compiled k = jit(dot_kernel(n, form == 1, form == 2), h);
       for (uint64_t trial = 0; trial < 4; ++trial) {
         Data d = random_data(n, 1000 * n + trial);
         std::vector<float> out = run(k, d, n);
@@ -175,6 +192,9 @@ TEST(Dot2BF16, AssemblyHasVdpbf16ps) {
   std::string fold = emit_assembly({dot_kernel(16, true)}, zen4);
   EXPECT_NE(fold.find("vdpbf16ps"), std::string::npos) << fold;
   EXPECT_EQ(fold.find("vaddps"), std::string::npos) << "the add was not folded\n" << fold;
+  std::string el = emit_assembly({dot_kernel(16, false, true)}, zen4);
+  EXPECT_NE(el.find("vdpbf16ps"), std::string::npos) << el;
+  EXPECT_EQ(el.find("vaddps"), std::string::npos) << "the add was not folded\n" << el;
   std::string hsw = emit_assembly({dot_kernel(16)},
                                   Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell"));
   EXPECT_EQ(hsw.find("vdpbf16ps"), std::string::npos) << hsw;
