@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "codegen/bf16_dot.h"
 #include "codegen/codegen.h"
 #include "codegen/dot_product.h"
 #include "codegen/intrinsics.h"
@@ -653,11 +654,51 @@ class CodeGenLLVM {
     return c && c->op == Intrinsic::DotU8I8 && is_zero(c->args[0]) ? c : nullptr;
   }
 
+  static const CallNode* zero_acc_dot2_bf16(const Expr& e) {
+    auto* c = e.as<CallNode>();
+    if (!c || c->op != Intrinsic::DotBF16) return nullptr;
+    const Expr* acc = &c->args[0];
+    if (auto* bc = acc->as<BroadcastNode>()) acc = &bc->value;
+    auto* f = acc->as<FloatImmNode>();
+    return f && f->value == 0.0 ? c : nullptr;
+  }
+  Value* emit_dot2_bf16_call(const CallNode* op, Value* acc_override = nullptr) {
+    Value* acc = acc_override ? acc_override : emit(op->args[0]);
+    if (op->args.size() == 3)
+      return emit_dot2_bf16(b_, target_, acc, emit(op->args[1]), emit(op->args[2]));
+    // The element form: interleave a0, a1 (and b0, b1) into <2N x i16> pairs,
+    // broadcasting a one-lane argument.
+    int n = op->dtype.lanes;
+    auto lanes = [&](int i) {
+      Value* v = emit(op->args[i]);
+      if (op->args[i].dtype().lanes == 1) v = b_.CreateVectorSplat(n, v);
+      return v;
+    };
+    auto pair = [&](Value* x, Value* y) {
+      if (!x->getType()->isVectorTy()) x = b_.CreateVectorSplat(1, x);
+      if (!y->getType()->isVectorTy()) y = b_.CreateVectorSplat(1, y);
+      std::vector<int> idx;
+      for (int i = 0; i < n; ++i) {
+        idx.push_back(i);
+        idx.push_back(n + i);
+      }
+      return b_.CreateShuffleVector(x, y, idx);
+    };
+    Value* a = pair(lanes(1), lanes(2));
+    Value* bb = pair(lanes(3), lanes(4));
+    return emit_dot2_bf16(b_, target_, acc, a, bb);
+  }
+
   Value* emit_binary(const BinaryNode* op) {
     DataType t = op->a.dtype();
     if (op->kind == ExprKind::Add && t == op->b.dtype()) {
       if (auto* c = zero_acc_dot4(op->b)) return emit_dot4(c, emit(op->a));
       if (auto* c = zero_acc_dot4(op->a)) return emit_dot4(c, emit(op->b));
+      // The same for dot2_bf16: x + dot2_bf16(0, a, b) becomes dot2_bf16(x, a, b),
+      // one vdpbf16ps. In float this reassociates (x + p1) + p0 for x + (p1 + p0):
+      // the accumulation order of a reduction, which templates tolerate anyway.
+      if (auto* c = zero_acc_dot2_bf16(op->b)) return emit_dot2_bf16_call(c, emit(op->a));
+      if (auto* c = zero_acc_dot2_bf16(op->a)) return emit_dot2_bf16_call(c, emit(op->b));
     }
     if (op->b.dtype() != t)
       fail(std::string("binary operands of different types: ") + t.str() + " and " +
@@ -830,6 +871,7 @@ class CodeGenLLVM {
   Value* emit_call(const CallNode* op) {
     DataType t = op->dtype;
     if (op->op == Intrinsic::DotU8I8) return emit_dot4(op);
+    if (op->op == Intrinsic::DotBF16) return emit_dot2_bf16_call(op);
     if (!t.is_float()) fail(std::string(intrinsic_name(op->op)) + " on " + t.str());
     std::vector<Value*> args;
     for (const Expr& a : op->args) args.push_back(emit(a));
@@ -855,6 +897,7 @@ class CodeGenLLVM {
       case Intrinsic::Round: return llvm_intrin(llvm::Intrinsic::round);  // half away from 0
       case Intrinsic::RoundEven: return llvm_intrin(llvm::Intrinsic::roundeven);
       case Intrinsic::DotU8I8: break;  // emit_call handles it
+      case Intrinsic::DotBF16: break;  // emit_call handles it
       case Intrinsic::Pow: return llvm_intrin(llvm::Intrinsic::pow);
       case Intrinsic::Rsqrt:
         return b_.CreateFDiv(llvm::ConstantFP::get(ty, 1.0),

@@ -1,6 +1,7 @@
 #include "ir/expr.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -44,6 +45,7 @@ const char* intrinsic_name(Intrinsic op) {
     case Intrinsic::Round: return "round";
     case Intrinsic::RoundEven: return "round_even";
     case Intrinsic::DotU8I8: return "dot4_u8i8";
+    case Intrinsic::DotBF16: return "dot2_bf16";
   }
   return "?";
 }
@@ -162,9 +164,11 @@ Expr make_binary(ExprKind k, Expr a, Expr b) {
 #define KILN_CASE(K) \
   case ExprKind::K: return make_expr<BinaryOf<ExprKind::K>>(t, std::move(a), std::move(b));
     KILN_CASE(Add)
-    KILN_CASE(Sub) KILN_CASE(Mul) KILN_CASE(Div) KILN_CASE(Mod) KILN_CASE(FloorDiv)
-        KILN_CASE(FloorMod) KILN_CASE(Min) KILN_CASE(Max) KILN_CASE(EQ) KILN_CASE(NE) KILN_CASE(LT)
-            KILN_CASE(LE) KILN_CASE(GT) KILN_CASE(GE) KILN_CASE(And) KILN_CASE(Or)
+    KILN_CASE(Sub)
+    KILN_CASE(Mul)
+    KILN_CASE(Div) KILN_CASE(Mod) KILN_CASE(FloorDiv) KILN_CASE(FloorMod) KILN_CASE(Min)
+        KILN_CASE(Max) KILN_CASE(EQ) KILN_CASE(NE) KILN_CASE(LT) KILN_CASE(LE) KILN_CASE(GT)
+            KILN_CASE(GE) KILN_CASE(And) KILN_CASE(Or)
 #undef KILN_CASE
                 default : throw std::invalid_argument("make_binary: not a binary kind");
   }
@@ -218,7 +222,59 @@ DataType check_dot4(std::vector<Expr>& args) {
   return DataType::i32(n);
 }
 
+// Checks a dot2_bf16 call and returns its type (float32xN).
+DataType check_dot2_bf16(std::vector<Expr>& args) {
+  auto fail = [](const std::string& what) { throw std::invalid_argument("dot2_bf16: " + what); };
+  if (args.size() != 3 && args.size() != 5)
+    fail("takes 3 (acc, a, b) or 5 (acc, a0, a1, b0, b1) arguments, got " +
+         std::to_string(args.size()));
+  if (args[0].dtype().element_of() != DataType::f32())
+    fail("the accumulator must be float32, got " + args[0].dtype().str());
+  for (size_t i = 1; i < args.size(); ++i)
+    if (args[i].dtype().element_of() != DataType::bf16())
+      fail("argument " + std::to_string(i) + " must be bfloat16, got " + args[i].dtype().str());
+  int n = 1;
+  if (args.size() == 3) {
+    n = args[1].dtype().lanes / 2;
+    if (args[1].dtype().lanes % 2 != 0 || args[2].dtype().lanes != 2 * n ||
+        (args[0].dtype().lanes != 1 && args[0].dtype().lanes != n))
+      fail("lanes do not fit: acc " + args[0].dtype().str() + ", a " + args[1].dtype().str() +
+           ", b " + args[2].dtype().str() + " (want float32xN, bfloat16x2N, bfloat16x2N)");
+  } else {
+    for (auto& a : args) n = std::max<int>(n, a.dtype().lanes);
+    for (auto& a : args)
+      if (a.dtype().lanes != 1 && a.dtype().lanes != n)
+        fail("arguments of " + std::to_string(a.dtype().lanes) + " and " + std::to_string(n) +
+             " lanes");
+  }
+  if (n > 1 && args[0].dtype().lanes == 1) args[0] = broadcast(args[0], n);
+  return DataType::f32(n);
+}
+
 }  // namespace
+
+float bf16_to_f32_value(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
+
+uint16_t f32_to_bf16_value(float x) {
+  if (x != x) return 0x7fc0;
+  uint32_t bits = std::bit_cast<uint32_t>(x);
+  return static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+}
+
+float dot2_bf16_value(float acc, const uint16_t a[2], const uint16_t b[2]) {
+  // Products are exact in float32 (8-bit significands), so fmaf == add of the product.
+  float r = std::fma(bf16_to_f32_value(a[1]), bf16_to_f32_value(b[1]), acc);
+  return std::fma(bf16_to_f32_value(a[0]), bf16_to_f32_value(b[0]), r);
+}
+
+Expr dot2_bf16(Expr acc, Expr a, Expr b) {
+  return call(Intrinsic::DotBF16, {std::move(acc), std::move(a), std::move(b)});
+}
+
+Expr dot2_bf16(Expr acc, Expr a0, Expr a1, Expr b0, Expr b1) {
+  return call(Intrinsic::DotBF16,
+              {std::move(acc), std::move(a0), std::move(a1), std::move(b0), std::move(b1)});
+}
 
 int32_t dot4_u8i8_value(int32_t acc, const uint8_t a[4], const int8_t b[4]) {
   uint32_t r = static_cast<uint32_t>(acc);
@@ -244,6 +300,10 @@ Expr call(Intrinsic op, std::vector<Expr> args) {
   if (args.empty()) throw std::invalid_argument("intrinsic call without arguments");
   if (op == Intrinsic::DotU8I8) {
     DataType t = check_dot4(args);
+    return make_expr<CallNode>(t, op, std::move(args));
+  }
+  if (op == Intrinsic::DotBF16) {
+    DataType t = check_dot2_bf16(args);
     return make_expr<CallNode>(t, op, std::move(args));
   }
   if (op == Intrinsic::Pow) {

@@ -217,6 +217,17 @@ enum class Intrinsic : uint8_t {
   // definition above is what the simplifier folds and what every lowering must equal
   // bit for bit.
   DotU8I8,
+  // The bf16 pair dot product accumulate (x86 vdpbf16ps):
+  //   r[i] = (acc[i] + float(a[2i+1]) * float(b[2i+1])) + float(a[2i]) * float(b[2i])
+  // acc float32xN (or a scalar: broadcast), a and b bfloat16x(2N); result float32xN.
+  // A second form, dot2_bf16(acc, a0, a1, b0, b1), gives element j of lane i as
+  // aj[i] / bj[i] (each N lanes or one, broadcast): the form a tensor expression
+  // writes with scalar reads and the vectorizer keeps (codegen interleaves).
+  // Each product of two bf16 values is exact in float32, so each step is one
+  // float32 rounding (round to nearest even); the odd element is added first, as
+  // the instruction does. Denormal inputs/results are flushed by the instruction
+  // and not by the generic lowering: templates tolerate that difference.
+  DotBF16,
 };
 const char* intrinsic_name(Intrinsic op);
 
@@ -380,6 +391,15 @@ Expr dot4_u8i8(Expr acc, Expr a, Expr b);
 Expr dot4_u8i8(Expr acc, const std::vector<Expr>& a4, const std::vector<Expr>& b4);
 // The scalar definition of DotU8I8: acc + sum_j a[j] * b[j], wrapping in int32.
 int32_t dot4_u8i8_value(int32_t acc, const uint8_t a[4], const int8_t b[4]);
+// Intrinsic::DotBF16; throws std::invalid_argument on types or lanes that do not fit.
+Expr dot2_bf16(Expr acc, Expr a, Expr b);
+Expr dot2_bf16(Expr acc, Expr a0, Expr a1, Expr b0, Expr b1);
+// The scalar definition of DotBF16 on bf16 bit patterns (generic lowering, bit for bit).
+float dot2_bf16_value(float acc, const uint16_t a[2], const uint16_t b[2]);
+// bfloat16 bits <-> float32: widening is exact; narrowing rounds to nearest even
+// (a NaN becomes the quiet NaN 0x7fc0), as codegen's cast to bfloat16 does.
+float bf16_to_f32_value(uint16_t h);
+uint16_t f32_to_bf16_value(float x);
 
 // The value of an integer immediate (also a broadcast of one), or nullptr.
 const int64_t* as_const_int(const Expr& e);
