@@ -50,6 +50,32 @@ void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, c
   knobs.split("tile_y", M, {y1, rows}).split("tile_x", N, {x1, bn}).split("tile_k", K, {kk});
 }
 
+// out's outer tiles fused and parallel, the register tile tile_y[2] x
+// tile_x[2] of `tile` computed at out's tile loop, accumulating over k.
+void schedule_dense_tiles(const TileStages& st, const Config& cfg) {
+  auto& sc = st.out;
+  auto y = apply_split(sc, sc->axis(0), cfg.split("tile_y"));
+  auto x = apply_split(sc, sc->axis(1), cfg.split("tile_x"));
+  bool columns_outer = cfg.knob("tile_order") == 1;
+  if (columns_outer)
+    sc->reorder({y[0], x[0], x[1], y[1], y[2], x[2]});
+  else
+    sc->reorder({y[0], x[0], y[1], x[1], y[2], x[2]});
+  sc->parallel(sc->fuse(y[0], x[0]));
+  auto tile = columns_outer ? sc->fuse(x[1], y[1]) : sc->fuse(y[1], x[1]);
+  sc->unroll(y[2]);
+  sc->vectorize(x[2]);
+
+  auto& scc = st.tile;
+  scc->compute_at(sc, tile);
+  auto k = apply_split(scc, scc->reduce_axis(0), cfg.split("tile_k"));
+  IterVar cy = scc->axis(0), cx = scc->axis(1);
+  scc->reorder({k[0], k[1], cy, cx});
+  scc->unroll(k[1]);
+  scc->unroll(cy);
+  scc->vectorize(cx);
+}
+
 }  // namespace detail
 
 namespace {
@@ -75,32 +101,6 @@ ConfigSpace dense_space(const DenseWorkload& w, SplitPolicy policy, bool limit, 
   // while it walks the row blocks.
   space.define_knob("tile_order", {0, 1});
   return space;
-}
-
-// out's outer tiles fused and parallel, the register tile tile_y[2] x
-// tile_x[2] of `tile` computed at out's tile loop, accumulating over k.
-void schedule_dense_tiles(const detail::TileStages& st, const Config& cfg) {
-  auto& sc = st.out;
-  auto y = apply_split(sc, sc->axis(0), cfg.split("tile_y"));
-  auto x = apply_split(sc, sc->axis(1), cfg.split("tile_x"));
-  bool columns_outer = cfg.knob("tile_order") == 1;
-  if (columns_outer)
-    sc->reorder({y[0], x[0], x[1], y[1], y[2], x[2]});
-  else
-    sc->reorder({y[0], x[0], y[1], x[1], y[2], x[2]});
-  sc->parallel(sc->fuse(y[0], x[0]));
-  auto tile = columns_outer ? sc->fuse(x[1], y[1]) : sc->fuse(y[1], x[1]);
-  sc->unroll(y[2]);
-  sc->vectorize(x[2]);
-
-  auto& scc = st.tile;
-  scc->compute_at(sc, tile);
-  auto k = apply_split(scc, scc->reduce_axis(0), cfg.split("tile_k"));
-  IterVar cy = scc->axis(0), cx = scc->axis(1);
-  scc->reorder({k[0], k[1], cy, cx});
-  scc->unroll(k[1]);
-  scc->unroll(cy);
-  scc->vectorize(cx);
 }
 
 Tensor dense_compute(const DenseWorkload& w, const Tensor& A, const Tensor& B, int64_t bn) {
@@ -146,7 +146,7 @@ class DenseTemplate final : public OpTemplate {
 
   void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
                 const Config& cfg) const override {
-    schedule_dense_tiles(detail::prepare_anchor(sch, inst.anchor, output, name()), cfg);
+    detail::schedule_dense_tiles(detail::prepare_anchor(sch, inst.anchor, output, name()), cfg);
   }
 
   double flops(const Workload& w) const override {
@@ -258,7 +258,7 @@ Kernel dense_pack(const DenseWorkload& w, const Config& cfg, bool pack_in_kernel
   sp->parallel(sp->axis(0));
   if (bn > 1) sp->vectorize(sp->axis(2));
   Tensor CC = kern.sch.cache_write(C, MemScope::Local);
-  schedule_dense_tiles({kern.sch[CC], kern.sch[C]}, cfg);
+  detail::schedule_dense_tiles({kern.sch[CC], kern.sch[C]}, cfg);
   return kern;
 }
 

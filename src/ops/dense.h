@@ -86,6 +86,10 @@ inline bool dense_tile_fits(int64_t rows, int64_t cols, const Isa& isa) {
 }
 // The register-tile size limits of the dense and batch_matmul spaces.
 inline constexpr int64_t kMaxTileRows = 16, kMaxTileCols = 64, kMaxTileK = 32;
+// The dense schedule of tile_y, tile_x, tile_k and tile_order: out's outer
+// tiles fused and parallel, the register tile computed at out's tile loop
+// (dense_pack, dense_int8).
+void schedule_dense_tiles(const TileStages& st, const schedule::Config& cfg);
 }  // namespace detail
 
 }  // namespace kiln::ops

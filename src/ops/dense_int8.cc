@@ -85,28 +85,8 @@ class DenseInt8Template final : public OpTemplate {
 
   void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
                 const Config& cfg) const override {
-    detail::TileStages st = detail::prepare_anchor(sch, inst.anchor, output, name());
-    auto& sc = st.out;
-    auto y = apply_split(sc, sc->axis(0), cfg.split("tile_y"));
-    auto x = apply_split(sc, sc->axis(1), cfg.split("tile_x"));
-    bool columns_outer = cfg.knob("tile_order") == 1;
-    if (columns_outer)
-      sc->reorder({y[0], x[0], x[1], y[1], y[2], x[2]});
-    else
-      sc->reorder({y[0], x[0], y[1], x[1], y[2], x[2]});
-    sc->parallel(sc->fuse(y[0], x[0]));
-    auto tile = columns_outer ? sc->fuse(x[1], y[1]) : sc->fuse(y[1], x[1]);
-    sc->unroll(y[2]);
-    sc->vectorize(x[2]);
-
-    auto& scc = st.tile;
-    scc->compute_at(sc, tile);
-    auto k = apply_split(scc, scc->reduce_axis(0), cfg.split("tile_k"));
-    IterVar cy = scc->axis(0), cx = scc->axis(1);
-    scc->reorder({k[0], k[1], cy, cx});
-    scc->unroll(k[1]);
-    scc->unroll(cy);
-    scc->vectorize(cx);
+    // The same loop nest as dense_pack: only the reduction is over 4-byte words.
+    detail::schedule_dense_tiles(detail::prepare_anchor(sch, inst.anchor, output, name()), cfg);
   }
 
   double flops(const Workload& w) const override {
