@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "graph/passes/strategy.h"
 #include "ops/workload.h"
 #include "support/isa.h"
 
@@ -50,7 +51,11 @@ struct TemplateSelection {
 // may condition on; the default (generic) row suits target-independent
 // analysis. Throws std::runtime_error naming the node for a Conv whose bias is
 // not a constant (the blocked bias is laid out at build time).
-std::vector<TemplateSelection> select_templates(const Graph& g, const Isa& isa = Isa{});
+// `precision`: Precision::kBf16 lets the bf16 rows (Conv groups 1, Gemm and
+// MatMul with a constant B) take the nodes they match; every other node keeps
+// its float template.
+std::vector<TemplateSelection> select_templates(const Graph& g, const Isa& isa = Isa{},
+                                                Precision precision = Precision::kFp32);
 
 // Makes each selection's workload the implementation to build: the one whose
 // record runs fastest (`gflops` by workload key, from the tuning records;
