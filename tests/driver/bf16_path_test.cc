@@ -258,5 +258,42 @@ TEST(Bf16Path, CliRefusesHaswellWritingNothing) {
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"m.onnx"});
 }
 
+// kiln tune --precision bf16 tunes the bf16 workloads (verified by the
+// measure worker against their bf16 reference) and kiln build --precision
+// bf16 --require-tuned finds a record for every one; the fp32 build of the
+// same model finds none of them (the records' keys carry the dtype).
+TEST(Bf16Path, TuneThenBuildWithTheRecords) {
+  if (!avx512bf16_host()) GTEST_SKIP() << "this machine has no avx512bf16";
+  OnnxBuilder b;
+  b.input("x", {"1", "8", "6", "7"});
+  output_any(b, "y", 2);
+  std::mt19937 rng(25);
+  conv(b, "c", "x", "c1", {8, 16, 3, 3, 1, 1}, rng);
+  b.node("Relu", "r", {"c1"}, {"r1"});
+  b.node("GlobalAveragePool", "gap", {"r1"}, {"g"});
+  b.node("Flatten", "flat", {"g"}, {"f"});
+  init_random(b, "fc.w", {16, 5}, rng);
+  b.node("MatMul", "fc", {"f", "fc.w"}, {"y"});
+  ScratchDir dir, tmp, capture;
+  std::string model = dir.file("m.onnx"), db = dir.file("t.db");
+  write_bytes(model, b.bytes());
+  CommandResult r = run_kiln("tune " + quote(model) + " --tuning-log " + quote(db) +
+                                 " --precision bf16 --trials 2 --in-graph 0",
+                             tmp, capture);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("conv2d_NCHWc_bf16.x86"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dense_bf16.x86"), std::string::npos) << r.out;
+  r = run_kiln("build " + quote(model) + " -o " + quote(dir.file("bf16.tar")) +
+                   " --precision bf16 --require-tuned --no-shipped-logs --tuning-log " + quote(db),
+               tmp, capture);
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("configs: 2 of 2 workloads configured"), std::string::npos) << r.out;
+  r = run_kiln("build " + quote(model) + " -o " + quote(dir.file("fp32.tar")) +
+                   " --require-tuned --no-shipped-logs --tuning-log " + quote(db),
+               tmp, capture);
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_FALSE(fs::exists(dir.file("fp32.tar")));
+}
+
 }  // namespace
 }  // namespace kiln::test

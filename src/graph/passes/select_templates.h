@@ -11,6 +11,9 @@
 //   Gemm (transA = 0) / MatMul with a constant 2-D B   dense_pack.x86 (A flattened to [M, K])
 //   MatMul of two activations (rank >= 3 on the left) whose batch dims match,
 //     or with no batch to broadcast on the right   batch_matmul.x86
+//   with Precision::kBf16 (kiln build --precision bf16), before the above:
+//     Conv, groups 1, constant float32 4-D weight   conv2d_NCHWc_bf16.x86 (no Winograd)
+//     Gemm / MatMul with a constant 2-D B   dense_bf16.x86
 //
 // Anything else (transA, batch broadcast, other dtypes) keeps its operator
 // and runs as a generic kernel. To add a template or a target-specific
