@@ -2,8 +2,9 @@
 """kiln --precision bf16 against kiln fp32 (kiln's own packages), in one run.
 
 For each model directory written by generate.py (model.onnx, input.npz): builds the model
-twice with kiln (untuned: fallback configs, unless --tuning-log), fp32 and
---precision bf16, then
+twice with kiln, fp32 and --precision bf16, both untuned (fallback configs: the builds get
+--no-shipped-logs, since kiln's shipped logs hold fp32 records only; --shipped-logs keeps
+them, --tuning-log DB uses a database), then
   - accuracy: runs both packages on --samples random inputs (standard normal, seed
     --seed, the shapes of input.npz) and reports, over the samples, the output cosine
     similarity of bf16 to fp32 (min and mean) and the max relative error
@@ -13,7 +14,7 @@ twice with kiln (untuned: fallback configs, unless --tuning-log), fp32 and
 Prints a markdown table (and each round's times) to stdout.
 
   bf16_bench.py --kiln build/kiln DIR/resnet18 DIR/resnet50 [--samples 50] [--rounds 5]
-                [--repeat 20] [--tuning-log DB] [--work DIR]
+                [--repeat 20] [--tuning-log DB] [--shipped-logs] [--work DIR]
 
 Exit 77 (the tests' skip code) when numpy is missing or kiln refuses --precision bf16 on
 this machine (no avx512bf16); 1 when a step fails.
@@ -73,10 +74,14 @@ def main():
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tuning-log", default=None)
+    p.add_argument("--shipped-logs", action="store_true",
+                   help="let the builds use kiln's shipped (fp32) records")
     p.add_argument("--work", default=None, help="folder for packages and samples (default: a "
                    "temporary one)")
     args = p.parse_args()
     tune = ["--tuning-log", args.tuning_log] if args.tuning_log else []
+    if not args.shipped_logs:
+        tune.append("--no-shipped-logs")
     tmp = tempfile.TemporaryDirectory(prefix="bf16_bench-")
     work = args.work or tmp.name
     os.makedirs(work, exist_ok=True)
