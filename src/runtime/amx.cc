@@ -1,5 +1,6 @@
 #include "runtime/amx.h"
 
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -19,9 +20,9 @@ namespace {
 constexpr int kArchReqXcompPerm = 0x1023;
 constexpr int kXfeatureXtiledata = 18;
 
-std::string ask_kernel() {
-  bool cpu = host_has_cpu_feature("amx-tile");
-  if (!cpu) return amx_permission_message(false, 0);
+}  // namespace
+
+std::string amx_permission_from_linux() {
 #if defined(__linux__) && defined(__x86_64__)
   long rc = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata);
   return amx_permission_message(true, rc == 0 ? 0 : errno);
@@ -29,8 +30,6 @@ std::string ask_kernel() {
   return amx_permission_message(true, ENOSYS);
 #endif
 }
-
-}  // namespace
 
 std::string amx_permission_message(bool cpu_has_amx_tile, int syscall_errno) {
   if (!cpu_has_amx_tile) return "amx-tile not supported by this CPU";
@@ -46,7 +45,10 @@ std::string request_amx_permission() {
   // answer cannot change: ask once.
   static std::once_flag once;
   static std::string answer;
-  std::call_once(once, [] { answer = ask_kernel(); });
+  std::call_once(once, [] {
+    answer = host_has_cpu_feature("amx-tile") ? amx_permission_from_linux()
+                                              : amx_permission_message(false, 0);
+  });
   return answer;
 }
 

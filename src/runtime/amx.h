@@ -15,6 +15,11 @@ namespace kiln::runtime {
 // this CPU" or "the Linux kernel refused AMX tile data (arch_prctl(...): ...)".
 std::string request_amx_permission();
 
+// The system call alone, whatever CPUID says (what request_amx_permission()
+// asks once it has seen amx-tile): "" or the kernel's refusal. On a CPU
+// without AMX, Linux answers EOPNOTSUPP.
+std::string amx_permission_from_linux();
+
 // request_amx_permission(), throwing std::runtime_error with its reason.
 void require_amx_permission();
 

@@ -14,7 +14,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
 
 #include "codegen/helpers.h"
 #include "ops/dense_int8_amx.h"
@@ -244,6 +246,7 @@ TEST(AmxAssembly, SapphireRapidsUsesTileInstructionsInOrder) {
   // 37 x 40 x 100: a parallel loop of full panels and a partial one, a block
   // pair and a partial odd block, a K step and a K tail.
   std::string as = emit_assembly({ops::dense_int8_amx_kernel("amx_i8", 37, 40, 100)}, t);
+  if (std::getenv("KILN_TEST_PRINT_ASM")) std::cout << as;  // to read the kernel
   expect_in_order(as,
                   {"ldtilecfg", "tilezero", "tileloadd", "tdpbusd", "tilestored", "tilerelease"});
   EXPECT_EQ(as.find("tdpbf16ps"), std::string::npos);

@@ -30,6 +30,11 @@ TEST(AmxPermission, ThisCpu) {
     return;
   }
   EXPECT_EQ(runtime::request_amx_permission(), "amx-tile not supported by this CPU");
+  // Linux itself refuses too (EOPNOTSUPP on a CPU without AMX; EINVAL before 5.16).
+  std::string linux_says = runtime::amx_permission_from_linux();
+  EXPECT_NE(linux_says.find("the Linux kernel refused AMX tile data (arch_prctl("),
+            std::string::npos)
+      << linux_says;
   // Asked once per process: the same answer again.
   EXPECT_EQ(runtime::request_amx_permission(), "amx-tile not supported by this CPU");
   try {
