@@ -13,12 +13,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 
 #include "codegen/helpers.h"
+#include "ir/printer.h"
 #include "ops/dense_int8_amx.h"
 #include "runtime/amx.h"
 #include "runtime/cpu_features.h"
@@ -103,6 +105,17 @@ TEST(AmxTileConfig, RefusesShapesThatDoNotFit) {
   EXPECT_THROW(amx_gemm(ir::AmxOp::DpbusdU8I8, load(c, make_int(0)), load(a, make_int(0)),
                         load(b, make_int(0)), 1, 1, 4, 4, 1),
                std::invalid_argument);
+}
+
+// The kernel reads as what it is (KILN_DEBUG_LOWER, --dump-kernels): a
+// parallel loop over full 16-row panels and one call for the partial panel.
+TEST(AmxKernel, PrintsAsPanelCalls) {
+  std::string ir = to_string(ops::dense_int8_amx_kernel("k", 37, 40, 100));
+  size_t first = ir.find("amx_gemm("), second = ir.find("amx_gemm(", first + 1);
+  ASSERT_NE(first, std::string::npos) << ir;
+  ASSERT_NE(second, std::string::npos) << ir;
+  EXPECT_EQ(ir.find("amx_gemm(", second + 1), std::string::npos) << ir;
+  EXPECT_NE(ir.find("parallel"), std::string::npos) << ir;
 }
 
 // ---- packing -----------------------------------------------------------------
@@ -253,6 +266,11 @@ TEST(AmxAssembly, SapphireRapidsUsesTileInstructionsInOrder) {
   std::string bf = emit_assembly({ops::dense_bf16_amx_kernel("amx_bf16", 37, 40, 100)}, t);
   expect_in_order(bf,
                   {"ldtilecfg", "tilezero", "tileloadd", "tdpbf16ps", "tilestored", "tilerelease"});
+  // The package records that its code may use tiles: the runtime asks Linux
+  // for the tile-data permission on that (runtime/amx.h).
+  auto req = t.required_features();
+  for (const char* f : {"amx-tile", "amx-int8", "amx-bf16"})
+    EXPECT_NE(std::find(req.begin(), req.end(), f), req.end()) << f;
   // A target without AMX never sees a tile instruction.
   std::string zen = emit_assembly({ops::dense_int8_amx_kernel("amx_i8", 37, 40, 100)},
                                   Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4"));
