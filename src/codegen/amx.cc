@@ -5,6 +5,7 @@
 #include <llvm/IR/Module.h>
 
 #include <functional>
+#include <optional>
 #include <stdexcept>
 
 #include "codegen/dot_product.h"
@@ -90,10 +91,6 @@ class TileOps {
     } else {
       tiles_ = entry_alloca(8 * 1024, "amx.tiles");
     }
-  }
-
-  void release() {
-    if (amx_) b_.CreateIntrinsic(llvm::Intrinsic::x86_tilerelease, {}, {});
   }
 
   void zero(int t) {
@@ -237,14 +234,14 @@ class TileOps {
 
 }  // namespace
 
-void emit_amx_gemm(llvm::IRBuilderBase& b, const Target& target, const AmxPlan& p, Value* c,
-                   Value* a, Value* bp) {
-  TileOps t(b, target, p, amx_gemm_lowering(target, p.op) == "amx");
+namespace {
+
+// One panel of p.rows rows at c / a under t's configuration (already loaded).
+void emit_panel(llvm::IRBuilderBase& b, TileOps& t, const AmxPlan& p, Value* c, Value* a, Value* bp,
+                Value* spill) {
   auto* i8 = b.getInt8Ty();
   const int64_t lda_bytes = p.lda * p.elem_bytes, ldc_bytes = p.ldc * 4;
   const int64_t partial_cols = p.n % 16;  // columns of a partial last block (0: none)
-  Value* spill = partial_cols ? t.entry_alloca(1024, "amx.c_partial") : nullptr;
-  t.config();
 
   // Packed B: block nb's group row kg lies at (nb * k_groups + kg) * 64 bytes.
   auto b_at = [&](Value* nb, Value* kg) {
@@ -292,7 +289,41 @@ void emit_amx_gemm(llvm::IRBuilderBase& b, const Target& target, const AmxPlan& 
   TileOps::emit_loop(b, pairs,
                      [&](Value* pi) { blocks(b.CreateMul(pi, b.getInt64(2)), 2, false); });
   if (rest > 0) blocks(b.getInt64(2 * pairs), static_cast<int>(rest), partial_cols != 0);
-  t.release();
+}
+
+}  // namespace
+
+void emit_amx_gemm(llvm::IRBuilderBase& b, const Target& target, ir::AmxOp op, int64_t rows,
+                   int64_t n, int64_t k, int64_t lda, int64_t ldc, Value* c, Value* a, Value* bp) {
+  if (rows < 1) throw std::invalid_argument("amx_gemm: rows must be positive");
+  const bool amx = amx_gemm_lowering(target, op) == "amx";
+  const int64_t full = rows / 16, tail = rows % 16;
+  std::optional<AmxPlan> p16, pt;
+  if (full > 0) p16 = amx_plan(op, 16, n, k, lda, ldc);
+  if (tail > 0) pt = amx_plan(op, static_cast<int>(tail), n, k, lda, ldc);
+  const int elem = p16 ? p16->elem_bytes : pt->elem_bytes;
+  Value* spill = nullptr;
+  // Full panels under one configuration (loaded once), then the partial panel
+  // under its own: ldtilecfg zeroes the tiles, so it goes between panels.
+  if (p16) {
+    TileOps t(b, target, *p16, amx);
+    if (n % 16) spill = t.entry_alloca(1024, "amx.c_partial");
+    t.config();
+    const int64_t a_panel = 16 * lda * elem, c_panel = 16 * ldc * 4;
+    TileOps::emit_loop(b, full, [&](Value* pi) {
+      Value* cp = b.CreateInBoundsGEP(b.getInt8Ty(), c, b.CreateMul(pi, b.getInt64(c_panel)));
+      Value* ap = b.CreateInBoundsGEP(b.getInt8Ty(), a, b.CreateMul(pi, b.getInt64(a_panel)));
+      emit_panel(b, t, *p16, cp, ap, bp, spill);
+    });
+  }
+  if (pt) {
+    TileOps t(b, target, *pt, amx);
+    if (n % 16 && !spill) spill = t.entry_alloca(1024, "amx.c_partial");
+    t.config();
+    emit_panel(b, t, *pt, t.byte_gep(c, full * 16 * ldc * 4), t.byte_gep(a, full * 16 * lda * elem),
+               bp, spill);
+  }
+  if (amx) b.CreateIntrinsic(llvm::Intrinsic::x86_tilerelease, {}, {});
 }
 
 }  // namespace kiln::codegen::detail

@@ -4,16 +4,18 @@
 // The tile plan and the 64-byte tile configuration are plain data, LLVM-free,
 // so that tests check them against an independent computation.
 //
-// The kernel for one panel of `rows` (<= 16) rows, all N columns:
-//   ldtilecfg (once per panel call: the configuration is per thread, and each
+// The kernel for `rows` rows, all N columns:
+//   ldtilecfg (once per call for its full panels of 16 rows, once more for a
+//              partial last panel: the configuration is per thread, and each
 //              parallel task's thread must load its own)
-//   for each pair of 16-column blocks (one block for an odd last one):
+//   for each panel of 16 rows, for each pair of 16-column blocks (one block
+//   for an odd last one):
 //     tilezero C0, C1
 //     for each 64-byte step of K: tileloadd A; tileloadd B0; tdp C0 += A B0;
 //                                  tileloadd B1; tdp C1 += A B1
 //     the K tail (K * elem bytes not a multiple of 64) the same, on tail tiles
 //     tilestored C0, C1 to C (a partial last block through a stack buffer)
-//   tilerelease
+//   tilerelease (once)
 // Tiles (palette 1): tmm0, tmm1 C (rows x 64 B); tmm2 A (rows x 64 B); tmm3,
 // tmm4 B (16 x 64 B); tmm5 A's K tail (rows x t B); tmm6, tmm7 B's K tail
 // (t/4 x 64 B); t = (K * elem bytes) % 64. Configured once, for all 8.
@@ -49,7 +51,7 @@ enum AmxTileReg : int {
   kAmxBTail1 = 7,
 };
 
-// One amx_gemm call's shape and the tiles it uses.
+// One panel's shape (rows <= 16) and the tiles it uses.
 struct AmxPlan {
   ir::AmxOp op = ir::AmxOp::DpbusdU8I8;
   int rows = 0;
@@ -75,9 +77,12 @@ std::array<uint8_t, 64> amx_tile_config(const AmxPlan& plan);
 // amx-int8 or amx-bf16), else "emulated".
 std::string amx_gemm_lowering(const Target& target, ir::AmxOp op);
 
-// Emits the panel kernel at b's insertion point. c, a, bp: pointers to the
+// Emits amx_gemm at b's insertion point: C[rows, N] for any rows, the full
+// panels of 16 rows under one configuration (one ldtilecfg), a partial last
+// panel under its own, one tilerelease at the end. c, a, bp: pointers to the
 // first element of C, A and packed B.
-void emit_amx_gemm(llvm::IRBuilderBase& b, const Target& target, const AmxPlan& plan,
-                   llvm::Value* c, llvm::Value* a, llvm::Value* bp);
+void emit_amx_gemm(llvm::IRBuilderBase& b, const Target& target, ir::AmxOp op, int64_t rows,
+                   int64_t n, int64_t k, int64_t lda, int64_t ldc, llvm::Value* c, llvm::Value* a,
+                   llvm::Value* bp);
 
 }  // namespace kiln::codegen::detail

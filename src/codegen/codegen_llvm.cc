@@ -878,9 +878,8 @@ class CodeGenLLVM {
       return b_.CreateInBoundsGEP(st, buffer_ptr(l->buffer), emit_index(l->index, i64()));
     };
     auto imm = [&](size_t i) { return *as_const_int(op->args[i]); };
-    detail::AmxPlan plan = detail::amx_plan(static_cast<AmxOp>(imm(3)), static_cast<int>(imm(4)),
-                                            imm(5), imm(6), imm(7), imm(8));
-    emit_amx_gemm(b_, target_, plan, addr(op->args[0]), addr(op->args[1]), addr(op->args[2]));
+    emit_amx_gemm(b_, target_, static_cast<AmxOp>(imm(3)), imm(4), imm(5), imm(6), imm(7), imm(8),
+                  addr(op->args[0]), addr(op->args[1]), addr(op->args[2]));
     return b_.getInt32(0);
   }
 

@@ -410,8 +410,8 @@ float dot2_bf16_value(float acc, const uint16_t a[2], const uint16_t b[2]);
 float bf16_to_f32_value(uint16_t h);
 uint16_t f32_to_bf16_value(float x);
 
-// Intrinsic::AmxGemm: C[rows, N] = A[rows, K] x B[K, N] for one panel of at
-// most 16 rows, C overwritten (not accumulated):
+// Intrinsic::AmxGemm: C[rows, N] = A[rows, K] x B[K, N], C overwritten (not
+// accumulated), in panels of 16 rows with tiles configured once per call:
 //   C[c0 + r * ldc + n] = sum_{k < K} A[a0 + r * lda + k] * B(k, n)
 // where B is packed in blocks of 16 columns, k in groups of g:
 //   B(k, n) = B[b0 + ((n / 16) * ceil(K / g) + k / g) * 16 * g + (n % 16) * g + k % g]
@@ -422,7 +422,7 @@ uint16_t f32_to_bf16_value(float x);
 //     rounding: per pair, the even product is added first, then the odd one).
 // K must be a multiple of g (tile rows are whole groups; the template pads).
 // c, a, b: scalar Loads of C, A and B. Throws std::invalid_argument on types
-// or sizes that do not fit (rows 1..16, N, K >= 1, lda >= K, ldc >= N).
+// or sizes that do not fit (rows, N, K >= 1, lda >= K, ldc >= N).
 enum class AmxOp : uint8_t { DpbusdU8I8 = 0, Dpbf16ps = 1 };
 Expr amx_gemm(AmxOp op, Expr c, Expr a, Expr b, int64_t rows, int64_t n, int64_t k, int64_t lda,
               int64_t ldc);

@@ -1,5 +1,6 @@
 #include "ops/dense_int8_amx.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "ir/stmt.h"
@@ -26,8 +27,9 @@ std::vector<T> pack_blocks(const T* B, int64_t K, int64_t N, int64_t g) {
   return out;
 }
 
-// Panels of 16 rows, the outer loop parallel, the last partial panel a call
-// of its own (its tile shapes differ: tiles are configured per call).
+// Tasks of `per_task` panels of 16 rows, the loop over them parallel; a
+// task's call configures the tiles once for its full panels (amx_gemm). The
+// last task's rows may be fewer: a call of its own shape in the same loop.
 LoweredFunc panel_kernel(const std::string& name, AmxOp op, DataType in_t, DataType w_t,
                          DataType out_t, int64_t M, int64_t N, int64_t K, int64_t g) {
   int64_t nb = (N + kAmxBlockCols - 1) / kAmxBlockCols;
@@ -35,22 +37,29 @@ LoweredFunc panel_kernel(const std::string& name, AmxOp op, DataType in_t, DataT
   Buffer B =
       make_buffer("B_packed", w_t, {make_int(nb), make_int(K / g), make_int(16), make_int(g)});
   Buffer C = make_buffer("C", out_t, {make_int(M), make_int(N)});
-  auto panel = [&](Expr m0, int64_t rows) {
+  auto rows_at = [&](Expr m0, int64_t rows) {
     return make_stmt<EvaluateNode>(
         amx_gemm(op, load(C, m0 * N), load(A, m0 * K), load(B, make_int(0)), rows, N, K, K, N));
   };
-  std::vector<Stmt> body;
-  int64_t full = M / 16;
-  if (full > 0) {
-    Var mo("mo", DataType::i64());
-    body.push_back(
-        make_for(mo, make_int(0), make_int(full), ForKind::Parallel, panel(mo * make_int(16), 16)));
-  }
-  if (M % 16) body.push_back(panel(make_int(full * 16), M % 16));
-  return LoweredFunc{name, {A, B, C}, make_seq(std::move(body))};
+  const int64_t rows_per_task = 16 * amx_panels_per_task(M);
+  const int64_t full = M / rows_per_task, rest = M % rows_per_task;
+  Var t("task", DataType::i64());
+  Expr m0 = t * make_int(rows_per_task);
+  Stmt body = rows_at(m0, rows_per_task);
+  if (rest > 0)
+    body = full > 0 ? make_if(t < make_int(full), body, rows_at(m0, rest)) : rows_at(m0, rest);
+  int64_t tasks = full + (rest > 0 ? 1 : 0);
+  return LoweredFunc{
+      name, {A, B, C}, make_for(t, make_int(0), make_int(tasks), ForKind::Parallel, body)};
 }
 
 }  // namespace
+
+int64_t amx_panels_per_task(int64_t M) {
+  // At least 16 tasks once M has 16 panels (threads balance), and otherwise
+  // as many panels per configuration as that allows.
+  return std::max<int64_t>(1, (M / 16) / 16);
+}
 
 bool dense_int8_amx_supports(int64_t M, int64_t N, int64_t K) {
   return M >= 1 && N >= 1 && K >= 4 && K % 4 == 0 && K <= kMaxK;

@@ -4,9 +4,10 @@
 // Not an OpTemplate (yet): the schedule language has no tensorize primitive
 // that could turn dense_int8.x86's loop nest into tile instructions, so the
 // kernel is built here directly as loop IR around the ir::amx_gemm statement
-// (ir/expr.h), lowered by codegen/amx.cc: the outer loop over panels of 16
-// rows is parallel; each panel call configures the tiles once (ldtilecfg),
-// walks every 16-column block pair and 64-byte K step, and releases them.
+// (ir/expr.h), lowered by codegen/amx.cc: the outer loop over tasks of
+// amx_panels_per_task(M) panels of 16 rows is parallel; each task's call
+// configures the tiles once (ldtilecfg; once more for a partial last panel),
+// walks every panel, 16-column block pair and 64-byte K step, and releases them.
 // On a target without AMX the same loops run with the tiles emulated in
 // memory (bit-exact: the dot products use dot4_u8i8's lowering), which is how
 // this kernel's indexing is tested on machines without AMX.
@@ -28,6 +29,9 @@ namespace kiln::ops {
 
 // Columns per block of the packed weight (a tile row of int32: 64 bytes).
 constexpr int64_t kAmxBlockCols = 16;
+
+// Panels of 16 rows per parallel task (one tile configuration each) for M rows.
+int64_t amx_panels_per_task(int64_t M);
 
 // Whether dense_int8_amx can take C[M,N] = A[M,K] B[K,N] (K % 4 == 0,
 // K within dense_int8.x86's exact range).

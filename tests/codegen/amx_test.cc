@@ -36,9 +36,12 @@ struct Gemm {
 
 // Sizes that exercise every part of the loops: whole and partial panels of 16
 // rows, pairs of 16-column blocks, an odd block, a partial last block, 64-byte
-// K steps with and without a tail, a K of a single group.
-const std::vector<Gemm> kSizes = {{16, 32, 64},  {1, 1, 4},    {37, 40, 100}, {16, 16, 128},
-                                  {33, 48, 192}, {5, 70, 260}, {48, 64, 36},  {17, 15, 68}};
+// K steps with and without a tail, a K of a single group, parallel tasks of
+// two panels (M = 530: 16 tasks of 32 rows and one of 18, a full and a
+// partial panel under two configurations).
+const std::vector<Gemm> kSizes = {{16, 32, 64},  {1, 1, 4},     {37, 40, 100},
+                                  {16, 16, 128}, {33, 48, 192}, {5, 70, 260},
+                                  {48, 64, 36},  {17, 15, 68},  {530, 24, 40}};
 
 // ---- tile configuration ------------------------------------------------------
 
@@ -110,6 +113,9 @@ TEST(AmxTileConfig, RefusesShapesThatDoNotFit) {
 // The kernel reads as what it is (KILN_DEBUG_LOWER, --dump-kernels): a
 // parallel loop over full 16-row panels and one call for the partial panel.
 TEST(AmxKernel, PrintsAsPanelCalls) {
+  EXPECT_EQ(ops::amx_panels_per_task(37), 1);
+  EXPECT_EQ(ops::amx_panels_per_task(530), 2);
+  EXPECT_EQ(ops::amx_panels_per_task(1024), 4);
   std::string ir = to_string(ops::dense_int8_amx_kernel("k", 37, 40, 100));
   size_t first = ir.find("amx_gemm("), second = ir.find("amx_gemm(", first + 1);
   ASSERT_NE(first, std::string::npos) << ir;
@@ -203,7 +209,7 @@ TEST(AmxKernel, EmulatedBf16IsBitExactInTheInstructionsOrder) {
   Target t = host();
   std::erase(t.features, "+amx-tile");
   t.features.push_back("-amx-tile");
-  for (const Gemm& g : std::vector<Gemm>{{37, 40, 100}, {16, 16, 32}, {3, 33, 2}}) {
+  for (const Gemm& g : std::vector<Gemm>{{37, 40, 100}, {16, 16, 32}, {3, 33, 2}, {520, 18, 34}}) {
     auto af = random_vector<float>(g.M * g.K, -2, 2, 11);
     auto bf = random_vector<float>(g.K * g.N, -2, 2, 12);
     std::vector<uint16_t> A(af.size()), B(bf.size());
