@@ -62,6 +62,7 @@ class DepthwiseConv2dNCHWcInt8 final : public OpTemplate {
     space.define_knob("c_bn", cbs);
     space.define_split("tile_ow", a.out_width(), 2, SplitPolicy::All, 32);
     space.define_knob("unroll_kw", {0, 1});
+    space.define_knob("pad_at_row", {0, 1});
     return space;
   }
 
@@ -73,6 +74,7 @@ class DepthwiseConv2dNCHWcInt8 final : public OpTemplate {
         .knob("c_bn", cb)
         .split("tile_ow", a.out_width(), {owt})
         .knob("unroll_kw", a.kernel_w <= 5)
+        .knob("pad_at_row", 0)
         .in(space(w));
   }
 
@@ -107,15 +109,20 @@ class DepthwiseConv2dNCHWcInt8 final : public OpTemplate {
   void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
                 const Config& cfg) const override {
     auto [tile, out] = detail::prepare_anchor(sch, inst.anchor, output, name());
+    auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
+    auto row = out->fuse({out->axis(0), out->axis(1), out->axis(2)});
+    out->parallel(row);
+    out->vectorize(out->axis(4));
     for (auto& t : input_tensors(inst.anchor)) {
       if (t->is_placeholder) continue;
-      auto sp = sch[t];  // the padding stage: at root, rows in parallel
-      sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)}));
+      auto sp = sch[t];  // the padding stage
+      if (cfg.knob("pad_at_row")) {
+        sp->compute_at(out, row);
+      } else {
+        sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)}));
+      }
       sp->vectorize(sp->axis(4));
     }
-    auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
-    out->parallel(out->fuse({out->axis(0), out->axis(1), out->axis(2)}));
-    out->vectorize(out->axis(4));
 
     tile->compute_at(out, ow[0]);
     tile->reorder({tile->reduce_axis(0), tile->reduce_axis(1), tile->axis(3), tile->axis(4)});

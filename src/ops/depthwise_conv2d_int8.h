@@ -24,19 +24,22 @@
 // tap are loaded once per register tile and reused along ow.
 //
 // Schedule: depthwise_conv2d_NCHWc.x86's (ops/depthwise_conv2d.h): padding a
-// stage at root (rows in parallel; none when every pad is 0), the output's
+// stage (none when every pad is 0) at root, rows in parallel, or with
+// pad_at_row per output row (the KH input rows it reads, in the parallel
+// loop: no pass over memory, but KH / stride times the padding work), the output's
 // (n, channel block, oh) fused and parallel, ow split by tile_ow, a register
 // tile of ow_tile x cb int32 accumulators (ow unrolled, cb vectorized)
 // reducing over kh and kw (kw unrolled if unroll_kw) outside it, the epilogue
 // reading the hot tile.
 // Knobs: c_bn (4, 8, 16, 32, 64; at most C rounded up to 4), tile_ow (2 levels
 // over OW, divisors and powers of two <= 32, a partial last tile guarded),
-// unroll_kw (0/1).
+// unroll_kw (0/1), pad_at_row (0/1).
 // Fallback (the same blocks on every ISA row, so layouts agree): cb = 16 if
 // C >= 16, else 8 if C > 4, else 4 (conv2d_NCHWc_int8's oc_bn rule, so that a
 // pointwise convolution's output feeds it without a transform); ow_tile =
 // conv2d_NCHWc's rule (detail::fallback_ow_tile, int32 lanes = float lanes);
-// unroll_kw = 1 if KW <= 5.
+// unroll_kw = 1 if KW <= 5; pad_at_row = 0 (at root: 144 channels 56x56 3x3 ran
+// at 0.7x its unpadded speed, per row at 0.4x, kiln_bench_int8 on Zen 4).
 // The sum is exact in int32 for KH * KW <= 65792.
 #pragma once
 
