@@ -62,7 +62,7 @@ class DepthwiseConv2dNCHWcInt8 final : public OpTemplate {
     space.define_knob("c_bn", cbs);
     space.define_split("tile_ow", a.out_width(), 2, SplitPolicy::All, 32);
     space.define_knob("unroll_kw", {0, 1});
-    space.define_knob("pad_at_row", {0, 1});
+    space.define_knob("pad_mode", {0, 1, 2});
     return space;
   }
 
@@ -74,7 +74,7 @@ class DepthwiseConv2dNCHWcInt8 final : public OpTemplate {
         .knob("c_bn", cb)
         .split("tile_ow", a.out_width(), {owt})
         .knob("unroll_kw", a.kernel_w <= 5)
-        .knob("pad_at_row", 0)
+        .knob("pad_mode", 2)
         .in(space(w));
   }
 
@@ -115,11 +115,11 @@ class DepthwiseConv2dNCHWcInt8 final : public OpTemplate {
     out->vectorize(out->axis(4));
     for (auto& t : input_tensors(inst.anchor)) {
       if (t->is_placeholder) continue;
-      auto sp = sch[t];  // the padding stage
-      if (cfg.knob("pad_at_row")) {
-        sp->compute_at(out, row);
-      } else {
-        sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)}));
+      auto sp = sch[t];  // the padding stage (pad_mode, see depthwise_conv2d_int8.h)
+      switch (cfg.knob("pad_mode")) {
+        case 0: sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)})); break;
+        case 1: sp->compute_at(out, row); break;
+        default: sp->compute_inline(); continue;
       }
       sp->vectorize(sp->axis(4));
     }

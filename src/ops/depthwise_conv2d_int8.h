@@ -23,23 +23,25 @@
 // LLVM may use vpmaddwd with zero high halves, or vpmulld); the weights of a
 // tap are loaded once per register tile and reused along ow.
 //
-// Schedule: depthwise_conv2d_NCHWc.x86's (ops/depthwise_conv2d.h): padding a
-// stage (none when every pad is 0) at root, rows in parallel, or with
-// pad_at_row per output row (the KH input rows it reads, in the parallel
-// loop: no pass over memory, but KH / stride times the padding work), the output's
-// (n, channel block, oh) fused and parallel, ow split by tile_ow, a register
-// tile of ow_tile x cb int32 accumulators (ow unrolled, cb vectorized)
-// reducing over kh and kw (kw unrolled if unroll_kw) outside it, the epilogue
-// reading the hot tile.
+// Schedule: depthwise_conv2d_NCHWc.x86's (ops/depthwise_conv2d.h): the
+// output's (n, channel block, oh) fused and parallel, ow split by tile_ow, a
+// register tile of ow_tile x cb int32 accumulators (ow unrolled, cb
+// vectorized) reducing over kh and kw (kw unrolled if unroll_kw) outside it,
+// the epilogue reading the hot tile. The padding (none when every pad is 0)
+// by pad_mode: 0 a stage at root, rows in parallel (one more pass over
+// memory); 1 per output row, in the parallel loop (the KH rows it reads: KH /
+// stride times the padding work); 2 inline, each tap a select between the
+// clamped load and the zero point (no pass, a compare per tap).
 // Knobs: c_bn (4, 8, 16, 32, 64; at most C rounded up to 4), tile_ow (2 levels
 // over OW, divisors and powers of two <= 32, a partial last tile guarded),
-// unroll_kw (0/1), pad_at_row (0/1).
+// unroll_kw (0/1), pad_mode (0/1/2).
 // Fallback (the same blocks on every ISA row, so layouts agree): cb = 16 if
 // C >= 16, else 8 if C > 4, else 4 (conv2d_NCHWc_int8's oc_bn rule, so that a
 // pointwise convolution's output feeds it without a transform); ow_tile =
 // conv2d_NCHWc's rule (detail::fallback_ow_tile, int32 lanes = float lanes);
-// unroll_kw = 1 if KW <= 5; pad_at_row = 0 (at root: 144 channels 56x56 3x3 ran
-// at 0.7x its unpadded speed, per row at 0.4x, kiln_bench_int8 on Zen 4).
+// unroll_kw = 1 if KW <= 5; pad_mode = 2 (kiln_bench_int8 on Zen 4, 2 threads,
+// MobileNetV2's 144 channels 56x56 3x3: inline 86 GOP/s, root 64, per row 39,
+// unpadded 69-106 in the same runs; 96 channels 112x112 stride 2: 35 vs 27-31).
 // The sum is exact in int32 for KH * KW <= 65792.
 #pragma once
 

@@ -235,8 +235,20 @@ TEST(DepthwiseConv2dNCHWcInt8, BitExactQuantizedDepthwiseOnEveryIsaRow) {
                          s.pads[3], s.dilation[0], s.dilation[1], s.c};
       Config fb = t.fallback(ops::depthwise_conv2d_int8_workload(a, 0), row.target.isa());
       EXPECT_TRUE(t.fits(ops::depthwise_conv2d_int8_workload(a, 0), fb, row.target.isa()));
-      // The fallback (whose blocks do not depend on pad_value) and random configs.
-      check(s, quants[si % std::size(quants)], &fb, row, rng);
+      // The fallback (whose blocks do not depend on pad_value) with each way
+      // of padding, and random configs.
+      for (int64_t pad_mode : {2, 0, 1}) {
+        Config c = ops::detail::KnobValues()
+                       .knob("c_bn", fb.knob("c_bn"))
+                       .split("tile_ow", a.out_width(), {fb.split("tile_ow").back()})
+                       .knob("unroll_kw", fb.knob("unroll_kw"))
+                       .knob("pad_mode", pad_mode)
+                       .in(t.space(ops::depthwise_conv2d_int8_workload(a, 0)));
+        if (pad_mode == 2) {
+          EXPECT_EQ(c.to_json(), fb.to_json());
+        }
+        check(s, quants[(si + pad_mode) % std::size(quants)], &c, row, rng);
+      }
       for (int i = 0; i < configs_per_shape(2); ++i)
         check(s, quants[(si + i + 1) % std::size(quants)], nullptr, row, rng);
     }
