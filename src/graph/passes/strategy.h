@@ -18,7 +18,7 @@
 //   QLinearConv conv2d_NCHWc_int8.x86     groups 1, 2-D, x uint8/int8, w int8       kQLinearConv
 //                                         constant with zero point 0, every
 //                                         parameter constant (dtype uint8)
-//   QLinearConv depthwise_conv2d_NCHWc_   groups = C = OC (multiplier 1), otherwise  kQLinearConv
+//   QLinearConv depthwise_conv2d_NCHWc_   groups = C = OC (multiplier 1), otherwise kQLinearConv
 //               int8.x86                  as conv2d_NCHWc_int8.x86's row
 //   QLinearMatMul dense_int8.x86          2-D activation [M, K] uint8/int8, b int8  kQLinearMatMul
 //                                         constant [K, N] with zero point 0
