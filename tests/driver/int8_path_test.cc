@@ -405,9 +405,46 @@ std::map<std::string, std::vector<double>> ort_outputs(
   return r;
 }
 
+struct MobileNetCase {
+  bool s8;
+  int64_t cin, mid, k, stride, h, w;
+  bool per_channel, bias;
+};
+
 // MobileNetV2's inverted residual in ORT's QDQ format: pointwise (Relu) ->
 // depthwise 3x3 or 5x5, stride 1 or 2 (Relu) -> pointwise, and the residual
-// Add when the stride is 1. The depthwise QLinearConv runs on
+// Add when the stride is 1; output "y".
+void mobilenet_block(OnnxBuilder& b, const MobileNetCase& k, std::mt19937& rng) {
+  b.input("x", {"1", std::to_string(k.cin), std::to_string(k.h), std::to_string(k.w)});
+  QAct qx = act(k.s8, 2.f / 255.f, rng);
+  std::string xf = quantize(b, "qx", "x", qx);
+  QConvSpec pw1{k.cin, k.mid, 1, 1, 0};
+  pw1.relu = true;
+  std::string y1 = qdq_conv(b, "expand", xf, qx.scale, pw1, rng);
+  QAct q1 = act(k.s8, output_scale(qx.scale, k.cin), rng, true);
+  std::string y1f = quantize(b, "q1", y1, q1);
+  QConvSpec dw{k.mid, k.mid, k.k, k.stride, k.k / 2};
+  dw.group = k.mid;
+  dw.relu = true;
+  dw.per_channel = k.per_channel;
+  dw.bias = k.bias;
+  std::string y2 = qdq_conv(b, "depthwise", y1f, q1.scale, dw, rng);
+  QAct q2 = act(k.s8, output_scale(q1.scale, k.k * k.k), rng, true);
+  std::string y2f = quantize(b, "q2", y2, q2);
+  std::string y3 = qdq_conv(b, "project", y2f, q2.scale, {k.mid, k.cin, 1, 1, 0}, rng);
+  QAct q3 = act(k.s8, output_scale(q2.scale, k.mid), rng);
+  std::string y = quantize(b, "q3", y3, q3);
+  if (k.stride == 1) {
+    b.node("Add", "add", {y, xf}, {"s"});
+    y = "s";
+  }
+  QAct qy = act(k.s8, q3.scale * 1.5f, rng);
+  init_qparams(b, "qy", qy);
+  b.node("QuantizeLinear", "qy.q", {y, "qy.scale", "qy.zp"}, {"y"});
+  output_any(b, "y", 4, k.s8 ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+}
+
+// The MobileNet block (mobilenet_block): the depthwise QLinearConv runs on
 // depthwise_conv2d_NCHWc_int8.x86, its neighbours on conv2d_NCHWc_int8.x86,
 // the activations between them stay uint8 in NCHW[x]c (no layout transform
 // between the three kernels when the channel blocks agree), and the output
@@ -415,12 +452,7 @@ std::map<std::string, std::vector<double>> ort_outputs(
 // same file agrees within one quantization unit (when it is installed).
 TEST(Int8Path, MobileNetDepthwiseBlockBitExact) {
   std::mt19937 rng(seed(145));
-  struct Case {
-    bool s8;
-    int64_t cin, mid, k, stride, h, w;
-    bool per_channel, bias;
-  };
-  const Case cases[] = {
+  const MobileNetCase cases[] = {
       {false, 16, 48, 3, 1, 10, 10, true, true},   // blocks of 16 everywhere, residual
       {true, 8, 20, 5, 2, 11, 9, true, false},     // 5x5 stride 2, 20 channels: a padded block
       {false, 12, 36, 3, 2, 9, 12, false, false},  // per-tensor, no bias
@@ -429,39 +461,12 @@ TEST(Int8Path, MobileNetDepthwiseBlockBitExact) {
   int ort_checked = 0;
   std::string ort_skip;
   for (size_t c = 0; c < std::size(cases); ++c) {
-    const Case& k = cases[c];
-    bool residual = k.stride == 1;
+    const MobileNetCase& k = cases[c];
     SCOPED_TRACE("case " + std::to_string(c) + ": " + (k.s8 ? "s8" : "u8") + " cin " +
                  std::to_string(k.cin) + " mid " + std::to_string(k.mid) + " k " +
                  std::to_string(k.k) + " stride " + std::to_string(k.stride));
     OnnxBuilder b;
-    b.input("x", {"1", std::to_string(k.cin), std::to_string(k.h), std::to_string(k.w)});
-    QAct qx = act(k.s8, 2.f / 255.f, rng);
-    std::string xf = quantize(b, "qx", "x", qx);
-    QConvSpec pw1{k.cin, k.mid, 1, 1, 0};
-    pw1.relu = true;
-    std::string y1 = qdq_conv(b, "expand", xf, qx.scale, pw1, rng);
-    QAct q1 = act(k.s8, output_scale(qx.scale, k.cin), rng, true);
-    std::string y1f = quantize(b, "q1", y1, q1);
-    QConvSpec dw{k.mid, k.mid, k.k, k.stride, k.k / 2};
-    dw.group = k.mid;
-    dw.relu = true;
-    dw.per_channel = k.per_channel;
-    dw.bias = k.bias;
-    std::string y2 = qdq_conv(b, "depthwise", y1f, q1.scale, dw, rng);
-    QAct q2 = act(k.s8, output_scale(q1.scale, k.k * k.k), rng, true);
-    std::string y2f = quantize(b, "q2", y2, q2);
-    std::string y3 = qdq_conv(b, "project", y2f, q2.scale, {k.mid, k.cin, 1, 1, 0}, rng);
-    QAct q3 = act(k.s8, output_scale(q2.scale, k.mid), rng);
-    std::string y = quantize(b, "q3", y3, q3);
-    if (residual) {
-      b.node("Add", "add", {y, xf}, {"s"});
-      y = "s";
-    }
-    QAct qy = act(k.s8, q3.scale * 1.5f, rng);
-    init_qparams(b, "qy", qy);
-    b.node("QuantizeLinear", "qy.q", {y, "qy.scale", "qy.zp"}, {"y"});
-    output_any(b, "y", 4, k.s8 ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+    mobilenet_block(b, k, rng);
 
     Built r = check_bit_exact(b, "mbv2_" + std::to_string(c), seed(23) + static_cast<unsigned>(c));
     EXPECT_EQ(r.qlinear_convs, 3u);
@@ -503,6 +508,46 @@ TEST(Int8Path, MobileNetDepthwiseBlockBitExact) {
     std::printf("ONNX Runtime comparison skipped: %s\n", ort_skip.c_str());
   else
     std::printf("ONNX Runtime agreed within 1 unit on %d cases\n", ort_checked);
+}
+
+// The MobileNet block built with configs a tuner could pick (random points of
+// the three int8 workloads' spaces: channel blocks that disagree between
+// neighbours or divide nothing, every pad_mode): still bit-exact.
+TEST(Int8Path, MobileNetBlockTunedConfigsStayBitExact) {
+  std::mt19937 rng(seed(146));
+  std::mt19937_64 pick(seed(147));
+  const MobileNetCase cases[] = {
+      {false, 12, 40, 3, 1, 9, 7, true, true},
+      {true, 8, 24, 5, 2, 10, 11, false, true},
+      {false, 16, 36, 3, 2, 8, 8, true, false},
+      {true, 20, 48, 3, 1, 6, 9, false, false},
+  };
+  for (size_t c = 0; c < std::size(cases); ++c) {
+    OnnxBuilder b;
+    mobilenet_block(b, cases[c], rng);
+    ScratchDir dir;
+    std::string path = dir.file("m.onnx");
+    write_bytes(path, b.bytes());
+    std::vector<std::string> keys = driver::template_workloads(frontend::import_onnx(path, {}));
+    ASSERT_EQ(keys.size(), 3u);
+    std::map<std::string, std::string> configs;
+    size_t depthwise_keys = 0;
+    for (const std::string& key : keys) {
+      depthwise_keys += key.rfind("depthwise_conv2d_NCHWc_int8.x86(", 0) == 0;
+      EXPECT_NE(key.find("dtype=uint8"), std::string::npos) << key;
+      ops::Workload w = ops::Workload::parse(key);
+      configs[key] = ops::get_template(w.template_name).space(w).random(pick).to_json();
+    }
+    EXPECT_EQ(depthwise_keys, 1u);
+    std::string what = "case " + std::to_string(c) + "\n";
+    for (const auto& [k, v] : configs) what += k + " " + v + "\n";
+    SCOPED_TRACE(what);
+    Built r = check_bit_exact(b, "mbv2_tuned" + std::to_string(c),
+                              seed(29) + static_cast<unsigned>(c), configs);
+    size_t depthwise = 0;
+    for (const auto& kern : r.mod.at("kernels")) depthwise += runs_depthwise_int8(kern);
+    EXPECT_EQ(depthwise, 1u) << r.mod.at("kernels").dump();
+  }
 }
 
 }  // namespace
