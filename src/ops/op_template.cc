@@ -12,6 +12,7 @@
 #include "ops/dense.h"
 #include "ops/dense_int8.h"
 #include "ops/depthwise_conv2d.h"
+#include "ops/depthwise_conv2d_int8.h"
 #include "ops/group_conv2d.h"
 #include "ops/reference.h"
 #include "ops/winograd_conv2d.h"
@@ -32,6 +33,7 @@ const std::vector<const OpTemplate*>& registry() {
       &conv2d_winograd_nchwc_template(),
       &dense_int8_template(),
       &conv2d_nchwc_int8_template(),
+      &depthwise_conv2d_nchwc_int8_template(),
   };
   return all;
 }

@@ -21,6 +21,7 @@
 #include "ops/dense.h"
 #include "ops/dense_int8.h"
 #include "ops/depthwise_conv2d.h"
+#include "ops/depthwise_conv2d_int8.h"
 #include "ops/group_conv2d.h"
 #include "ops/op_template.h"
 #include "ops/reference.h"
@@ -52,7 +53,8 @@ const char* const kKnownNames[] = {"conv2d_NCHWc.x86",
                                    "group_conv2d_NCHWc.x86",
                                    "conv2d_winograd_NCHWc.x86",
                                    "dense_int8.x86",
-                                   "conv2d_NCHWc_int8.x86"};
+                                   "conv2d_NCHWc_int8.x86",
+                                   "depthwise_conv2d_NCHWc_int8.x86"};
 
 bool is_conv(const std::string& name) {
   return name == "conv2d_NCHWc.x86" || name == "depthwise_conv2d_NCHWc.x86" ||
@@ -61,7 +63,8 @@ bool is_conv(const std::string& name) {
 
 // The logical attributes of a conv template's workload.
 Conv2DAttrs conv_attrs(const Workload& w) {
-  if (w.template_name == "depthwise_conv2d_NCHWc.x86")
+  if (w.template_name == "depthwise_conv2d_NCHWc.x86" ||
+      w.template_name == "depthwise_conv2d_NCHWc_int8.x86")
     return ops::conv2d_attrs(w, ops::ConvKind::kDepthwise);
   if (w.template_name == "group_conv2d_NCHWc.x86")
     return ops::conv2d_attrs(w, ops::ConvKind::kGrouped);
@@ -166,6 +169,18 @@ std::vector<Workload> workloads_of(const std::string& name) {
             c8(conv(1, 16, 7, 7, 40, 3, 3, {1, 1}, {0, 1, 2, 1}, {1, 1}), 7),
             c8(conv(2, 8, 10, 13, 20, 3, 3, {1, 1}, {2, 2, 2, 2}, {2, 2}), 255),
             c8(conv(1, 32, 3, 3, 100, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}), 0)};
+  }
+  if (name == "depthwise_conv2d_NCHWc_int8.x86") {  // depthwise_int8_test.cc has more
+    auto dw8 = [](const Workload& f, int64_t pad_value) {
+      return ops::depthwise_conv2d_int8_workload(conv_attrs(f), pad_value);
+    };
+    auto dw = [](int64_t c, int64_t h, int64_t w, int64_t k, std::vector<int64_t> s,
+                 std::vector<int64_t> p) {
+      return ops::conv2d_workload("depthwise_conv2d_NCHWc.x86", {1, c, h, w, c, k, k, s[0], s[1],
+                                                                 p[0], p[1], p[2], p[3], 1, 1, c});
+    };
+    return {dw8(dw(24, 9, 11, 3, {1, 1}, {1, 1, 1, 1}), 128),
+            dw8(dw(20, 10, 13, 5, {2, 2}, {2, 1, 2, 1}), 3)};
   }
   ADD_FAILURE() << "no workloads for " << name;
   return {};

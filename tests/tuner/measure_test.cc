@@ -216,6 +216,14 @@ TEST(Measure, RandomConfigsOfEveryTemplateVerify) {
                      {"dilation", {1, 1}},
                      {"pad_value", {3}}},
                     "uint8"},
+      ops::Workload{"depthwise_conv2d_NCHWc_int8.x86",
+                    {{"data", {1, 20, 9, 11}},
+                     {"kernel", {20, 1, 3, 3}},
+                     {"strides", {2, 2}},
+                     {"pads", {1, 1, 1, 1}},
+                     {"dilation", {1, 1}},
+                     {"pad_value", {128}}},
+                    "uint8"},
   };
   std::vector<std::string> names;
   for (auto& w : ws) names.push_back(w.template_name);

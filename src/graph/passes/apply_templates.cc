@@ -10,6 +10,7 @@
 #include "ops/conv2d_int8.h"
 #include "ops/dense.h"
 #include "ops/dense_int8.h"
+#include "ops/depthwise_conv2d_int8.h"
 #include "ops/op_template.h"
 
 namespace kiln::graph {
@@ -247,7 +248,12 @@ void Rewriter::rewrite_qlinear_conv(const Node& n, const ops::OpTemplate& t, con
   const Initializer& wi = g.initializers.at(n.inputs[3]);
   std::vector<int8_t> wv(wi.data.size());
   std::copy(wi.data.begin(), wi.data.end(), reinterpret_cast<uint8_t*>(wv.data()));
-  std::vector<int8_t> packed = ops::pack_conv2d_int8_weight(wv.data(), OC, C, KH, KW, icb, ocb);
+  // The depthwise template (C = 1 weight channel per output channel) packs by
+  // its one channel block; the rest of the rewrite is the same for both.
+  bool depthwise = &t == &ops::depthwise_conv2d_nchwc_int8_template();
+  std::vector<int8_t> packed =
+      depthwise ? ops::pack_depthwise_int8_weight(wv.data(), OC, KH, KW, ocb)
+                : ops::pack_conv2d_int8_weight(wv.data(), OC, C, KH, KW, icb, ocb);
   std::string w_packed = add_constant(n.name + "/weight_packed",
                                       typed_tensor<int8_t>("int8", in_shapes.at(1), packed));
 
@@ -286,14 +292,14 @@ void Rewriter::rewrite_qlinear_conv(const Node& n, const ops::OpTemplate& t, con
     // A layout transform needs whole blocks: channels the block does not
     // divide are padded first (their weights are zero, any value will do).
     std::string x_whole = x_u8;
-    int64_t c_pad = in_shapes.at(0)[1] * icb;
-    if (c_pad != C) {
+    int64_t x_channels = w.get("data").at(1), c_pad = in_shapes.at(0)[1] * icb;
+    if (c_pad != x_channels) {
       std::vector<int64_t> xs_shape = g.type_of(x_u8)->shape;
       xs_shape[1] = c_pad;
       x_whole = fresh(n.name + "/data_padded", {"uint8", xs_shape});
-      std::string pads =
-          add_constant(n.name + "/channel_pads",
-                       typed_tensor<int64_t>("int64", {8}, {0, 0, 0, 0, 0, c_pad - C, 0, 0}));
+      std::string pads = add_constant(
+          n.name + "/channel_pads",
+          typed_tensor<int64_t>("int64", {8}, {0, 0, 0, 0, 0, c_pad - x_channels, 0, 0}));
       Node pad;
       pad.op_type = "Pad";
       pad.name = n.name + "/pad_channels";

@@ -179,7 +179,9 @@ int64_t q8_scalar(const Initializer& t) {
 // int8 (shifted to uint8 by +128), an int8 constant weight with zero point 0
 // (per tensor or per output channel), per-tensor activation parameters, an
 // int32 constant bias or none. Anything else stays on the float path.
-std::optional<WorkloadParams> qconv_row(const Graph& g, const Node& n, const Isa&) {
+// With `depthwise`, the depthwise form instead of groups 1: groups = C = OC,
+// weight [C, 1, KH, KW] (depthwise_conv2d_NCHWc_int8.x86).
+std::optional<WorkloadParams> match_qconv(const Graph& g, const Node& n, bool depthwise) {
   if (n.inputs.size() < 8) return std::nullopt;
   const TensorType* xt = g.type_of(n.inputs[0]);
   const Initializer* wt = const_input(g, n, 3);
@@ -200,7 +202,10 @@ std::optional<WorkloadParams> qconv_row(const Graph& g, const Node& n, const Isa
   }
   const std::vector<int64_t>& x = xt->shape;
   const std::vector<int64_t>& k = wt->type.shape;
-  if (n.attr<int64_t>("group").value_or(1) != 1 || k[1] != x[1]) return std::nullopt;
+  int64_t group = n.attr<int64_t>("group").value_or(1);
+  if (depthwise ? group < 2 || group != x[1] || k[0] != x[1] || k[1] != 1
+                : group != 1 || k[1] != x[1])
+    return std::nullopt;
   // The int32 sum's bound (conv2d_int8.h).
   if (k[1] * k[2] * k[3] > 65792) return std::nullopt;
   op_util::Window win = op_util::conv_window(n, {x[2], x[3]}, {k[2], k[3]});
@@ -214,6 +219,16 @@ std::optional<WorkloadParams> qconv_row(const Graph& g, const Node& n, const Isa
                         {"pads", pads},
                         {"dilation", win.dilation},
                         {"pad_value", {zp_x}}};
+}
+
+std::optional<WorkloadParams> qconv_row(const Graph& g, const Node& n, const Isa&) {
+  return match_qconv(g, n, /*depthwise=*/false);
+}
+
+// Depthwise QLinearConv (MobileNet's): depthwise_conv2d_NCHWc_int8.x86, on
+// the same terms as qconv_row.
+std::optional<WorkloadParams> qdepthwise_row(const Graph& g, const Node& n, const Isa&) {
+  return match_qconv(g, n, /*depthwise=*/true);
 }
 
 // QLinearMatMul that dense_int8.x86 runs: a 2-D uint8 or int8 activation
@@ -264,6 +279,8 @@ const std::vector<Strategy>& strategies() {
       {"MatMul", "batch_matmul.x86", batch_matmul_row, Rewrite::kPlain},
       {"QLinearConv", "conv2d_NCHWc_int8.x86", qconv_row, Rewrite::kQLinearConv, nullptr,
        /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
+      {"QLinearConv", "depthwise_conv2d_NCHWc_int8.x86", qdepthwise_row, Rewrite::kQLinearConv,
+       nullptr, /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
       {"QLinearMatMul", "dense_int8.x86", qmatmul_row, Rewrite::kQLinearMatMul, nullptr,
        /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
   };

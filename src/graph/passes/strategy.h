@@ -18,6 +18,8 @@
 //   QLinearConv conv2d_NCHWc_int8.x86     groups 1, 2-D, x uint8/int8, w int8       kQLinearConv
 //                                         constant with zero point 0, every
 //                                         parameter constant (dtype uint8)
+//   QLinearConv depthwise_conv2d_NCHWc_   groups = C = OC (multiplier 1), otherwise kQLinearConv
+//               int8.x86                  as conv2d_NCHWc_int8.x86's row
 //   QLinearMatMul dense_int8.x86          2-D activation [M, K] uint8/int8, b int8  kQLinearMatMul
 //                                         constant [K, N] with zero point 0
 //
@@ -61,7 +63,8 @@ enum class Rewrite {
   kPlain,
   // QLinearConv(x, xs, xzp, w, ws, wzp, ys, yzp [, B]) -> [int8 x: kiln.Requantize
   // +128 -> uint8] -> [Pad channels to whole blocks] -> LT(NCHW -> NCHW[ic_bn]c) ->
-  // kiln.Template(x_c, w packed int8) -> kiln.Requantize(acc, B - zp_x * sum_k w,
+  // kiln.Template(x_c, w packed int8: by K quads, or [C/cb, 1, KH, KW, 1, cb] for the
+  // depthwise template) -> kiln.Requantize(acc, B - zp_x * sum_k w,
   // xs * ws[c] / ys; yzp) in NCHW[oc_bn]c (the template's fused epilogue) ->
   // LT(NCHW[oc_bn]c -> NCHW) [-> Slice of the OC real channels].
   kQLinearConv,
