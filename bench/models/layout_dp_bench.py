@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Times kiln packages of one model interleaved, for the layout-choice comparison
 (bench/models/results/layout-dp-*.md): each round runs every package once with
 `kiln run --repeat N --print-time` and keeps its median, so that the machine's

@@ -17,15 +17,13 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // ---- The solver ----------------------------------------------------------
 
 // The blocks a class may take: NCHW when fixed, else the blocks every
-// convolution writing into it offers (they must agree), and NCHW for joins.
+// convolution writing into it offers (they must agree), else NCHW.
 std::vector<std::vector<int64_t>> class_domains(const LayoutProblem& p) {
   size_t n = p.fixed.size();
   std::vector<std::vector<int64_t>> dom(n);
   std::vector<bool> seen(n, false);
-  std::vector<int> writers(n, 0);
   for (const LayoutConv& c : p.convs) {
     if (p.fixed[c.out_class]) continue;
-    ++writers[c.out_class];
     std::set<int64_t> offered;
     for (const LayoutOption& o : c.options) offered.insert(o.out_block);
     std::vector<int64_t> v(offered.begin(), offered.end());
@@ -39,17 +37,14 @@ std::vector<std::vector<int64_t>> class_domains(const LayoutProblem& p) {
                           std::back_inserter(both));
     dom[c.out_class] = both;
   }
-  // A join (several writers) may also be NCHW: the writers then keep their
-  // own blocks and each pays its transform back to NCHW (what
-  // propagate_layout does when they disagree). One writer always agrees with
-  // itself, so its class is blocked. A free class nobody writes is NCHW.
-  for (size_t k = 0; k < n; ++k) {
-    if (p.fixed[k] || !seen[k]) {
-      dom[k] = {0};
-      continue;
-    }
-    if (writers[k] > 1) dom[k].insert(dom[k].begin(), 0);
-  }
+  // A join (several writers) must agree when its writers share a block:
+  // letting it fall back to NCHW costs more than the transforms (the residual
+  // Add then leaves its convolution's epilogue for a kernel of its own, with
+  // a transform; measured on ResNet-18, bench/models/results/layout-dp-*).
+  // Only a join whose writers share no block is NCHW, each writer paying its
+  // transform back. A free class nobody writes is NCHW.
+  for (size_t k = 0; k < n; ++k)
+    if (p.fixed[k] || !seen[k] || dom[k].empty()) dom[k] = {0};
   return dom;
 }
 

@@ -14,13 +14,11 @@
 // blocked inputs agree). A residual Add joins its inputs' classes. A class
 // with any other producer (a graph input, an operator that runs in NCHW) is
 // *fixed*: NCHW. A free class is blocked with the one block all the
-// convolutions writing into it use (they must agree), or, when it is a join
-// (several writers), NCHW: then each writer keeps its own block and pays its
-// output's transform back to NCHW (what propagate_layout does when the
-// inputs of a join disagree). The solution is exact when going through NCHW
-// is never cheaper than a direct block-to-block transform of the same tensor
-// (true of the measured kernels); otherwise a join that the solver made NCHW
-// may end up blocked in the build, with a cost layout_cost reports.
+// convolutions writing into it use: a join's writers must agree (were it
+// NCHW, the residual Add would leave its convolution's epilogue for a kernel
+// of its own, with transforms: that lost on ResNet-18). Only a join whose
+// writers share no block is NCHW: each writer then keeps its own block and
+// pays its output's transform back to NCHW (as propagate_layout does).
 //
 // Each convolution has options (a config: kernel time, in_block, out_block)
 // and pays the transform of its input from its input class's block to its
