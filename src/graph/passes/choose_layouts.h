@@ -60,8 +60,9 @@ struct LayoutConv {
   int in_class = 0, out_class = 0;    // indices into LayoutProblem::fixed
   std::vector<int64_t> in_shape;      // NCHW shape of the input (for transform costs)
   std::vector<LayoutOption> options;  // at least one
-  // NCHW shape of the output: a conv writing into a fixed class pays the
-  // transform of its output back to NCHW (empty: none counted).
+  // NCHW shape of the output: a conv writing into a class that is NCHW
+  // (fixed, or a join whose writers share no block) pays the transform of
+  // its output back to NCHW (empty: none counted).
   std::vector<int64_t> out_shape;
 };
 
