@@ -115,6 +115,18 @@ struct Rewriter {
     }
   }
 
+  // A node's own config (TemplateSelection::config_json: the layout choice's).
+  schedule::Config node_config(const ops::OpTemplate& t, const TemplateSelection& s,
+                               bool* configured) {
+    *configured = true;
+    try {
+      return schedule::Config::from_json(t.space(s.workload), s.config_json);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("node '" + s.node + "': config for " + s.workload.key() + ": " +
+                               e.what());
+    }
+  }
+
   void emit_template(const Node& orig, const ops::OpTemplate& t, const ops::Workload& w,
                      const schedule::Config& cfg, std::vector<std::string> inputs,
                      const std::string& output, const std::vector<int64_t>& output_shape) {
@@ -153,7 +165,8 @@ void Rewriter::rewrite(const Node& n, const TemplateSelection& s) {
     throw std::invalid_argument("node '" + n.name + "': no strategy row for " + n.op_type +
                                 " with template " + t.name());
   bool configured = false;
-  schedule::Config cfg = config_for(t, s.workload, &configured);
+  schedule::Config cfg = s.config_json.empty() ? config_for(t, s.workload, &configured)
+                                               : node_config(t, s, &configured);
   switch (row->rewrite) {
     case Rewrite::kBlockedConv: rewrite_conv(n, *row, t, s.workload, cfg); break;
     case Rewrite::kDense: rewrite_dense(n, t, s.workload, cfg); break;

@@ -13,7 +13,7 @@ std::vector<TemplateSelection> select_templates(const Graph& g, const Isa& isa) 
       std::optional<WorkloadParams> params = row.match(g, n, isa);
       if (!params) continue;
       ops::Workload w{row.template_name, std::move(*params), row.dtype};
-      if (!s) s = TemplateSelection{n.name, row.template_name, w, {}, 0};
+      if (!s) s = TemplateSelection{n.name, row.template_name, w, {}, 0, {}};
       if (row.untuned_default) s->untuned_default = s->implementations.size();
       s->implementations.push_back(std::move(w));
     }
