@@ -331,15 +331,18 @@ TEST(Int8Encoder, RankNActivationBitExact) {
 // batch_matmul_int8.x86: every dtype pair (u8 x u8 is what quantizers write
 // for attention, exact through the row and column sum corrections), zero
 // points at the range ends (0: a softmax's output; 128: no row-sum term),
-// batch dims of rank 1 and 2, a right operand broadcast over the batch, K
+// batch dims of rank 0 to 2, a right operand broadcast over the batch, K
 // and N that no tile or quad divides.
 TEST(Int8Encoder, ActivationTimesActivationBitExact) {
   std::mt19937 rng(seed(244));
-  for (int c = 0; c < 8; ++c) {
+  for (int c = 0; c < 9; ++c) {
     bool a_s8 = c % 4 >= 2, b_s8 = c % 2 == 1, broadcast = c == 5;
     int64_t M = 1 + static_cast<int64_t>(rng() % 20), K = 1 + static_cast<int64_t>(rng() % 70),
             N = 1 + static_cast<int64_t>(rng() % 40);
-    Shape batch = c < 4 ? Shape{2, 3} : Shape{1 + static_cast<int64_t>(rng() % 4)};
+    // Case 8: no batch dims at all (two 2-D activations).
+    Shape batch = c < 4    ? Shape{2, 3}
+                  : c == 8 ? Shape{}
+                           : Shape{1 + static_cast<int64_t>(rng() % 4)};
     Shape as = batch, bs = broadcast ? Shape{} : batch;
     as.insert(as.end(), {M, K});
     bs.insert(bs.end(), {K, N});
