@@ -55,10 +55,12 @@ driver::ConfigChooser calibration_configs(const std::string& tuning_log,
   };
 }
 
-// "Conv/MatMul/Gemm", plus --quantize-also's op types.
+// "Conv/MatMul/Gemm", plus --quantize-also's op types (MatMul, of two
+// activations, is already named).
 std::string op_list(const quantize::QuantizeOptions& q) {
   std::string ops = "Conv/MatMul/Gemm";
-  for (const std::string& op : q.optional_ops) ops += "/" + op;
+  for (const std::string& op : q.optional_ops)
+    if (op != "MatMul") ops += "/" + op;
   return ops;
 }
 
