@@ -3,6 +3,7 @@
 
     quant_accuracy.py MODEL.onnx (--qdq MODEL.qdq.onnx | --calibration DATA [--calibrate M])
                       [--runner ort|kiln] [--samples 500] [--inputs STACKED.npz] [--seed 0]
+                      [--quantize-also OPS]
                       [--kiln build/kiln] [--min-cosine C] [--min-top1 T] [--work DIR]
 
 Inputs: --inputs gives them ([N, *input shape] per model input, kiln quantize's --calibration
@@ -180,6 +181,9 @@ def main():
     ap.add_argument("--qdq")
     ap.add_argument("--calibration")
     ap.add_argument("--calibrate", default="max")
+    ap.add_argument("--quantize-also", default=None,
+                    help="passed to kiln quantize / kiln build --precision int8 (e.g. MatMul: "
+                         "attention's activation x activation MatMuls in int8 too)")
     ap.add_argument("--runner", choices=["ort", "kiln", "kiln-vs-ort"], default="ort")
     ap.add_argument("--max-abs", type=float)
     ap.add_argument("--samples", type=int, default=500)
@@ -197,6 +201,7 @@ def main():
     if args.runner != "ort" and not args.calibration:
         fail(f"the {args.runner} runner needs --calibration DATA (kiln build --precision int8)")
 
+    also = ["--quantize-also", args.quantize_also] if args.quantize_also else []
     with tempfile.TemporaryDirectory(prefix="kiln-quant-accuracy-") as tmp:
         work = args.work or tmp
         os.makedirs(work, exist_ok=True)
@@ -207,14 +212,14 @@ def main():
                 if not qdq:
                     qdq = os.path.join(work, "model.qdq.onnx")
                     run([args.kiln, "quantize", args.model, "-o", qdq, "--calibration",
-                         args.calibration, "--calibrate", args.calibrate])
+                         args.calibration, "--calibrate", args.calibrate] + also)
                 ref = ort_outputs(args.model, inputs_npz, work, "fp32")
                 got = ort_outputs(qdq, inputs_npz, work, "int8")
             else:
                 fp32, int8 = os.path.join(work, "fp32.tar"), os.path.join(work, "int8.tar")
                 try:
                     run([args.kiln, "build", args.model, "-o", int8, "--precision", "int8",
-                         "--calibration", args.calibration, "--calibrate", args.calibrate])
+                         "--calibration", args.calibration, "--calibrate", args.calibrate] + also)
                 except RuntimeError as e:
                     fail(f"kiln cannot build the int8 model:\n{e}", 3)
                 got = kiln_outputs(args.kiln, int8, stacked, n, work, "int8")
@@ -224,7 +229,7 @@ def main():
                 else:
                     qdq = os.path.join(work, "model.qdq.onnx")
                     run([args.kiln, "quantize", args.model, "-o", qdq, "--calibration",
-                         args.calibration, "--calibrate", args.calibrate])
+                         args.calibration, "--calibrate", args.calibrate] + also)
                     ref = ort_outputs(qdq, inputs_npz, work, "qdq")
         except RuntimeError as e:
             fail(str(e))

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "ops/batch_matmul.h"
+#include "ops/batch_matmul_int8.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_int8.h"
 #include "ops/dense.h"
@@ -34,6 +35,7 @@ const std::vector<const OpTemplate*>& registry() {
       &dense_int8_template(),
       &conv2d_nchwc_int8_template(),
       &depthwise_conv2d_nchwc_int8_template(),
+      &batch_matmul_int8_template(),
   };
   return all;
 }

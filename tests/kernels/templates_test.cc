@@ -16,6 +16,7 @@
 #include "harness.h"
 #include "ir/stmt.h"
 #include "ops/batch_matmul.h"
+#include "ops/batch_matmul_int8.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_int8.h"
 #include "ops/dense.h"
@@ -54,7 +55,8 @@ const char* const kKnownNames[] = {"conv2d_NCHWc.x86",
                                    "conv2d_winograd_NCHWc.x86",
                                    "dense_int8.x86",
                                    "conv2d_NCHWc_int8.x86",
-                                   "depthwise_conv2d_NCHWc_int8.x86"};
+                                   "depthwise_conv2d_NCHWc_int8.x86",
+                                   "batch_matmul_int8.x86"};
 
 bool is_conv(const std::string& name) {
   return name == "conv2d_NCHWc.x86" || name == "depthwise_conv2d_NCHWc.x86" ||
@@ -161,6 +163,10 @@ std::vector<Workload> workloads_of(const std::string& name) {
   if (name == "dense_int8.x86")
     return {ops::dense_int8_workload(1, 1000, 96), ops::dense_int8_workload(7, 5, 13),
             ops::dense_int8_workload(33, 17, 29), ops::dense_int8_workload(64, 48, 40)};
+  if (name == "batch_matmul_int8.x86")
+    return {ops::batch_matmul_int8_workload(2, 2, 7, 20, 13),
+            ops::batch_matmul_int8_workload(3, 1, 16, 24, 33),
+            ops::batch_matmul_int8_workload(4, 4, 1, 64, 16)};
   if (name == "conv2d_NCHWc_int8.x86") {
     auto c8 = [](const Workload& f, int64_t pad_value) {
       return ops::conv2d_int8_workload(conv_attrs(f), pad_value);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "codegen/target.h"
+#include "ops/batch_matmul_int8.h"
 #include "ops/dense.h"
 #include "ops/dense_int8.h"
 #include "ops/op_template.h"
@@ -208,6 +209,7 @@ TEST(Measure, RandomConfigsOfEveryTemplateVerify) {
                      {"dilation", {1, 1}}}},
       // The integer templates: uint8/int8 inputs, int32 outputs verified bit-exact.
       ops::dense_int8_workload(7, 20, 13),
+      ops::batch_matmul_int8_workload(2, 2, 7, 20, 13),
       ops::Workload{"conv2d_NCHWc_int8.x86",
                     {{"data", {1, 12, 7, 9}},
                      {"kernel", {20, 12, 3, 3}},
