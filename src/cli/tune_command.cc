@@ -47,7 +47,7 @@ const char* kTuneUsage =
     "usage: kiln tune MODEL.onnx [MORE.onnx ...] --tuning-log DB [--trials N] [--tuner "
     "xgb|random|grid|ga]\n"
     "                 [--early-stopping N] [--time-budget SECONDS] [--batch N] [--input-shapes S]\n"
-    "                 [--target TARGET] [--keep-layouts]\n"
+    "                 [--target TARGET] [--free-layout]\n"
     "                 [--number N] [--repeat N] [--min-repeat-ms MS] [--timeout S] [--report "
     "OUT.json]\n"
     "                 [--runner COMMAND] [--compile-budget S] [--in-graph K]\n"
@@ -62,11 +62,10 @@ const char* kTuneUsage =
     "  --batch N          candidates measured per round (default 16)\n"
     "  --target TARGET    'llvm -mcpu=... -mattr=...' to tune for (default: this machine; the\n"
     "                     machine must be able to run the target's code)\n"
-    "  --keep-layouts     keep every conv's fallback channel blocks (the search then never\n"
-    "                     changes a layout); default: configs may change them, and after the\n"
-    "                     search the layout transforms they may need are timed and stored, so\n"
-    "                     that kiln build picks blocks for the whole graph (--free-layout: the\n"
-    "                     default, still accepted)\n"
+    "  --free-layout      let conv configs change the fallback's channel blocks, and after the\n"
+    "                     search time and store the layout transforms they may need, for\n"
+    "                     kiln build --layout-dp (default: keep the fallback's blocks,\n"
+    "                     --keep-layouts; the joint choice is not yet faster end to end)\n"
     "  --runner COMMAND   measure on another device: COMMAND (run by /bin/sh -c) must start\n"
     "                     `kiln-measure-worker --serve` there, e.g. \"ssh pi@device\n"
     "                     kiln-measure-worker --serve\"; this machine compiles each candidate\n"
@@ -104,7 +103,7 @@ struct TuneArgs {
   std::vector<std::string> reports;
   std::set<std::string> set;
   bool worker = false;
-  bool free_layout = true;  // --keep-layouts: false
+  bool free_layout = false;  // --free-layout: true (see kTuneUsage)
   int64_t trials = 64;
   int early_stopping = 0, batch = 16;
   int in_graph = 3;  // configs per task re-measured inside the model (0: none)

@@ -321,13 +321,15 @@ TEST_F(KilnTune, TimeBudgetRunningOutExitsThreeWithRecordsKept) {
   EXPECT_EQ(records_in(db), 2u);  // the one round that started within the budget
 }
 
-// The default searches any channel blocks and then times the layout
+// --free-layout searches any channel blocks and then times the layout
 // transforms they may need, as records of their own target-key variant that
-// count no trial; the build's layout choice reads them. --keep-layouts: none.
-TEST_F(KilnTune, FreeLayoutsByDefaultStoreTransformTimes) {
+// count no trial; kiln build --layout-dp reads them. The default
+// (--keep-layouts): none.
+TEST_F(KilnTune, FreeLayoutStoresTransformTimes) {
   std::string db = work_.file("tuning.db");
   std::string args =
-      " --trials 6 --batch 6 --repeat 1 --min-repeat-ms 0 --tuner random --in-graph 0";
+      " --trials 6 --batch 6 --repeat 1 --min-repeat-ms 0 --tuner random --in-graph 0"
+      " --free-layout";
   CommandResult r = kiln("tune " + quote(model_) + " --tuning-log " + quote(db) + args);
   ASSERT_EQ(r.status, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("layout transform records"), std::string::npos) << r.out;
@@ -353,16 +355,20 @@ TEST_F(KilnTune, FreeLayoutsByDefaultStoreTransformTimes) {
   EXPECT_EQ(records_in(db), n);
   std::string pkg = work_.file("tiny.tar");
   CommandResult build = kiln("build " + quote(model_) + " -o " + quote(pkg) + " --tuning-log " +
-                             quote(db) + " --require-tuned");
+                             quote(db) + " --require-tuned --layout-dp");
   ASSERT_EQ(build.status, 0) << build.err << build.out;
   EXPECT_TRUE(fs::exists(pkg));
 
-  std::string kept = work_.file("kept.db");
-  ASSERT_EQ(
-      kiln("tune " + quote(model_) + " --tuning-log " + quote(kept) + args + " --keep-layouts")
-          .status,
-      0);
-  EXPECT_EQ(records_in(kept), 6u);
+  // Without --free-layout (the default, or --keep-layouts): no transform records.
+  std::string plain_args =
+      " --trials 6 --batch 6 --repeat 1 --min-repeat-ms 0 --tuner random --in-graph 0";
+  for (const char* flag : {"", " --keep-layouts"}) {
+    std::string kept = work_.file(std::string("kept") + (*flag ? "2" : "1") + ".db");
+    ASSERT_EQ(kiln("tune " + quote(model_) + " --tuning-log " + quote(kept) + plain_args + flag)
+                  .status,
+              0);
+    EXPECT_EQ(records_in(kept), 6u) << flag;
+  }
 }
 
 // Ctrl-C while a batch is being measured: the tuner finishes the measurement
