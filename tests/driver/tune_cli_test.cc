@@ -364,9 +364,9 @@ TEST_F(KilnTune, FreeLayoutStoresTransformTimes) {
       " --trials 6 --batch 6 --repeat 1 --min-repeat-ms 0 --tuner random --in-graph 0";
   for (const char* flag : {"", " --keep-layouts"}) {
     std::string kept = work_.file(std::string("kept") + (*flag ? "2" : "1") + ".db");
-    ASSERT_EQ(kiln("tune " + quote(model_) + " --tuning-log " + quote(kept) + plain_args + flag)
-                  .status,
-              0);
+    ASSERT_EQ(
+        kiln("tune " + quote(model_) + " --tuning-log " + quote(kept) + plain_args + flag).status,
+        0);
     EXPECT_EQ(records_in(kept), 6u) << flag;
   }
 }
