@@ -1,10 +1,11 @@
-// kiln_bench_int8: the integer templates (dense_int8.x86, conv2d_NCHWc_int8.x86)
-// beside the float32 templates on the same shapes, on this CPU's widest ISA.
-// Each kernel is checked first (integer: bit-exact against the template's
-// reference; float: relative error), then timed (medians). GOP/s count one
-// multiply and one add per product (2 M N K), for both, and are reported
-// against the int8 peak (independent vpdpbusd chains) and the fp32 peak
-// (independent FMA chains) measured in the same run.
+// kiln_bench_int8: the integer templates (dense_int8.x86, conv2d_NCHWc_int8.x86,
+// depthwise_conv2d_NCHWc_int8.x86) beside the float32 templates on the same shapes, on this CPU's
+// widest ISA. Each kernel is checked first (integer: bit-exact against the template's reference;
+// float: relative error), then timed (medians). GOP/s count one multiply and one add per product (2
+// M N K), for both, and are reported (depthwise: 2 C OH OW KH KW, which no dot product serves, so
+// its "% int8 peak" only says how far it is from the dense kernels' roof) against the int8 peak
+// (independent vpdpbusd chains) and the fp32 peak (independent FMA chains) measured in the same
+// run.
 //
 //   kiln_bench_int8 [--threads N] [--repeat N] [--search N] [--smoke]
 //
@@ -31,6 +32,7 @@
 #include "ops/conv2d_int8.h"
 #include "ops/dense.h"
 #include "ops/dense_int8.h"
+#include "ops/depthwise_conv2d_int8.h"
 #include "ops/op_template.h"
 #include "runtime/c_runtime_api.h"
 #include "schedule/lower.h"
@@ -52,6 +54,16 @@ Workload conv_f32(int64_t c, int64_t hw, int64_t oc, int64_t k) {
 Workload conv_i8(int64_t c, int64_t hw, int64_t oc, int64_t k) {
   return kiln::ops::conv2d_int8_workload(conv_attrs(c, hw, oc, k), 3);
 }
+// Depthwise (groups = C), padding k/2 on every side as torchvision's MobileNetV2 has.
+kiln::ops::Conv2DAttrs dw_attrs(int64_t c, int64_t hw, int64_t k, int64_t stride) {
+  return {1, c, hw, hw, c, k, k, stride, stride, k / 2, k / 2, k / 2, k / 2, 1, 1, c};
+}
+Workload dw_f32(int64_t c, int64_t hw, int64_t k, int64_t stride) {
+  return kiln::ops::conv2d_workload("depthwise_conv2d_NCHWc.x86", dw_attrs(c, hw, k, stride));
+}
+Workload dw_i8(int64_t c, int64_t hw, int64_t k, int64_t stride) {
+  return kiln::ops::depthwise_conv2d_int8_workload(dw_attrs(c, hw, k, stride), 3);
+}
 Workload dense_f32(int64_t m, int64_t n, int64_t k) {
   return kiln::ops::dense_workload("dense_pack.x86", {m, n, k});
 }
@@ -72,6 +84,14 @@ const std::vector<Case>& cases() {
       {"dense 1024x1024x1024", kiln::ops::dense_int8_workload(1024, 1024, 1024),
        dense_f32(1024, 1024, 1024), kiln::ops::dense_int8_workload(31, 17, 41),
        dense_f32(31, 17, 41)},
+      // MobileNetV2's depthwise convolutions: the widest stride-1 and stride-2
+      // layers and a late 7x7 one (smoke: a partial ow tile).
+      {"depthwise 3x3 144ch 56x56", dw_i8(144, 56, 3, 1), dw_f32(144, 56, 3, 1), dw_i8(32, 9, 3, 1),
+       dw_f32(32, 9, 3, 1)},
+      {"depthwise 3x3 s2 96ch 112x112", dw_i8(96, 112, 3, 2), dw_f32(96, 112, 3, 2),
+       dw_i8(16, 11, 3, 2), dw_f32(16, 11, 3, 2)},
+      {"depthwise 3x3 960ch 7x7", dw_i8(960, 7, 3, 1), dw_f32(960, 7, 3, 1), dw_i8(48, 7, 5, 1),
+       dw_f32(48, 7, 5, 1)},
   };
   return c;
 }

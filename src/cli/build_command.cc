@@ -15,10 +15,12 @@
 #include "frontend/op_support.h"
 #include "frontend/qdq_writer.h"
 #include "quantize/quantize.h"
+#include "runtime/c_runtime_api.h"
 #include "runtime/cpu_features.h"
 #include "support/same_file.h"
 #include "support/stale_temps.h"
 #include "support/temp_files.h"
+#include "tuner/layout_records.h"
 #include "tuner/tuned_configs.h"
 
 namespace kiln::cli {
@@ -36,7 +38,8 @@ const char* kBuildUsage =
     "usage: kiln build MODEL.onnx [-o OUT] [--target TARGET] [--input-shapes SHAPES]\n"
     "                  [--output-format tar|so] [--config FILE] [--tuning-log DB "
     "[--require-tuned]]\n"
-    "                  [--no-shipped-logs] [--no-borrow] [--dump-kernels DIR] [--time-report]\n"
+    "                  [--no-shipped-logs] [--no-borrow] [--layout-dp] [--dump-kernels DIR]\n"
+    "                  [--time-report]\n"
     "                  [--precision fp32|int8|bf16 [--calibration DATA] [--calibrate M]\n"
     "                   [--percentile P] [--keep-float NODE...] [--quantize-also OPS]\n"
     "                   [--no-fold-batchnorm]]\n"
@@ -53,6 +56,10 @@ const char* kBuildUsage =
     "  --no-shipped-logs  ignore the pre-tuned records kiln ships in logs/\n"
     "  --no-borrow        never use a config tuned for a nearby shape of the same template,\n"
     "                     nor one from another ISA class's shipped log\n"
+    "  --layout-dp        where DB's records offer other channel blocks, choose every\n"
+    "                     convolution's config jointly with the layout transforms between\n"
+    "                     them (off by default: not yet faster end to end, see README);\n"
+    "                     without it each workload's best record, the fallback's blocks first\n"
     "  --dump-kernels DIR write each kernel's LLVM IR (.ll) and assembly (.s) into DIR\n"
     "  --time-report      print the slowest kernels' compile times and estimated sizes\n"
     "  --precision P      fp32 (the default); int8: quantize with kiln quantize's code (needs\n"
@@ -68,7 +75,8 @@ const char* kBuildUsage =
 struct BuildArgs {
   std::string model, output, target, input_shapes, format = "tar", config_file, tuning_log;
   std::string dump_kernels;
-  bool require_tuned = false, no_shipped_logs = false, no_borrow = false, time_report = false;
+  bool require_tuned = false, no_shipped_logs = false, no_borrow = false, time_report = false,
+       layout_dp = false;
   std::string precision = "fp32";
   quantize::QuantizeOptions quantize;  // --precision int8
   bool quantize_flags = false;         // any of parse_quantize_option's flags given
@@ -111,6 +119,10 @@ BuildArgs parse_args(const std::vector<std::string>& args) {
       a.no_shipped_logs = true;
     else if (s == "--no-borrow")
       a.no_borrow = true;
+    else if (s == "--layout-dp")
+      a.layout_dp = true;
+    else if (s == "--no-layout-dp")  // the default; accepted for scripts written when it was not
+      a.layout_dp = false;
     else if (s == "--precision")
       a.precision = value();
     else if (!s.empty() && s[0] == '-')
@@ -193,6 +205,23 @@ void print_demotions(const driver::BuiltModule& m) {
   }
 }
 
+// What the layout choice did: how many convolutions it gave other channel
+// blocks, and the predicted time (kernels plus transforms) of its choice
+// against each workload's best record alone.
+void print_layout(const driver::LayoutReport& r) {
+  std::printf(
+      "layouts: %zu of %zu blocked convolutions changed blocks (%s); predicted %.3f ms "
+      "(kernels + layout transforms) vs %.3f ms with each workload's best record alone\n",
+      r.changed, r.convs, r.exact ? "exact DP over layout classes" : "greedy fallback",
+      r.predicted_ms, r.baseline_ms);
+  if (r.transforms_estimated)
+    std::printf(
+        "layouts: %zu of %zu layout transforms had no measured time (kiln tune times them); "
+        "estimated from bytes moved at %.1f GB/s copy bandwidth\n",
+        r.transforms_estimated, r.transforms_estimated + r.transforms_measured,
+        tuner::copy_bandwidth_gbs());
+}
+
 // "tuned: N of M workloads (...)" and the borrowed ones, each with its donor.
 void print_tuned(const driver::BuiltModule& m,
                  const std::map<std::string, tuner::ConfigChoice>& tuned) {
@@ -262,6 +291,27 @@ int run_build(const std::vector<std::string>& args) {
   };
   // --precision int8: the QDQ model kiln quantize would write, in a private
   // temporary folder, is what gets built.
+  // The layout choice (graph/passes/choose_layouts.h) from DB's records:
+  // candidates per channel-block pair and the stored transform times.
+  std::map<std::string, double> transform_times;
+  if (!a.tuning_log.empty() && a.layout_dp) {
+    options.layout_candidates = [&](const std::vector<std::string>& keys) {
+      tuner::RecordDB db = tuner::RecordDB::open(a.tuning_log, tuner::RecordDB::Mode::kMustExist);
+      int threads = kiln_get_num_threads();
+      transform_times = tuner::load_transform_times(db, options.target, threads);
+      std::map<std::string, std::vector<graph::ConfigCandidate>> out;
+      for (const auto& [key, cands] : tuner::layout_candidates(db, options.target, threads, keys))
+        for (const tuner::BlockCandidate& c : cands)
+          out[key].push_back({c.config_json, c.ms, c.in_block, c.out_block});
+      return out;
+    };
+    options.transform_ms = [&](const std::vector<int64_t>& nchw, int64_t from, int64_t to,
+                               bool* estimated) {
+      auto it = transform_times.find(tuner::transform_workload_key(nchw, from, to));
+      *estimated = it == transform_times.end();
+      return *estimated ? tuner::estimate_transform_ms(nchw) : it->second;
+    };
+  }
   std::unique_ptr<support::TempDir> qdq_dir;
   std::string model_to_build = a.model;
   if (a.precision == "int8") {
@@ -304,6 +354,7 @@ int run_build(const std::vector<std::string>& args) {
   if (a.time_report) print_time_report(m);
   print_demotions(m);
   if (!a.tuning_log.empty() || !tuned.empty()) print_tuned(m, tuned);
+  if (m.layout.ran) print_layout(m.layout);
   std::printf("configs: %zu of %zu workloads configured", configured, m.workloads.size());
   if (configured < m.workloads.size()) {
     std::printf("; fallback configs for:\n");

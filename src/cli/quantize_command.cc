@@ -18,7 +18,7 @@ namespace {
 const char* kQuantizeUsage =
     "usage: kiln quantize MODEL.onnx -o OUT.onnx --calibration DATA\n"
     "                     [--calibrate max|percentile|kl] [--percentile P] [--keep-float NODE...]\n"
-    "                     [--quantize-also Add,MaxPool,AveragePool,GlobalAveragePool] "
+    "                     [--quantize-also Add,MaxPool,AveragePool,GlobalAveragePool,MatMul] "
     "[--print-ranges]\n"
     "  -o OUT.onnx         the quantized model, in ONNX Runtime's QDQ format (written atomically)\n"
     "  --calibration DATA  DATA.npz with one array per model input holding N samples stacked\n"
@@ -34,7 +34,8 @@ const char* kQuantizeUsage =
     "                      weight and bias before calibration by default)\n"
     "  --print-ranges      print every quantized tensor's range, scale and zero point\n"
     "  --quantize-also OPS also quantize these op types' inputs and output (comma-separated:\n"
-    "                      Add, MaxPool, AveragePool, GlobalAveragePool)\n"
+    "                      Add, MaxPool, AveragePool, GlobalAveragePool; MatMul: those of\n"
+    "                      two activations, as attention's)\n"
     "Conv, MatMul and Gemm with float32 initializer weights are quantized: weights int8\n"
     "symmetric per output channel, activations uint8 asymmetric, bias int32.\n";
 
@@ -54,10 +55,12 @@ driver::ConfigChooser calibration_configs(const std::string& tuning_log,
   };
 }
 
-// "Conv/MatMul/Gemm", plus --quantize-also's op types.
+// "Conv/MatMul/Gemm", plus --quantize-also's op types (MatMul, of two
+// activations, is already named).
 std::string op_list(const quantize::QuantizeOptions& q) {
   std::string ops = "Conv/MatMul/Gemm";
-  for (const std::string& op : q.optional_ops) ops += "/" + op;
+  for (const std::string& op : q.optional_ops)
+    if (op != "MatMul") ops += "/" + op;
   return ops;
 }
 

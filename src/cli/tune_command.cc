@@ -25,12 +25,14 @@
 #include "codegen/target.h"
 #include "driver/build.h"
 #include "driver/measure_in_graph.h"
+#include "driver/measure_transforms.h"
 #include "frontend/onnx_import.h"
 #include "runtime/c_runtime_api.h"
 #include "support/same_file.h"
 #include "support/stale_temps.h"
 #include "tuner/in_graph_records.h"
 #include "tuner/job.h"
+#include "tuner/layout_records.h"
 #include "tuner/records.h"
 #include "tuner/remote_runner.h"
 #include "tuner/report.h"
@@ -62,8 +64,10 @@ const char* kTuneUsage =
     "                     machine must be able to run the target's code)\n"
     "  --precision P      fp32 (default) or bf16: tune the workloads `kiln build --precision P`\n"
     "                     builds (bf16: the bf16 templates' tasks; needs avx512bf16)\n"
-    "  --free-layout      let conv configs change channel blocks (default: keep the fallback's,\n"
-    "                     so that neighbouring convolutions need no layout transform)\n"
+    "  --free-layout      let conv configs change the fallback's channel blocks, and after the\n"
+    "                     search time and store the layout transforms they may need, for\n"
+    "                     kiln build --layout-dp (default: keep the fallback's blocks,\n"
+    "                     --keep-layouts; the joint choice is not yet faster end to end)\n"
     "  --runner COMMAND   measure on another device: COMMAND (run by /bin/sh -c) must start\n"
     "                     `kiln-measure-worker --serve` there, e.g. \"ssh pi@device\n"
     "                     kiln-measure-worker --serve\"; this machine compiles each candidate\n"
@@ -105,7 +109,7 @@ struct TuneArgs {
   std::vector<std::string> reports;
   std::set<std::string> set;
   bool worker = false;
-  bool free_layout = false;
+  bool free_layout = false;  // --free-layout: true (see kTuneUsage)
   int64_t trials = 64;
   int early_stopping = 0, batch = 16;
   int in_graph = 3;  // configs per task re-measured inside the model (0: none)
@@ -175,6 +179,8 @@ TuneArgs parse_args(const std::vector<std::string>& args) {
       a.reports.push_back(a.report);
     } else if (s == "--free-layout")
       a.free_layout = true;
+    else if (s == "--keep-layouts")
+      a.free_layout = false;
     else if (s == "--target")
       a.target = value();
     else if (s == "--precision")
@@ -391,6 +397,39 @@ void refine_in_graph(const TuneArgs& a, const codegen::Target& target, tuner::Re
       "kiln tune: %zu in-graph records for %zu workloads in %.0f s; the in-graph best differs "
       "from the isolated best for %zu\n",
       recs.size(), candidates.size(), secs, changed);
+}
+
+// ---- layout transforms ------------------------------------------------------
+
+// Times the layout transforms the model's candidates (records with any
+// channel blocks) may need and stores them (tuner/layout_records.h), for
+// kiln build's layout choice; those already stored are not measured again.
+void measure_layout_transforms(const TuneArgs& a, const codegen::Target& target,
+                               tuner::RecordDB& db, const std::string& model) {
+  int threads = kiln_get_num_threads();
+  std::vector<std::string> workloads = driver::template_workloads(
+      frontend::import_onnx(model, frontend::parse_input_shapes(a.input_shapes)), target.isa(),
+      a.graph_precision());
+  auto candidates = tuner::layout_candidates(db, target, threads, workloads);
+  std::map<std::string, double> known = tuner::load_transform_times(db, target, threads);
+  std::vector<tuner::TransformNeed> todo;
+  std::vector<driver::TransformSpec> specs;
+  for (const tuner::TransformNeed& t : tuner::needed_transforms(candidates)) {
+    if (known.count(tuner::transform_workload_key(t.shape, t.from, t.to))) continue;
+    todo.push_back(t);
+    specs.push_back({t.shape, t.from, t.to});
+  }
+  if (todo.empty()) return;
+  std::printf("kiln tune: timing %zu layout transforms for %s\n", todo.size(), model.c_str());
+  auto start = std::chrono::steady_clock::now();
+  std::vector<std::vector<double>> times = driver::measure_transforms(specs, target, 20);
+  std::string key = tuner::transform_target_key(target, threads);
+  std::vector<tuner::Record> recs;
+  for (size_t i = 0; i < todo.size(); ++i)
+    recs.push_back(tuner::transform_record(todo[i], key, times[i]));
+  db.add_batch(recs);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("kiln tune: %zu layout transform records in %.0f s\n", recs.size(), secs);
 }
 
 // ---- kiln tune --job ---------------------------------------------------------
@@ -667,6 +706,10 @@ int run_tune(const std::vector<std::string>& args) {
     else
       for (const std::string& m : a.models) refine_in_graph(a, target, db, m);
   }
+  // Layout transforms: a few small builds, so also past the time budget
+  // (without them kiln build estimates them from bytes moved).
+  if (a.free_layout && a.measure.runner.empty() && !summary.interrupted)
+    for (const std::string& m : a.models) measure_layout_transforms(a, target, db, m);
   if (!a.report.empty()) {
     std::ofstream out(a.report);
     out << tuner::tune_report_json(summary, tuner::redact_url(a.db)) << "\n";

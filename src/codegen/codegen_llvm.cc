@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "codegen/amx.h"
 #include "codegen/bf16_dot.h"
 #include "codegen/codegen.h"
 #include "codegen/dot_product.h"
@@ -912,10 +913,25 @@ class CodeGenLLVM {
     return emit_dot4_u8i8(b_, target_, acc, a, a_splat, bb);
   }
 
+  // amx_gemm (ir/expr.h; codegen/amx.h): its first three arguments are
+  // scalar loads whose addresses it takes; it writes C and yields 0.
+  Value* emit_amx_gemm_call(const CallNode* op) {
+    auto addr = [&](const Expr& e) {
+      auto* l = e.as<LoadNode>();
+      llvm::Type* st = storage_type(l->buffer->dtype.element_of());
+      return b_.CreateInBoundsGEP(st, buffer_ptr(l->buffer), emit_index(l->index, i64()));
+    };
+    auto imm = [&](size_t i) { return *as_const_int(op->args[i]); };
+    emit_amx_gemm(b_, target_, static_cast<AmxOp>(imm(3)), imm(4), imm(5), imm(6), imm(7), imm(8),
+                  addr(op->args[0]), addr(op->args[1]), addr(op->args[2]));
+    return b_.getInt32(0);
+  }
+
   Value* emit_call(const CallNode* op) {
     DataType t = op->dtype;
     if (op->op == Intrinsic::DotU8I8) return emit_dot4(op);
     if (op->op == Intrinsic::DotBF16) return emit_dot2_bf16_call(op);
+    if (op->op == Intrinsic::AmxGemm) return emit_amx_gemm_call(op);
     if (!t.is_float()) fail(std::string(intrinsic_name(op->op)) + " on " + t.str());
     std::vector<Value*> args;
     for (const Expr& a : op->args) args.push_back(emit(a));
@@ -942,6 +958,7 @@ class CodeGenLLVM {
       case Intrinsic::RoundEven: return llvm_intrin(llvm::Intrinsic::roundeven);
       case Intrinsic::DotU8I8: break;  // emit_call handles it
       case Intrinsic::DotBF16: break;  // emit_call handles it
+      case Intrinsic::AmxGemm: break;  // emit_call handles it
       case Intrinsic::Pow: return llvm_intrin(llvm::Intrinsic::pow);
       case Intrinsic::Rsqrt:
         return b_.CreateFDiv(llvm::ConstantFP::get(ty, 1.0),

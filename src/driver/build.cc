@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
+#include <tuple>
 #include <variant>
 
 #include "codegen/codegen.h"
@@ -51,8 +53,60 @@ std::vector<std::vector<std::string>> implementation_sets(
 // The chooser's configs (tuning records), then the explicit ones over them;
 // then each node's implementation: the fastest record's, an explicit config
 // winning over any record.
-std::map<std::string, std::string> choose_configs(std::vector<graph::TemplateSelection>& sel,
-                                                  const BuildOptions& o) {
+// The layout choice over the chosen configs (BuildOptions::layout_candidates):
+// nodes it gives another config get it as their own (TemplateSelection::config_json).
+LayoutReport choose_layouts(const Graph& g, std::vector<graph::TemplateSelection>& sel,
+                            const std::map<std::string, std::string>& configs,
+                            const BuildOptions& o) {
+  LayoutReport report;
+  std::vector<std::string> keys;
+  for (const auto& s : sel)
+    for (const ops::Workload& w : s.implementations)
+      if (!o.configs.count(w.key())) keys.push_back(w.key());
+  std::map<std::string, std::vector<graph::ConfigCandidate>> cands = o.layout_candidates(keys);
+  // Only worth it where some workload's records offer more than one layout.
+  bool choice = false;
+  for (const auto& [key, c] : cands)
+    for (const graph::ConfigCandidate& k : c)
+      choice |= k.in_block != c.front().in_block || k.out_block != c.front().out_block;
+  if (!choice) return report;
+  std::set<std::tuple<std::vector<int64_t>, int64_t, int64_t>> measured, estimated;
+  auto transform = [&](const std::vector<int64_t>& nchw, int64_t from, int64_t to) {
+    bool est = false;
+    double ms = o.transform_ms ? o.transform_ms(nchw, from, to, &est) : 0.0;
+    (est ? estimated : measured).insert({nchw, from, to});
+    return ms;
+  };
+  // A node with an explicit config keeps it: it is not in the problem.
+  std::vector<graph::TemplateSelection> open;
+  for (const auto& s : sel) {
+    bool explicit_config = false;
+    for (const ops::Workload& w : s.implementations)
+      explicit_config |= o.configs.count(w.key()) > 0;
+    if (!explicit_config) open.push_back(s);
+  }
+  graph::LayoutChoice c = graph::choose_layouts(g, open, cands, configs, transform);
+  for (auto& s : sel) {
+    auto it = c.configs.find(s.node);
+    if (it == c.configs.end()) continue;
+    s.workload = it->second.first;
+    s.template_name = s.workload.template_name;
+    s.config_json = it->second.second;
+  }
+  report.ran = true;
+  report.convs = c.convs;
+  report.changed = c.changed;
+  report.baseline_ms = c.baseline_ms;
+  report.predicted_ms = c.predicted_ms;
+  report.transforms_measured = measured.size();
+  report.transforms_estimated = estimated.size();
+  report.exact = c.exact;
+  return report;
+}
+
+std::map<std::string, std::string> choose_configs(const Graph& g,
+                                                  std::vector<graph::TemplateSelection>& sel,
+                                                  const BuildOptions& o, LayoutReport* layout) {
   constexpr double kExplicitConfig = 1e300;
   std::map<std::string, std::string> configs;
   std::map<std::string, double> gflops;
@@ -66,6 +120,7 @@ std::map<std::string, std::string> choose_configs(std::vector<graph::TemplateSel
     gflops[key] = kExplicitConfig;
   }
   graph::choose_implementations(sel, gflops);
+  if (o.layout_candidates) *layout = choose_layouts(g, sel, configs, o);
   return configs;
 }
 
@@ -278,7 +333,8 @@ BuiltModule run_build(ModelSource model, const BuildOptions& o) {
   debug_graph("graph passes", g);
   std::vector<graph::TemplateSelection> selected =
       graph::select_templates(g, o.target.isa(), o.precision);
-  std::map<std::string, std::string> configs = choose_configs(selected, o);
+  LayoutReport layout;
+  std::map<std::string, std::string> configs = choose_configs(g, selected, o, &layout);
   std::vector<graph::TemplateUse> uses =
       graph::apply_templates(g, selected, configs, o.target.isa());
   debug_graph("templates", g);
@@ -293,6 +349,7 @@ BuiltModule run_build(ModelSource model, const BuildOptions& o) {
   graph::passes::MemoryPlan plan = plan_storage(g, kernels, views, table);
   BuiltModule m = assemble(g, groups, std::move(kernels), table, plan, o.target);
   m.workloads = count_workloads(uses);
+  m.layout = layout;
   generate_code(m, o.target);
   if (!o.dump_kernels_dir.empty()) dump_kernels(m.funcs, o.target, o.dump_kernels_dir);
   if (!o.output_path.empty()) write_package(m, o.target, o.output_path, o.format);

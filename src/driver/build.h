@@ -12,6 +12,7 @@
 
 #include "codegen/target.h"
 #include "graph/graph.h"
+#include "graph/passes/choose_layouts.h"
 #include "graph/passes/strategy.h"
 #include "ir/function.h"
 
@@ -46,6 +47,17 @@ struct BuildOptions {
   // Config::to_json text; they win over choose_configs'. Checked against the
   // template's space when used.
   std::map<std::string, std::string> configs;
+  // The graph-level layout choice (graph/passes/choose_layouts.h): when set,
+  // the build asks for the candidates (per channel-block pair) of its blocked
+  // convolutions' workloads and, where some workload has candidates with
+  // different blocks, picks every convolution's config jointly with the
+  // layout transforms between them (transform_ms: the time of one; sets
+  // *estimated when it is not a measured time). Explicit configs win.
+  std::function<std::map<std::string, std::vector<graph::ConfigCandidate>>(
+      const std::vector<std::string>& workloads)>
+      layout_candidates;
+  std::function<double(const std::vector<int64_t>& nchw, int64_t from, int64_t to, bool* estimated)>
+      transform_ms;
   // When set, build() checks this path before compiling and writes the
   // package there at the end (atomically: a failed build leaves no file).
   std::string output_path;
@@ -73,6 +85,17 @@ struct WorkloadUse {
   bool configured = false;  // a config was given (else the template's fallback)
 };
 
+// What the layout choice did (BuildOptions::layout_candidates).
+struct LayoutReport {
+  bool ran = false;         // some workload had candidates with different blocks
+  size_t convs = 0;         // blocked convolutions in the problem
+  size_t changed = 0;       // of them, built with other blocks than the per-workload best
+  double baseline_ms = 0;   // predicted: kernels + transforms of the per-workload best configs
+  double predicted_ms = 0;  // the same for the chosen ones
+  size_t transforms_measured = 0, transforms_estimated = 0;  // distinct transforms costed
+  bool exact = true;  // false: the solver's greedy fallback ran
+};
+
 struct BuiltModule {
   std::vector<ir::LoweredFunc> funcs;
   std::vector<std::string> objects;  // native object code, one per kernel (codegen)
@@ -96,6 +119,7 @@ struct BuiltModule {
   std::vector<std::pair<std::string, graph::Initializer>> params;  // mod.params, by name
   std::vector<WorkloadUse> workloads;
   size_t generic_kernels = 0;  // kernels without a template (injective, reductions)
+  LayoutReport layout;
 };
 
 // The whole build of the ONNX model at `model_path`: import, graph passes,

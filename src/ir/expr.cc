@@ -46,6 +46,7 @@ const char* intrinsic_name(Intrinsic op) {
     case Intrinsic::RoundEven: return "round_even";
     case Intrinsic::DotU8I8: return "dot4_u8i8";
     case Intrinsic::DotBF16: return "dot2_bf16";
+    case Intrinsic::AmxGemm: return "amx_gemm";
   }
   return "?";
 }
@@ -251,7 +252,48 @@ DataType check_dot2_bf16(std::vector<Expr>& args) {
   return DataType::f32(n);
 }
 
+// Checks an amx_gemm call (see expr.h); its type is int32.
+void check_amx_gemm(const std::vector<Expr>& args) {
+  auto fail = [](const std::string& what) { throw std::invalid_argument("amx_gemm: " + what); };
+  if (args.size() != 9)
+    fail("takes 9 arguments (c, a, b, op, rows, n, k, lda, ldc), got " +
+         std::to_string(args.size()));
+  int64_t v[6];
+  for (int i = 0; i < 6; ++i) {
+    const int64_t* p = as_const_int(args[3 + i]);
+    if (!p) fail("argument " + std::to_string(3 + i) + " must be an integer immediate");
+    v[i] = *p;
+  }
+  if (v[0] != 0 && v[0] != 1) fail("unknown op " + std::to_string(v[0]));
+  bool bf16 = v[0] == 1;
+  DataType want[3] = {bf16 ? DataType::f32() : DataType::i32(),
+                      bf16 ? DataType::bf16() : DataType::u8(),
+                      bf16 ? DataType::bf16() : DataType::i8()};
+  const char* names[3] = {"c", "a", "b"};
+  for (int i = 0; i < 3; ++i) {
+    auto* l = args[i].as<LoadNode>();
+    if (!l || !args[i].dtype().is_scalar())
+      fail(std::string(names[i]) + " must be a scalar load (its address is taken)");
+    if (l->buffer->dtype != want[i])
+      fail(std::string(names[i]) + " must be a " + want[i].str() + " buffer, got " +
+           l->buffer->dtype.str());
+  }
+  int64_t rows = v[1], n = v[2], k = v[3], lda = v[4], ldc = v[5];
+  int64_t g = bf16 ? 2 : 4;
+  if (rows < 1) fail("rows must be positive, got " + std::to_string(rows));
+  if (n < 1 || k < 1) fail("n and k must be positive");
+  if (k % g != 0) fail("k = " + std::to_string(k) + " is not a multiple of " + std::to_string(g));
+  if (lda < k || ldc < n) fail("lda < k or ldc < n");
+}
+
 }  // namespace
+
+Expr amx_gemm(AmxOp op, Expr c, Expr a, Expr b, int64_t rows, int64_t n, int64_t k, int64_t lda,
+              int64_t ldc) {
+  std::vector<Expr> args = {std::move(c), std::move(a), std::move(b)};
+  for (int64_t x : {int64_t(op), rows, n, k, lda, ldc}) args.push_back(make_int(x));
+  return call(Intrinsic::AmxGemm, std::move(args));
+}
 
 float bf16_to_f32_value(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
 
@@ -305,6 +347,10 @@ Expr call(Intrinsic op, std::vector<Expr> args) {
   if (op == Intrinsic::DotBF16) {
     DataType t = check_dot2_bf16(args);
     return make_expr<CallNode>(t, op, std::move(args));
+  }
+  if (op == Intrinsic::AmxGemm) {
+    check_amx_gemm(args);
+    return make_expr<CallNode>(DataType::i32(), op, std::move(args));
   }
   if (op == Intrinsic::Pow) {
     if (args.size() != 2) throw std::invalid_argument("pow takes two arguments");

@@ -228,6 +228,15 @@ enum class Intrinsic : uint8_t {
   // the instruction does. Denormal inputs/results are flushed by the instruction
   // and not by the generic lowering: templates tolerate that difference.
   DotBF16,
+  // A whole tile GEMM on x86 AMX (Advanced Matrix Extensions), a statement:
+  // Evaluate(amx_gemm(...)) (see amx_gemm() below; result int32 0, never a value
+  // anything reads). The only intrinsic with side effects: it writes C. Its
+  // first three arguments are Loads whose *addresses* it takes (the first
+  // element of C, A and packed B); the others are immediates. Codegen lowers it
+  // with tile instructions where the target has amx-int8 / amx-bf16, and
+  // otherwise with the same loops over tiles emulated in memory
+  // (codegen/amx.h), which is how machines without AMX test its indexing.
+  AmxGemm,
 };
 const char* intrinsic_name(Intrinsic op);
 
@@ -400,6 +409,23 @@ float dot2_bf16_value(float acc, const uint16_t a[2], const uint16_t b[2]);
 // (a NaN becomes the quiet NaN 0x7fc0), as codegen's cast to bfloat16 does.
 float bf16_to_f32_value(uint16_t h);
 uint16_t f32_to_bf16_value(float x);
+
+// Intrinsic::AmxGemm: C[rows, N] = A[rows, K] x B[K, N], C overwritten (not
+// accumulated), in panels of 16 rows with tiles configured once per call:
+//   C[c0 + r * ldc + n] = sum_{k < K} A[a0 + r * lda + k] * B(k, n)
+// where B is packed in blocks of 16 columns, k in groups of g:
+//   B(k, n) = B[b0 + ((n / 16) * ceil(K / g) + k / g) * 16 * g + (n % 16) * g + k % g]
+// (zero past N), which is dense_int8.x86's packing with bn = 16 and, per block,
+// the "VNNI" layout the tile instructions want (K/g rows of 64 bytes).
+//   AmxOp::DpbusdU8I8: A uint8, B int8, C int32, g = 4, exact (wrapping int32);
+//   AmxOp::Dpbf16ps: A and B bfloat16, C float32, g = 2 (tdpbf16ps's order and
+//     rounding: per pair, the even product is added first, then the odd one).
+// K must be a multiple of g (tile rows are whole groups; the template pads).
+// c, a, b: scalar Loads of C, A and B. Throws std::invalid_argument on types
+// or sizes that do not fit (rows, N, K >= 1, lda >= K, ldc >= N).
+enum class AmxOp : uint8_t { DpbusdU8I8 = 0, Dpbf16ps = 1 };
+Expr amx_gemm(AmxOp op, Expr c, Expr a, Expr b, int64_t rows, int64_t n, int64_t k, int64_t lda,
+              int64_t ldc);
 
 // The value of an integer immediate (also a broadcast of one), or nullptr.
 const int64_t* as_const_int(const Expr& e);

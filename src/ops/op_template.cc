@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "ops/batch_matmul.h"
+#include "ops/batch_matmul_int8.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_bf16.h"
 #include "ops/conv2d_int8.h"
@@ -14,6 +15,7 @@
 #include "ops/dense_bf16.h"
 #include "ops/dense_int8.h"
 #include "ops/depthwise_conv2d.h"
+#include "ops/depthwise_conv2d_int8.h"
 #include "ops/group_conv2d.h"
 #include "ops/reference.h"
 #include "ops/winograd_conv2d.h"
@@ -34,6 +36,8 @@ const std::vector<const OpTemplate*>& registry() {
       &conv2d_winograd_nchwc_template(),
       &dense_int8_template(),
       &conv2d_nchwc_int8_template(),
+      &depthwise_conv2d_nchwc_int8_template(),
+      &batch_matmul_int8_template(),
       &dense_bf16_template(),
       &conv2d_nchwc_bf16_template(),
   };

@@ -48,8 +48,8 @@ float round_even(float x) { return std::nearbyint(x); }
 }  // namespace
 
 const std::vector<std::string>& optional_op_types() {
-  static const std::vector<std::string> ops = {"Add", "AveragePool", "GlobalAveragePool",
-                                               "MaxPool"};
+  static const std::vector<std::string> ops = {"Add", "AveragePool", "GlobalAveragePool", "MaxPool",
+                                               "MatMul"};
   return ops;
 }
 
@@ -96,7 +96,13 @@ std::vector<Candidate> find_candidates(const frontend::OnnxModelSummary& model,
   std::vector<Candidate> out;
   for (size_t i = 0; i < model.nodes.size(); ++i) {
     const frontend::OnnxNodeSummary& n = model.nodes[i];
-    const bool weighted = n.op_type == "Conv" || n.op_type == "MatMul" || n.op_type == "Gemm";
+    // --quantize-also MatMul: a MatMul of two activations (attention's Q K^T
+    // and P V) gets both inputs and its output quantized, per tensor.
+    const bool activation_matmul = n.op_type == "MatMul" && optional.count("MatMul") &&
+                                   n.inputs.size() == 2 && !float_init(n.inputs[1]) &&
+                                   !model.initializers.count(n.inputs[1]);
+    const bool weighted =
+        (n.op_type == "Conv" || n.op_type == "MatMul" || n.op_type == "Gemm") && !activation_matmul;
     if (!weighted && !optional.count(n.op_type)) continue;
     Candidate c;
     c.index = i;
@@ -104,7 +110,7 @@ std::vector<Candidate> find_candidates(const frontend::OnnxModelSummary& model,
       if (c.why_not.empty()) c.why_not = reason;
     };
     if (keep.count(n.label)) why("--keep-float");
-    const size_t activation_inputs = n.op_type == "Add" ? 2 : 1;
+    const size_t activation_inputs = n.op_type == "Add" || activation_matmul ? 2 : 1;
     if (n.inputs.size() < (weighted ? 2 : activation_inputs) || n.outputs.empty()) {
       why("too few inputs");
       out.push_back(c);

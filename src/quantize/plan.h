@@ -10,7 +10,8 @@
 // Optionally (--quantize-also) also Add (both inputs; neither a constant),
 // MaxPool, AveragePool and GlobalAveragePool (input 0): their inputs and
 // output quantized, so that an int8 engine can stay in int8 across residual
-// adds and pooling.
+// adds and pooling; and MatMul of two activations (both inputs, per tensor:
+// attention's Q K^T and P V, which kiln runs on batch_matmul_int8.x86).
 #pragma once
 
 #include <map>
@@ -38,7 +39,8 @@ struct Candidate {
   int64_t weight_axis = 0;
 };
 
-// The op types --quantize-also accepts: Add, AveragePool, GlobalAveragePool, MaxPool.
+// The op types --quantize-also accepts: Add, AveragePool, GlobalAveragePool, MaxPool,
+// MatMul (of two activations).
 const std::vector<std::string>& optional_op_types();
 
 // Every Conv/MatMul/Gemm of the model, and every node of `optional_ops`, in

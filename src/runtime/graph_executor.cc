@@ -8,6 +8,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "runtime/amx.h"
 #include "runtime/cpu_features.h"
 #include "runtime/package.h"
 
@@ -152,7 +153,16 @@ void GraphExecutor::Impl::check_requirements(const GraphReader& r, const json& g
     wanted.push_back(list[i].get<std::string>());
   }
   std::vector<std::string> missing = missing_cpu_features(wanted);
-  if (missing.empty()) return;
+  if (missing.empty()) {
+    // Code that may use AMX tiles needs Linux's permission first (runtime/amx.h).
+    for (const std::string& f : wanted)
+      if (f == "amx-tile" || f == "amx-int8" || f == "amx-bf16") {
+        std::string why = request_amx_permission();
+        if (!why.empty()) throw IncompatiblePackage(path, "its code uses AMX tiles: " + why);
+        break;
+      }
+    return;
+  }
   std::string names;
   for (const std::string& m : missing) names += (names.empty() ? "" : ", ") + m;
   throw IncompatiblePackage(path, "it needs CPU features this machine lacks: " + names +

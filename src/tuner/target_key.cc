@@ -102,8 +102,9 @@ TargetKey TargetKey::parse(const std::string& key) {
   if (k.kiln_version.empty() || k.llvm_version.empty()) throw bad("empty version");
   if (parts.size() == 6) {
     k.measured = field(5, "measured");
-    if (k.measured != kInGraph)
-      throw bad(std::string("measured must be \"") + kInGraph + "\", got \"" + k.measured + "\"");
+    if (k.measured != kInGraph && k.measured != kLayoutTransform)
+      throw bad(std::string("measured must be \"") + kInGraph + "\" or \"" + kLayoutTransform +
+                "\", got \"" + k.measured + "\"");
   }
   return k;
 }

@@ -16,7 +16,9 @@
 // tune's in-graph step, driver/measure_in_graph.h) are kept under the same
 // key with a sixth field, "; measured=in-graph": they are a different
 // measurement of the same kernels, never mixed with the isolated ones (trial
-// counts, claims and the search see only the isolated key).
+// counts, claims and the search see only the isolated key). Layout
+// transforms' times (kiln tune's last step, tuner/layout_records.h) are kept
+// under "; measured=layout-transform", for the build's layout choice.
 #pragma once
 
 #include <string>
@@ -38,6 +40,7 @@ struct TargetKey {
   // "" for the tuner's isolated measurements; kInGraph for in-graph ones.
   std::string measured;
   static constexpr const char* kInGraph = "in-graph";
+  static constexpr const char* kLayoutTransform = "layout-transform";
 
   std::string key() const;
   // The same key with measured = kInGraph.

@@ -46,11 +46,12 @@ class KilnTune : public ::testing::Test {
   CommandResult kiln(const std::string& args) {
     return run_kiln(args, tmp_, capture_, "KILN_LOGS_DIR='" + logs_.path().string() + "'");
   }
-  // Quick measurements: the point is the bookkeeping, not the timing.
+  // Quick measurements: the point is the bookkeeping, not the timing (and
+  // the fallback's layouts: no layout-transform records to count).
   std::string tune(const std::string& db, int trials) {
     return "tune " + quote(model_) + " --tuning-log " + quote(db) + " --trials " +
            std::to_string(trials) +
-           " --batch 3 --repeat 1 --min-repeat-ms 0 --tuner random --in-graph 0";
+           " --batch 3 --repeat 1 --min-repeat-ms 0 --tuner random --in-graph 0 --keep-layouts";
   }
   size_t records_in(const std::string& db) {
     std::string out = work_.file("export.jsonl");
@@ -106,7 +107,7 @@ TEST_F(KilnTune, InGraphStepStoresInGraphRecordsThatTheBuildPrefers) {
   std::string db = work_.file("tuning.db");
   CommandResult r = kiln("tune " + quote(model_) + " --tuning-log " + quote(db) +
                          " --trials 5 --batch 5 --repeat 1 --min-repeat-ms 0 --tuner random "
-                         "--in-graph 2");
+                         "--in-graph 2 --keep-layouts");
   ASSERT_EQ(r.status, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("2 in-graph records for 1 workloads"), std::string::npos) << r.out;
   EXPECT_EQ(records_in(db), 7u);  // 5 isolated + 2 in-graph
@@ -302,7 +303,8 @@ TEST_F(KilnTune, CostModelWarmStartsFromOtherWorkloadsRecords) {
   write_bytes(nearby, tiny_conv_model(9).bytes());
   CommandResult r =
       kiln("tune " + quote(nearby) + " --tuning-log " + quote(db) +
-           " --trials 2 --batch 2 --repeat 1 --min-repeat-ms 0 --tuner xgb --in-graph 0");
+           " --trials 2 --batch 2 --repeat 1 --min-repeat-ms 0 --tuner xgb --in-graph 0 "
+           "--keep-layouts");
   ASSERT_EQ(r.status, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("cost model warm-started from"), std::string::npos) << r.out;
   // The records of the first workload are still all there, plus the new two.
@@ -313,10 +315,60 @@ TEST_F(KilnTune, TimeBudgetRunningOutExitsThreeWithRecordsKept) {
   std::string db = work_.file("tuning.db");
   CommandResult r = kiln("tune " + quote(model_) + " --tuning-log " + quote(db) +
                          " --trials 50 --batch 2 --repeat 1 --min-repeat-ms 0 --tuner random "
-                         "--time-budget 0.01");
+                         "--time-budget 0.01 --keep-layouts");
   EXPECT_EQ(r.status, 3) << r.out << r.err;
   EXPECT_NE(r.out.find("time budget spent"), std::string::npos) << r.out;
   EXPECT_EQ(records_in(db), 2u);  // the one round that started within the budget
+}
+
+// --free-layout searches any channel blocks and then times the layout
+// transforms they may need, as records of their own target-key variant that
+// count no trial; kiln build --layout-dp reads them. The default
+// (--keep-layouts): none.
+TEST_F(KilnTune, FreeLayoutStoresTransformTimes) {
+  std::string db = work_.file("tuning.db");
+  std::string args =
+      " --trials 6 --batch 6 --repeat 1 --min-repeat-ms 0 --tuner random --in-graph 0"
+      " --free-layout";
+  CommandResult r = kiln("tune " + quote(model_) + " --tuning-log " + quote(db) + args);
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("layout transform records"), std::string::npos) << r.out;
+  size_t n = records_in(db);
+  size_t transforms = 0;
+  std::ifstream in(work_.file("export.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j.at("target").get<std::string>().find("; measured=layout-transform") == std::string::npos)
+      continue;
+    ++transforms;
+    EXPECT_EQ(j.at("error"), "ok");
+    EXPECT_EQ(j.at("workload").get<std::string>().rfind("layout_transform(data=[1,", 0), 0u)
+        << line;
+  }
+  EXPECT_GT(transforms, 0u);
+  EXPECT_EQ(n, 6u + transforms);
+  // They count no trial, and are not measured again.
+  CommandResult again = kiln("tune " + quote(model_) + " --tuning-log " + quote(db) + args);
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_NE(again.out.find("0 trials"), std::string::npos) << again.out;
+  EXPECT_EQ(again.out.find("layout transform records"), std::string::npos) << again.out;
+  EXPECT_EQ(records_in(db), n);
+  std::string pkg = work_.file("tiny.tar");
+  CommandResult build = kiln("build " + quote(model_) + " -o " + quote(pkg) + " --tuning-log " +
+                             quote(db) + " --require-tuned --layout-dp");
+  ASSERT_EQ(build.status, 0) << build.err << build.out;
+  EXPECT_TRUE(fs::exists(pkg));
+
+  // Without --free-layout (the default, or --keep-layouts): no transform records.
+  std::string plain_args =
+      " --trials 6 --batch 6 --repeat 1 --min-repeat-ms 0 --tuner random --in-graph 0";
+  for (const char* flag : {"", " --keep-layouts"}) {
+    std::string kept = work_.file(std::string("kept") + (*flag ? "2" : "1") + ".db");
+    ASSERT_EQ(
+        kiln("tune " + quote(model_) + " --tuning-log " + quote(kept) + plain_args + flag).status,
+        0);
+    EXPECT_EQ(records_in(kept), 6u) << flag;
+  }
 }
 
 // Ctrl-C while a batch is being measured: the tuner finishes the measurement

@@ -253,17 +253,37 @@ TEST(FoldQdq, MatMulAndGemmBecomeQLinearMatMul) {
   EXPECT_EQ(count_op(e, "MatMul"), 2);
 }
 
-TEST(FoldQdq, GemmWithBiasStaysFloat) {
-  GraphBuilder b(4);
-  std::string a = b.input("a", {2, 8}, "uint8", 0, 255);
-  std::string af = b.node("DequantizeLinear", {a, b.constant("as", scalar_f(0.1f))});
-  std::string wf =
-      b.node("DequantizeLinear", {b.constant("wq", random_tensor("int8", {8, 3}, b.rng(), -9, 9)),
-                                  b.constant("ws", scalar_f(0.2f))});
-  std::string y = b.node("Gemm", {af, wf, b.random_constant("c", {3})});
-  b.output(b.node("QuantizeLinear", {y, b.constant("ys", scalar_f(0.3f))}));
-  Graph f = folded(b.graph(), b.inputs(), 0);
-  EXPECT_EQ(count_op(f, "Gemm"), 1);
+// A Gemm's float C folds as kiln's int32 bias of QLinearMatMul, quantized at
+// a_scale * w_scale (within 1 unit of the float result: folded() checks it);
+// a C that does not fit in int32 at that scale stays float.
+TEST(FoldQdq, GemmWithFloatBiasFoldsWhenItFitsInt32) {
+  for (float c_scale : {1.0f, 1e9f}) {
+    SCOPED_TRACE("bias scale " + std::to_string(c_scale));
+    GraphBuilder b(4);
+    std::string a = b.input("a", {2, 8}, "uint8", 0, 255);
+    std::string af = b.node("DequantizeLinear", {a, b.constant("as", scalar_f(0.1f))});
+    std::string wf =
+        b.node("DequantizeLinear", {b.constant("wq", random_tensor("int8", {8, 3}, b.rng(), -9, 9)),
+                                    b.constant("ws", scalar_f(0.2f))});
+    Initializer c = tensor_of<float>({3}, {0.37f * c_scale, -1.21f * c_scale, 0.05f * c_scale});
+    std::string y = b.node("Gemm", {af, wf, b.constant("c", c)});
+    b.output(b.node("QuantizeLinear", {y, b.constant("ys", scalar_f(0.3f))}));
+    bool fits = c_scale == 1.0f;
+    Graph f = folded(b.graph(), b.inputs(), fits ? 1 : 0);
+    EXPECT_EQ(count_op(f, "Gemm"), fits ? 0 : 1);
+    if (!fits) continue;
+    ASSERT_EQ(count_op(f, "QLinearMatMul"), 1);
+    for (const auto& n : f.nodes) {
+      if (n.op_type != "QLinearMatMul") continue;
+      ASSERT_EQ(n.inputs.size(), 9u);
+      // round_half_even(c / (0.1 * 0.2)) in float32's step.
+      float step = 0.1f * 0.2f;
+      std::vector<int32_t> want;
+      for (float v : c.as<float>()) want.push_back(static_cast<int32_t>(std::nearbyint(v / step)));
+      EXPECT_EQ(f.initializers.at(n.inputs[8]).as<int32_t>(), want);
+    }
+    expanded(f, b.inputs(), 1);
+  }
 }
 
 // Between two folded convolutions ORT's format leaves Q -> DQ on the

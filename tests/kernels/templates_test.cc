@@ -16,6 +16,7 @@
 #include "harness.h"
 #include "ir/stmt.h"
 #include "ops/batch_matmul.h"
+#include "ops/batch_matmul_int8.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_bf16.h"
 #include "ops/conv2d_int8.h"
@@ -23,6 +24,7 @@
 #include "ops/dense_bf16.h"
 #include "ops/dense_int8.h"
 #include "ops/depthwise_conv2d.h"
+#include "ops/depthwise_conv2d_int8.h"
 #include "ops/group_conv2d.h"
 #include "ops/op_template.h"
 #include "ops/reference.h"
@@ -55,6 +57,8 @@ const char* const kKnownNames[] = {"conv2d_NCHWc.x86",
                                    "conv2d_winograd_NCHWc.x86",
                                    "dense_int8.x86",
                                    "conv2d_NCHWc_int8.x86",
+                                   "depthwise_conv2d_NCHWc_int8.x86",
+                                   "batch_matmul_int8.x86",
                                    "dense_bf16.x86",
                                    "conv2d_NCHWc_bf16.x86"};
 
@@ -65,7 +69,8 @@ bool is_conv(const std::string& name) {
 
 // The logical attributes of a conv template's workload.
 Conv2DAttrs conv_attrs(const Workload& w) {
-  if (w.template_name == "depthwise_conv2d_NCHWc.x86")
+  if (w.template_name == "depthwise_conv2d_NCHWc.x86" ||
+      w.template_name == "depthwise_conv2d_NCHWc_int8.x86")
     return ops::conv2d_attrs(w, ops::ConvKind::kDepthwise);
   if (w.template_name == "group_conv2d_NCHWc.x86")
     return ops::conv2d_attrs(w, ops::ConvKind::kGrouped);
@@ -162,6 +167,10 @@ std::vector<Workload> workloads_of(const std::string& name) {
   if (name == "dense_int8.x86")
     return {ops::dense_int8_workload(1, 1000, 96), ops::dense_int8_workload(7, 5, 13),
             ops::dense_int8_workload(33, 17, 29), ops::dense_int8_workload(64, 48, 40)};
+  if (name == "batch_matmul_int8.x86")
+    return {ops::batch_matmul_int8_workload(2, 2, 7, 20, 13),
+            ops::batch_matmul_int8_workload(3, 1, 16, 24, 33),
+            ops::batch_matmul_int8_workload(4, 4, 1, 64, 16)};
   if (name == "conv2d_NCHWc_int8.x86") {
     auto c8 = [](const Workload& f, int64_t pad_value) {
       return ops::conv2d_int8_workload(conv_attrs(f), pad_value);
@@ -170,6 +179,18 @@ std::vector<Workload> workloads_of(const std::string& name) {
             c8(conv(1, 16, 7, 7, 40, 3, 3, {1, 1}, {0, 1, 2, 1}, {1, 1}), 7),
             c8(conv(2, 8, 10, 13, 20, 3, 3, {1, 1}, {2, 2, 2, 2}, {2, 2}), 255),
             c8(conv(1, 32, 3, 3, 100, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}), 0)};
+  }
+  if (name == "depthwise_conv2d_NCHWc_int8.x86") {  // depthwise_int8_test.cc has more
+    auto dw8 = [](const Workload& f, int64_t pad_value) {
+      return ops::depthwise_conv2d_int8_workload(conv_attrs(f), pad_value);
+    };
+    auto dw = [](int64_t c, int64_t h, int64_t w, int64_t k, std::vector<int64_t> s,
+                 std::vector<int64_t> p) {
+      return ops::conv2d_workload("depthwise_conv2d_NCHWc.x86", {1, c, h, w, c, k, k, s[0], s[1],
+                                                                 p[0], p[1], p[2], p[3], 1, 1, c});
+    };
+    return {dw8(dw(24, 9, 11, 3, {1, 1}, {1, 1, 1, 1}), 128),
+            dw8(dw(20, 10, 13, 5, {2, 2}, {2, 1, 2, 1}), 3)};
   }
   // The bf16 templates: K odd, N, C, OC, OW not multiples of their tiles, C = 3
   // (bf16_test.cc has the logical references and the fused epilogues).

@@ -142,6 +142,22 @@ TEST_F(OrtQdq, KilnInt8MatchesOrtOnTheSameQdqModel) {
   std::printf("%s", r.out.c_str());
 }
 
+// kiln's own int8 package against kiln's own float package on the trained
+// net: the accuracy goals of the issue (cosine >= 0.99, top-1 >= 95 %) hold
+// for weights distributed like a trained net's, unlike the zoo's random ones
+// whose logits are near ties (bench/models/results/int8-accuracy-*.md).
+// Measured: cosine >= 0.9998, top-1 100 % on the 64 held-out inputs.
+TEST_F(OrtQdq, KilnInt8AgainstKilnFloatOnTrainedNet) {
+  Result r = sh(kPython + " " + kSource + "/bench/models/quant_accuracy.py " + net("model.onnx") +
+                    " --runner kiln --calibration " + net("calib.npz") + " --inputs " +
+                    net("eval.npz") + " --samples 64 --kiln " + KILN_BINARY +
+                    " --min-cosine 0.99 --min-top1 0.95",
+                *dir_);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("(64 inputs, kiln)"), std::string::npos) << r.out;
+  std::printf("%s", r.out.c_str());
+}
+
 // The folder form of --calibration and --keep-float: the kept Conv has no
 // QDQ on its weight, and the model still runs in ORT.
 TEST_F(OrtQdq, FolderCalibrationAndKeepFloat) {

@@ -124,6 +124,26 @@ TEST(Plan, CandidatesAndWhatCalibrationObserves) {
   EXPECT_EQ(plan.kept_float.count("mm2"), 1u);
 }
 
+// --quantize-also MatMul: a MatMul of two activations (mm2: f x f2) gets both
+// inputs quantized and no weight; a MatMul with a weight stays as it was.
+TEST(Plan, ActivationMatMulOnRequest) {
+  frontend::OnnxModelSummary m = small_model();
+  std::vector<Candidate> c = find_candidates(m, {}, {"MatMul"});
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[1].weight, "B");
+  EXPECT_TRUE(c[2].why_not.empty()) << c[2].why_not;
+  EXPECT_EQ(c[2].activations, (std::vector<std::string>{"f", "f2"}));
+  EXPECT_TRUE(c[2].weight.empty());
+  std::map<std::string, Range> ranges;
+  for (const std::string& t : observed_tensors(c)) ranges[t] = {-1, 1};
+  frontend::QuantPlan plan = make_plan(m, c, ranges);
+  ASSERT_EQ(plan.nodes.size(), 3u);
+  EXPECT_EQ(plan.nodes[2].label, "mm2");
+  EXPECT_FALSE(plan.nodes[2].weight.has_value());
+  EXPECT_EQ(plan.activations.count("f2"), 1u);
+  EXPECT_EQ(plan.kept_float.count("mm2"), 0u);
+}
+
 TEST(Plan, KeepFloatByNameAndByLabel) {
   frontend::OnnxModelSummary m = small_model();
   std::vector<Candidate> c = find_candidates(m, {"conv1", "MatMul#3"});
@@ -180,7 +200,7 @@ TEST(Plan, AddAndPoolingOnRequest) {
     find_candidates(m, {}, {"Sub"});
     FAIL() << "no error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("(Add, AveragePool, GlobalAveragePool, MaxPool)"),
+    EXPECT_NE(std::string(e.what()).find("(Add, AveragePool, GlobalAveragePool, MaxPool, MatMul)"),
               std::string::npos)
         << e.what();
   }

@@ -14,6 +14,7 @@
 
 #include "codegen/target.h"
 #include "ir/stmt.h"
+#include "ops/batch_matmul_int8.h"
 #include "ops/dense.h"
 #include "ops/dense_bf16.h"
 #include "ops/dense_int8.h"
@@ -72,6 +73,7 @@ std::vector<ops::Workload> sample_workloads() {
                          {"pads", {1, 1, 1, 1}},
                          {"dilation", {1, 1}}}},
           ops::dense_int8_workload(33, 40, 29),
+          ops::batch_matmul_int8_workload(2, 1, 9, 24, 29),
           ops::Workload{"conv2d_NCHWc_int8.x86",
                         {{"data", {1, 12, 9, 11}},
                          {"kernel", {20, 12, 3, 3}},

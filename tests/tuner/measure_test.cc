@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "codegen/target.h"
+#include "ops/batch_matmul_int8.h"
 #include "ops/dense.h"
 #include "ops/dense_bf16.h"
 #include "ops/dense_int8.h"
@@ -209,6 +210,7 @@ TEST(Measure, RandomConfigsOfEveryTemplateVerify) {
                      {"dilation", {1, 1}}}},
       // The integer templates: uint8/int8 inputs, int32 outputs verified bit-exact.
       ops::dense_int8_workload(7, 20, 13),
+      ops::batch_matmul_int8_workload(2, 2, 7, 20, 13),
       ops::Workload{"conv2d_NCHWc_int8.x86",
                     {{"data", {1, 12, 7, 9}},
                      {"kernel", {20, 12, 3, 3}},
@@ -216,6 +218,14 @@ TEST(Measure, RandomConfigsOfEveryTemplateVerify) {
                      {"pads", {1, 1, 0, 1}},
                      {"dilation", {1, 1}},
                      {"pad_value", {3}}},
+                    "uint8"},
+      ops::Workload{"depthwise_conv2d_NCHWc_int8.x86",
+                    {{"data", {1, 20, 9, 11}},
+                     {"kernel", {20, 1, 3, 3}},
+                     {"strides", {2, 2}},
+                     {"pads", {1, 1, 1, 1}},
+                     {"dilation", {1, 1}},
+                     {"pad_value", {128}}},
                     "uint8"},
       // The bf16 templates: float32 data, bfloat16 weights, float32 outputs checked
       // against their bf16 reference. N = 16: this seed's draw for N = 20 is a

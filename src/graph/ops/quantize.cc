@@ -521,14 +521,26 @@ std::vector<Initializer> eval_qlinear_matmul(const Node& node,
          "y_zero_point has dtype " + ins[7]->type.dtype + "; only uint8 and int8 are supported");
   QParams yq =
       read_qparams(node, ins[6], ins[7], out, out.size() - 1, "y_scale", "y_zero_point", "uint8");
+  // kiln's 9th input (not ONNX's: fold_qdq writes it for a Gemm's or an
+  // Add's bias): int32 [N] in units of a_scale * b_scale[n], added to the
+  // accumulator before the requantization, as QLinearConv's B.
+  std::vector<int32_t> bias;
+  if (const Initializer* b = optional_input(ins, 8)) {
+    if (b->type.dtype != "int32") fail(node, "B has dtype " + b->type.dtype + "; it must be int32");
+    if (b->type.shape != Shape{s.n})
+      fail(node,
+           "B " + shape_str(b->type.shape) + " must have shape [" + std::to_string(s.n) + "]");
+    bias = b->as<int32_t>();
+  }
   std::vector<int32_t> acc = int_matmul(node, s, av, bv, aq, bq);
   Initializer y = make_tensor(yq.qtype, out);
   int32_t lo = qmin_of(yq.qtype), hi = qmax_of(yq.qtype);
   for (size_t i = 0; i < acc.size(); ++i) {
     int64_t col = static_cast<int64_t>(i) % s.n, row = static_cast<int64_t>(i) / s.n % s.m;
     float mult = aq.s(row) * bq.s(col) / yq.s(col);
+    int32_t a = acc[i] + (bias.empty() ? 0 : bias[static_cast<size_t>(col)]);
     store_q(y, static_cast<int64_t>(i),
-            saturate_round(static_cast<float>(acc[i]) * mult, yq.z(col), lo, hi));
+            saturate_round(static_cast<float>(a) * mult, yq.z(col), lo, hi));
   }
   return {std::move(y)};
 }
@@ -737,6 +749,13 @@ std::vector<TensorType> output_types(const Node& node, const std::vector<const T
                        "a_zero_point");
     check_qparam_types(node, bs, bz, b.shape, static_cast<int64_t>(b.shape.size()) - 1, "b_scale",
                        "b_zero_point");
+    // kiln's optional bias (fold_qdq), as QLinearConv's B but per column.
+    if (const TensorType* bias = qlinear ? type_at(in, 8) : nullptr) {
+      if (bias->dtype != "int32") fail(node, "B has dtype " + bias->dtype + "; it must be int32");
+      if (bias->shape != Shape{s.n})
+        fail(node,
+             "B " + shape_str(bias->shape) + " must have shape [" + std::to_string(s.n) + "]");
+    }
   }
   if (!qlinear) return {{"int32", out}};
   const TensorType& ys = need(node, in, 6, "y_scale");

@@ -11,6 +11,7 @@
 #include "ops/dense.h"
 #include "ops/dense_bf16.h"
 #include "ops/dense_int8.h"
+#include "ops/depthwise_conv2d_int8.h"
 #include "ops/op_template.h"
 
 namespace kiln::graph {
@@ -125,6 +126,18 @@ struct Rewriter {
     }
   }
 
+  // A node's own config (TemplateSelection::config_json: the layout choice's).
+  schedule::Config node_config(const ops::OpTemplate& t, const TemplateSelection& s,
+                               bool* configured) {
+    *configured = true;
+    try {
+      return schedule::Config::from_json(t.space(s.workload), s.config_json);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("node '" + s.node + "': config for " + s.workload.key() + ": " +
+                               e.what());
+    }
+  }
+
   void emit_template(const Node& orig, const ops::OpTemplate& t, const ops::Workload& w,
                      const schedule::Config& cfg, std::vector<std::string> inputs,
                      const std::string& output, const std::vector<int64_t>& output_shape) {
@@ -149,6 +162,13 @@ struct Rewriter {
   void rewrite_qlinear_conv(const Node& n, const ops::OpTemplate& t, const ops::Workload& w,
                             const schedule::Config& cfg);
   void rewrite_qlinear_matmul(const Node& n, const ops::Workload& w, const schedule::Config& cfg);
+  void rewrite_qlinear_batch_matmul(const Node& n, const ops::OpTemplate& t, const ops::Workload& w,
+                                    const schedule::Config& cfg);
+  std::string unary(const Node& n, const std::string& op, const std::string& what,
+                    const std::string& x, const TensorType& t,
+                    const std::map<std::string, Attribute>& attrs = {},
+                    const std::vector<std::string>& extra = {});
+  std::string exact_sum(const Node& n, const std::string& what, const std::string& x, int64_t axis);
   std::string requantize(const std::string& name, const std::string& x, const std::string& bias,
                          const std::string& mult, int32_t zp, const std::string& out_dtype,
                          const std::string& result);
@@ -163,13 +183,15 @@ void Rewriter::rewrite(const Node& n, const TemplateSelection& s) {
     throw std::invalid_argument("node '" + n.name + "': no strategy row for " + n.op_type +
                                 " with template " + t.name());
   bool configured = false;
-  schedule::Config cfg = config_for(t, s.workload, &configured);
+  schedule::Config cfg = s.config_json.empty() ? config_for(t, s.workload, &configured)
+                                               : node_config(t, s, &configured);
   switch (row->rewrite) {
     case Rewrite::kBlockedConv: rewrite_conv(n, *row, t, s.workload, cfg); break;
     case Rewrite::kDense: rewrite_dense(n, t, s.workload, cfg, false); break;
     case Rewrite::kDenseBf16: rewrite_dense(n, t, s.workload, cfg, true); break;
     case Rewrite::kQLinearConv: rewrite_qlinear_conv(n, t, s.workload, cfg); break;
     case Rewrite::kQLinearMatMul: rewrite_qlinear_matmul(n, s.workload, cfg); break;
+    case Rewrite::kQLinearBatchMatMul: rewrite_qlinear_batch_matmul(n, t, s.workload, cfg); break;
     case Rewrite::kPlain:
       emit_template(n, t, s.workload, cfg, n.inputs, n.outputs.at(0),
                     g.type_of(n.outputs.at(0))->shape);
@@ -259,7 +281,12 @@ void Rewriter::rewrite_qlinear_conv(const Node& n, const ops::OpTemplate& t, con
   const Initializer& wi = g.initializers.at(n.inputs[3]);
   std::vector<int8_t> wv(wi.data.size());
   std::copy(wi.data.begin(), wi.data.end(), reinterpret_cast<uint8_t*>(wv.data()));
-  std::vector<int8_t> packed = ops::pack_conv2d_int8_weight(wv.data(), OC, C, KH, KW, icb, ocb);
+  // The depthwise template (C = 1 weight channel per output channel) packs by
+  // its one channel block; the rest of the rewrite is the same for both.
+  bool depthwise = &t == &ops::depthwise_conv2d_nchwc_int8_template();
+  std::vector<int8_t> packed =
+      depthwise ? ops::pack_depthwise_int8_weight(wv.data(), OC, KH, KW, ocb)
+                : ops::pack_conv2d_int8_weight(wv.data(), OC, C, KH, KW, icb, ocb);
   std::string w_packed = add_constant(n.name + "/weight_packed",
                                       typed_tensor<int8_t>("int8", in_shapes.at(1), packed));
 
@@ -298,14 +325,14 @@ void Rewriter::rewrite_qlinear_conv(const Node& n, const ops::OpTemplate& t, con
     // A layout transform needs whole blocks: channels the block does not
     // divide are padded first (their weights are zero, any value will do).
     std::string x_whole = x_u8;
-    int64_t c_pad = in_shapes.at(0)[1] * icb;
-    if (c_pad != C) {
+    int64_t x_channels = w.get("data").at(1), c_pad = in_shapes.at(0)[1] * icb;
+    if (c_pad != x_channels) {
       std::vector<int64_t> xs_shape = g.type_of(x_u8)->shape;
       xs_shape[1] = c_pad;
       x_whole = fresh(n.name + "/data_padded", {"uint8", xs_shape});
-      std::string pads =
-          add_constant(n.name + "/channel_pads",
-                       typed_tensor<int64_t>("int64", {8}, {0, 0, 0, 0, 0, c_pad - C, 0, 0}));
+      std::string pads = add_constant(
+          n.name + "/channel_pads",
+          typed_tensor<int64_t>("int64", {8}, {0, 0, 0, 0, 0, c_pad - x_channels, 0, 0}));
       Node pad;
       pad.op_type = "Pad";
       pad.name = n.name + "/pad_channels";
@@ -342,11 +369,14 @@ void Rewriter::rewrite_qlinear_conv(const Node& n, const ops::OpTemplate& t, con
 
 // QLinearMatMul on dense_int8.x86 (strategy.h, kQLinearMatMul): acc = sum_k
 // a_u8 * b_s8, so acc - zp_a * sum_k b[k, n] is the exact sum of (a - zp_a) *
-// b; that per-column constant is the requantization's bias.
+// b; that per-column constant plus the optional int32 bias (kiln's 9th input,
+// fold_qdq) is the requantization's bias. An activation of rank > 2 is the
+// template's [rows, K] as it lies in memory: the accumulator keeps the
+// node's output shape and lower_group views it as [rows, N].
 void Rewriter::rewrite_qlinear_matmul(const Node& n, const ops::Workload& w,
                                       const schedule::Config& cfg) {
   const ops::OpTemplate& t = ops::get_template(w.template_name);
-  int64_t M = w.get("data")[0], K = w.get("data")[1], N = w.get("weight")[1];
+  int64_t K = w.get("data")[1], N = w.get("weight")[1];
   const Initializer& bi = g.initializers.at(n.inputs[3]);
   std::vector<int8_t> bv(bi.data.size());
   std::copy(bi.data.begin(), bi.data.end(), reinterpret_cast<uint8_t*>(bv.data()));
@@ -362,21 +392,144 @@ void Rewriter::rewrite_qlinear_matmul(const Node& n, const ops::Workload& w,
   std::vector<float> bs = g.initializers.at(n.inputs[4]).as<float>();
   float ys = g.initializers.at(n.inputs[6]).as<float>().at(0);
   const Initializer& yzp = g.initializers.at(n.inputs[7]);
+  std::vector<int32_t> given;
+  if (n.inputs.size() > 8 && !n.inputs[8].empty())
+    given = g.initializers.at(n.inputs[8]).as<int32_t>();
   std::vector<int32_t> bias(static_cast<size_t>(N));
   std::vector<float> mult(static_cast<size_t>(N));
   for (int64_t j = 0; j < N; ++j) {
     int64_t colsum = 0;
     for (int64_t k = 0; k < K; ++k) colsum += bv[static_cast<size_t>(k * N + j)];
-    bias[static_cast<size_t>(j)] = static_cast<int32_t>(-int64_t{zp_a} * colsum);
+    int64_t v = (given.empty() ? 0 : given[static_cast<size_t>(j)]) - int64_t{zp_a} * colsum;
+    if (v < INT32_MIN || v > INT32_MAX)
+      op_util::fail(n, "the bias after the zero-point correction overflows int32");
+    bias[static_cast<size_t>(j)] = static_cast<int32_t>(v);
     mult[static_cast<size_t>(j)] = as * param_at(bs, j) / ys;
   }
   std::string bias_name = add_constant(n.name + "/bias", typed_tensor<int32_t>("int32", {N}, bias));
   std::string mult_name = add_constant(n.name + "/multiplier", float_tensor({N}, mult));
   std::string a_u8 = to_uint8(n, n.inputs[0]);
-  std::string acc = fresh(n.name + "/acc", {"int32", {M, N}});
-  emit_template(n, t, w, cfg, {a_u8, b_packed}, acc, {M, N});
+  std::vector<int64_t> y_shape = g.type_of(n.outputs.at(0))->shape;
+  std::string acc = fresh(n.name + "/acc", {"int32", y_shape});
+  emit_template(n, t, w, cfg, {a_u8, b_packed}, acc, y_shape);
   requantize(n.name + "/requantize", acc, bias_name, mult_name, int_elements(yzp).at(0),
              yzp.type.dtype, n.outputs.at(0));
+}
+
+// A node `op`(x, extra...) with attributes, its output a new value of type t.
+std::string Rewriter::unary(const Node& n, const std::string& op, const std::string& what,
+                            const std::string& x, const TensorType& t,
+                            const std::map<std::string, Attribute>& attrs,
+                            const std::vector<std::string>& extra) {
+  Node m;
+  m.op_type = op;
+  m.name = n.name + "/" + what;
+  m.inputs = {x};
+  m.inputs.insert(m.inputs.end(), extra.begin(), extra.end());
+  m.outputs = {fresh(n.name + "/" + what, t)};
+  m.attrs = attrs;
+  std::string out = m.outputs[0];
+  emit(std::move(m));
+  return out;
+}
+
+// The sum of the uint8/int8 activation x over `axis` (kept, size 1), as
+// int32: summed in float32, exact in any order since every partial sum is an
+// integer of magnitude <= 255 * K < 2^24 (K <= 11008 by the row).
+std::string Rewriter::exact_sum(const Node& n, const std::string& what, const std::string& x,
+                                int64_t axis) {
+  std::vector<int64_t> shape = g.type_of(x)->shape;
+  std::string xf = unary(n, "Cast", what + "_float", x, {"float32", shape}, {{"to", int64_t{1}}});
+  int64_t rank = static_cast<int64_t>(shape.size());
+  shape[static_cast<size_t>(axis < 0 ? axis + rank : axis)] = 1;
+  std::string axes =
+      add_constant(n.name + "/" + what + "_axes", typed_tensor<int64_t>("int64", {1}, {axis}));
+  std::string s =
+      unary(n, "ReduceSum", what, xf, {"float32", shape}, {{"keepdims", int64_t{1}}}, {axes});
+  return unary(n, "Cast", what + "_int32", s, {"int32", shape}, {{"to", int64_t{6}}});
+}
+
+// QLinearMatMul of two activations on batch_matmul_int8.x86 (strategy.h,
+// kQLinearBatchMatMul). The template computes T = sum_k a_u8 * b_s8 with
+// b_s8 = b - s (s = 128 for a uint8 b, 0 for int8), so with R = sum_k a,
+// S = sum_k b (per row of a, per column of b) and d = s - zp_b:
+//   sum_k (a - zp_a)(b - zp_b) = T + d * R - zp_a * S + K * zp_a * zp_b,
+// exactly (every term within int32 for K <= 11008). R and S are small
+// reductions beside the product; the two broadcast Adds and the
+// requantization are elementwise and fuse into the template's epilogue.
+// u8 x u8 (what quantizers write for attention) is thus exact, as are
+// u8 x s8, s8 x u8 and s8 x s8.
+void Rewriter::rewrite_qlinear_batch_matmul(const Node& n, const ops::OpTemplate& t,
+                                            const ops::Workload& w, const schedule::Config& cfg) {
+  int64_t Bb = w.get("b")[0], K = w.get("a")[2], N = w.get("b")[2];
+  std::vector<std::vector<int64_t>> in_shapes = t.input_shapes(w, cfg);
+  int64_t NB = in_shapes.at(1)[1], KO = in_shapes.at(1)[2], bn = in_shapes.at(1)[3];
+  const TensorType& at = *g.type_of(n.inputs[0]);
+  const TensorType& bt = *g.type_of(n.inputs[3]);
+  int32_t zp_a =
+      int_elements(g.initializers.at(n.inputs[2])).at(0) + (at.dtype == "int8" ? 128 : 0);
+  int32_t zp_b = int_elements(g.initializers.at(n.inputs[5])).at(0);
+  int32_t s = bt.dtype == "uint8" ? 128 : 0, d = s - zp_b;
+  float as = g.initializers.at(n.inputs[1]).as<float>().at(0);
+  float bs = g.initializers.at(n.inputs[4]).as<float>().at(0);
+  float ys = g.initializers.at(n.inputs[6]).as<float>().at(0);
+  const Initializer& yzp = g.initializers.at(n.inputs[7]);
+
+  // b as int8 (exactly b - 128 for uint8), then packed by K quads: [Bb, K, N]
+  // -> padded with zeros to [Bb, KO * 4, NB * bn] -> [Bb, KO, 4, NB, bn] ->
+  // [Bb, NB, KO, bn, 4] (dense_int8's weight layout per batch).
+  std::string b8 = n.inputs[3];
+  if (bt.dtype == "uint8") {
+    b8 = fresh(n.name + "/b_s8", {"int8", bt.shape});
+    requantize(n.name + "/b_to_s8", n.inputs[3],
+               add_constant(n.name + "/b_shift", typed_tensor<int32_t>("int32", {1}, {-128})),
+               add_constant(n.name + "/b_one", float_tensor({1}, {1.0f})), 0, "int8", b8);
+  }
+  auto reshape = [&](const std::string& x, const std::string& what,
+                     const std::vector<int64_t>& shape) {
+    std::string sh = add_constant(n.name + "/" + what + "_shape",
+                                  typed_tensor<int64_t>("int64", {int64_t(shape.size())}, shape));
+    return unary(n, "Reshape", what, x, {"int8", shape}, {}, {sh});
+  };
+  std::string b3 = reshape(b8, "b_3d", {Bb, K, N});
+  if (KO * 4 != K || NB * bn != N) {
+    std::string pads =
+        add_constant(n.name + "/b_pads",
+                     typed_tensor<int64_t>("int64", {6}, {0, 0, 0, 0, KO * 4 - K, NB * bn - N}));
+    b3 = unary(n, "Pad", "b_padded", b3, {"int8", {Bb, KO * 4, NB * bn}}, {}, {pads});
+  }
+  std::string b5 = reshape(b3, "b_quads", {Bb, KO, 4, NB, bn});
+  std::string b_packed = unary(n, "Transpose", "b_packed", b5, {"int8", in_shapes.at(1)},
+                               {{"perm", std::vector<int64_t>{0, 3, 1, 4, 2}}});
+
+  std::string a_u8 = to_uint8(n, n.inputs[0]);
+  std::vector<int64_t> y_shape = g.type_of(n.outputs.at(0))->shape;
+  std::string acc = fresh(n.name + "/acc", {"int32", y_shape});
+  emit_template(n, t, w, cfg, {a_u8, b_packed}, acc, y_shape);
+  auto scaled_add = [&](const std::string& sum, const std::string& what, const std::string& v,
+                        int32_t factor) {
+    std::string f =
+        add_constant(n.name + "/" + what + "_factor", typed_tensor<int32_t>("int32", {}, {factor}));
+    Node mul;
+    mul.op_type = "Mul";
+    mul.name = n.name + "/" + what + "_scaled";
+    mul.inputs = {v, f};
+    mul.outputs = {fresh(mul.name, *g.type_of(v))};
+    std::string scaled = mul.outputs[0];
+    emit(std::move(mul));
+    std::string out = fresh(n.name + "/" + what + "_added", {"int32", y_shape});
+    add(n.name + "/" + what + "_add", sum, scaled, out);
+    return out;
+  };
+  if (d != 0) acc = scaled_add(acc, "row_sum", exact_sum(n, "row_sum", a_u8, -1), d);
+  if (zp_a != 0) acc = scaled_add(acc, "col_sum", exact_sum(n, "col_sum", n.inputs[3], -2), -zp_a);
+  int64_t c = K * int64_t{zp_a} * zp_b;
+  std::string bias = add_constant(n.name + "/bias",
+                                  typed_tensor<int32_t>("int32", {1}, {static_cast<int32_t>(c)}));
+  // ONNX Runtime's order, in float32: (a_scale * b_scale) / y_scale.
+  std::string mult = add_constant(n.name + "/multiplier", float_tensor({1}, {as * bs / ys}));
+  requantize(n.name + "/requantize", acc, bias, mult, int_elements(yzp).at(0), yzp.type.dtype,
+             n.outputs.at(0));
 }
 
 // Gemm's alpha goes into the packed weight and beta into a constant C. bf16:

@@ -123,7 +123,7 @@ class Expander {
     finish(n, yf, qlinear, qlinear ? in(n, 6) : "", qlinear ? in(n, 7) : "", 1);
   }
 
-  // QLinearMatMul: a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp.
+  // QLinearMatMul: a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp[, B (kiln's)].
   // MatMulInteger: a, b[, a_zp[, b_zp]]. A 1-D a parameter runs along a's
   // rows (axis -2), a 1-D b or y parameter along the columns (axis -1).
   void expand_matmul(const Node& n) {
@@ -139,6 +139,13 @@ class Expander {
     std::string bf = dequantize(n, "dq_b", b, bs, bzp, rb - 1);
     const TensorType& yt = type(n, n.outputs[0]);
     std::string yf = add(n, "MatMul", "matmul", {af, bf}, {"float32", yt.shape});
+    if (qlinear && !in(n, 8).empty()) {
+      // kiln's int32 bias [N] (fold_qdq), in units of a_scale * b_scale[n].
+      Shape bs_shape = op_util::broadcast_shapes(n, {type(n, as).shape, type(n, bs).shape});
+      std::string scale = add(n, "Mul", "bias_scale", {as, bs}, {"float32", bs_shape});
+      std::string bias = dequantize(n, "dq_bias", in(n, 8), scale, "", 0);
+      yf = add(n, "Add", "bias_add", {yf, bias}, {"float32", yt.shape});
+    }
     finish(n, yf, qlinear, qlinear ? in(n, 6) : "", qlinear ? in(n, 7) : "",
            static_cast<int64_t>(yt.shape.size()) - 1);
   }

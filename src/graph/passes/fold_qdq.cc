@@ -173,6 +173,26 @@ class Folder {
     return v.size() == 1 ? v[0] : v[static_cast<size_t>(c)];
   }
 
+  // Whether `shape` holds one value per channel of m: [m], or [1, .., 1, m]
+  // (a bias that an Add or a Gemm broadcasts over the rows).
+  static bool is_channel_vector(const Shape& shape, int64_t m) {
+    if (shape.empty() || shape.back() != m) return false;
+    for (size_t i = 0; i + 1 < shape.size(); ++i)
+      if (shape[i] != 1) return false;
+    return true;
+  }
+
+  // `v` (an int32 constant of m values) as a 1-D [m] initializer.
+  std::string as_vector(const std::string& v, int64_t m) {
+    const Initializer& c = *constant(v);
+    if (c.type.shape == Shape{m} && constant_of(g_, v)) return v;
+    Initializer t = c;
+    t.type.shape = {m};
+    std::string name = unique_value_name(g_, v + "/vector");
+    set_initializer(g_, name, std::move(t));
+    return name;
+  }
+
   // DQ(b_i32) with zero point 0 and scale x_scale * w_scale[c]: the int32
   // constant, else "".
   std::string dq_bias(const std::string& value, const QTensor& x, const QTensor& w, int64_t m) {
@@ -180,7 +200,7 @@ class Folder {
     if (!dq || dq->op_type != "DequantizeLinear" || dq->inputs.size() < 2) return "";
     const Initializer* b = constant(dq->inputs[0]);
     const Initializer* bs = constant(dq->inputs[1]);
-    if (!b || !bs || b->type.dtype != "int32" || b->type.shape != Shape{m}) return "";
+    if (!b || !bs || b->type.dtype != "int32" || !is_channel_vector(b->type.shape, m)) return "";
     if (bs->type.dtype != "float32" || (bs->type.num_elements() != 1 && bs->type.shape != Shape{m}))
       return "";
     if (dq->inputs.size() > 2 && !dq->inputs[2].empty()) {
@@ -195,7 +215,61 @@ class Folder {
       float want = xs * scale_at(ws, c), got = scale_at(*bs, c);
       if (std::fabs(got - want) > 1e-6f * std::fabs(want)) return "";
     }
-    return dq->inputs[0];
+    return as_vector(dq->inputs[0], m);
+  }
+
+  // A float32 constant bias of m values (not produced by DQ: a Gemm's C or
+  // the Add an exporter writes after MatMul for a Linear layer) quantized to
+  // int32 at scale x_scale * w_scale[c], round half to even: the bias that
+  // ONNX Runtime's quantizer writes as DQ(int32) for the same layer, so that
+  // the whole layer stays integer. The rounding moves the pre-requantization
+  // value by at most half a step of x_scale * w_scale[c], i.e. at most
+  // M[c] / 2 output units (M[c] = x_scale * w_scale[c] / y_scale, well below
+  // 1 for any layer of more than a few inputs). "" when a value does not fit
+  // in int32 (the float path keeps it).
+  std::string float_bias(const std::string& value, const QTensor& x, const QTensor& w, int64_t m) {
+    const Initializer* b = constant(value);
+    if (!b || b->type.dtype != "float32" || !is_channel_vector(b->type.shape, m)) return "";
+    std::vector<float> bv = b->as<float>();
+    float xs = scale_at(*constant(x.scale), 0);
+    const Initializer& ws = *constant(w.scale);
+    std::vector<int32_t> q(static_cast<size_t>(m));
+    for (int64_t c = 0; c < m; ++c) {
+      float step = xs * scale_at(ws, c);  // float32, as the quantizers compute it
+      double v = std::nearbyint(static_cast<double>(bv[static_cast<size_t>(c)]) / step);
+      if (!std::isfinite(v) || v < -2147483648.0 || v > 2147483647.0) return "";
+      q[static_cast<size_t>(c)] = static_cast<int32_t>(v);
+    }
+    Initializer t = op_util::make_tensor("int32", {m});
+    std::copy(q.begin(), q.end(), reinterpret_cast<int32_t*>(t.data.data()));
+    std::string name = unique_value_name(g_, value + "/int32");
+    set_initializer(g_, name, std::move(t));
+    return name;
+  }
+
+  // The bias `value` as an int32 [m] constant in units of x_scale *
+  // w_scale[c]: DQ(int32) with that scale as it is, a float constant
+  // quantized (float_bias); "" when it is neither.
+  std::string int32_bias(const std::string& value, const QTensor& x, const QTensor& w, int64_t m) {
+    std::string b = dq_bias(value, x, w, m);
+    return b.empty() ? float_bias(value, x, w, m) : b;
+  }
+
+  // MatMul's output read only by Add(mm, c) or Add(c, mm) with c a bias of n
+  // values that keeps mm's rank: c, else "" (`add` gets the Add's index).
+  std::string add_bias_after(const Node& mm, int64_t n, size_t* add) const {
+    std::optional<size_t> next = sole_consumer(mm.outputs[0]);
+    if (!next) return "";
+    const Node& a = g_.nodes[*next];
+    if (a.op_type != "Add" || a.inputs.size() != 2 || a.outputs.size() != 1) return "";
+    std::string c = a.inputs[0] == mm.outputs[0] ? a.inputs[1] : a.inputs[0];
+    if (c == mm.outputs[0]) return "";
+    const TensorType* ct = g_.type_of(c);
+    const TensorType* yt = g_.type_of(mm.outputs[0]);
+    if (!ct || !yt || ct->shape.size() > yt->shape.size() || !is_channel_vector(ct->shape, n))
+      return "";
+    *add = *next;
+    return c;
   }
 
   // Q's output and parameters when `value` reaches a per-tensor Q through at
@@ -288,29 +362,55 @@ class Folder {
     if (type == "Conv") {
       if (wt->shape.size() != 4) return false;
     } else if (type == "MatMul") {
-      if (wt->shape.size() != 2 || xt->shape.size() < 2) return false;
+      if (wt->shape.size() < 2 || xt->shape.size() < 2) return false;
       w_axis = 1;
-    } else {                                                            // Gemm
-      if (op.inputs.size() > 2 && !op.inputs[2].empty()) return false;  // no bias input
+    } else {  // Gemm: C is a bias (beta 1) of N values, broadcast over the rows
       if (attr_float(op, "alpha", 1.0f) != 1.0f || attr_int(op, "transA", 0) != 0) return false;
+      if (op.inputs.size() > 2 && !op.inputs[2].empty() && attr_float(op, "beta", 1.0f) != 1.0f)
+        return false;
+      if (wt->shape.size() != 2) return false;
       trans_b = attr_int(op, "transB", 0) != 0;
       w_axis = trans_b ? 0 : 1;
     }
     std::optional<QTensor> x = dq_activation(op.inputs[0]);
     if (!x) return false;
-    std::optional<QTensor> w = dq_weight(op.inputs[1], w_axis);
-    if (!w) return false;
-    std::string bias;
-    if (type == "Conv" && op.inputs.size() > 2 && !op.inputs[2].empty()) {
-      bias = dq_bias(op.inputs[2], *x, *w, wt->shape[0]);
-      if (bias.empty()) return false;
+    // A MatMul's right operand may be an activation too (attention's Q K^T
+    // and P V): per tensor, no bias.
+    std::optional<QTensor> w;
+    if (wt->shape.size() == 2 || type != "MatMul") w = dq_weight(op.inputs[1], w_axis);
+    bool b_activation = false;
+    if (!w && type == "MatMul") {
+      w = dq_activation(op.inputs[1]);
+      b_activation = w.has_value();
     }
+    if (!w) return false;
+    int64_t channels = wt->shape[b_activation ? wt->shape.size() - 1 : static_cast<size_t>(w_axis)];
+    // The bias: Conv's B (DQ(int32) only, as before), Gemm's C, or the
+    // constant of an Add right after a MatMul (a Linear layer as exporters
+    // write it for inputs of rank > 2); the Add then joins the pattern.
+    std::string bias, result = op.outputs[0];
     std::vector<size_t> chain;
-    std::optional<QTensor> y = q_after(op.outputs[0], &chain);
+    if (type == "Conv" && op.inputs.size() > 2 && !op.inputs[2].empty()) {
+      bias = dq_bias(op.inputs[2], *x, *w, channels);
+      if (bias.empty()) return false;
+    } else if (type == "Gemm" && op.inputs.size() > 2 && !op.inputs[2].empty()) {
+      bias = int32_bias(op.inputs[2], *x, *w, channels);
+      if (bias.empty()) return false;
+    } else if (type == "MatMul" && !b_activation) {
+      size_t add = 0;
+      std::string c = add_bias_after(op, channels, &add);
+      if (!c.empty()) {
+        bias = int32_bias(c, *x, *w, channels);
+        if (bias.empty()) return false;
+        chain.push_back(add);
+        result = g_.nodes[add].outputs[0];
+      }
+    }
+    std::optional<QTensor> y = q_after(result, &chain);
     if (!y) return false;
 
     std::string x_dtype = g_.type_of(x->q)->dtype;
-    std::string w_dtype = constant(w->q)->type.dtype;
+    std::string w_dtype = b_activation ? g_.type_of(w->q)->dtype : constant(w->q)->type.dtype;
     std::string y_dtype = g_.type_of(y->q)->dtype;
     std::string wq = w->q, ws = w->scale, wzp = zp_or_zero(*w, w_dtype);
     if (trans_b) transpose_weight(&wq);
@@ -321,7 +421,8 @@ class Folder {
     n.inputs = {x->q, x->scale, zp_or_zero(*x, x_dtype), wq, ws,
                 wzp,  y->scale, zp_or_zero(*y, y_dtype)};
     if (!bias.empty()) n.inputs.push_back(bias);
-    for (size_t k = 1; k < n.inputs.size(); ++k) n.inputs[k] = materialize(n.inputs[k]);
+    for (size_t k = 1; k < n.inputs.size(); ++k)
+      if (k != 3 || !b_activation) n.inputs[k] = materialize(n.inputs[k]);
     if (type == "Conv") n.attrs = op.attrs;
     n.outputs = {y->q};
     // The Q is the pattern's last node: the QLinear node takes its place so

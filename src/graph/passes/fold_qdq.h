@@ -7,9 +7,10 @@
 //
 //   DQ(x_q) , DQ(w_q) [, DQ(b_i32)] -> Conv -> [Relu | Clip] -> Q
 //     => QLinearConv(x_q, xs, xzp, w_q, ws, wzp, ys, yzp [, b_i32])
-//   DQ(a_q) , DQ(b_q) -> MatMul -> [Relu | Clip] -> Q        => QLinearMatMul
-//   DQ(a_q) , DQ(b_q) -> Gemm (no C, alpha 1, transA 0) -> [Relu | Clip] -> Q
-//     => QLinearMatMul (transB=1 weights transposed at build time)
+//   DQ(a_q) , DQ(b_q) -> MatMul [-> Add(bias)] -> [Relu | Clip] -> Q
+//     => QLinearMatMul(a_q, as, azp, b_q, bs, bzp, ys, yzp [, b_i32])
+//   DQ(a_q) , DQ(b_q) [, bias] -> Gemm (alpha 1, beta 1, transA 0) -> [Relu | Clip] -> Q
+//     => QLinearMatMul (transB=1 weights transposed at build time) [, b_i32]
 //
 // where
 //  - x_q / a_q is uint8 or int8 with a per-tensor scale and zero point
@@ -17,27 +18,39 @@
 //  - w_q / b_q is a uint8 or int8 constant (or QuantizeLinear of a float
 //    constant, which is quantized here), per tensor or per output channel
 //    (axis 0 of a Conv weight, axis 1 of a [K, N] MatMul/Gemm weight, axis 0
-//    of a transB=1 [N, K] one);
+//    of a transB=1 [N, K] one); a MatMul's b_q may instead be an activation
+//    of rank >= 2 with per-tensor parameters, like a_q (attention's Q K^T and
+//    P V; no bias then);
 //  - the Conv bias, when present, is DequantizeLinear of an int32 constant
 //    with zero point 0 and scale x_scale * w_scale[c] (as ONNX Runtime's
 //    quantizer writes it; relative difference <= 1e-6), which is
 //    QLinearConv's 9th input;
+//  - the MatMul / Gemm bias (Gemm's C, or the constant of an Add that alone
+//    reads the MatMul's output: a Linear layer as exporters write it), of
+//    shape [N] or [1, .., 1, N], is DQ(int32) as for Conv, or a float32
+//    constant, quantized here to int32 at scale x_scale * w_scale[n] (round
+//    half to even: the int32 bias ORT's quantizer would write; it moves the
+//    requantized value by at most M[n] / 2 units, M[n] = x_scale * w_scale[n]
+//    / y_scale). It becomes kiln's 9th input of QLinearMatMul (ONNX's has 8):
+//    int32 [N], added to the accumulator before the requantization, exactly
+//    as QLinearConv's B (graph/ops/quantize.cc evaluates it, the int8 row
+//    folds it into its int32 bias);
 //  - Q has a per-tensor scale and zero point, and every value between the
 //    DQs and Q is read only by the pattern and is no graph output;
 //  - a Relu or Clip between the op and Q folds in as Q's saturation only when
 //    that is exact: Q(lower bound) is Q's qmin (ORT's Relu before a Q whose
 //    zero point is the range minimum) and Q(upper bound) is its qmax.
 //
-// Left as DQ -> op -> Q (correct, computed in float): Gemm with a bias C
-// (QLinearMatMul has no bias input), Add of two DQs, pooling between DQ and
-// Q, and anything not matching the above. A Q followed by a DQ never cancels:
+// Left as DQ -> op -> Q (correct, computed in float): a bias that does not
+// fit in int32 at that scale, Add of two DQs, pooling between DQ and Q, and
+// anything not matching the above. A Q followed by a DQ never cancels:
 // quantization changes values.
 //
 // expand_quantized_ops is the other direction, the lowering that runs the
 // quantized operators today on the float templates:
 //
 //   QLinearConv    => DQ(x), DQ(w, axis 0), DQ(B, x_scale * w_scale) -> Conv -> Q
-//   QLinearMatMul  => DQ(a, axis -2), DQ(b, axis -1) -> MatMul -> Q(axis -1)
+//   QLinearMatMul  => DQ(a, axis -2), DQ(b, axis -1) -> MatMul [-> Add(DQ(B))] -> Q(axis -1)
 //   ConvInteger    => DQ(x, 1, x_zp), DQ(w, 1, w_zp) -> Conv -> Cast(int32)
 //   MatMulInteger  => DQ(a, 1, a_zp), DQ(b, 1, b_zp) -> MatMul -> Cast(int32)
 //   DynamicQuantizeLinear => ReduceMax (of x and -x), the scale and zero point

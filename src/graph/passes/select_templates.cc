@@ -20,7 +20,7 @@ std::vector<TemplateSelection> select_templates(const Graph& g, const Isa& isa,
       if (!params) continue;
       ops::Workload w{row.template_name, std::move(*params), row.dtype};
       if (!s) {
-        s = TemplateSelection{n.name, row.template_name, w, {}, 0};
+        s = TemplateSelection{n.name, row.template_name, w, {}, 0, {}};
         first = row.precision;
       }
       if (row.untuned_default) s->untuned_default = s->implementations.size();

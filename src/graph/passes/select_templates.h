@@ -47,6 +47,10 @@ struct TemplateSelection {
   // The implementation built without records (the row marked untuned_default,
   // else the first); an index into implementations.
   size_t untuned_default = 0;
+  // This node's own config (Config JSON of `workload`'s template), set by the
+  // build's layout choice (choose_layouts.h) when it differs per node; empty:
+  // the workload's config (apply_templates' `configs`), else the fallback.
+  std::string config_json;
 };
 
 // One entry per covered node, in node order; the graph is unchanged. `isa` is

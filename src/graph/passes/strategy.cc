@@ -192,7 +192,9 @@ int64_t q8_scalar(const Initializer& t) {
 // int8 (shifted to uint8 by +128), an int8 constant weight with zero point 0
 // (per tensor or per output channel), per-tensor activation parameters, an
 // int32 constant bias or none. Anything else stays on the float path.
-std::optional<WorkloadParams> qconv_row(const Graph& g, const Node& n, const Isa&) {
+// With `depthwise`, the depthwise form instead of groups 1: groups = C = OC,
+// weight [C, 1, KH, KW] (depthwise_conv2d_NCHWc_int8.x86).
+std::optional<WorkloadParams> match_qconv(const Graph& g, const Node& n, bool depthwise) {
   if (n.inputs.size() < 8) return std::nullopt;
   const TensorType* xt = g.type_of(n.inputs[0]);
   const Initializer* wt = const_input(g, n, 3);
@@ -213,7 +215,10 @@ std::optional<WorkloadParams> qconv_row(const Graph& g, const Node& n, const Isa
   }
   const std::vector<int64_t>& x = xt->shape;
   const std::vector<int64_t>& k = wt->type.shape;
-  if (n.attr<int64_t>("group").value_or(1) != 1 || k[1] != x[1]) return std::nullopt;
+  int64_t group = n.attr<int64_t>("group").value_or(1);
+  if (depthwise ? group < 2 || group != x[1] || k[0] != x[1] || k[1] != 1
+                : group != 1 || k[1] != x[1])
+    return std::nullopt;
   // The int32 sum's bound (conv2d_int8.h).
   if (k[1] * k[2] * k[3] > 65792) return std::nullopt;
   op_util::Window win = op_util::conv_window(n, {x[2], x[3]}, {k[2], k[3]});
@@ -229,17 +234,34 @@ std::optional<WorkloadParams> qconv_row(const Graph& g, const Node& n, const Isa
                         {"pad_value", {zp_x}}};
 }
 
-// QLinearMatMul that dense_int8.x86 runs: a 2-D uint8 or int8 activation
-// [M, K] with per-tensor parameters, an int8 constant [K, N] with zero point
-// 0 (per tensor or per column). fold_qdq writes a Gemm (no bias) as such a
-// node too.
+std::optional<WorkloadParams> qconv_row(const Graph& g, const Node& n, const Isa&) {
+  return match_qconv(g, n, /*depthwise=*/false);
+}
+
+// Depthwise QLinearConv (MobileNet's): depthwise_conv2d_NCHWc_int8.x86, on
+// the same terms as qconv_row.
+std::optional<WorkloadParams> qdepthwise_row(const Graph& g, const Node& n, const Isa&) {
+  return match_qconv(g, n, /*depthwise=*/true);
+}
+
+// QLinearMatMul that dense_int8.x86 runs: a uint8 or int8 activation
+// [..., M, K] (rank >= 2: the leading dims are flattened into the rows, which
+// a row-major activation allows without a copy) with per-tensor parameters,
+// an int8 constant [K, N] with zero point 0 (per tensor or per column), and
+// kiln's optional 9th input, an int32 constant bias [N] (fold_qdq writes a
+// Gemm and a MatMul + Add as such a node).
 std::optional<WorkloadParams> qmatmul_row(const Graph& g, const Node& n, const Isa&) {
-  if (n.inputs.size() != 8) return std::nullopt;
+  if (n.inputs.size() != 8 && n.inputs.size() != 9) return std::nullopt;
   const TensorType* at = g.type_of(n.inputs[0]);
   const Initializer* bt = const_input(g, n, 3);
-  if (!at || !bt || !is_q8(at->dtype) || at->shape.size() != 2 || bt->type.dtype != "int8" ||
-      bt->type.shape.size() != 2 || bt->type.shape[0] != at->shape[1])
+  if (!at || !bt || !is_q8(at->dtype) || at->shape.size() < 2 || bt->type.dtype != "int8" ||
+      bt->type.shape.size() != 2 || bt->type.shape[0] != at->shape.back())
     return std::nullopt;
+  if (n.inputs.size() == 9 && !n.inputs[8].empty()) {
+    const Initializer* b = const_input(g, n, 8);
+    if (!b || b->type.dtype != "int32" || b->type.shape != std::vector<int64_t>{bt->type.shape[1]})
+      return std::nullopt;
+  }
   for (size_t i : {1, 2, 4, 5, 6, 7})
     if (!const_input(g, n, i)) return std::nullopt;
   const Initializer& azp = *const_input(g, n, 2);
@@ -249,9 +271,37 @@ std::optional<WorkloadParams> qmatmul_row(const Graph& g, const Node& n, const I
       num_elements(yzp.type.shape) != 1 || azp.type.dtype != at->dtype || !is_q8(yzp.type.dtype) ||
       const_input(g, n, 5)->type.dtype != "int8" || !all_zero(*const_input(g, n, 5)))
     return std::nullopt;
-  int64_t M = at->shape[0], K = at->shape[1], N = bt->type.shape[1];
+  int64_t K = at->shape.back(), M = num_elements(at->shape) / K, N = bt->type.shape[1];
   if (K > 65792) return std::nullopt;  // the int32 sum's bound (dense_int8.h)
   return WorkloadParams{{"data", {M, K}}, {"weight", {K, N}}};
+}
+
+// QLinearMatMul of two activations (attention's Q K^T and P V) that
+// batch_matmul_int8.x86 runs: a [..., M, K] and b [..., K, N] uint8 or int8
+// with per-tensor parameters, b's batch dims a's or all 1 (broadcast), no
+// bias. K <= 11008 keeps every int32 term of the zero-point corrections
+// exact (apply_templates.cc: |each| <= 255 * 255 * K, three summed).
+std::optional<WorkloadParams> qbatch_matmul_row(const Graph& g, const Node& n, const Isa&) {
+  if (n.inputs.size() != 8 || const_input(g, n, 3)) return std::nullopt;
+  const TensorType* at = g.type_of(n.inputs[0]);
+  const TensorType* bt = g.type_of(n.inputs[3]);
+  if (!at || !bt || !is_q8(at->dtype) || !is_q8(bt->dtype) || at->shape.size() < 2 ||
+      bt->shape.size() < 2 || bt->shape.size() > at->shape.size())
+    return std::nullopt;
+  for (size_t i : {1, 2, 4, 5, 6, 7}) {
+    const Initializer* c = const_input(g, n, i);
+    if (!c || num_elements(c->type.shape) != 1) return std::nullopt;
+  }
+  if (const_input(g, n, 2)->type.dtype != at->dtype ||
+      const_input(g, n, 5)->type.dtype != bt->dtype || !is_q8(const_input(g, n, 7)->type.dtype))
+    return std::nullopt;
+  int64_t M = at->shape[at->shape.size() - 2], K = at->shape.back(), N = bt->shape.back();
+  if (bt->shape[bt->shape.size() - 2] != K || K > 11008) return std::nullopt;
+  std::vector<int64_t> a_batch(at->shape.begin(), at->shape.end() - 2);
+  std::vector<int64_t> b_batch(bt->shape.begin(), bt->shape.end() - 2);
+  int64_t B = num_elements(a_batch), Bb = num_elements(b_batch);
+  if (Bb != 1 && b_batch != a_batch) return std::nullopt;
+  return WorkloadParams{{"a", {B, M, K}}, {"b", {Bb, K, N}}};
 }
 
 }  // namespace
@@ -286,8 +336,14 @@ const std::vector<Strategy>& strategies() {
       {"MatMul", "batch_matmul.x86", batch_matmul_row, Rewrite::kPlain},
       {"QLinearConv", "conv2d_NCHWc_int8.x86", qconv_row, Rewrite::kQLinearConv, nullptr,
        /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
+      {"QLinearConv", "depthwise_conv2d_NCHWc_int8.x86", qdepthwise_row, Rewrite::kQLinearConv,
+       nullptr, /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
       {"QLinearMatMul", "dense_int8.x86", qmatmul_row, Rewrite::kQLinearMatMul, nullptr,
        /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
+      // A QLinearMatMul whose b is an activation (dense_int8 takes constant b only).
+      {"QLinearMatMul", "batch_matmul_int8.x86", qbatch_matmul_row, Rewrite::kQLinearBatchMatMul,
+       nullptr, /*alternative=*/false, /*untuned_default=*/false,
+       /*dtype=*/"uint8"},
   };
   return rows;
 }

@@ -18,8 +18,14 @@
 //   QLinearConv conv2d_NCHWc_int8.x86     groups 1, 2-D, x uint8/int8, w int8       kQLinearConv
 //                                         constant with zero point 0, every
 //                                         parameter constant (dtype uint8)
-//   QLinearMatMul dense_int8.x86          2-D activation [M, K] uint8/int8, b int8  kQLinearMatMul
-//                                         constant [K, N] with zero point 0
+//   QLinearConv depthwise_conv2d_NCHWc_   groups = C = OC (multiplier 1), otherwise kQLinearConv
+//               int8.x86                  as conv2d_NCHWc_int8.x86's row
+//   QLinearMatMul dense_int8.x86          activation [..., M, K] uint8/int8 (leading kQLinearMatMul
+//                                         dims flattened), b int8 constant [K, N]
+//                                         with zero point 0, int32 bias [N] or none
+//   QLinearMatMul batch_matmul_int8.x86   a [..., M, K] and b [..., K, N] both kQLinearBatchMatMul
+//                                         activations, uint8/int8, per tensor, b's
+//                                         batch a's or broadcast, K <= 11008
 //   Conv    conv2d_NCHWc_bf16.x86         --precision bf16 only: as conv2d_NCHWc   kBlockedConv
 //                                         (dtype bfloat16)
 //   Gemm    dense_bf16.x86                --precision bf16 only: as dense_pack     kDenseBf16
@@ -70,14 +76,22 @@ enum class Rewrite {
   kPlain,
   // QLinearConv(x, xs, xzp, w, ws, wzp, ys, yzp [, B]) -> [int8 x: kiln.Requantize
   // +128 -> uint8] -> [Pad channels to whole blocks] -> LT(NCHW -> NCHW[ic_bn]c) ->
-  // kiln.Template(x_c, w packed int8) -> kiln.Requantize(acc, B - zp_x * sum_k w,
+  // kiln.Template(x_c, w packed int8: by K quads, or [C/cb, 1, KH, KW, 1, cb] for the
+  // depthwise template) -> kiln.Requantize(acc, B - zp_x * sum_k w,
   // xs * ws[c] / ys; yzp) in NCHW[oc_bn]c (the template's fused epilogue) ->
   // LT(NCHW[oc_bn]c -> NCHW) [-> Slice of the OC real channels].
   kQLinearConv,
-  // QLinearMatMul(a [M, K], .., b const [K, N], ..) -> [int8 a: +128] ->
-  // kiln.Template(a, b packed int8) -> kiln.Requantize(acc, -zp_a * sum_k b,
-  // as * bs[n] / ys; yzp) as the template's epilogue.
+  // QLinearMatMul(a [..., M, K], .., b const [K, N], .. [, B int32 [N]]) -> [int8 a:
+  // +128] -> kiln.Template(a viewed as [rows, K], b packed int8) ->
+  // kiln.Requantize(acc, B - zp_a * sum_k b, as * bs[n] / ys; yzp) as the
+  // template's epilogue.
   kQLinearMatMul,
+  // QLinearMatMul(a [..., M, K], .., b [..., K, N] activation, ..) -> [int8 a: +128],
+  // [uint8 b: -128 -> int8] -> Pad/Reshape/Transpose (b packed by K quads at run time) ->
+  // kiln.Template(a, b packed) -> + d * rowsum(a) - zp_a * colsum(b) ->
+  // kiln.Requantize(acc, K * zp_a * zp_b, as * bs / ys; yzp) (the zero points exactly,
+  // apply_templates.cc).
+  kQLinearBatchMatMul,
   // Gemm(A, B, C) / MatMul(A, B const) -> kiln.Template(A, bf16(alpha * B) packed by
   // K pairs) -> Add(beta * C): kDense with a bfloat16 weight (dense_bf16.h).
   kDenseBf16,
