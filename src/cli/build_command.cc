@@ -65,7 +65,9 @@ const char* kBuildUsage =
     "  --precision P      fp32 (the default); int8: quantize with kiln quantize's code (needs\n"
     "                     --calibration DATA; --calibrate, --percentile, --keep-float,\n"
     "                     --quantize-also, --no-fold-batchnorm as there)\n"
-    "                     and build the QDQ model; bf16: not available yet\n"
+    "                     and build the QDQ model; bf16: Conv (groups 1) and Gemm/MatMul with\n"
+    "                     constant weights in bfloat16 (float32 activations and accumulation;\n"
+    "                     needs a target with avx512bf16), everything else float32\n"
     "Configs come from DB, else the shipped logs for this CPU's ISA class (logs/*.jsonl), else\n"
     "a nearby shape's record whose config is legal here, else the template's fallback; the\n"
     "report names each.\n";
@@ -136,10 +138,6 @@ BuildArgs parse_args(const std::vector<std::string>& args) {
   if (a.precision != "fp32" && a.precision != "int8" && a.precision != "bf16")
     throw std::invalid_argument("unknown --precision '" + a.precision +
                                 "' (valid: fp32, int8, bf16)");
-  if (a.precision == "bf16")
-    throw std::invalid_argument(
-        "--precision bf16 is not available yet: kiln has no bfloat16 kernel templates (issue 14's "
-        "bf16 templates and their codegen are still to come); build with --precision fp32");
   if (a.precision == "int8" && a.quantize.calibration.empty())
     throw std::invalid_argument("--precision int8 needs --calibration DATA (kiln quantize --help)");
   if (a.precision != "int8" && a.quantize_flags)
@@ -265,6 +263,9 @@ int run_build(const std::vector<std::string>& args) {
   driver::BuildOptions options;
   if (!a.target.empty()) options.target = codegen::Target::parse(a.target);
   options.input_shapes = a.input_shapes;
+  if (a.precision == "bf16") options.precision = graph::Precision::kBf16;
+  // Before anything is read or written: a target without avx512bf16 is one error.
+  driver::check_precision(options.precision, options.target);
   options.configs = read_configs(a.config_file);  // --config wins over records
   options.output_path = a.output;
   options.format =

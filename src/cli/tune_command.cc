@@ -47,7 +47,7 @@ const char* kTuneUsage =
     "usage: kiln tune MODEL.onnx [MORE.onnx ...] --tuning-log DB [--trials N] [--tuner "
     "xgb|random|grid|ga]\n"
     "                 [--early-stopping N] [--time-budget SECONDS] [--batch N] [--input-shapes S]\n"
-    "                 [--target TARGET] [--free-layout]\n"
+    "                 [--target TARGET] [--free-layout] [--precision fp32|bf16]\n"
     "                 [--number N] [--repeat N] [--min-repeat-ms MS] [--timeout S] [--report "
     "OUT.json]\n"
     "                 [--runner COMMAND] [--compile-budget S] [--in-graph K]\n"
@@ -62,6 +62,8 @@ const char* kTuneUsage =
     "  --batch N          candidates measured per round (default 16)\n"
     "  --target TARGET    'llvm -mcpu=... -mattr=...' to tune for (default: this machine; the\n"
     "                     machine must be able to run the target's code)\n"
+    "  --precision P      fp32 (default) or bf16: tune the workloads `kiln build --precision P`\n"
+    "                     builds (bf16: the bf16 templates' tasks; needs avx512bf16)\n"
     "  --free-layout      let conv configs change the fallback's channel blocks, and after the\n"
     "                     search time and store the layout transforms they may need, for\n"
     "                     kiln build --layout-dp (default: keep the fallback's blocks,\n"
@@ -97,6 +99,10 @@ extern "C" void on_sigint(int) { g_interrupted = true; }
 struct TuneArgs {
   std::vector<std::string> models;
   std::string db, tuner = "xgb", input_shapes, report, target;
+  std::string precision = "fp32";  // --precision: which templates' workloads are the tasks
+  graph::Precision graph_precision() const {
+    return precision == "bf16" ? graph::Precision::kBf16 : graph::Precision::kFp32;
+  }
   // Jobs: --job FILE, --worker, every --report, --previous-report; `set` holds
   // the options given on the command line (they override the job file's).
   std::string job, previous_report;
@@ -177,6 +183,8 @@ TuneArgs parse_args(const std::vector<std::string>& args) {
       a.free_layout = false;
     else if (s == "--target")
       a.target = value();
+    else if (s == "--precision")
+      a.precision = value();
     else if (s == "--runner")
       a.measure.runner = value();
     else if (!s.empty() && s[0] == '-')
@@ -184,7 +192,11 @@ TuneArgs parse_args(const std::vector<std::string>& args) {
     else
       a.models.push_back(s);
   }
+  if (a.precision != "fp32" && a.precision != "bf16")
+    throw std::invalid_argument("--precision must be fp32 or bf16, not '" + a.precision + "'");
   if (!a.job.empty()) {
+    if (a.precision != "fp32")
+      throw std::invalid_argument("--precision: a job file tunes fp32 only (tune bf16 per model)");
     if (!a.models.empty())
       throw std::invalid_argument("--job takes its models from the job file, not '" + a.models[0] +
                                   "'");
@@ -347,12 +359,14 @@ void refine_in_graph(const TuneArgs& a, const codegen::Target& target, tuner::Re
                      const std::string& model) {
   tuner::TargetKey key = tuner::TargetKey::for_target(target, kiln_get_num_threads());
   std::vector<std::string> workloads = driver::template_workloads(
-      frontend::import_onnx(model, frontend::parse_input_shapes(a.input_shapes)), target.isa());
+      frontend::import_onnx(model, frontend::parse_input_shapes(a.input_shapes)), target.isa(),
+      a.graph_precision());
   auto candidates = tuner::in_graph_candidates(db, key.key(), workloads, a.in_graph);
   if (candidates.empty()) return;
   driver::InGraphOptions o;
   o.build.target = target;
   o.build.input_shapes = a.input_shapes;
+  o.build.precision = a.graph_precision();
   tuner::BuildRecordOptions records;
   records.tuning_log = a.db;
   o.build.choose_configs = [&](const std::vector<std::vector<std::string>>& sets) {
@@ -394,7 +408,8 @@ void measure_layout_transforms(const TuneArgs& a, const codegen::Target& target,
                                tuner::RecordDB& db, const std::string& model) {
   int threads = kiln_get_num_threads();
   std::vector<std::string> workloads = driver::template_workloads(
-      frontend::import_onnx(model, frontend::parse_input_shapes(a.input_shapes)), target.isa());
+      frontend::import_onnx(model, frontend::parse_input_shapes(a.input_shapes)), target.isa(),
+      a.graph_precision());
   auto candidates = tuner::layout_candidates(db, target, threads, workloads);
   std::map<std::string, double> known = tuner::load_transform_times(db, target, threads);
   std::vector<tuner::TransformNeed> todo;
@@ -649,10 +664,12 @@ int run_tune(const std::vector<std::string>& args) {
   // The target first: the strategy rows that pick the tasks' templates may depend on its ISA.
   codegen::Target target =
       a.target.empty() ? codegen::Target::host() : codegen::Target::parse(a.target);
+  driver::check_precision(a.graph_precision(), target);
   std::vector<tuner::ModelNodes> nodes;
   for (const std::string& m : a.models)
     nodes.push_back(driver::template_workload_sets(
-        frontend::import_onnx(m, frontend::parse_input_shapes(a.input_shapes)), target.isa()));
+        frontend::import_onnx(m, frontend::parse_input_shapes(a.input_shapes)), target.isa(),
+        a.graph_precision()));
   std::vector<tuner::Task> tasks = tuner::make_tasks(tuner::node_workloads(nodes));
   if (tasks.empty()) {
     std::printf("kiln tune: no tunable workload in the model(s)\n");

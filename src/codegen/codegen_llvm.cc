@@ -655,6 +655,46 @@ class CodeGenLLVM {
     return c && c->op == Intrinsic::DotU8I8 && is_zero(c->args[0]) ? c : nullptr;
   }
 
+  // The <2n x i16> pairs of a dot2_bf16 operand given as two element
+  // expressions (lane i of x0 / x1 is element 2i / 2i+1), when they are two
+  // loads of neighbouring elements of one buffer: scalars (the pair is one
+  // 32-bit word, splat to every lane: vpbroadcastd or an embedded broadcast)
+  // or ramps of stride 2 whose bases differ by 1 (one contiguous load; as
+  // gathers they would cost more than the dot product). Null otherwise: the
+  // caller interleaves with shuffles.
+  Value* dot2_pairs(const Expr& x0, const Expr& x1, int n) {
+    auto* l0 = x0.as<LoadNode>();
+    auto* l1 = x1.as<LoadNode>();
+    if (!l0 || !l1 || l0->buffer != l1->buffer) return nullptr;
+    bool scalar = x0.dtype().lanes == 1 && x1.dtype().lanes == 1;
+    const Expr *b0 = nullptr, *b1 = nullptr;
+    if (scalar) {
+      b0 = &l0->index;
+      b1 = &l1->index;
+    } else {
+      auto* r0 = l0->index.as<RampNode>();
+      auto* r1 = l1->index.as<RampNode>();
+      if (r0 && r1 && r0->lanes == n && r1->lanes == n && is_const_int(r0->stride, 2) &&
+          is_const_int(r1->stride, 2)) {
+        b0 = &r0->base;
+        b1 = &r1->base;
+      }
+    }
+    if (!b0 || !is_const_int(simplify(*b1 - *b0), 1)) return nullptr;
+    llvm::Type* st = storage_type(l0->buffer->dtype.element_of());
+    Value* p = b_.CreateInBoundsGEP(st, buffer_ptr(l0->buffer), emit_index(*b0, i64()));
+    if (!scalar) return b_.CreateAlignedLoad(vec(b_.getInt16Ty(), 2 * n), p, llvm::Align(2));
+    // The pair as <2 x i16>, repeated by a shuffle (a bitcast of an i32 splat
+    // sends LLVM 16's VectorCombine into endless recursion once the
+    // intrinsic's operand is bitcast on to <2n x bfloat>).
+    llvm::Type* pair = vec(b_.getInt16Ty(), 2);
+    Value* two = b_.CreateAlignedLoad(pair, p, llvm::Align(2));
+    if (n == 1) return two;
+    std::vector<int> idx;
+    for (int i = 0; i < n; ++i) idx.insert(idx.end(), {0, 1});
+    return b_.CreateShuffleVector(two, two, idx);
+  }
+
   static const CallNode* zero_acc_dot2_bf16(const Expr& e) {
     auto* c = e.as<CallNode>();
     if (!c || c->op != Intrinsic::DotBF16) return nullptr;
@@ -668,8 +708,12 @@ class CodeGenLLVM {
     if (op->args.size() == 3)
       return emit_dot2_bf16(b_, target_, acc, emit(op->args[1]), emit(op->args[2]));
     // The element form: interleave a0, a1 (and b0, b1) into <2N x i16> pairs,
-    // broadcasting a one-lane argument.
+    // broadcasting a one-lane argument (dot2_pairs: one load where they are
+    // neighbours in memory).
     int n = op->dtype.lanes;
+    if (Value* a = dot2_pairs(op->args[1], op->args[2], n))
+      if (Value* bb = dot2_pairs(op->args[3], op->args[4], n))
+        return emit_dot2_bf16(b_, target_, acc, a, bb);
     auto lanes = [&](int i) {
       Value* v = emit(op->args[i]);
       if (op->args[i].dtype().lanes == 1) v = b_.CreateVectorSplat(n, v);

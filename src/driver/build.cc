@@ -325,12 +325,14 @@ void generate_code(BuiltModule& m, const codegen::Target& target) {
 // the graph after the graph steps and KILN_DEBUG_LOWER the loop IR of every
 // kernel after each lowering pass (driver/debug.h lists the switches).
 BuiltModule run_build(ModelSource model, const BuildOptions& o) {
+  check_precision(o.precision, o.target);
   if (!o.output_path.empty()) check_output_path(o.output_path);  // before the slow part
   Graph g = import_model(std::move(model), o);
   debug_graph("import", g);
   graph::passes::run_default_passes(g);  // simplify, fold constants and BatchNorm, DCE
   debug_graph("graph passes", g);
-  std::vector<graph::TemplateSelection> selected = graph::select_templates(g, o.target.isa());
+  std::vector<graph::TemplateSelection> selected =
+      graph::select_templates(g, o.target.isa(), o.precision);
   LayoutReport layout;
   std::map<std::string, std::string> configs = choose_configs(g, selected, o, &layout);
   std::vector<graph::TemplateUse> uses =
@@ -356,6 +358,16 @@ BuiltModule run_build(ModelSource model, const BuildOptions& o) {
 
 }  // namespace
 
+void check_precision(graph::Precision precision, const codegen::Target& target) {
+  if (precision != graph::Precision::kBf16 || target.has_feature("avx512bf16")) return;
+  std::string amx = target.has_feature("amx-bf16")
+                        ? " (it has amx-bf16, but kiln has no AMX lowering of bf16 yet)"
+                        : "";
+  std::string cpu = target.cpu.empty() ? target.triple : "-mcpu=" + target.cpu;
+  throw std::runtime_error("--precision bf16 needs avx512bf16, which the target (" + cpu +
+                           ") lacks" + amx + "; build with --precision fp32");
+}
+
 BuiltModule build(const std::string& model_path, const BuildOptions& options) {
   return run_build(model_path, options);
 }
@@ -364,10 +376,11 @@ BuiltModule build_module(Graph g, const BuildOptions& options) {
   return run_build(std::move(g), options);
 }
 
-std::vector<std::vector<std::string>> template_workload_sets(Graph g, const Isa& isa) {
+std::vector<std::vector<std::string>> template_workload_sets(Graph g, const Isa& isa,
+                                                             graph::Precision precision) {
   graph::passes::run_default_passes(g);
   std::vector<std::vector<std::string>> sets;
-  for (const graph::TemplateSelection& s : graph::select_templates(g, isa)) {
+  for (const graph::TemplateSelection& s : graph::select_templates(g, isa, precision)) {
     std::vector<std::string> keys = {s.implementations.at(s.untuned_default).key()};
     for (size_t i = 0; i < s.implementations.size(); ++i)
       if (i != s.untuned_default) keys.push_back(s.implementations[i].key());
@@ -376,10 +389,10 @@ std::vector<std::vector<std::string>> template_workload_sets(Graph g, const Isa&
   return sets;
 }
 
-std::vector<std::string> template_workloads(Graph g, const Isa& isa) {
+std::vector<std::string> template_workloads(Graph g, const Isa& isa, graph::Precision precision) {
   graph::passes::run_default_passes(g);
   std::vector<std::string> keys;
-  for (const graph::TemplateSelection& s : graph::select_templates(g, isa))
+  for (const graph::TemplateSelection& s : graph::select_templates(g, isa, precision))
     for (const ops::Workload& w : s.implementations) keys.push_back(w.key());
   return keys;
 }

@@ -13,6 +13,7 @@
 #include "codegen/target.h"
 #include "graph/graph.h"
 #include "graph/passes/choose_layouts.h"
+#include "graph/passes/strategy.h"
 #include "ir/function.h"
 
 namespace kiln::driver {
@@ -64,7 +65,18 @@ struct BuildOptions {
   // Writes each kernel's LLVM IR (.ll) and assembly (.s) into this folder
   // (kiln build --dump-kernels, KILN_DUMP_KERNELS). Empty: none.
   std::string dump_kernels_dir;
+  // kiln build --precision bf16: Conv (groups 1) and Gemm / MatMul with a
+  // constant weight run the bf16 templates (float32 activations, bf16
+  // weights, float32 accumulation); everything else stays float32. The
+  // target must pass check_precision (build() checks it first).
+  graph::Precision precision = graph::Precision::kFp32;
 };
+
+// Throws std::runtime_error naming the missing feature when `target` cannot
+// run the kernels of `precision`: bf16 needs avx512bf16 (vdpbf16ps). An AMX
+// target (amx-bf16) without it is refused too: dot2_bf16 has no AMX lowering
+// (codegen/bf16_dot.h), and its generic lowering would be slower than float32.
+void check_precision(graph::Precision precision, const codegen::Target& target);
 
 // What kiln build reports about one template workload of the model.
 struct WorkloadUse {
@@ -125,12 +137,13 @@ BuiltModule build_module(graph::Graph g, const BuildOptions& options);
 // gives its direct and its Winograd workload): the same graph passes and
 // template selection as build() for a target with `isa` (the strategy rows
 // may depend on it), without lowering anything. kiln tune's tasks.
-std::vector<std::string> template_workloads(graph::Graph g, const Isa& isa = Isa{});
+std::vector<std::string> template_workloads(graph::Graph g, const Isa& isa = Isa{},
+                                            graph::Precision precision = graph::Precision::kFp32);
 
 // The same nodes grouped: per template node in kernel order, the workload keys
 // of its implementations, the one an untuned build runs first (a model's
 // latency counts the fastest of them once).
-std::vector<std::vector<std::string>> template_workload_sets(graph::Graph g,
-                                                             const Isa& isa = Isa{});
+std::vector<std::vector<std::string>> template_workload_sets(
+    graph::Graph g, const Isa& isa = Isa{}, graph::Precision precision = graph::Precision::kFp32);
 
 }  // namespace kiln::driver

@@ -87,8 +87,8 @@ std::vector<InGraphTime> measure_in_graph(
   };
   graph::Graph g =
       frontend::import_onnx(model_path, frontend::parse_input_shapes(o.build.input_shapes));
-  std::vector<std::map<std::string, std::string>> rounds =
-      in_graph_rounds(template_workload_sets(std::move(g), o.build.target.isa()), candidates);
+  std::vector<std::map<std::string, std::string>> rounds = in_graph_rounds(
+      template_workload_sets(std::move(g), o.build.target.isa(), o.build.precision), candidates);
   if (rounds.empty()) return {};
 
   // One package per round; an explicit config makes its implementation the

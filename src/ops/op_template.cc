@@ -9,8 +9,10 @@
 #include "ops/batch_matmul.h"
 #include "ops/batch_matmul_int8.h"
 #include "ops/conv2d.h"
+#include "ops/conv2d_bf16.h"
 #include "ops/conv2d_int8.h"
 #include "ops/dense.h"
+#include "ops/dense_bf16.h"
 #include "ops/dense_int8.h"
 #include "ops/depthwise_conv2d.h"
 #include "ops/depthwise_conv2d_int8.h"
@@ -36,6 +38,8 @@ const std::vector<const OpTemplate*>& registry() {
       &conv2d_nchwc_int8_template(),
       &depthwise_conv2d_nchwc_int8_template(),
       &batch_matmul_int8_template(),
+      &dense_bf16_template(),
+      &conv2d_nchwc_bf16_template(),
   };
   return all;
 }
@@ -82,6 +86,12 @@ void fill_random(ir::DataType t, void* data, int64_t n, std::mt19937_64& rng) {
     std::uniform_int_distribution<int> d(0, 255);
     auto* p = static_cast<uint8_t*>(data);
     for (int64_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(d(rng));
+  } else if (t == ir::DataType::bf16()) {
+    // float32 uniform in [-1, 1] rounded to bf16 (nearest even): weights as
+    // kiln build --precision bf16 packs them.
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    auto* p = static_cast<uint16_t*>(data);
+    for (int64_t i = 0; i < n; ++i) p[i] = ir::f32_to_bf16_value(d(rng));
   } else if (t == ir::DataType::i32()) {
     std::uniform_int_distribution<int32_t> d(-(1 << 20), 1 << 20);
     auto* p = static_cast<int32_t*>(data);
@@ -104,14 +114,16 @@ std::string graph_dtype_name(ir::DataType t) {
   if (t == ir::DataType::u8()) return "uint8";
   if (t == ir::DataType::i8()) return "int8";
   if (t == ir::DataType::i32()) return "int32";
+  if (t == ir::DataType::bf16()) return "bfloat16";
   throw std::invalid_argument("element type " + t.str() + " has no graph dtype");
 }
 
 ir::DataType dtype_from_graph_name(const std::string& name) {
-  for (ir::DataType t :
-       {ir::DataType::f32(), ir::DataType::u8(), ir::DataType::i8(), ir::DataType::i32()})
+  for (ir::DataType t : {ir::DataType::f32(), ir::DataType::u8(), ir::DataType::i8(),
+                         ir::DataType::i32(), ir::DataType::bf16()})
     if (graph_dtype_name(t) == name) return t;
-  throw std::invalid_argument("dtype '" + name + "' is none of float32, uint8, int8, int32");
+  throw std::invalid_argument("dtype '" + name +
+                              "' is none of float32, uint8, int8, int32, bfloat16");
 }
 
 std::pair<int64_t, int64_t> layout_blocks(const OpTemplate& t, const Workload& w,

@@ -97,7 +97,8 @@ class OpTemplate {
 // Random host data of one element type, n elements at `data`: float32 uniform in
 // [-1, 1] (the same draws as before typed buffers existed, so float references and
 // their caches do not change), uint8 and int8 over their full range (every product
-// and sign the integer instructions can see), int32 uniform in [-2^20, 2^20] (a bias
+// and sign the integer instructions can see), bfloat16 the float32 draws rounded to
+// nearest even, int32 uniform in [-2^20, 2^20] (a bias
 // of realistic size; it cannot overflow an int32 sum with it). Throws
 // std::invalid_argument on any other type.
 void fill_random(ir::DataType t, void* data, int64_t n, std::mt19937_64& rng);

@@ -63,10 +63,14 @@ Descr parse_descr(const std::string& d, const std::string& what) {
     case 'b':
       if (size == 1) return ok(DTypeCode::Bool, 1);
       break;
+    case 'V':
+      // bfloat16, as npy_descr writes it (numpy has no bfloat16 of its own).
+      if (size == 2) return ok(DTypeCode::BFloat, 16);
+      break;
     default: break;
   }
   fail(what, "unsupported dtype '" + d +
-                 "' (supported: <f2 <f4 <f8 |i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8 |b1)");
+                 "' (supported: <f2 <f4 <f8 |i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8 |b1 |V2)");
 }
 
 // ---- the header dict: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
@@ -438,7 +442,11 @@ std::string npy_descr(DType t) {
     case DTypeCode::Int: return t.bits == 8 ? "|i1" : "<i" + std::to_string(t.bits / 8);
     case DTypeCode::UInt: return t.bits == 8 ? "|u1" : "<u" + std::to_string(t.bits / 8);
     case DTypeCode::Bool: return "|b1";
-    case DTypeCode::BFloat: break;
+    // numpy has no bfloat16: two raw bytes, as numpy saves ml_dtypes' bfloat16
+    // (parse_descr reads |V2 back as bfloat16; kiln's packed bf16 weights).
+    case DTypeCode::BFloat:
+      if (t.bits == 16) return "|V2";
+      break;
   }
   throw std::invalid_argument(".npy cannot hold dtype " + t.str());
 }

@@ -18,8 +18,10 @@
 #include "ops/batch_matmul.h"
 #include "ops/batch_matmul_int8.h"
 #include "ops/conv2d.h"
+#include "ops/conv2d_bf16.h"
 #include "ops/conv2d_int8.h"
 #include "ops/dense.h"
+#include "ops/dense_bf16.h"
 #include "ops/dense_int8.h"
 #include "ops/depthwise_conv2d.h"
 #include "ops/depthwise_conv2d_int8.h"
@@ -56,7 +58,9 @@ const char* const kKnownNames[] = {"conv2d_NCHWc.x86",
                                    "dense_int8.x86",
                                    "conv2d_NCHWc_int8.x86",
                                    "depthwise_conv2d_NCHWc_int8.x86",
-                                   "batch_matmul_int8.x86"};
+                                   "batch_matmul_int8.x86",
+                                   "dense_bf16.x86",
+                                   "conv2d_NCHWc_bf16.x86"};
 
 bool is_conv(const std::string& name) {
   return name == "conv2d_NCHWc.x86" || name == "depthwise_conv2d_NCHWc.x86" ||
@@ -187,6 +191,18 @@ std::vector<Workload> workloads_of(const std::string& name) {
     };
     return {dw8(dw(24, 9, 11, 3, {1, 1}, {1, 1, 1, 1}), 128),
             dw8(dw(20, 10, 13, 5, {2, 2}, {2, 1, 2, 1}), 3)};
+  }
+  // The bf16 templates: K odd, N, C, OC, OW not multiples of their tiles, C = 3
+  // (bf16_test.cc has the logical references and the fused epilogues).
+  if (name == "dense_bf16.x86")
+    return {ops::dense_bf16_workload(1, 1000, 96), ops::dense_bf16_workload(7, 5, 13),
+            ops::dense_bf16_workload(33, 17, 29), ops::dense_bf16_workload(64, 48, 40)};
+  if (name == "conv2d_NCHWc_bf16.x86") {
+    auto cb = [](const Workload& f) { return ops::conv2d_bf16_workload(conv_attrs(f)); };
+    return {cb(conv(1, 3, 13, 13, 24, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1})),
+            cb(conv(1, 16, 7, 7, 40, 3, 3, {1, 1}, {0, 1, 2, 1}, {1, 1})),
+            cb(conv(2, 8, 10, 13, 20, 3, 3, {1, 1}, {2, 2, 2, 2}, {2, 2})),
+            cb(conv(1, 32, 3, 3, 100, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}))};
   }
   ADD_FAILURE() << "no workloads for " << name;
   return {};
@@ -465,8 +481,8 @@ bool is_typed(const OpTemplate& t, const Workload& w) {
 
 // The template alone on random inputs of its element types (ops::fill_random:
 // uint8/int8 over their full range) against reference_typed(): integer outputs
-// bit-exact. The epilogues and logical references of the integer templates are
-// in int8_test.cc.
+// bit-exact, float outputs (the bf16 templates) within the tuner's rtol. The
+// epilogues and logical references are in int8_test.cc and bf16_test.cc.
 void check_typed_config(const OpTemplate& t, const Workload& w, const Config& cfg,
                         std::mt19937_64& rng) {
   SCOPED_TRACE(w.key() + " config " + cfg.to_json());
@@ -490,7 +506,10 @@ void check_typed_config(const OpTemplate& t, const Workload& w, const Config& cf
   t.reference_typed(w, cfg, ptrs, ref.data());
   args.push_back(out.data());
   ASSERT_EQ(mod->get_function("plain")(args.data()), 0);
-  EXPECT_EQ(ops::max_error(ot, out.data(), ref.data(), n), 0.0) << "not bit-exact";
+  if (ot.is_integer())
+    EXPECT_EQ(ops::max_error(ot, out.data(), ref.data(), n), 0.0) << "not bit-exact";
+  else
+    EXPECT_LE(ops::max_error(ot, out.data(), ref.data(), n), 1e-4);
 }
 
 void check_template(const std::string& name, uint64_t seed) {

@@ -335,13 +335,31 @@ TEST(Npz, FailedWriteLeavesNoFileAndKeepsTheOldOne) {
   EXPECT_THROW(runtime::write_npz(path, dup), std::runtime_error);
   EXPECT_EQ(read_file(path), "old contents");
 
-  std::vector<NamedArray> bf16;
-  bf16.push_back({"b", NDArray::empty({2}, DType{DTypeCode::BFloat, 16, 1})});
-  EXPECT_THROW(runtime::write_npz(dir.file("bf16.npz"), bf16), std::exception);
-  EXPECT_FALSE(fs::exists(dir.file("bf16.npz")));
+  // A dtype .npy cannot hold (a vector type) writes nothing.
+  std::vector<NamedArray> vec;
+  vec.push_back({"v", NDArray::empty({2}, DType{DTypeCode::Float, 32, 4})});
+  EXPECT_THROW(runtime::write_npz(dir.file("vec.npz"), vec), std::exception);
+  EXPECT_FALSE(fs::exists(dir.file("vec.npz")));
 
   e = error_of([&] { runtime::write_npz(dir.file("no/such/dir/x.npz"), dup); });
   EXPECT_NE(e.find("no/such/dir/x.npz"), std::string::npos) << e;
+}
+
+// bfloat16 (kiln's packed bf16 weights in mod.params) is written as two raw
+// bytes, descr |V2 (numpy has no bfloat16), and read back as bfloat16.
+TEST(Npz, Bfloat16RoundTripsAsV2) {
+  TempDir dir;
+  NDArray a = NDArray::empty({3}, DType{DTypeCode::BFloat, 16, 1});
+  const uint16_t bits[3] = {0x3f80, 0xc000, 0x7fc0};
+  std::memcpy(a.data(), bits, sizeof(bits));
+  std::vector<NamedArray> arrays;
+  arrays.push_back({"w", std::move(a)});
+  runtime::write_npz(dir.file("bf16.npz"), arrays);
+  auto back = runtime::read_npz(dir.file("bf16.npz"));
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].array.dtype(), (DType{DTypeCode::BFloat, 16, 1}));
+  ASSERT_EQ(back[0].array.shape(), (std::vector<int64_t>{3}));
+  EXPECT_EQ(std::memcmp(back[0].array.data(), bits, sizeof(bits)), 0);
 }
 
 TEST(Npz, MembersWithoutTheNpySuffixAreReadAsNpy) {

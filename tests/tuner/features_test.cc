@@ -16,6 +16,7 @@
 #include "ir/stmt.h"
 #include "ops/batch_matmul_int8.h"
 #include "ops/dense.h"
+#include "ops/dense_bf16.h"
 #include "ops/dense_int8.h"
 #include "ops/op_template.h"
 #include "ops/workload.h"
@@ -80,7 +81,15 @@ std::vector<ops::Workload> sample_workloads() {
                          {"pads", {1, 1, 1, 1}},
                          {"dilation", {1, 1}},
                          {"pad_value", {9}}},
-                        "uint8"}};
+                        "uint8"},
+          ops::dense_bf16_workload(33, 40, 29),
+          ops::Workload{"conv2d_NCHWc_bf16.x86",
+                        {{"data", {1, 12, 9, 11}},
+                         {"kernel", {20, 12, 3, 3}},
+                         {"strides", {1, 1}},
+                         {"pads", {1, 1, 1, 1}},
+                         {"dilation", {1, 1}}},
+                        "bfloat16"}};
 }
 
 ir::LoweredFunc lower_config(const ops::Workload& w, const Config& cfg) {

@@ -21,6 +21,7 @@
 #include "codegen/target.h"
 #include "ops/batch_matmul_int8.h"
 #include "ops/dense.h"
+#include "ops/dense_bf16.h"
 #include "ops/dense_int8.h"
 #include "ops/op_template.h"
 #include "ops/workload.h"
@@ -226,6 +227,18 @@ TEST(Measure, RandomConfigsOfEveryTemplateVerify) {
                      {"dilation", {1, 1}},
                      {"pad_value", {128}}},
                     "uint8"},
+      // The bf16 templates: float32 data, bfloat16 weights, float32 outputs checked
+      // against their bf16 reference. N = 16: this seed's draw for N = 20 is a
+      // partial column tile over the compile budget (a compile_budget result, not
+      // what this test is about).
+      ops::dense_bf16_workload(7, 16, 13),
+      ops::Workload{"conv2d_NCHWc_bf16.x86",
+                    {{"data", {1, 12, 7, 9}},
+                     {"kernel", {20, 12, 3, 3}},
+                     {"strides", {1, 2}},
+                     {"pads", {1, 1, 0, 1}},
+                     {"dilation", {1, 1}}},
+                    "bfloat16"},
   };
   std::vector<std::string> names;
   for (auto& w : ws) names.push_back(w.template_name);

@@ -9,6 +9,7 @@
 #include "graph/passes/strategy.h"
 #include "ops/conv2d_int8.h"
 #include "ops/dense.h"
+#include "ops/dense_bf16.h"
 #include "ops/dense_int8.h"
 #include "ops/depthwise_conv2d_int8.h"
 #include "ops/op_template.h"
@@ -40,6 +41,16 @@ std::vector<int32_t> int_elements(const Initializer& t) {
   else
     for (int32_t v : t.as<int32_t>()) out.push_back(v);
   return out;
+}
+
+// A packed weight in the template's weight dtype: float32, or bfloat16 for the
+// bf16 templates (their packers' values are bf16 values already: exact).
+Initializer weight_tensor(ir::DataType t, const std::vector<int64_t>& shape,
+                          const std::vector<float>& packed) {
+  if (t != ir::DataType::bf16()) return float_tensor(shape, packed);
+  std::vector<uint16_t> bits(packed.size());
+  for (size_t i = 0; i < packed.size(); ++i) bits[i] = ir::f32_to_bf16_value(packed[i]);
+  return typed_tensor<uint16_t>("bfloat16", shape, bits);
 }
 
 // A per-tensor or per-channel float32 parameter's value for channel c.
@@ -147,7 +158,7 @@ struct Rewriter {
   void rewrite_conv(const Node& n, const Strategy& row, const ops::OpTemplate& t,
                     const ops::Workload& w, const schedule::Config& cfg);
   void rewrite_dense(const Node& n, const ops::OpTemplate& t, const ops::Workload& w,
-                     const schedule::Config& cfg);
+                     const schedule::Config& cfg, bool bf16);
   void rewrite_qlinear_conv(const Node& n, const ops::OpTemplate& t, const ops::Workload& w,
                             const schedule::Config& cfg);
   void rewrite_qlinear_matmul(const Node& n, const ops::Workload& w, const schedule::Config& cfg);
@@ -176,7 +187,8 @@ void Rewriter::rewrite(const Node& n, const TemplateSelection& s) {
                                                : node_config(t, s, &configured);
   switch (row->rewrite) {
     case Rewrite::kBlockedConv: rewrite_conv(n, *row, t, s.workload, cfg); break;
-    case Rewrite::kDense: rewrite_dense(n, t, s.workload, cfg); break;
+    case Rewrite::kDense: rewrite_dense(n, t, s.workload, cfg, false); break;
+    case Rewrite::kDenseBf16: rewrite_dense(n, t, s.workload, cfg, true); break;
     case Rewrite::kQLinearConv: rewrite_qlinear_conv(n, t, s.workload, cfg); break;
     case Rewrite::kQLinearMatMul: rewrite_qlinear_matmul(n, s.workload, cfg); break;
     case Rewrite::kQLinearBatchMatMul: rewrite_qlinear_batch_matmul(n, t, s.workload, cfg); break;
@@ -200,8 +212,8 @@ void Rewriter::rewrite_conv(const Node& n, const Strategy& row, const ops::OpTem
 
   std::vector<float> weight = g.initializers.at(n.inputs[1]).as<float>();
   std::vector<float> packed = row.pack_weight(w, cfg, icb, ocb, weight.data());
-  std::string w_packed =
-      add_constant(n.name + "/weight_packed", float_tensor(in_shapes.at(1), packed));
+  std::string w_packed = add_constant(
+      n.name + "/weight_packed", weight_tensor(t.input_dtypes(w).at(1), in_shapes.at(1), packed));
   std::string& x_c = blocked[{n.inputs[0], icb}];
   if (x_c.empty()) {
     x_c = fresh(n.name + "/data_nchwc", {"float32", in_shapes.at(0)});
@@ -520,9 +532,10 @@ void Rewriter::rewrite_qlinear_batch_matmul(const Node& n, const ops::OpTemplate
              n.outputs.at(0));
 }
 
-// Gemm's alpha goes into the packed weight and beta into a constant C.
+// Gemm's alpha goes into the packed weight and beta into a constant C. bf16:
+// alpha * B rounded to bf16 and packed by K pairs (dense_bf16.h).
 void Rewriter::rewrite_dense(const Node& n, const ops::OpTemplate& t, const ops::Workload& w,
-                             const schedule::Config& cfg) {
+                             const schedule::Config& cfg, bool bf16) {
   bool gemm = n.op_type == "Gemm";
   bool trans_b = gemm && n.attr<int64_t>("transB").value_or(0) != 0;
   float alpha = gemm ? n.attr<float>("alpha").value_or(1.0f) : 1.0f;
@@ -536,10 +549,17 @@ void Rewriter::rewrite_dense(const Node& n, const ops::OpTemplate& t, const ops:
     for (int64_t j = 0; j < N; ++j)
       b_kn[i * N + j] = alpha * (trans_b ? b[j * K + i] : b[i * N + j]);
   auto in_shapes = t.input_shapes(w, cfg);
-  int64_t bn = in_shapes.at(1).back();
-  std::vector<float> packed = ops::pack_dense_weight(b_kn.data(), K, N, bn);
-  std::string b_packed =
-      add_constant(n.name + "/weight_packed", float_tensor(in_shapes.at(1), packed));
+  std::string b_packed;
+  if (bf16) {
+    b_packed = add_constant(
+        n.name + "/weight_packed",
+        typed_tensor<uint16_t>("bfloat16", in_shapes.at(1),
+                               ops::pack_dense_bf16_weight(b_kn.data(), K, N, in_shapes[1][2])));
+  } else {
+    int64_t bn = in_shapes.at(1).back();
+    std::vector<float> packed = ops::pack_dense_weight(b_kn.data(), K, N, bn);
+    b_packed = add_constant(n.name + "/weight_packed", float_tensor(in_shapes.at(1), packed));
+  }
 
   bool has_c = gemm && n.inputs.size() > 2 && !n.inputs[2].empty() && beta != 0.0f;
   std::string y = has_c ? fresh(n.name + "/dense", yt) : n.outputs[0];

@@ -4,16 +4,25 @@
 
 namespace kiln::graph {
 
-std::vector<TemplateSelection> select_templates(const Graph& g, const Isa& isa) {
+std::vector<TemplateSelection> select_templates(const Graph& g, const Isa& isa,
+                                                Precision precision) {
   std::vector<TemplateSelection> out;
   for (const Node& n : g.nodes) {
     std::optional<TemplateSelection> s;
+    Precision first = Precision::kFp32;  // the precision of the row that took the node
     for (const Strategy& row : strategies()) {
       if (n.op_type != row.op_type || (s && !row.alternative)) continue;
+      if (row.precision == Precision::kBf16 && precision != Precision::kBf16) continue;
+      // An alternative joins only a node of its own precision (no float
+      // Winograd beside a bf16 convolution).
+      if (s && row.precision != first) continue;
       std::optional<WorkloadParams> params = row.match(g, n, isa);
       if (!params) continue;
       ops::Workload w{row.template_name, std::move(*params), row.dtype};
-      if (!s) s = TemplateSelection{n.name, row.template_name, w, {}, 0, {}};
+      if (!s) {
+        s = TemplateSelection{n.name, row.template_name, w, {}, 0, {}};
+        first = row.precision;
+      }
       if (row.untuned_default) s->untuned_default = s->implementations.size();
       s->implementations.push_back(std::move(w));
     }

@@ -11,6 +11,9 @@
 //   Gemm (transA = 0) / MatMul with a constant 2-D B   dense_pack.x86 (A flattened to [M, K])
 //   MatMul of two activations (rank >= 3 on the left) whose batch dims match,
 //     or with no batch to broadcast on the right   batch_matmul.x86
+//   with Precision::kBf16 (kiln build --precision bf16), before the above:
+//     Conv, groups 1, constant float32 4-D weight   conv2d_NCHWc_bf16.x86 (no Winograd)
+//     Gemm / MatMul with a constant 2-D B   dense_bf16.x86
 //
 // Anything else (transA, batch broadcast, other dtypes) keeps its operator
 // and runs as a generic kernel. To add a template or a target-specific
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "graph/passes/strategy.h"
 #include "ops/workload.h"
 #include "support/isa.h"
 
@@ -54,7 +58,11 @@ struct TemplateSelection {
 // may condition on; the default (generic) row suits target-independent
 // analysis. Throws std::runtime_error naming the node for a Conv whose bias is
 // not a constant (the blocked bias is laid out at build time).
-std::vector<TemplateSelection> select_templates(const Graph& g, const Isa& isa = Isa{});
+// `precision`: Precision::kBf16 lets the bf16 rows (Conv groups 1, Gemm and
+// MatMul with a constant B) take the nodes they match; every other node keeps
+// its float template.
+std::vector<TemplateSelection> select_templates(const Graph& g, const Isa& isa = Isa{},
+                                                Precision precision = Precision::kFp32);
 
 // Makes each selection's workload the implementation to build: the one whose
 // record runs fastest (`gflops` by workload key, from the tuning records;

@@ -4,6 +4,7 @@
 #include "graph/ops/window.h"
 #include "graph/passes/pass_util.h"
 #include "ops/conv2d.h"
+#include "ops/conv2d_bf16.h"
 #include "ops/conv2d_int8.h"
 #include "ops/dense_int8.h"
 #include "ops/group_conv2d.h"
@@ -106,6 +107,18 @@ std::vector<float> pack_grouped(const ops::Workload& w, const schedule::Config&,
 std::vector<float> pack_winograd(const ops::Workload& w, const schedule::Config& cfg, int64_t,
                                  int64_t, const float* oihw) {
   return ops::winograd_pack_weight(w, cfg, oihw);
+}
+
+// [OC, C, KH, KW] -> [OC/ocb, C/icb, KH, KW, ceil(icb/2), ocb, 2] rounded to
+// bf16 (conv2d_bf16.h), as float values: apply_templates stores the constant
+// in the template's weight dtype, bfloat16, exactly.
+std::vector<float> pack_bf16_conv(const ops::Workload& w, const schedule::Config&, int64_t icb,
+                                  int64_t ocb, const float* oihw) {
+  const auto &x = w.get("data"), &k = w.get("kernel");
+  std::vector<uint16_t> p = ops::pack_conv2d_bf16_weight(oihw, k[0], x[1], k[2], k[3], icb, ocb);
+  std::vector<float> out(p.size());
+  for (size_t i = 0; i < p.size(); ++i) out[i] = ir::bf16_to_f32_value(p[i]);
+  return out;
 }
 
 // ---- Gemm / MatMul ------------------------------------------------------------------
@@ -296,6 +309,15 @@ std::optional<WorkloadParams> qbatch_matmul_row(const Graph& g, const Node& n, c
 // The table (see strategy.h). Rows of one operator are tried in this order.
 const std::vector<Strategy>& strategies() {
   static const std::vector<Strategy> rows = {
+      // --precision bf16: the bf16 variants of conv2d_NCHWc and dense_pack on the
+      // same nodes, before the float rows (strategy.h).
+      {"Conv", "conv2d_NCHWc_bf16.x86", conv_row<ConvKind::kDense>, Rewrite::kBlockedConv,
+       pack_bf16_conv, /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"bfloat16",
+       Precision::kBf16},
+      {"Gemm", "dense_bf16.x86", dense_row, Rewrite::kDenseBf16, nullptr, /*alternative=*/false,
+       /*untuned_default=*/false, /*dtype=*/"bfloat16", Precision::kBf16},
+      {"MatMul", "dense_bf16.x86", dense_row, Rewrite::kDenseBf16, nullptr,
+       /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"bfloat16", Precision::kBf16},
       {"Conv", "conv2d_NCHWc.x86", conv_row<ConvKind::kDense>, Rewrite::kBlockedConv,
        pack_dense_conv},
       // Winograd F(4x4)/F(2x2) beside the direct 3x3 stride-1 convolution:

@@ -26,6 +26,15 @@
 //   QLinearMatMul batch_matmul_int8.x86   a [..., M, K] and b [..., K, N] both kQLinearBatchMatMul
 //                                         activations, uint8/int8, per tensor, b's
 //                                         batch a's or broadcast, K <= 11008
+//   Conv    conv2d_NCHWc_bf16.x86         --precision bf16 only: as conv2d_NCHWc   kBlockedConv
+//                                         (dtype bfloat16)
+//   Gemm    dense_bf16.x86                --precision bf16 only: as dense_pack     kDenseBf16
+//   MatMul  dense_bf16.x86                (dtype bfloat16)                          kDenseBf16
+//
+// Rows of precision bf16 are tried only when the build asks for it
+// (select_templates' `precision`), before the float rows of their operator,
+// and the float rows' alternatives (Winograd) do not join a node they took:
+// every other node keeps its float template.
 //
 // The QLinear rows' matchers also decide which quantized nodes stay integer:
 // run_default_passes keeps exactly the QLinearConv / QLinearMatMul nodes that
@@ -83,7 +92,15 @@ enum class Rewrite {
   // kiln.Requantize(acc, K * zp_a * zp_b, as * bs / ys; yzp) (the zero points exactly,
   // apply_templates.cc).
   kQLinearBatchMatMul,
+  // Gemm(A, B, C) / MatMul(A, B const) -> kiln.Template(A, bf16(alpha * B) packed by
+  // K pairs) -> Add(beta * C): kDense with a bfloat16 weight (dense_bf16.h).
+  kDenseBf16,
 };
+
+// The precision a build asks for (kiln build --precision): kFp32 uses the
+// float templates only; kBf16 also the rows marked bf16, which win over the
+// float rows of the nodes they match.
+enum class Precision { kFp32, kBf16 };
 
 // A constant OIHW weight in the template's weight layout, for a workload,
 // its config and the config's layout blocks (input, output).
@@ -111,6 +128,8 @@ struct Strategy {
   bool untuned_default = false;
   // The workload's dtype (part of its key, so of the tuning records').
   const char* dtype = "float32";
+  // kBf16: a row tried only under Precision::kBf16.
+  Precision precision = Precision::kFp32;
 };
 
 // Every row, in the order select_templates tries them.
