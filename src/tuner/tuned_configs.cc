@@ -337,6 +337,32 @@ void require_own_records(const BuildRecordOptions& o,
                              "the shipped logs (--require-tuned):" + missing);
 }
 
+// A node with several implementations (direct and Winograd) whose records
+// come only from the shipped logs or borrowing, and not for all of them:
+// those records were measured without the others (the shipped logs predate
+// Winograd, and another machine's times do not rank this one's), so they
+// must not switch the node away from its untuned default. Measured on Zen 4
+// (bench/models/results/bf16-2026-11-24-zen4.md): ResNet-18 fp32 built on
+// the shipped log's direct records ran 1.58x slower than untuned Winograd.
+// The records are dropped for such nodes; the build reports them untuned.
+// A record in the user's database always counts (kiln tune measured it here).
+void keep_untuned_alternatives(const std::vector<std::vector<std::string>>& implementations,
+                               std::map<std::string, ConfigChoice>& chosen) {
+  for (const std::vector<std::string>& keys : implementations) {
+    if (keys.size() < 2) continue;
+    bool own = false;
+    size_t with_choice = 0;
+    for (const std::string& w : keys) {
+      auto it = chosen.find(w);
+      if (it == chosen.end()) continue;
+      ++with_choice;
+      own |= it->second.origin == ConfigChoice::Origin::kDatabase;
+    }
+    if (own || with_choice == keys.size()) continue;
+    for (const std::string& w : keys) chosen.erase(w);
+  }
+}
+
 }  // namespace
 
 std::map<std::string, ConfigChoice> configs_for_build(const BuildRecordOptions& o,
@@ -385,7 +411,10 @@ std::map<std::string, ConfigChoice> configs_for_build(
     Isa isa = target.isa();
     chosen = choose_configs(workloads, sources, o.borrow, &isa);
   }
-  if (o.require_tuned) require_own_records(o, implementations, chosen);
+  if (o.require_tuned)
+    require_own_records(o, implementations, chosen);
+  else
+    keep_untuned_alternatives(implementations, chosen);
   return chosen;
 }
 

@@ -111,7 +111,11 @@ std::map<std::string, ConfigChoice> configs_for_build(const BuildRecordOptions& 
                                                       std::string* note = nullptr);
 // The same for a build's nodes, each with its implementations (workload
 // keys; driver::ConfigChooser): with require_tuned, each node needs a record
-// of its own for one of its implementations.
+// of its own for one of its implementations. Without it, a node with several
+// implementations whose only records come from the shipped logs or borrowing,
+// and not for every implementation, gets none of them: it runs its untuned
+// default (Winograd for a 3x3 convolution), which those records never
+// competed with.
 std::map<std::string, ConfigChoice> configs_for_build(
     const BuildRecordOptions& options, const codegen::Target& target,
     const std::vector<std::vector<std::string>>& implementations, std::string* note = nullptr);

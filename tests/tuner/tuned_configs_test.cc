@@ -301,6 +301,61 @@ TEST(ConfigsForBuild, RequireTunedNeedsOneImplementationPerNode) {
   std::filesystem::remove_all(dir);
 }
 
+// A node's shipped-log (or borrowed) record of one implementation does not
+// switch it away from its untuned default when its other implementation has
+// none (the shipped logs predate Winograd); records for every implementation,
+// or one in the user's database, still decide; --require-tuned keeps them.
+TEST(ConfigsForBuild, ShippedRecordsOfOneImplementationKeepTheUntunedDefault) {
+  auto dir =
+      std::filesystem::temp_directory_path() / ("kiln_untuned_alt_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const int threads = kiln_get_num_threads();
+  const codegen::Target host = codegen::Target::host();
+  if (isa_class(host).empty()) GTEST_SKIP() << "no shipped log for this ISA class";
+  auto winograd_of = [](ops::Workload w) {
+    w.template_name = "conv2d_winograd_NCHWc.x86";
+    return w;
+  };
+  ops::Workload a = conv(8, 8), b = conv(10, 10), c = conv(12, 12);
+  ops::Workload aw = winograd_of(a), bw = winograd_of(b), cw = winograd_of(c);
+  const ops::OpTemplate& wt = ops::get_template("conv2d_winograd_NCHWc.x86");
+  auto fallback_record = [&](const ops::Workload& w, const ops::OpTemplate& t) {
+    Record r = record(a, conv_template().fallback(a, host.isa()), 0.5, threads);
+    r.workload_key = w.key();
+    r.config_json = t.fallback(w, host.isa()).to_json();
+    r.gflops = t.flops(w) / 0.5e6;
+    return r;
+  };
+  {
+    std::ofstream log(dir / (isa_class(host) + ".jsonl"));
+    for (const Record& r : {fallback_record(a, conv_template()),
+                            fallback_record(b, conv_template()), fallback_record(bw, wt)})
+      log << record_to_json_line(r) << "\n";
+  }
+  std::string db_path = (dir / "t.db").string();
+  RecordDB::open(db_path).add(fallback_record(c, conv_template()));
+  ::setenv("KILN_LOGS_DIR", dir.c_str(), 1);
+  BuildRecordOptions o;
+  o.tuning_log = db_path;
+  o.borrow = false;
+  std::vector<std::vector<std::string>> nodes{
+      {a.key(), aw.key()}, {b.key(), bw.key()}, {c.key(), cw.key()}};
+  auto chosen = configs_for_build(o, host, nodes);
+  EXPECT_EQ(chosen.count(a.key()), 0u);  // shipped direct only: the untuned default runs
+  EXPECT_EQ(chosen.count(b.key()), 1u);  // shipped records for both: they decide
+  EXPECT_EQ(chosen.count(bw.key()), 1u);
+  EXPECT_EQ(chosen.count(c.key()), 1u);  // the user's database: always counts
+  EXPECT_EQ(chosen.count(cw.key()), 0u);
+  // A node whose only implementation has a shipped record keeps it.
+  EXPECT_EQ(
+      configs_for_build(o, host, std::vector<std::vector<std::string>>{{a.key()}}).count(a.key()),
+      1u);
+  o.require_tuned = true;
+  EXPECT_EQ(configs_for_build(o, host, nodes).count(a.key()), 1u);
+  ::unsetenv("KILN_LOGS_DIR");
+  std::filesystem::remove_all(dir);
+}
+
 // In-graph records (kiln tune's last step) outrank the isolated ones of the
 // same workload in a build; candidates for that step keep the channel blocks.
 TEST(ConfigsForBuild, PrefersInGraphRecordsAndCandidatesKeepTheLayout) {
