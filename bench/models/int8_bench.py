@@ -27,12 +27,17 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--tuning-log", default=None)
+    p.add_argument("--shipped-logs", action="store_true",
+                   help="let kiln build use the shipped logs (logs/); by default both sides are "
+                        "untuned, since the logs hold fp32 records only and would tune one side")
     args = p.parse_args()
     if not shutil.which("node") or not os.path.isdir(os.path.join(HERE, "node_modules",
                                                                    "onnxruntime-node")):
         print("int8_bench: SKIP: node or onnxruntime-node missing")
         sys.exit(77)
     tune = ["--tuning-log", args.tuning_log] if args.tuning_log else []
+    if not args.shipped_logs:
+        tune.append("--no-shipped-logs")
     rows = []
     for d in args.model_dirs:
         name = os.path.basename(os.path.normpath(d))
