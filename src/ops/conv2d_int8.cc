@@ -25,28 +25,6 @@ struct Attrs {
   int64_t pad_value;
 };
 
-// Spatial padding of NCHW[x]c uint8 data with `value` (the activation zero
-// point); data itself when every pad is 0. Coordinates are clamped so that
-// the unselected load stays in bounds.
-Tensor pad_with_value(const Tensor& data, const Conv2DAttrs& a, int64_t value) {
-  if (a.pad_top == 0 && a.pad_left == 0 && a.pad_bottom == 0 && a.pad_right == 0) return data;
-  std::vector<Expr> shape = data->shape;
-  int64_t H = a.height, W = a.width;
-  shape[2] = make_int(H + a.pad_top + a.pad_bottom);
-  shape[3] = make_int(W + a.pad_left + a.pad_right);
-  return compute(
-      shape,
-      [&](const std::vector<Var>& i) {
-        Expr h = i[2] - a.pad_top, w = i[3] - a.pad_left;
-        Expr inside = logical_and(logical_and(h >= 0, h < H), logical_and(w >= 0, w < W));
-        std::vector<Expr> idx(i.begin(), i.end());
-        idx[2] = max(min(h, make_int(H - 1)), make_int(0));
-        idx[3] = max(min(w, make_int(W - 1)), make_int(0));
-        return select(inside, read(data, idx), make_int(value, DataType::u8()));
-      },
-      "data_pad");
-}
-
 class Conv2dNCHWcInt8 final : public OpTemplate {
  public:
   std::string name() const override { return "conv2d_NCHWc_int8.x86"; }
@@ -95,7 +73,7 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
     Tensor data = placeholder({a.batch, ICo, a.height, a.width, icb}, DataType::u8(), "data");
     Tensor weight =
         placeholder({OCo, ICo, a.kernel_h, a.kernel_w, icb / 4, ocb, 4}, DataType::i8(), "weight");
-    Tensor pad = pad_with_value(data, a, at_.pad_value);
+    Tensor pad = detail::pad_u8_with_value(data, a, at_.pad_value);
     IterVar ico = reduce_axis(ICo, "ico"), kh = reduce_axis(a.kernel_h, "kh"),
             kw = reduce_axis(a.kernel_w, "kw"), icw = reduce_axis(icb / 4, "icw");
     Tensor out = ir::compute(
@@ -270,6 +248,27 @@ std::vector<uint8_t> nchw_to_nchwc_u8(const uint8_t* x, int64_t n, int64_t c, in
           out[((((b * C + ch / cb) * h + y) * w + z) * cb) + ch % cb] =
               x[((b * c + ch) * h + y) * w + z];
   return out;
+}
+
+// Coordinates are clamped so that the unselected load of the select stays in
+// bounds.
+Tensor detail::pad_u8_with_value(const Tensor& data, const Conv2DAttrs& a, int64_t value) {
+  if (a.pad_top == 0 && a.pad_left == 0 && a.pad_bottom == 0 && a.pad_right == 0) return data;
+  std::vector<Expr> shape = data->shape;
+  int64_t H = a.height, W = a.width;
+  shape[2] = make_int(H + a.pad_top + a.pad_bottom);
+  shape[3] = make_int(W + a.pad_left + a.pad_right);
+  return compute(
+      shape,
+      [&](const std::vector<Var>& i) {
+        Expr h = i[2] - a.pad_top, w = i[3] - a.pad_left;
+        Expr inside = logical_and(logical_and(h >= 0, h < H), logical_and(w >= 0, w < W));
+        std::vector<Expr> idx(i.begin(), i.end());
+        idx[2] = max(min(h, make_int(H - 1)), make_int(0));
+        idx[3] = max(min(w, make_int(W - 1)), make_int(0));
+        return select(inside, read(data, idx), make_int(value, DataType::u8()));
+      },
+      "data_pad");
 }
 
 }  // namespace kiln::ops

@@ -53,4 +53,12 @@ std::vector<int8_t> pack_conv2d_int8_weight(const int8_t* w, int64_t oc, int64_t
 std::vector<uint8_t> nchw_to_nchwc_u8(const uint8_t* x, int64_t n, int64_t c, int64_t h, int64_t w,
                                       int64_t cb, uint8_t fill);
 
+namespace detail {
+// Spatial padding of NCHW[x]c uint8 data with `value`, the activation zero
+// point and not 0: a padded tap must contribute (zp_x - zp_x) * w = 0 once
+// the bias carries the zero-point correction. Returns data itself when every
+// pad is 0. Shared by conv2d_NCHWc_int8 and depthwise_conv2d_NCHWc_int8.
+ir::Tensor pad_u8_with_value(const ir::Tensor& data, const Conv2DAttrs& a, int64_t value);
+}  // namespace detail
+
 }  // namespace kiln::ops

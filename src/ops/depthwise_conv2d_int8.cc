@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "ops/conv2d_int8.h"
 #include "schedule/split_apply.h"
 
 namespace kiln::ops {
@@ -24,29 +25,6 @@ struct Attrs {
   Conv2DAttrs a;
   int64_t pad_value;
 };
-
-// Spatial padding of NCHW[x]c uint8 data with `value` (the activation zero
-// point, not 0: a padded tap must contribute (zp_x - zp_x) * w = 0 after the
-// bias correction); data itself when every pad is 0. Coordinates are clamped
-// so that the unselected load stays in bounds.
-Tensor pad_with_value(const Tensor& data, const Conv2DAttrs& a, int64_t value) {
-  if (a.pad_top == 0 && a.pad_left == 0 && a.pad_bottom == 0 && a.pad_right == 0) return data;
-  std::vector<Expr> shape = data->shape;
-  int64_t H = a.height, W = a.width;
-  shape[2] = make_int(H + a.pad_top + a.pad_bottom);
-  shape[3] = make_int(W + a.pad_left + a.pad_right);
-  return compute(
-      shape,
-      [&](const std::vector<Var>& i) {
-        Expr h = i[2] - a.pad_top, w = i[3] - a.pad_left;
-        Expr inside = logical_and(logical_and(h >= 0, h < H), logical_and(w >= 0, w < W));
-        std::vector<Expr> idx(i.begin(), i.end());
-        idx[2] = max(min(h, make_int(H - 1)), make_int(0));
-        idx[3] = max(min(w, make_int(W - 1)), make_int(0));
-        return select(inside, read(data, idx), make_int(value, DataType::u8()));
-      },
-      "data_pad");
-}
 
 class DepthwiseConv2dNCHWcInt8 final : public OpTemplate {
  public:
@@ -91,7 +69,7 @@ class DepthwiseConv2dNCHWcInt8 final : public OpTemplate {
     int64_t cb = block(w, cfg), Co = ceil_div(a.in_channels, cb);
     Tensor data = placeholder({a.batch, Co, a.height, a.width, cb}, DataType::u8(), "data");
     Tensor weight = placeholder({Co, 1, a.kernel_h, a.kernel_w, 1, cb}, DataType::i8(), "weight");
-    Tensor pad = pad_with_value(data, a, at_.pad_value);
+    Tensor pad = detail::pad_u8_with_value(data, a, at_.pad_value);
     IterVar kh = reduce_axis(a.kernel_h, "kh"), kw = reduce_axis(a.kernel_w, "kw");
     Tensor out = ir::compute(
         {a.batch, Co, a.out_height(), a.out_width(), cb},
