@@ -169,55 +169,77 @@ std::string isa_class(const codegen::Target& target) {
   return cls == "x86_64-avx512" || cls == "x86_64-avx2" ? cls : "";
 }
 
-std::string shipped_log_path(const codegen::Target& target) {
-  std::string cls = isa_class(target);
-  if (cls.empty()) return "";
+namespace {
+
+// The folders shipped logs are looked for in: $KILN_LOGS_DIR if set, else
+// logs/ next to the executable's parent folder (the repository's build/kiln)
+// and an install's share/kiln/logs.
+std::vector<fs::path> shipped_log_dirs() {
   std::vector<fs::path> dirs;
   if (const char* env = std::getenv("KILN_LOGS_DIR")) {
     dirs.emplace_back(env);
-  } else {
-    std::error_code ec;
-    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    if (!ec) {
-      dirs.push_back(exe.parent_path().parent_path() / "logs");  // repository: build/kiln
-      dirs.push_back(exe.parent_path().parent_path() / "share" / "kiln" / "logs");  // install
-    }
+    return dirs;
   }
-  for (const fs::path& d : dirs) {
-    fs::path p = d / (cls + ".jsonl");
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    dirs.push_back(exe.parent_path().parent_path() / "logs");
+    dirs.push_back(exe.parent_path().parent_path() / "share" / "kiln" / "logs");
+  }
+  return dirs;
+}
+
+std::string first_existing(const std::string& file_name) {
+  for (const fs::path& d : shipped_log_dirs()) {
+    fs::path p = d / file_name;
     std::error_code ec;
     if (fs::is_regular_file(p, ec)) return p.string();
   }
   return "";
 }
 
+// "x86_64-avx512.znver4.jsonl" -> "x86_64-avx512": a log's ISA class is its
+// file name up to the first dot.
+std::string class_of_log(const fs::path& file) {
+  std::string stem = file.stem().string();
+  return stem.substr(0, stem.find('.'));
+}
+
+}  // namespace
+
+std::string shipped_log_path(const codegen::Target& target) {
+  std::string cls = isa_class(target);
+  return cls.empty() ? "" : first_existing(cls + ".jsonl");
+}
+
+std::string shipped_cpu_log_path(const codegen::Target& target) {
+  std::string cls = isa_class(target);
+  if (cls.empty() || target.cpu.empty()) return "";
+  return first_existing(cls + "." + target.cpu + ".jsonl");
+}
+
 std::vector<RecordSource> other_isa_logs(const codegen::Target& target, int threads) {
   std::vector<RecordSource> out;
-  std::string own = shipped_log_path(target);
+  std::string own_class = isa_class(target);
   fs::path dir;
-  if (!own.empty()) {
-    dir = fs::path(own).parent_path();
-  } else {
-    // No log for this class: the folder the x86 classes' logs are in.
-    for (const char* other : {"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512",
-                              "llvm -mtriple=x86_64-linux-gnu -mcpu=haswell"}) {
-      std::string p = shipped_log_path(codegen::Target::parse(other));
-      if (!p.empty()) {
-        dir = fs::path(p).parent_path();
-        break;
-      }
+  for (const fs::path& d : shipped_log_dirs()) {
+    std::error_code ec;
+    if (fs::is_directory(d, ec)) {
+      dir = d;
+      break;
     }
   }
   if (dir.empty()) return out;
   std::error_code ec;
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().extension() == ".jsonl" && e.path().string() != own) files.push_back(e.path());
+    if (e.path().extension() == ".jsonl" && class_of_log(e.path()) != own_class)
+      files.push_back(e.path());
   std::sort(files.begin(), files.end());
   for (const fs::path& f : files) {
     RecordSource src = load_jsonl(f.string(), threads);
     src.other_isa = true;
-    src.isa_class = f.stem().string();
+    src.isa_class = class_of_log(f);
     out.push_back(std::move(src));
   }
   return out;
@@ -400,8 +422,10 @@ std::map<std::string, ConfigChoice> configs_for_build(
               " records, none for this target (" + key + ")";
   }
   if (o.shipped_logs) {
-    std::string shipped = shipped_log_path(target);
-    if (!shipped.empty()) sources.push_back(load_jsonl(shipped, threads));
+    // This CPU model's own log first (records measured on the same
+    // micro-architecture), then the ISA class's log (another CPU of the class).
+    for (const std::string& shipped : {shipped_cpu_log_path(target), shipped_log_path(target)})
+      if (!shipped.empty()) sources.push_back(load_jsonl(shipped, threads));
     // Other ISA classes' logs: borrowed configs that fit this target only.
     if (o.borrow)
       for (RecordSource& src : other_isa_logs(target, threads)) sources.push_back(std::move(src));

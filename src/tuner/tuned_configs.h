@@ -62,6 +62,12 @@ std::string isa_class(const codegen::Target& target);
 // variable is set, else logs/ next to the executable's parent folder (the
 // repository's build/ or an install's share/kiln/logs). Empty when none exists.
 std::string shipped_log_path(const codegen::Target& target);
+// The shipped log of the target's CPU model, searched like shipped_log_path:
+// <class>.<cpu>.jsonl (e.g. x86_64-avx512.znver4.jsonl), records measured on
+// that micro-architecture, which builds prefer to the class's log: another
+// CPU's tuned tiles can run slower than the fallback (Sapphire Rapids records
+// on Zen 4). Empty when the target names no -mcpu or there is no such file.
+std::string shipped_cpu_log_path(const codegen::Target& target);
 // The shipped logs of the other ISA classes (for borrowing, 4. above), each
 // loaded with load_jsonl and marked other_isa.
 std::vector<RecordSource> other_isa_logs(const codegen::Target& target, int threads);

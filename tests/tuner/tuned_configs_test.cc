@@ -356,6 +356,54 @@ TEST(ConfigsForBuild, ShippedRecordsOfOneImplementationKeepTheUntunedDefault) {
   std::filesystem::remove_all(dir);
 }
 
+// A log of the build CPU's own model (<class>.<cpu>.jsonl) comes before the
+// class's log; another CPU model's log of the same class is neither used nor
+// lent as another ISA class's records, and for a target of another class
+// both files are that class's (borrowing only).
+TEST(ConfigsForBuild, PrefersTheCpuModelsOwnShippedLog) {
+  const codegen::Target host = codegen::Target::host();
+  if (isa_class(host).empty() || host.cpu.empty())
+    GTEST_SKIP() << "no shipped log class or -mcpu for this CPU";
+  auto dir =
+      std::filesystem::temp_directory_path() / ("kiln_cpu_log_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const int threads = kiln_get_num_threads();
+  std::mt19937_64 rng(5);
+  ops::Workload a = conv(8, 8), b = conv(10, 10);
+  schedule::Config class_cfg = same_layout(a, rng), cpu_cfg = same_layout(a, rng);
+  while (cpu_cfg == class_cfg) cpu_cfg = same_layout(a, rng);
+  const std::string cls = isa_class(host);
+  auto write = [&](const std::string& name, const std::vector<Record>& records) {
+    std::ofstream log(dir / name);
+    for (const Record& r : records) log << record_to_json_line(r) << "\n";
+  };
+  // The class log's record is faster, but it was measured on another CPU.
+  write(cls + ".jsonl", {record(a, class_cfg, 0.1, threads)});
+  write(cls + "." + host.cpu + ".jsonl", {record(a, cpu_cfg, 0.5, threads)});
+  write(cls + ".some-other-cpu.jsonl", {record(b, class_cfg, 0.1, threads)});
+  ::setenv("KILN_LOGS_DIR", dir.c_str(), 1);
+  EXPECT_EQ(shipped_cpu_log_path(host), (dir / (cls + "." + host.cpu + ".jsonl")).string());
+  BuildRecordOptions o;
+  o.borrow = false;
+  auto chosen = configs_for_build(o, host, std::vector<std::string>{a.key(), b.key()});
+  ASSERT_EQ(chosen.count(a.key()), 1u);
+  EXPECT_EQ(nlohmann::json::parse(chosen.at(a.key()).config_json),
+            nlohmann::json::parse(cpu_cfg.to_json()));
+  EXPECT_NE(chosen.at(a.key()).source.find(host.cpu), std::string::npos);
+  EXPECT_EQ(chosen.count(b.key()), 0u);
+  EXPECT_TRUE(other_isa_logs(host, threads).empty());
+  // Another class's target sees both of this class's files as borrowable.
+  codegen::Target other = codegen::Target::parse(
+      cls == "x86_64-avx2" ? "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512"
+                           : "llvm -mtriple=x86_64-linux-gnu -mcpu=haswell");
+  std::vector<RecordSource> lent = other_isa_logs(other, threads);
+  ASSERT_EQ(lent.size(), 3u);
+  for (const RecordSource& s : lent) EXPECT_EQ(s.isa_class, cls) << s.name;
+  EXPECT_EQ(shipped_cpu_log_path(other), "");
+  ::unsetenv("KILN_LOGS_DIR");
+  std::filesystem::remove_all(dir);
+}
+
 // In-graph records (kiln tune's last step) outrank the isolated ones of the
 // same workload in a build; candidates for that step keep the channel blocks.
 TEST(ConfigsForBuild, PrefersInGraphRecordsAndCandidatesKeepTheLayout) {
