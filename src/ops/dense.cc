@@ -114,6 +114,21 @@ Tensor dense_compute(const DenseWorkload& w, const Tensor& A, const Tensor& B, i
       "C");
 }
 
+}  // namespace
+
+schedule::ConfigSpace detail::packed_dense_space(int64_t M, int64_t N, int64_t k_steps) {
+  return dense_space(DenseWorkload{M, N, k_steps}, SplitPolicy::All, true, true);
+}
+
+schedule::Config detail::packed_dense_fallback(int64_t M, int64_t N, int64_t k_steps,
+                                               const Isa& isa) {
+  KnobValues knobs;
+  dense_fallback_knobs(M, N, k_steps, false, isa, knobs);
+  return knobs.knob("tile_order", 1).in(packed_dense_space(M, N, k_steps));
+}
+
+namespace {
+
 // dense_pack.x86 and dense_nopack.x86 (see dense.h).
 class DenseTemplate final : public OpTemplate {
  public:

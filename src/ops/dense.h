@@ -90,6 +90,11 @@ inline constexpr int64_t kMaxTileRows = 16, kMaxTileCols = 64, kMaxTileK = 32;
 // tiles fused and parallel, the register tile computed at out's tile loop
 // (dense_pack, dense_int8).
 void schedule_dense_tiles(const TileStages& st, const schedule::Config& cfg);
+// dense_pack.x86's space and fallback over k_steps reduction steps: K itself,
+// or K's 4-byte words (dense_int8), or K's pairs (dense_bf16). The packed
+// templates share them so that a config means the same register tile in each.
+schedule::ConfigSpace packed_dense_space(int64_t M, int64_t N, int64_t k_steps);
+schedule::Config packed_dense_fallback(int64_t M, int64_t N, int64_t k_steps, const Isa& isa);
 }  // namespace detail
 
 }  // namespace kiln::ops

@@ -10,7 +10,6 @@ namespace kiln::ops {
 using namespace kiln::ir;
 using schedule::Config;
 using schedule::ConfigSpace;
-using schedule::SplitPolicy;
 
 namespace {
 
@@ -26,27 +25,15 @@ class DenseInt8Template final : public OpTemplate {
  public:
   std::string name() const override { return "dense_int8.x86"; }
 
+  // dense_pack's space and fallback over K's 4-byte words (ops/dense.h).
   ConfigSpace space(const Workload& w) const override {
     Shape d = shape(w);
-    using detail::kMaxTileCols, detail::kMaxTileK, detail::kMaxTileRows;
-    auto at_most = [](int64_t cap) -> schedule::SplitFilter {
-      return [cap](const std::vector<int64_t>& f) { return f.back() <= cap; };
-    };
-    ConfigSpace space;
-    space.define_split("tile_y", d.M, 3, SplitPolicy::All, 0, at_most(kMaxTileRows));
-    // Packed, zero-padded B: a partial column tile reads in bounds (as dense_pack).
-    space.define_split("tile_x", d.N, 3, SplitPolicy::All, 0, at_most(kMaxTileCols));
-    space.define_split("tile_k", d.words(), 2, SplitPolicy::Factors, 0, at_most(kMaxTileK));
-    space.define_knob("tile_order", {0, 1});
-    return space;
+    return detail::packed_dense_space(d.M, d.N, d.words());
   }
 
   Config fallback(const Workload& w, const Isa& isa) const override {
     Shape d = shape(w);
-    detail::KnobValues knobs;
-    // int32 lanes are the ISA's float lanes: the float rule's register tile.
-    detail::dense_fallback_knobs(d.M, d.N, d.words(), false, isa, knobs);
-    return knobs.knob("tile_order", 1).in(space(w));
+    return detail::packed_dense_fallback(d.M, d.N, d.words(), isa);
   }
 
   bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {
