@@ -343,7 +343,9 @@ TEST(QuantizeModel, LinearWithBiasIsOneIntegerKernel) {
   std::map<std::string, size_t> ops;
   for (const auto& n : folded.nodes) {
     ++ops[n.op_type];
-    if (n.op_type == "QLinearMatMul") EXPECT_EQ(n.inputs.size(), 9u) << n.name;
+    if (n.op_type == "QLinearMatMul") {
+      EXPECT_EQ(n.inputs.size(), 9u) << n.name;
+    }
   }
   EXPECT_EQ(ops["QLinearMatMul"], 2u);
   EXPECT_EQ(ops["Add"] + ops["MatMul"], 0u);
