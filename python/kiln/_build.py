@@ -114,7 +114,8 @@ class Package:
 
 
 def build(model, input_shapes=None, target=None, tuning_log=None, require_tuned=False,
-          output_format="tar", *, shipped_logs=True, borrow=True, configs=None) -> Package:
+          output_format="tar", *, shipped_logs=True, borrow=True, configs=None,
+          precision="fp32", calibration=None, calibrate=None, keep_float=None) -> Package:
     """Compiles an ONNX model like `kiln build`.
 
     model: a path, bytes or an onnx.ModelProto. input_shapes: binds dynamic
@@ -126,7 +127,33 @@ def build(model, input_shapes=None, target=None, tuning_log=None, require_tuned=
     KilnError, naming them, when workloads have no record of their own.
     configs: {workload key: config dict or JSON} applied first (kiln build
     --config). output_format: "tar" or "so", export()'s default.
+
+    precision: "fp32" (the default), "int8" or "bf16", as kiln build
+    --precision. "int8" quantizes the float model with kiln quantize's code
+    and builds the QDQ model it writes: calibration (needed) is DATA.npz
+    (one array per input, samples stacked on a new leading axis) or a folder
+    of .npz files, one sample each; calibrate is "max" (the default),
+    "percentile" or "kl"; keep_float lists node names left in float32 (the
+    CLI's --calibration, --calibrate, --keep-float). "bf16" needs a target
+    with avx512bf16. The report's notes say how many nodes were quantized.
     """
+    if precision not in ("fp32", "int8", "bf16"):
+        raise _kiln.InvalidInputError(
+            f"unknown precision {precision!r} (valid: fp32, int8, bf16)")
+    if precision == "int8" and calibration is None:
+        raise _kiln.InvalidInputError(
+            'precision="int8" needs calibration= (DATA.npz or a folder of .npz)')
+    if precision != "int8" and (calibration is not None or calibrate is not None
+                                or keep_float is not None):
+        raise _kiln.InvalidInputError(
+            'calibration=, calibrate= and keep_float= need precision="int8"')
+    if isinstance(keep_float, str):
+        keep_float = [keep_float]
+    quant = _kiln.PrecisionArgs()
+    quant.precision = precision
+    quant.calibration = os.fspath(calibration) if calibration is not None else ""
+    quant.calibrate = calibrate or "max"
+    quant.keep_float = list(keep_float or [])
     records = _kiln.BuildRecordOptions()
     records.tuning_log = os.fspath(tuning_log) if tuning_log is not None else ""
     records.shipped_logs = bool(shipped_logs)
@@ -135,7 +162,7 @@ def build(model, input_shapes=None, target=None, tuning_log=None, require_tuned=
     explicit = {k: v if isinstance(v, str) else json.dumps(v) for k, v in (configs or {}).items()}
     with model_paths([model]) as paths:
         native, report = _kiln.build(paths[0], input_shapes_text(input_shapes), target or "",
-                                     records, output_format, explicit)
+                                     records, output_format, explicit, quant)
     if not isinstance(model, (str, os.PathLike)):
         report["model"] = "<model bytes>"
     report["workloads"] = [WorkloadReport(**w) for w in report["workloads"]]

@@ -13,7 +13,6 @@
 
 #include "driver/build.h"
 #include "frontend/op_support.h"
-#include "frontend/qdq_writer.h"
 #include "quantize/quantize.h"
 #include "runtime/c_runtime_api.h"
 #include "runtime/cpu_features.h"
@@ -312,15 +311,15 @@ int run_build(const std::vector<std::string>& args) {
       return *estimated ? tuner::estimate_transform_ms(nchw) : it->second;
     };
   }
-  std::unique_ptr<support::TempDir> qdq_dir;
+  quantize::QuantizeResult qdq;  // --precision int8: its QDQ model (kept until the build is done)
   std::string model_to_build = a.model;
   if (a.precision == "int8") {
     // Calibration runs the float model here, so it is built for this machine
     // (QuantizeOptions::target's default) whatever --target the package has.
     a.quantize.choose_configs = calibration_configs(a.tuning_log, a.quantize.target);
-    quantize::QuantizeResult q = quantize::plan_quantization(a.model, a.quantize);
+    qdq = quantize::quantize_to_temp(a.model, a.quantize);
     std::printf("quantized: %zu of %zu %s nodes (%zu calibration samples, %s)\n",
-                q.plan.nodes.size(), q.candidates, op_list(a.quantize).c_str(), q.samples,
+                qdq.plan.nodes.size(), qdq.candidates, op_list(a.quantize).c_str(), qdq.samples,
                 quantize::method_name(a.quantize.method));
     for (const char* op : {"QuantizeLinear", "DequantizeLinear"})
       if (!frontend::is_supported_op("", op))
@@ -330,15 +329,13 @@ int run_build(const std::vector<std::string>& args) {
             "`kiln quantize " +
             a.model + " -o MODEL.qdq.onnx --calibration " + a.quantize.calibration +
             "` meanwhile; nothing was written to " + a.output);
-    qdq_dir = std::make_unique<support::TempDir>("quantize");
-    model_to_build = (qdq_dir->path() / "model.qdq.onnx").string();
-    frontend::write_qdq_model(q.model_path, q.plan, model_to_build, a.model);
+    model_to_build = qdq.qdq_path;
   }
   driver::BuiltModule m;
   try {
     m = driver::build(model_to_build, options);
   } catch (const std::exception& e) {
-    if (!qdq_dir) throw;
+    if (qdq.qdq_path.empty()) throw;
     // Messages name the temporary QDQ file; say which model it came from.
     throw std::runtime_error("the int8 (QDQ) model made from " + a.model + ": " + e.what());
   }

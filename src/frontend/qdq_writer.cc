@@ -90,12 +90,25 @@ std::string qdq_model_bytes(const std::string& model_file, const QuantPlan& plan
   Names names(*g);
 
   std::map<size_t, const NodeQuant*> by_index;
+  // The node whose output 0 gets the Q -> DQ pair: the quantized node, or
+  // the bias Add of a MatMul quantized with it.
+  std::map<size_t, const NodeQuant*> output_at;
   std::set<std::string> quantized_outputs;
   for (const NodeQuant& nq : plan.nodes) {
-    if (nq.index >= static_cast<size_t>(g->node_size()))
+    const size_t out_node = nq.bias_add.value_or(nq.index);
+    if (std::max(nq.index, out_node) >= static_cast<size_t>(g->node_size()))
       throw ImportError(model_path + ": quantization plan names node " + nq.label + " at index " +
-                        std::to_string(nq.index) + ", past the graph's end");
+                        std::to_string(std::max(nq.index, out_node)) + ", past the graph's end");
+    if (nq.bias_add) {
+      const onnx::NodeProto& mm = g->node(static_cast<int>(nq.index));
+      const onnx::NodeProto& add = g->node(static_cast<int>(*nq.bias_add));
+      if (add.op_type() != "Add" || mm.output_size() < 1 || add.input_size() != 2 ||
+          (add.input(0) != mm.output(0) && add.input(1) != mm.output(0)))
+        throw ImportError(model_path + ": node " + nq.label +
+                          ": the plan's bias Add does not read its output");
+    }
     by_index[nq.index] = &nq;
+    output_at[out_node] = &nq;
     quantized_outputs.insert(nq.output);
   }
   auto act = [&](const std::string& tensor, const std::string& node) -> const ActivationQuant& {
@@ -129,15 +142,30 @@ std::string qdq_model_bytes(const std::string& model_file, const QuantPlan& plan
   };
 
   std::vector<onnx::NodeProto> body;
+  // The output: the node writes Y_prequant; Q -> DQ gives Y back.
+  auto quantize_output = [&](onnx::NodeProto& n, const NodeQuant& nq) {
+    if (n.output_size() < 1 || n.output(0) != nq.output)
+      throw ImportError(model_path + ": node " + nq.label +
+                        " does not match the quantization plan (its output differs)");
+    const std::string pre = names.fresh(nq.output + "_prequant");
+    n.set_output(0, pre);
+    body.push_back(std::move(n));
+    qdq_pair(nq.output, nq.output, pre, nq.label, &body);
+  };
+
   for (int i = 0; i < g->node_size(); ++i) {
     onnx::NodeProto n = g->node(i);
     auto found = by_index.find(static_cast<size_t>(i));
     if (found == by_index.end()) {
-      body.push_back(std::move(n));
+      auto out = output_at.find(static_cast<size_t>(i));
+      if (out == output_at.end())
+        body.push_back(std::move(n));
+      else
+        quantize_output(n, *out->second);  // a MatMul's bias Add
       continue;
     }
     const NodeQuant& nq = *found->second;
-    if (n.output_size() < 1 || n.output(0) != nq.output || (nq.weight && n.input_size() < 2))
+    if (n.output_size() < 1 || (nq.weight && n.input_size() < 2))
       throw ImportError(model_path + ": node " + nq.label +
                         " does not match the quantization plan (inputs or output differ)");
     // Activation inputs: a quantized node's output is already its own DQ
@@ -197,11 +225,10 @@ std::string qdq_model_bytes(const std::string& model_file, const QuantPlan& plan
                                {q, scale, zp}, dq, 0));
       n.set_input(2, dq);
     }
-    // The output: the node writes Y_prequant; Q -> DQ gives Y back.
-    const std::string pre = names.fresh(nq.output + "_prequant");
-    n.set_output(0, pre);
-    body.push_back(std::move(n));
-    qdq_pair(nq.output, nq.output, pre, nq.label, &body);
+    if (nq.bias_add)
+      body.push_back(std::move(n));  // its bias Add writes the quantized output
+    else
+      quantize_output(n, nq);
   }
 
   g->clear_node();

@@ -5,6 +5,10 @@
 //    Q -> DQ gives Y back under its own name, so every consumer and a graph
 //    output of that name read the dequantized value (an integer engine folds
 //    DQ(x), DQ(w), DQ(b) -> Conv -> Q(y) into one QLinearConv);
+//  - a MatMul with a bias Add (NodeQuant::bias_add): the Add's output is the
+//    one quantized, as above, and the bias stays float: DQ(x), DQ(w) ->
+//    MatMul -> Add(bias) -> Q -> DQ, ONNX Runtime's Linear layer (kiln
+//    folds it into a QLinearMatMul with the bias in int32);
 //  - weights: an int8 initializer W_quantized with per-channel W_scale and a
 //    zero W_zero_point, read through DequantizeLinear(axis); bias: int32
 //    B_quantized, B_scale = x_scale * w_scale[c], read the same way.

@@ -54,6 +54,11 @@ struct NodeQuant {
   // both inputs of an Add).
   std::vector<std::string> activations;
   std::string output;  // its output, also quantized (an int8 engine writes it as uint8)
+  // A MatMul quantized together with the Add of its float bias vector that
+  // reads its output (ONNX Runtime's unit for a Linear layer): that Add's
+  // index. `output` is then the Add's output, the MatMul's stays float and
+  // the bias stays a float input of the Add.
+  std::optional<size_t> bias_add;
   std::optional<WeightQuant> weight;  // input 1 (W or B) of a Conv, MatMul or Gemm
   std::optional<BiasQuant> bias;      // input 2 of a Conv or Gemm, when present
 };

@@ -14,6 +14,7 @@
 #include "codegen/target.h"
 #include "driver/package_writer.h"
 #include "python/bindings.h"
+#include "quantize/quantize.h"
 #include "runtime/cpu_features.h"
 #include "support/same_file.h"
 #include "support/stale_temps.h"
@@ -108,17 +109,50 @@ std::string missing_features_note(const codegen::Target& t) {
   return "this machine cannot run the package; it lacks:" + names;
 }
 
+// precision= and its quantization options (python/kiln/_build.py checks
+// their combinations; the CLI's --precision, --calibration, --calibrate,
+// --keep-float).
+struct PrecisionArgs {
+  std::string precision = "fp32";  // fp32, int8, bf16
+  std::string calibration;         // int8: DATA.npz or a folder of .npz
+  std::string calibrate = "max";   // int8: max, percentile, kl
+  std::vector<std::string> keep_float;
+};
+
 py::tuple build(const std::string& model_path, const std::string& input_shapes,
                 const std::string& target, const tuner::BuildRecordOptions& records,
-                const std::string& output_format,
-                const std::map<std::string, std::string>& configs) {
+                const std::string& output_format, const std::map<std::string, std::string>& configs,
+                const PrecisionArgs& precision) {
   if (records.require_tuned && records.tuning_log.empty() && !records.shipped_logs)
     throw std::invalid_argument("require_tuned needs a tuning_log or the shipped logs");
+  if (precision.precision != "fp32" && precision.precision != "int8" &&
+      precision.precision != "bf16")
+    throw std::invalid_argument("unknown precision '" + precision.precision +
+                                "' (valid: fp32, int8, bf16)");
   auto p = std::make_unique<Package>();
   p->format = parse_format(output_format);
   p->model_path = model_path;
   driver::BuildOptions options;
   if (!target.empty()) options.target = codegen::Target::parse(target);
+  if (precision.precision == "bf16") options.precision = graph::Precision::kBf16;
+  // Before anything is read: a target without avx512bf16 is one error.
+  driver::check_precision(options.precision, options.target);
+  quantize::QuantizeOptions q;
+  if (precision.precision == "int8") {
+    q.calibration = precision.calibration;
+    q.method = quantize::parse_calibration_method(precision.calibrate);
+    q.keep_float = precision.keep_float;
+    // The calibration build runs here, on this machine's target, with the
+    // records the build would use (never required), as kiln build's.
+    q.choose_configs = [records, t = q.target](const std::vector<std::vector<std::string>>& w) {
+      tuner::BuildRecordOptions r = records;
+      r.require_tuned = false;
+      std::map<std::string, driver::ChosenConfig> chosen;
+      for (const auto& [key, choice] : tuner::configs_for_build(r, t, w))
+        chosen[key] = {choice.config_json, choice.gflops};
+      return chosen;
+    };
+  }
   p->target = options.target;
   options.input_shapes = input_shapes;
   options.configs = configs;
@@ -137,7 +171,21 @@ py::tuple build(const std::string& model_path, const std::string& input_shapes,
     py::gil_scoped_release unlocked;
     std::lock_guard<std::recursive_mutex> one_at_a_time(compiler_mutex());
     support::sweep_stale_temps();
-    p->module = driver::build(model_path, options);
+    if (precision.precision == "int8") {
+      // kiln quantize's QDQ model (kept until the build is done) is what gets built.
+      quantize::QuantizeResult qdq = quantize::quantize_to_temp(model_path, q);
+      try {
+        p->module = driver::build(qdq.qdq_path, options);
+      } catch (const std::exception& e) {
+        throw std::runtime_error("the int8 (QDQ) model made from " + model_path + ": " + e.what());
+      }
+      notes.push_back("quantized: " + std::to_string(qdq.plan.nodes.size()) + " of " +
+                      std::to_string(qdq.candidates) + " Conv/MatMul/Gemm nodes (" +
+                      std::to_string(qdq.samples) + " calibration samples, " +
+                      quantize::method_name(q.method) + ")");
+    } else {
+      p->module = driver::build(model_path, options);
+    }
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (std::string n = missing_features_note(p->target); !n.empty()) notes.push_back(n);
@@ -176,8 +224,14 @@ void bind_build(py::module_& m) {
           "format",
           [](const Package& p) { return p.format == driver::PackageFormat::kTar ? "tar" : "so"; })
       .def_property_readonly("graph_json", [](const Package& p) { return p.module.graph_json; });
+  py::class_<PrecisionArgs>(m, "PrecisionArgs")
+      .def(py::init<>())
+      .def_readwrite("precision", &PrecisionArgs::precision)
+      .def_readwrite("calibration", &PrecisionArgs::calibration)
+      .def_readwrite("calibrate", &PrecisionArgs::calibrate)
+      .def_readwrite("keep_float", &PrecisionArgs::keep_float);
   m.def("build", &build, py::arg("model_path"), py::arg("input_shapes"), py::arg("target"),
-        py::arg("records"), py::arg("output_format"), py::arg("configs"));
+        py::arg("records"), py::arg("output_format"), py::arg("configs"), py::arg("precision"));
 }
 
 }  // namespace kiln::python

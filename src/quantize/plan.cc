@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -46,6 +47,33 @@ std::string near_matches(const std::string& name, const frontend::OnnxModelSumma
 float round_even(float x) { return std::nearbyint(x); }
 
 }  // namespace
+
+std::optional<size_t> linear_bias_add(const frontend::OnnxModelSummary& model, size_t mm,
+                                      int64_t columns) {
+  const std::string& y = model.nodes.at(mm).outputs.at(0);
+  if (std::find(model.outputs.begin(), model.outputs.end(), y) != model.outputs.end())
+    return std::nullopt;
+  std::optional<size_t> add;
+  for (size_t i = 0; i < model.nodes.size(); ++i)
+    for (const std::string& in : model.nodes[i].inputs)
+      if (in == y) {
+        if (add && *add != i) return std::nullopt;  // a second reader
+        add = i;
+      }
+  if (!add) return std::nullopt;
+  const frontend::OnnxNodeSummary& a = model.nodes[*add];
+  if (a.op_type != "Add" || a.inputs.size() != 2 || a.outputs.size() != 1 ||
+      a.inputs[0] == a.inputs[1])
+    return std::nullopt;
+  const std::string& c = a.inputs[0] == y ? a.inputs[1] : a.inputs[0];
+  auto it = model.float_initializers.find(c);
+  if (it == model.float_initializers.end() || it->second.shape.empty() ||
+      it->second.shape.back() != columns)
+    return std::nullopt;
+  for (size_t d = 0; d + 1 < it->second.shape.size(); ++d)
+    if (it->second.shape[d] != 1) return std::nullopt;  // [M, N]: not one value per column
+  return add;
+}
 
 const std::vector<std::string>& optional_op_types() {
   static const std::vector<std::string> ops = {"Add", "AveragePool", "GlobalAveragePool", "MaxPool",
@@ -93,9 +121,20 @@ std::vector<Candidate> find_candidates(const frontend::OnnxModelSummary& model,
   for (size_t i = 0; i < model.nodes.size(); ++i)
     for (const std::string& in : model.nodes[i].inputs) consumers[in].push_back(i);
   const std::set<std::string> graph_outputs(model.outputs.begin(), model.outputs.end());
+  // The range that quantizes `t`: that of the Relu that is its only reader, if any.
+  auto range_tensor = [&](const std::string& t) {
+    if (auto it = consumers.find(t);
+        it != consumers.end() && it->second.size() == 1 && !graph_outputs.count(t)) {
+      const frontend::OnnxNodeSummary& next = model.nodes[it->second[0]];
+      if (next.op_type == "Relu" && !next.outputs.empty()) return next.outputs[0];
+    }
+    return t;
+  };
+  std::set<size_t> bias_adds;  // Adds quantized as part of their MatMul (linear_bias_add)
   std::vector<Candidate> out;
   for (size_t i = 0; i < model.nodes.size(); ++i) {
     const frontend::OnnxNodeSummary& n = model.nodes[i];
+    if (bias_adds.count(i)) continue;
     // --quantize-also MatMul: a MatMul of two activations (attention's Q K^T
     // and P V) gets both inputs and its output quantized, per tensor.
     const bool activation_matmul = n.op_type == "MatMul" && optional.count("MatMul") &&
@@ -121,12 +160,7 @@ std::vector<Candidate> find_candidates(const frontend::OnnxModelSummary& model,
       if (model.initializers.count(a)) why("input '" + a + "' is a constant");
     if (!weighted && n.outputs.size() > 1) why("more than one output (MaxPool's indices)");
     c.output = n.outputs[0];
-    c.output_range = c.output;
-    if (auto it = consumers.find(c.output);
-        it != consumers.end() && it->second.size() == 1 && !graph_outputs.count(c.output)) {
-      const frontend::OnnxNodeSummary& next = model.nodes[it->second[0]];
-      if (next.op_type == "Relu" && !next.outputs.empty()) c.output_range = next.outputs[0];
-    }
+    c.output_range = range_tensor(c.output);
     if (!weighted) {
       out.push_back(c);
       continue;
@@ -162,6 +196,17 @@ std::vector<Candidate> find_candidates(const frontend::OnnxModelSummary& model,
         why("the bias '" + c.bias + "' is not a float32 initializer of " +
             std::to_string(channels) + " values");
     }
+    // MatMul -> Add(bias): the Add's output is quantized instead of the
+    // MatMul's (a Q between them would keep the bias out of the integer
+    // product). Not when the user keeps that Add in float32.
+    if (n.op_type == "MatMul" && w && c.why_not.empty())
+      if (std::optional<size_t> add = linear_bias_add(model, i, w->shape[1]);
+          add && !keep.count(model.nodes[*add].label)) {
+        c.bias_add = add;
+        c.output = model.nodes[*add].outputs[0];
+        c.output_range = range_tensor(c.output);
+        bias_adds.insert(*add);
+      }
     out.push_back(c);
   }
   return out;
@@ -268,6 +313,7 @@ frontend::QuantPlan make_plan(const frontend::OnnxModelSummary& model,
     q.op_type = n.op_type;
     q.activations = c.activations;
     q.output = c.output;
+    q.bias_add = c.bias_add;
     if (!c.weight.empty()) {
       q.weight = quantize_weight(c.weight, model.float_initializers.at(c.weight), c.weight_axis);
       if (!c.bias.empty())

@@ -7,6 +7,13 @@
 // with transB = 1) and whose bias, if any, is a 1-D float32 initializer of
 // one value per output channel; minus the nodes named by --keep-float. Their
 // input 0 and output 0 are the activations calibration observes.
+// A MatMul whose output only an Add of a constant bias vector reads (a Linear
+// layer as exporters write it for activations of rank > 2) is quantized with
+// that Add as one unit, as ONNX Runtime's quantizer does: the Add's output is
+// the one quantized, the bias stays float, and an integer engine folds
+// DQ -> MatMul -> Add(bias) -> Q into one integer product with the bias in
+// its epilogue (kiln: graph/passes/fold_qdq.cc, a QLinearMatMul with an
+// int32 bias at x_scale * w_scale).
 // Optionally (--quantize-also) also Add (both inputs; neither a constant),
 // MaxPool, AveragePool and GlobalAveragePool (input 0): their inputs and
 // output quantized, so that an int8 engine can stay in int8 across residual
@@ -15,6 +22,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,7 +45,17 @@ struct Candidate {
   // quantizer folds Conv -> Relu the same way).
   std::string output_range;
   int64_t weight_axis = 0;
+  // A MatMul's bias Add (linear_bias_add): its node index, and `output` is
+  // the Add's output. The bias itself stays a float input of the Add.
+  std::optional<size_t> bias_add;
 };
+
+// The Add that makes MatMul `mm` a Linear layer with a bias: the one reader of
+// mm's output (not a graph output), an Add of that output and a float32
+// initializer of N values ([N] or [1, .., 1, N]; N = the weight's columns), in
+// either order. Its index, or nullopt.
+std::optional<size_t> linear_bias_add(const frontend::OnnxModelSummary& model, size_t mm,
+                                      int64_t columns);
 
 // The op types --quantize-also accepts: Add, AveragePool, GlobalAveragePool, MaxPool,
 // MatMul (of two activations).

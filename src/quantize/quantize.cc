@@ -48,4 +48,12 @@ QuantizeResult quantize_model(const std::string& model_path, const std::string& 
   return r;
 }
 
+QuantizeResult quantize_to_temp(const std::string& model_path, const QuantizeOptions& options) {
+  QuantizeResult r = plan_quantization(model_path, options);
+  if (!r.temp) r.temp = std::make_shared<support::TempDir>("quantize");
+  r.qdq_path = (r.temp->path() / "model.qdq.onnx").string();
+  frontend::write_qdq_model(r.model_path, r.plan, r.qdq_path, model_path);
+  return r;
+}
+
 }  // namespace kiln::quantize

@@ -40,6 +40,7 @@ struct QuantizeResult {
   int batch_norms_folded = 0;
   size_t samples = 0;
   size_t candidates = 0;  // Conv/MatMul/Gemm (and --quantize-also) nodes in the model
+  std::string qdq_path;   // quantize_to_temp's QDQ model (in `temp`)
 };
 
 // Checks --keep-float first (before any calibration run), then calibrates
@@ -50,5 +51,11 @@ QuantizeResult plan_quantization(const std::string& model_path, const QuantizeOp
 // plan_quantization, then the QDQ model at `out_path` (atomically).
 QuantizeResult quantize_model(const std::string& model_path, const std::string& out_path,
                               const QuantizeOptions& options);
+
+// plan_quantization, then the same QDQ model in a private temporary folder
+// (qdq_path, removed with the last copy of `temp`): what `kiln build
+// --precision int8` and kiln.build(precision="int8") build, so that both
+// make exactly kiln quantize's decisions.
+QuantizeResult quantize_to_temp(const std::string& model_path, const QuantizeOptions& options);
 
 }  // namespace kiln::quantize

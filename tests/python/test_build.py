@@ -153,3 +153,58 @@ def test_builds_from_two_threads(tiny):
         t.join()
     assert not errors, errors
     assert all(rel_err(r, expected) <= 1e-4 for r in results)
+
+
+def test_precision_int8_matches_the_cli(tiny, tmp_path):
+    """precision="int8" runs kiln quantize's code on calibration= and builds the QDQ model,
+    as `kiln build --precision int8 --calibration` does: the same kernels and the same
+    outputs; calibrate= and keep_float= are --calibrate and --keep-float."""
+    import subprocess
+    path, inputs, expected = tiny
+    calib = tmp_path / "calib.npz"
+    rng = np.random.default_rng(0)
+    np.savez(calib, input=rng.standard_normal((8, 1, 3, 16, 16), dtype=np.float32))
+    pkg = kiln.build(path, precision="int8", calibration=calib)
+    assert any(n.startswith("quantized: 3 of 3 Conv/MatMul/Gemm nodes (8 calibration samples, "
+                            "max)") for n in pkg.report.notes), pkg.report.notes
+    kernels = [k["op_types"] for k in pkg.graph_json["kernels"]]
+    assert any(t.startswith("conv2d_NCHWc_int8") for k in kernels for t in k), kernels
+    got = pkg.load().run(**inputs)[0]
+    # int8 against the float model (random weights): close, not equal.
+    cos = float(np.dot(got.ravel(), expected.ravel())
+                / (np.linalg.norm(got) * np.linalg.norm(expected)))
+    assert cos >= 0.99 and 0 < rel_err(got, expected) <= 0.1, (cos, rel_err(got, expected))
+
+    tar = tmp_path / "cli.tar"
+    subprocess.run([os.environ.get("KILN_BINARY", os.path.join(WORK_DIR, "..", "kiln")), "build",
+                    path, "-o", str(tar), "--precision", "int8", "--calibration", str(calib)],
+                   check=True, capture_output=True)
+    cli = kiln.runtime.load(str(tar))
+    assert cli.run(**inputs)[0].tolist() == got.tolist()
+    import json
+    import tarfile
+    with tarfile.open(tar) as t:
+        mod = json.load(t.extractfile("mod.json"))
+    assert [k["op_types"] for k in mod["kernels"]] == kernels
+
+    kept = kiln.build(path, precision="int8", calibration=calib, calibrate="kl",
+                      keep_float=["/fc/Gemm"])
+    assert any("quantized: 2 of 3" in n and ", kl)" in n for n in kept.report.notes)
+    assert "dense_pack.x86" in {w.key.split("(")[0] for w in kept.report.workloads}
+
+
+def test_precision_errors(tiny, tmp_path):
+    path = tiny[0]
+    with pytest.raises(kiln.InvalidInputError, match="unknown precision 'int4'"):
+        kiln.build(path, precision="int4")
+    with pytest.raises(kiln.InvalidInputError, match="needs calibration="):
+        kiln.build(path, precision="int8")
+    with pytest.raises(kiln.InvalidInputError, match='need precision="int8"'):
+        kiln.build(path, calibration=tmp_path / "c.npz")
+    with pytest.raises(kiln.KilnError, match="missing.npz: no such calibration file"):
+        kiln.build(path, precision="int8", calibration=tmp_path / "missing.npz")
+    with pytest.raises(kiln.InvalidInputError, match="valid: max, percentile, kl"):
+        np.savez(tmp_path / "c.npz", input=np.zeros((1, 1, 3, 16, 16), np.float32))
+        kiln.build(path, precision="int8", calibration=tmp_path / "c.npz", calibrate="l2")
+    with pytest.raises(kiln.KilnError, match="avx512bf16"):
+        kiln.build(path, precision="bf16", target="llvm -mcpu=haswell")

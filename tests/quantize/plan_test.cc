@@ -228,5 +228,75 @@ TEST(Plan, GemmFormsAndBiasShape) {
   EXPECT_NE(find_candidates(m, {})[0].why_not.find("bias 'c'"), std::string::npos);
 }
 
+// A Linear layer as exporters write it for a rank-3 activation: MatMul ->
+// Add(bias [N], either operand order) [-> Relu]. The MatMul is quantized with
+// the Add as one unit: the Add's output (range: the Relu's) is the one
+// quantized, the bias stays float (no int32 bias in the plan), and the Add is
+// no candidate of its own, even with --quantize-also Add.
+TEST(Plan, MatMulWithBiasAddIsOneUnit) {
+  frontend::OnnxModelSummary m;
+  m.path = "linear.onnx";
+  auto node = [&](const std::string& name, const std::string& op, std::vector<std::string> in,
+                  std::vector<std::string> out) {
+    frontend::OnnxNodeSummary n;
+    n.name = n.label = name;
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    m.nodes.push_back(n);
+  };
+  node("mm1", "MatMul", {"x", "W1"}, {"h"});
+  node("add1", "Add", {"b1", "h"}, {"hb"});  // PyTorch writes the bias first
+  node("relu1", "Relu", {"hb"}, {"r"});
+  node("mm2", "MatMul", {"r", "W2"}, {"g"});
+  node("add2", "Add", {"g", "b2"}, {"y"});  // the graph output
+  m.outputs = {"y"};
+  m.float_initializers["W1"] = {{4, 3}, std::vector<float>(12, 0.5f)};
+  m.float_initializers["b1"] = {{3}, {0.1f, -0.2f, 0.3f}};
+  m.float_initializers["W2"] = {{3, 2}, std::vector<float>(6, -0.25f)};
+  m.float_initializers["b2"] = {{1, 1, 2}, {0.5f, 0.25f}};  // [1, 1, N]: still one per column
+  for (const auto& [k, v] : m.float_initializers) m.initializers.insert(k);
+
+  for (const std::vector<std::string>& also :
+       {std::vector<std::string>{}, std::vector<std::string>{"Add"}}) {
+    SCOPED_TRACE(also.empty() ? "default" : "--quantize-also Add");
+    std::vector<Candidate> c = find_candidates(m, {}, also);
+    ASSERT_EQ(c.size(), 2u);  // the two MatMuls; neither Add
+    EXPECT_EQ(c[0].bias_add, std::optional<size_t>(1));
+    EXPECT_EQ(c[0].output, "hb");
+    EXPECT_EQ(c[0].output_range, "r");
+    EXPECT_TRUE(c[0].bias.empty());
+    EXPECT_EQ(c[1].bias_add, std::optional<size_t>(4));
+    EXPECT_EQ(c[1].output, "y");
+    EXPECT_EQ(c[1].output_range, "y");
+    // h and g (the MatMuls' own outputs) are not observed: nothing quantizes them.
+    EXPECT_EQ(observed_tensors(c), (std::vector<std::string>{"x", "r", "y"}));
+    std::map<std::string, Range> ranges = {{"x", {-1, 1}}, {"r", {0, 3}}, {"y", {-2, 2}}};
+    frontend::QuantPlan plan = make_plan(m, c, ranges);
+    ASSERT_EQ(plan.nodes.size(), 2u);
+    EXPECT_EQ(plan.nodes[0].output, "hb");
+    EXPECT_EQ(plan.nodes[0].bias_add, std::optional<size_t>(1));
+    EXPECT_FALSE(plan.nodes[0].bias.has_value());
+    EXPECT_FLOAT_EQ(plan.activations.at("hb").scale, 3.0f / 255);  // from r
+    EXPECT_EQ(plan.activations.count("h"), 0u);
+    EXPECT_TRUE(plan.kept_float.empty());
+  }
+
+  // Not a bias: a constant of [M, N] values, a second reader of the MatMul's
+  // output, an Add the user keeps in float32. Then the MatMul's own output is
+  // quantized, as before.
+  frontend::OnnxModelSummary full = m;
+  full.float_initializers["b1"] = {{2, 3}, std::vector<float>(6, 0.1f)};
+  EXPECT_FALSE(find_candidates(full, {})[0].bias_add.has_value());
+  frontend::OnnxModelSummary shared = m;
+  shared.outputs.push_back("h");
+  EXPECT_FALSE(find_candidates(shared, {})[0].bias_add.has_value());
+  std::vector<Candidate> kept = find_candidates(m, {"add1"});
+  EXPECT_FALSE(kept[0].bias_add.has_value());
+  EXPECT_EQ(kept[0].output, "h");
+  EXPECT_EQ(kept[0].output_range, "h");
+  EXPECT_TRUE(kept[1].bias_add.has_value());
+}
+
 }  // namespace
 }  // namespace kiln::quantize

@@ -8,16 +8,25 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
+#include "driver/build.h"
+#include "driver/package_writer.h"
 #include "frontend/model_outputs.h"
 #include "frontend/onnx_builder.h"
+#include "frontend/onnx_import.h"
+#include "graph/interpreter.h"
+#include "graph/passes/fold_qdq.h"
+#include "graph/passes/simplify.h"
 #include "quantize/calibration_data.h"
 #include "quantize/collect.h"
 #include "quantize/plan.h"
 #include "quantize/quantize.h"
+#include "runtime/graph_executor.h"
 
 namespace kiln::quantize {
 namespace {
@@ -243,6 +252,149 @@ TEST(QuantizeModel, SharedWeightsAndActivationsAreQuantizedOnce) {
     }
   EXPECT_EQ(producer(q, "h")->op_type(), "DequantizeLinear");
   EXPECT_EQ(find_init(q, "B"), nullptr);
+}
+
+// The template kernels' op types of a build, in kernel order (mod.json).
+std::vector<std::string> kernel_op_types(const nlohmann::json& mod) {
+  std::vector<std::string> out;
+  for (const auto& k : mod.at("kernels")) {
+    std::string ops;
+    for (const auto& t : k.at("op_types")) ops += (ops.empty() ? "" : "+") + t.get<std::string>();
+    out.push_back(ops);
+  }
+  return out;
+}
+
+// Runs the kiln command; returns its exit status, stderr in *err.
+int kiln(const std::string& args, std::string* err, const fs::path& dir);
+
+// A Linear layer on a rank-3 activation as PyTorch exports it, MatMul ->
+// Add(bias), twice (a Relu between; the second Add writes the graph output).
+// kiln quantize writes ONNX Runtime's unit for it: DQ(x), DQ(w) -> MatMul ->
+// Add(float bias) -> Q -> DQ, no Q between MatMul and Add. kiln's fold then
+// makes each layer one QLinearMatMul with its int32 bias (one dense_int8
+// kernel, no Add kernel), whose output is the QDQ model's (ONNX semantics,
+// as ORT computes them: the interpreter on the unfolded graph) within one
+// step of the output's scale; and kiln build --precision int8 (the
+// in-process path) builds the same kernels.
+TEST(QuantizeModel, LinearWithBiasIsOneIntegerKernel) {
+  Work work;
+  constexpr int64_t kB = 2, kS = 3, kK = 6, kHidden = 5, kOut = 4, kCalib = 8;
+  OnnxBuilder m;
+  m.input("x", {std::to_string(kB), std::to_string(kS), std::to_string(kK)});
+  m.output("y", {std::to_string(kB), std::to_string(kS), std::to_string(kOut)});
+  m.init_f32("W1", {kK, kHidden}, random_vector(kK * kHidden, 11, 0.5f));
+  m.init_f32("b1", {kHidden}, random_vector(kHidden, 12, 0.5f));
+  m.init_f32("W2", {kHidden, kOut}, random_vector(kHidden * kOut, 13, 0.5f));
+  m.init_f32("b2", {kOut}, random_vector(kOut, 14, 0.5f));
+  m.node("MatMul", "mm1", {"x", "W1"}, {"h"});
+  m.node("Add", "add1", {"b1", "h"}, {"hb"});  // PyTorch writes the bias first
+  m.node("Relu", "relu1", {"hb"}, {"r"});
+  m.node("MatMul", "mm2", {"r", "W2"}, {"g"});
+  m.node("Add", "add2", {"g", "b2"}, {"y"});
+  const std::string path = m.write("linear_bias.onnx");
+  runtime::NDArray a = runtime::NDArray::empty({kCalib, kB, kS, kK}, runtime::DType::f32());
+  std::vector<float> v = random_vector(kCalib * kB * kS * kK, 15, 1.0f);
+  std::copy(v.begin(), v.end(), a.data_as<float>());
+  std::vector<runtime::NamedArray> arrays;
+  arrays.push_back({"x", std::move(a)});
+  QuantizeOptions o;
+  o.calibration = (work.dir / "linear_calib.npz").string();
+  runtime::write_npz(o.calibration, arrays);
+  const std::string out = (work.dir / "linear.qdq.onnx").string();
+  QuantizeResult r = quantize_model(path, out, o);
+  ASSERT_EQ(r.plan.nodes.size(), 2u);
+  ASSERT_TRUE(r.plan.kept_float.empty());
+
+  onnx::ModelProto q = read_model(out);
+  EXPECT_NO_THROW(onnx::checker::check_model(q));
+  int matmuls = 0;
+  for (const auto& n : q.graph().node()) {
+    if (n.op_type() == "QuantizeLinear") {
+      const onnx::NodeProto* p = producer(q, n.input(0));
+      EXPECT_TRUE(p == nullptr || p->op_type() != "MatMul") << n.name() << " quantizes a MatMul";
+    }
+    if (n.op_type() != "MatMul") continue;
+    ++matmuls;
+    std::vector<const onnx::NodeProto*> readers;
+    for (const auto& k : q.graph().node())
+      for (const auto& in : k.input())
+        if (in == n.output(0)) readers.push_back(&k);
+    ASSERT_EQ(readers.size(), 1u) << n.name();
+    EXPECT_EQ(readers[0]->op_type(), "Add") << n.name();
+    // The Add writes X_prequant, which the Q of its output reads.
+    EXPECT_NE(readers[0]->output(0).find("_prequant"), std::string::npos);
+  }
+  EXPECT_EQ(matmuls, 2);
+  for (const char* b : {"b1", "b2"}) {  // the biases stay float32 inputs of their Adds
+    ASSERT_NE(find_init(q, b), nullptr) << b;
+    EXPECT_EQ(find_init(q, b)->data_type(), onnx::TensorProto::FLOAT) << b;
+  }
+  const onnx::NodeProto* dq_y = producer(q, "y");
+  ASSERT_NE(dq_y, nullptr);
+  EXPECT_EQ(dq_y->op_type(), "DequantizeLinear");
+  EXPECT_EQ(producer(q, producer(q, dq_y->input(0))->input(0))->op_type(), "Add");
+
+  // kiln's fold: two QLinearMatMuls with the int32 bias (kiln's 9th input), no Add left.
+  graph::Graph g = frontend::import_onnx(out, {});
+  graph::Graph folded = g;
+  graph::passes::simplify(folded);
+  EXPECT_EQ(graph::passes::fold_qdq(folded), 2);
+  std::map<std::string, size_t> ops;
+  for (const auto& n : folded.nodes) {
+    ++ops[n.op_type];
+    if (n.op_type == "QLinearMatMul") {
+      EXPECT_EQ(n.inputs.size(), 9u) << n.name;
+    }
+  }
+  EXPECT_EQ(ops["QLinearMatMul"], 2u);
+  EXPECT_EQ(ops["Add"] + ops["MatMul"], 0u);
+
+  // The build: two dense_int8 kernels and nothing that adds.
+  driver::BuildOptions options;
+  driver::BuiltModule built = driver::build(out, options);
+  const std::vector<std::string> kernels = kernel_op_types(nlohmann::json::parse(built.graph_json));
+  size_t dense = 0;
+  for (const std::string& k : kernels) {
+    EXPECT_EQ(k.find("Add"), std::string::npos) << k;
+    dense += k.find("dense_int8.x86") != std::string::npos;
+  }
+  EXPECT_EQ(dense, 2u);
+
+  // Its output against the QDQ model's own semantics on fresh inputs.
+  const std::string pkg = (work.dir / "linear.tar").string();
+  driver::write_package(built, options.target, pkg, driver::PackageFormat::kTar);
+  runtime::GraphExecutor ex = runtime::GraphExecutor::load(pkg);
+  graph::Initializer x;
+  x.type = {"float32", {kB, kS, kK}};
+  std::vector<float> xv = random_vector(kB * kS * kK, 16, 1.0f);
+  x.data.resize(xv.size() * sizeof(float));
+  std::memcpy(x.data.data(), xv.data(), x.data.size());
+  runtime::NDArray xa = runtime::NDArray::empty(x.type.shape, runtime::DType::f32());
+  std::memcpy(xa.data(), x.data.data(), x.data.size());
+  ex.set_input("x", std::move(xa));
+  ex.run();
+  const std::vector<float> want = graph::run_graph(g, {{"x", x}}).at("y").as<float>();
+  const runtime::NDArray got = ex.output(0);
+  ASSERT_EQ(static_cast<size_t>(got.nbytes()), want.size() * sizeof(float));
+  const float y_scale = r.plan.activations.at("y").scale;
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    worst = std::max(worst, std::fabs(static_cast<double>(got.data_as<float>()[i]) - want[i]));
+  EXPECT_LE(worst, 1.0001 * y_scale) << "kiln's int8 output vs the QDQ model's, scale " << y_scale;
+
+  // kiln build --precision int8 makes the same decision: the same kernels.
+  const std::string tar = (work.dir / "linear_int8.tar").string();
+  std::string err;
+  ASSERT_EQ(
+      kiln("build " + path + " -o " + tar + " --precision int8 --calibration " + o.calibration,
+           &err, work.dir),
+      0)
+      << err;
+  const std::string mod = (work.dir / "linear_int8_mod.json").string();
+  ASSERT_EQ(std::system(("tar -xOf " + tar + " mod.json > " + mod).c_str()), 0);
+  std::ifstream mod_in(mod);
+  EXPECT_EQ(kernel_op_types(nlohmann::json::parse(mod_in)), kernels);
 }
 
 TEST(QuantizeModel, OldOpsetIsRefusedAndNothingIsWritten) {
