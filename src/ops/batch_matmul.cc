@@ -10,6 +10,47 @@ using schedule::Config;
 using schedule::ConfigSpace;
 using schedule::SplitPolicy;
 
+schedule::ConfigSpace detail::batch_matmul_space(int64_t M, int64_t N, int64_t k_steps) {
+  auto innermost_at_most = [](int64_t cap) {
+    return [cap](const std::vector<int64_t>& f) { return f.back() <= cap; };
+  };
+  ConfigSpace space;
+  space.define_split("tile_y", M, 3, SplitPolicy::All, 0, innermost_at_most(kMaxTileRows));
+  // Exact column factors: no per-lane guard in the output tile (a packed B is
+  // only padded to whole column blocks).
+  space.define_split("tile_x", N, 3, SplitPolicy::Factors, 0, innermost_at_most(kMaxTileCols));
+  space.define_split("tile_k", k_steps, 2, SplitPolicy::Factors, 0, innermost_at_most(kMaxTileK));
+  return space;
+}
+
+schedule::Config detail::batch_matmul_fallback(int64_t M, int64_t N, int64_t k_steps,
+                                               const Isa& isa) {
+  KnobValues knobs;
+  dense_fallback_knobs(M, N, k_steps, true, isa, knobs);
+  return knobs.in(batch_matmul_space(M, N, k_steps));
+}
+
+void detail::schedule_batch_matmul_tiles(schedule::Schedule& sch, const TemplateInstance& inst,
+                                         const Tensor& output, const Config& cfg,
+                                         const std::string& template_name) {
+  auto [tile, out] = prepare_anchor(sch, inst.anchor, output, template_name);
+  auto y = apply_split(out, out->axis(1), cfg.split("tile_y"));
+  auto x = apply_split(out, out->axis(2), cfg.split("tile_x"));
+  out->reorder({y[0], x[0], y[1], x[1], y[2], x[2]});
+  out->parallel(out->fuse({out->axis(0), y[0], x[0]}));
+  auto t = out->fuse(y[1], x[1]);
+  out->unroll(y[2]);
+  out->vectorize(x[2]);
+
+  tile->compute_at(out, t);
+  auto k = apply_split(tile, tile->reduce_axis(0), cfg.split("tile_k"));
+  IterVar cy = tile->axis(1), cx = tile->axis(2);
+  tile->reorder({k[0], k[1], cy, cx});
+  tile->unroll(k[1]);
+  tile->unroll(cy);
+  tile->vectorize(cx);
+}
+
 namespace {
 
 struct BatchMatmulShape {
@@ -23,24 +64,12 @@ class BatchMatmul final : public OpTemplate {
 
   ConfigSpace space(const Workload& w) const override {
     BatchMatmulShape s = shape(w);
-    auto innermost_at_most = [](int64_t cap) {
-      return [cap](const std::vector<int64_t>& f) { return f.back() <= cap; };
-    };
-    ConfigSpace space;
-    space.define_split("tile_y", s.M, 3, SplitPolicy::All, 0,
-                       innermost_at_most(detail::kMaxTileRows));
-    space.define_split("tile_x", s.N, 3, SplitPolicy::Factors, 0,
-                       innermost_at_most(detail::kMaxTileCols));
-    space.define_split("tile_k", s.K, 2, SplitPolicy::Factors, 0,
-                       innermost_at_most(detail::kMaxTileK));
-    return space;
+    return detail::batch_matmul_space(s.M, s.N, s.K);
   }
 
   Config fallback(const Workload& w, const Isa& isa) const override {
     BatchMatmulShape s = shape(w);
-    detail::KnobValues knobs;
-    detail::dense_fallback_knobs(s.M, s.N, s.K, true, isa, knobs);
-    return knobs.in(space(w));
+    return detail::batch_matmul_fallback(s.M, s.N, s.K, isa);
   }
 
   bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {
@@ -65,22 +94,7 @@ class BatchMatmul final : public OpTemplate {
 
   void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
                 const Config& cfg) const override {
-    auto [tile, out] = detail::prepare_anchor(sch, inst.anchor, output, name());
-    auto y = apply_split(out, out->axis(1), cfg.split("tile_y"));
-    auto x = apply_split(out, out->axis(2), cfg.split("tile_x"));
-    out->reorder({y[0], x[0], y[1], x[1], y[2], x[2]});
-    out->parallel(out->fuse({out->axis(0), y[0], x[0]}));
-    auto t = out->fuse(y[1], x[1]);
-    out->unroll(y[2]);
-    out->vectorize(x[2]);
-
-    tile->compute_at(out, t);
-    auto k = apply_split(tile, tile->reduce_axis(0), cfg.split("tile_k"));
-    IterVar cy = tile->axis(1), cx = tile->axis(2);
-    tile->reorder({k[0], k[1], cy, cx});
-    tile->unroll(k[1]);
-    tile->unroll(cy);
-    tile->vectorize(cx);
+    detail::schedule_batch_matmul_tiles(sch, inst, output, cfg, name());
   }
 
   double flops(const Workload& w) const override {

@@ -23,4 +23,15 @@ namespace kiln::ops {
 
 const OpTemplate& batch_matmul_template();
 
+namespace detail {
+// batch_matmul.x86's space, fallback and schedule over k_steps reduction
+// steps (K, or K's 4-byte words for batch_matmul_int8.x86): the batched
+// templates share them so that a config means the same loop nest in each.
+schedule::ConfigSpace batch_matmul_space(int64_t M, int64_t N, int64_t k_steps);
+schedule::Config batch_matmul_fallback(int64_t M, int64_t N, int64_t k_steps, const Isa& isa);
+void schedule_batch_matmul_tiles(schedule::Schedule& sch, const TemplateInstance& inst,
+                                 const ir::Tensor& output, const schedule::Config& cfg,
+                                 const std::string& template_name);
+}  // namespace detail
+
 }  // namespace kiln::ops

@@ -2,15 +2,14 @@
 
 #include <stdexcept>
 
+#include "ops/batch_matmul.h"
 #include "ops/dense.h"
-#include "schedule/split_apply.h"
 
 namespace kiln::ops {
 
 using namespace kiln::ir;
 using schedule::Config;
 using schedule::ConfigSpace;
-using schedule::SplitPolicy;
 
 namespace {
 
@@ -26,26 +25,16 @@ class BatchMatmulInt8Template final : public OpTemplate {
  public:
   std::string name() const override { return "batch_matmul_int8.x86"; }
 
+  // batch_matmul.x86's space and fallback over K's 4-byte words; int32
+  // lanes are the ISA's float lanes, so the float rule's register tile fits.
   ConfigSpace space(const Workload& w) const override {
     Shape s = shape(w);
-    auto at_most = [](int64_t cap) -> schedule::SplitFilter {
-      return [cap](const std::vector<int64_t>& f) { return f.back() <= cap; };
-    };
-    ConfigSpace space;
-    space.define_split("tile_y", s.M, 3, SplitPolicy::All, 0, at_most(detail::kMaxTileRows));
-    // Exact column factors: the packed B is only padded to whole column
-    // blocks, and the output tile has no per-lane guard (as batch_matmul).
-    space.define_split("tile_x", s.N, 3, SplitPolicy::Factors, 0, at_most(detail::kMaxTileCols));
-    space.define_split("tile_k", s.words(), 2, SplitPolicy::Factors, 0, at_most(detail::kMaxTileK));
-    return space;
+    return detail::batch_matmul_space(s.M, s.N, s.words());
   }
 
   Config fallback(const Workload& w, const Isa& isa) const override {
     Shape s = shape(w);
-    detail::KnobValues knobs;
-    // int32 lanes are the ISA's float lanes: the float rule's register tile.
-    detail::dense_fallback_knobs(s.M, s.N, s.words(), true, isa, knobs);
-    return knobs.in(space(w));
+    return detail::batch_matmul_fallback(s.M, s.N, s.words(), isa);
   }
 
   bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {
@@ -87,22 +76,7 @@ class BatchMatmulInt8Template final : public OpTemplate {
   void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
                 const Config& cfg) const override {
     // batch_matmul.x86's loop nest over the K words.
-    auto [tile, out] = detail::prepare_anchor(sch, inst.anchor, output, name());
-    auto y = apply_split(out, out->axis(1), cfg.split("tile_y"));
-    auto x = apply_split(out, out->axis(2), cfg.split("tile_x"));
-    out->reorder({y[0], x[0], y[1], x[1], y[2], x[2]});
-    out->parallel(out->fuse({out->axis(0), y[0], x[0]}));
-    auto t = out->fuse(y[1], x[1]);
-    out->unroll(y[2]);
-    out->vectorize(x[2]);
-
-    tile->compute_at(out, t);
-    auto k = apply_split(tile, tile->reduce_axis(0), cfg.split("tile_k"));
-    IterVar cy = tile->axis(1), cx = tile->axis(2);
-    tile->reorder({k[0], k[1], cy, cx});
-    tile->unroll(k[1]);
-    tile->unroll(cy);
-    tile->vectorize(cx);
+    detail::schedule_batch_matmul_tiles(sch, inst, output, cfg, name());
   }
 
   double flops(const Workload& w) const override {
