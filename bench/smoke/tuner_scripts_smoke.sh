@@ -31,7 +31,8 @@ rows=$(grep -Ec '^\| tiny_[^|]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$' "$work/rem
 [ "$rows" = 3 ] || fail "remeasure_best.sh printed $rows complete rows, not 3"
 
 # latency_curve.py on the tiny 3x3 convolution: two tuning steps of a few
-# seconds, the in-graph step, every package timed at the end.
+# seconds, the in-graph step, the xgb curve's database as the reference, every
+# package timed at the end.
 "$PYTHON" - "$work/models/tiny_3x3_16_8.onnx" "$work/tiny_input.npz" <<'PY'
 import sys, numpy as np, onnx
 m = onnx.load(sys.argv[1])
@@ -41,8 +42,11 @@ np.savez(sys.argv[2], **{inp.name: np.random.default_rng(0).standard_normal(shap
 PY
 "$PYTHON" "$tuner/latency_curve.py" --kiln "$kiln" --model "$work/models/tiny_3x3_16_8.onnx" \
   --inputs "$work/tiny_input.npz" --out "$work/latency" --minutes 0.2 --step-minutes 0.1 \
-  --in-graph 2 --rounds 2 --repeat 3 --tune-args "--batch 2 --repeat 1 --min-repeat-ms 0"
+  --in-graph 2 --rounds 2 --repeat 3 --tune-args "--batch 2 --repeat 1 --min-repeat-ms 0" \
+  --reference-log "$work/tiny_3x3_16_8.xgb.db"
 [ -s "$work/latency/curve.png" ] || fail "latency_curve.py wrote no curve.png"
 grep -Eq "^\| 0\.0 \| [0-9.e-]+ \| 1\.00 \|$" "$work/latency/curve.md" || fail "curve.md has no untuned row"
 grep -Eq '^\| \+ in-graph \| [0-9.e-]+ \| [0-9.]+ \|$' "$work/latency/curve.md" || fail "curve.md has no in-graph row"
+grep -Eq '^\| reference \(tiny_3x3_16_8.xgb.db\) \| [0-9.e-]+ \| [0-9.]+ \|$' "$work/latency/curve.md" \
+  || fail "curve.md has no reference row"
 [ "$(grep -c '' "$work/latency/curve.csv")" -ge 4 ] || fail "curve.csv has fewer than 3 points"

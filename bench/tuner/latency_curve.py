@@ -4,6 +4,7 @@
   latency_curve.py --model M.onnx --inputs X.npz --out DIR
                    [--minutes 30] [--step-minutes 3] [--trials 2000]
                    [--in-graph 3] [--rounds 5] [--repeat 20] [--kiln build/kiln]
+                   [--reference-log DB]
 
 Tunes the model from an empty database in steps: each step is one
 `kiln tune --time-budget STEP` (resuming the database; --in-graph 0, so every
@@ -16,6 +17,11 @@ The packages are timed only at the end, all of them interleaved (--rounds
 times `kiln run --repeat N` each, in turn): this machine's speed drifts by up
 to 2x within minutes, and a curve timed as it goes would mostly show the
 drift. Each point is the median of its rounds' medians.
+
+--reference-log DB adds a package built from DB (a longer tuning of the same
+model, e.g. a nightly database) to the interleaved timing; "final" is then
+that package's latency, the converged one the curve has to reach, rather than
+the curve's own last point.
 
 Writes DIR/curve.csv, DIR/curve.md (the table, the final latency and the
 first tuning minute within 5 % of it) and DIR/curve.png (matplotlib, Agg).
@@ -64,7 +70,7 @@ def first_within(points, final, tolerance):
     return None
 
 
-def plot(points, in_graph_ms, path, title):
+def plot(points, in_graph_ms, final, path, title):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -72,7 +78,6 @@ def plot(points, in_graph_ms, path, title):
     ax.plot([m for m, _ in points], [ms for _, ms in points], "o-", label="tuned (isolated search)")
     if in_graph_ms is not None:
         ax.plot([points[-1][0]], [in_graph_ms], "s", color="C3", label="+ in-graph re-measurement")
-    final = in_graph_ms if in_graph_ms is not None else points[-1][1]
     ax.axhline(final * 1.05, color="gray", ls="--", lw=0.8, label="final + 5 %")
     ax.set_xlabel("tuning minutes")
     ax.set_ylabel("latency, ms (median)")
@@ -95,6 +100,7 @@ def main():
     ap.add_argument("--in-graph", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--reference-log", help="a longer tuning's database: its build is 'final'")
     ap.add_argument("--tune-args", default="", help="more kiln tune options (e.g. for tests)")
     args = ap.parse_args()
 
@@ -129,7 +135,11 @@ def main():
         build(args, db, in_graph_pkg)
         print(f"in-graph step: {in_graph_s:.0f} s", flush=True)
 
-    timed = pkgs + ([(None, in_graph_pkg)] if in_graph_pkg else [])
+    reference_pkg = None
+    if args.reference_log:
+        reference_pkg = os.path.join(args.out, "reference.tar")
+        build(args, args.reference_log, reference_pkg)
+    timed = pkgs + [(None, p) for p in (in_graph_pkg, reference_pkg) if p]
     medians = {pkg: [] for _, pkg in timed}
     for r in range(args.rounds):
         for _, pkg in timed:
@@ -137,7 +147,10 @@ def main():
     points = [(m, statistics.median(medians[pkg])) for m, pkg in pkgs]
     in_graph_ms = statistics.median(medians[in_graph_pkg]) if in_graph_pkg else None
 
+    reference_ms = statistics.median(medians[reference_pkg]) if reference_pkg else None
     final = in_graph_ms if in_graph_ms is not None else points[-1][1]
+    if reference_ms is not None:
+        final = reference_ms
     within = first_within(points, final, 0.05)
     with open(os.path.join(args.out, "curve.csv"), "w", newline="") as f:
         w = csv.writer(f)
@@ -147,6 +160,9 @@ def main():
         if in_graph_pkg:
             w.writerow(["in-graph", f"{in_graph_ms:.5g}",
                         " ".join(f"{x:.5g}" for x in medians[in_graph_pkg])])
+        if reference_pkg:
+            w.writerow(["reference", f"{reference_ms:.5g}",
+                        " ".join(f"{x:.5g}" for x in medians[reference_pkg])])
     stem = os.path.splitext(os.path.basename(args.model))[0]
     name = os.path.basename(os.path.dirname(os.path.abspath(args.model))) if stem == "model" else stem
     lines = [f"# {name}: latency against tuning minutes", "",
@@ -155,12 +171,15 @@ def main():
         lines.append(f"| {m:.1f} | {ms:.4g} | {ms / points[0][1]:.2f} |")
     if in_graph_ms is not None:
         lines.append(f"| + in-graph | {in_graph_ms:.4g} | {in_graph_ms / points[0][1]:.2f} |")
+    if reference_ms is not None:
+        lines.append(f"| reference ({os.path.basename(args.reference_log)}) | {reference_ms:.4g} "
+                     f"| {reference_ms / points[0][1]:.2f} |")
     lines += ["", f"final {final:.4g} ms; first point within 5 % of it: "
               + (f"{within:.1f} tuning minutes" if within is not None else "none before the end")]
     with open(os.path.join(args.out, "curve.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
-    plot(points, in_graph_ms, os.path.join(args.out, "curve.png"), f"{name}: latency vs tuning time")
+    plot(points, in_graph_ms, final, os.path.join(args.out, "curve.png"), f"{name}: latency vs tuning time")
 
 
 if __name__ == "__main__":
