@@ -67,7 +67,8 @@ const char* kBuildUsage =
     "                     --quantize-also, --no-fold-batchnorm as there)\n"
     "                     and build the QDQ model; bf16: Conv (groups 1) and Gemm/MatMul with\n"
     "                     constant weights in bfloat16 (float32 activations and accumulation;\n"
-    "                     needs a target with avx512bf16), everything else float32\n"
+    "                     needs a target with avx512bf16 or amx-bf16; Gemm/MatMul on AMX\n"
+    "                     tiles where it has amx-bf16), everything else float32\n"
     "Configs come from DB, else the shipped logs for this CPU's ISA class (logs/*.jsonl), else\n"
     "a nearby shape's record whose config is legal here, else the template's fallback; the\n"
     "report names each.\n";
