@@ -26,6 +26,7 @@
 #include "graph/passes/simplify.h"
 #include "ops/op_template.h"
 #include "runtime/cpu_features.h"
+#include "runtime/npz.h"
 
 namespace kiln::test {
 namespace {
@@ -154,6 +155,34 @@ TEST(AmxBuild, SapphireRapidsSelectsTheTileTemplate) {
       EXPECT_NE(std::string(e.what()).find("amx-tile"), std::string::npos) << e.what();
     }
   }
+}
+
+// The same through the command line: kiln build --target sapphirerapids
+// reports the tile template; kiln run on this CPU (without AMX) exits
+// non-zero with one error naming amx-tile and writes no output.
+TEST(AmxBuild, KilnRunRefusesTheTilePackageHere) {
+  if (runtime::host_has_cpu_feature("amx-tile") && runtime::host_has_cpu_feature("amx-int8"))
+    GTEST_SKIP() << "this CPU has AMX: the package runs here";
+  std::mt19937 rng(75);
+  ScratchDir dir, tmp, capture;
+  std::string model = dir.file("m.onnx"), pkg = dir.file("m.tar");
+  write_bytes(model, linear_model({{37, 100}, 40}, rng).bytes());
+  CommandResult r = run_kiln("build " + quote(model) + " -o " + quote(pkg) +
+                                 " --target 'llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids'",
+                             tmp, capture);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE((r.out + r.err).find("dense_int8_amx.x86"), std::string::npos) << r.out << r.err;
+  graph::Initializer x = random_input({"float32", {37, 100}}, {-1.0, 1.0}, rng);
+  std::vector<runtime::NamedArray> arrays;
+  arrays.push_back({"x", to_ndarray(x)});
+  runtime::write_npz(dir.file("in.npz"), arrays);
+  std::string out = dir.file("out.npz");
+  r = run_kiln(
+      "run " + quote(pkg) + " --inputs " + quote(dir.file("in.npz")) + " --output " + quote(out),
+      tmp, capture);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("amx-tile"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 TEST(AmxBuild, OtherNodesAndTargetsStayOnDenseInt8) {
