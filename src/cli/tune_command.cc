@@ -63,7 +63,7 @@ const char* kTuneUsage =
     "  --target TARGET    'llvm -mcpu=... -mattr=...' to tune for (default: this machine; the\n"
     "                     machine must be able to run the target's code)\n"
     "  --precision P      fp32 (default) or bf16: tune the workloads `kiln build --precision P`\n"
-    "                     builds (bf16: the bf16 templates' tasks; needs avx512bf16)\n"
+    "                     builds (bf16: the bf16 templates' tasks; avx512bf16 or amx-bf16)\n"
     "  --free-layout      let conv configs change the fallback's channel blocks, and after the\n"
     "                     search time and store the layout transforms they may need, for\n"
     "                     kiln build --layout-dp (default: keep the fallback's blocks,\n"

@@ -4,6 +4,7 @@
 #include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Module.h>
 
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <stdexcept>
@@ -63,6 +64,11 @@ std::array<uint8_t, 64> amx_tile_config(const AmxPlan& plan) {
 }
 
 std::string amx_gemm_lowering(const Target& target, ir::AmxOp op) {
+  // KILN_DEBUG_AMX_EMULATE=1: the emulation whatever the target says, so that
+  // a build for an AMX target (its templates, packing, epilogues) can be run
+  // and checked on a machine without AMX (tests/driver/amx_build_test.cc).
+  const char* force = std::getenv("KILN_DEBUG_AMX_EMULATE");
+  if (force && *force && std::string(force) != "0") return "emulated";
   if (target.arch() != "x86_64" || !target.has_feature("amx-tile")) return "emulated";
   bool ok =
       op == ir::AmxOp::DpbusdU8I8 ? target.has_feature("amx-int8") : target.has_feature("amx-bf16");

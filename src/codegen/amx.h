@@ -74,7 +74,8 @@ AmxPlan amx_plan(ir::AmxOp op, int rows, int64_t n, int64_t k, int64_t lda, int6
 std::array<uint8_t, 64> amx_tile_config(const AmxPlan& plan);
 
 // "amx" when the target has the tile instructions for op (amx-tile plus
-// amx-int8 or amx-bf16), else "emulated".
+// amx-int8 or amx-bf16), else "emulated"; always "emulated" under
+// KILN_DEBUG_AMX_EMULATE=1 (running an AMX target's build where there is no AMX).
 std::string amx_gemm_lowering(const Target& target, ir::AmxOp op);
 
 // Emits amx_gemm at b's insertion point: C[rows, N] for any rows, the full

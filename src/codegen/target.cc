@@ -270,9 +270,12 @@ std::string Target::arch() const { return arch_of(triple); }
 Target::Isa Target::isa() const {
   std::string a = arch();
   if (a == "x86_64") {
-    if (has_feature("avx512f")) return {"x86_64-avx512", 512, 32, 2};
-    if (has_feature("avx2") && has_feature("fma")) return {"x86_64-avx2", 256, 16, 2};
-    return {"x86_64-sse", 128, 16, 1};
+    Isa row = has_feature("avx512f")                      ? Isa{"x86_64-avx512", 512, 32, 2}
+              : has_feature("avx2") && has_feature("fma") ? Isa{"x86_64-avx2", 256, 16, 2}
+                                                          : Isa{"x86_64-sse", 128, 16, 1};
+    row.amx_int8 = has_feature("amx-tile") && has_feature("amx-int8");
+    row.amx_bf16 = has_feature("amx-tile") && has_feature("amx-bf16");
+    return row;
   }
   if (a == "aarch64") return {"aarch64-neon", 128, 32, 2};
   if (a == "arm" && has_feature("neon")) return {"armv7-neon", 128, 16, 1};

@@ -73,9 +73,9 @@ struct BuildOptions {
 };
 
 // Throws std::runtime_error naming the missing feature when `target` cannot
-// run the kernels of `precision`: bf16 needs avx512bf16 (vdpbf16ps). An AMX
-// target (amx-bf16) without it is refused too: dot2_bf16 has no AMX lowering
-// (codegen/bf16_dot.h), and its generic lowering would be slower than float32.
+// run the kernels of `precision`: bf16 needs avx512bf16 (vdpbf16ps) or AMX's
+// bf16 tiles (amx-tile and amx-bf16: the dense nodes on dense_bf16_amx.x86).
+// Elsewhere dot2_bf16's generic lowering would be slower than float32.
 void check_precision(graph::Precision precision, const codegen::Target& target);
 
 // What kiln build reports about one template workload of the model.

@@ -268,6 +268,82 @@ void lower_within_budget(GroupKernel& k, const schedule::Schedule& sch,
   k.demoted = report.demoted;
 }
 
+ir::Buffer buffer_of(const ir::Tensor& t) {
+  return ir::make_buffer(t->name, t->dtype, t->shape, ir::MemScope::Global);
+}
+
+// A template that builds its own loops (OpTemplate::builds_own_loops), alone
+// in its group: its inputs, then the group's output, which is its anchor.
+GroupKernel lower_own_loops(GroupBuilder& b, const ops::OpTemplate& t, const ops::Workload& w,
+                            const schedule::Config& cfg, const ops::TemplateInstance& inst,
+                            const std::string& func_name) {
+  const std::string& out_value = b.group.outputs.at(0);
+  std::vector<ir::Buffer> args;
+  for (const ir::Tensor& x : inst.inputs) args.push_back(buffer_of(x));
+  args.push_back(buffer_of(inst.anchor));
+  b.k.args.push_back(out_value);
+  b.k.outputs.push_back(out_value);
+  b.k.workload = w.key();
+  b.k.flops = t.flops(w);
+  b.k.func = ir::LoweredFunc{func_name, args, t.build_loops(w, cfg, args)};
+  return b.k;
+}
+
+// The same with an epilogue (kiln.Requantize, ...): the template's loops
+// write its anchor into a workspace buffer `acc` (the whole [rows, N]
+// accumulator), then the epilogue, lowered with the generic schedule as a
+// kernel of `acc`, runs over it: both in one kernel, the epilogue right
+// after the anchor instead of inside its tiles (the tile loops are not a
+// schedule that an epilogue can be attached to).
+GroupKernel lower_own_loops_with_epilogue(GroupBuilder& b, const ops::OpTemplate& t,
+                                          const ops::Workload& w, const schedule::Config& cfg,
+                                          const ops::TemplateInstance& inst, const ir::Tensor& acc,
+                                          const ir::Tensor& out, const std::string& func_name,
+                                          int64_t vector_lanes) {
+  // The template's inputs are the first arguments; the epilogue reads the
+  // others. (No fused node reads them: apply_templates' epilogues read the
+  // accumulator, constants and other values.)
+  const size_t n_inputs = inst.inputs.size();
+  for (const ir::Tensor& x : ir::post_order({out}))
+    if (std::find(inst.inputs.begin(), inst.inputs.end(), x) != inst.inputs.end())
+      throw std::runtime_error("node '" + b.g.nodes[static_cast<size_t>(b.group.anchor)].name +
+                               "': an epilogue fused after " + t.name() +
+                               " reads the template's input '" + x->name + "'");
+  std::vector<std::string> input_values(b.k.args.begin(), b.k.args.begin() + n_inputs);
+  b.arg_tensors.erase(b.arg_tensors.begin(), b.arg_tensors.begin() + n_inputs);
+  b.k.args.erase(b.k.args.begin(), b.k.args.begin() + n_inputs);
+  b.drop_unread_inputs({out});
+  std::vector<ir::Tensor> epilogue_args = b.arg_tensors;
+  epilogue_args.push_back(acc);
+  epilogue_args.push_back(out);
+  GroupKernel& k = b.k;
+  k.args.push_back(b.group.outputs.at(0));
+  k.outputs.push_back(b.group.outputs.at(0));
+  k.workload = w.key();
+  k.flops = t.flops(w);
+  schedule::Schedule sch = ops::schedule_generic({out}, vector_lanes);
+  lower_within_budget(k, sch, epilogue_args, func_name, vector_lanes);
+
+  // The epilogue's arguments: [its inputs..., acc, out]; acc becomes memory
+  // of the kernel's own, the template's inputs come first.
+  std::vector<ir::Buffer> eargs = k.func.args;
+  ir::Buffer acc_buf = eargs.at(eargs.size() - 2);
+  std::vector<ir::Buffer> tmpl_args;
+  for (const ir::Tensor& x : inst.inputs) tmpl_args.push_back(buffer_of(x));
+  std::vector<ir::Buffer> own = tmpl_args;
+  own.push_back(acc_buf);
+  int64_t acc_elems = 1;
+  for (const ir::Expr& d : acc->shape) acc_elems *= to_int(d);
+  ir::Stmt body = ir::make_stmt<ir::AllocateNode>(
+      acc_buf, ir::make_int(acc_elems), ir::make_seq({t.build_loops(w, cfg, own), k.func.body}));
+  std::vector<ir::Buffer> args = tmpl_args;
+  args.insert(args.end(), eargs.begin(), eargs.end() - 2);
+  args.push_back(eargs.back());
+  k.func = ir::LoweredFunc{func_name, args, body};
+  k.args.insert(k.args.begin(), input_values.begin(), input_values.end());
+  return k;
+}
+
 GroupKernel lower_group_template(const Graph& g, const graph::FusedGroup& group,
                                  const std::string& func_name, int64_t vector_lanes) {
   const Node& anchor = g.nodes[static_cast<size_t>(group.anchor)];
@@ -299,9 +375,18 @@ GroupKernel lower_group_template(const Graph& g, const graph::FusedGroup& group,
     b.flat_from = yt.shape;
     for (const ir::Expr& d : inst.anchor->shape) b.flat_to.push_back(to_int(d));
   }
+  // A template that builds its own loops (tile instructions: AMX) writes its
+  // anchor into memory of its own; the epilogue reads it there as `acc`.
+  const bool own_loops = t.builds_own_loops();
+  if (own_loops && anchor_only) {
+    b.k.op_types.push_back(t.name());
+    return lower_own_loops(b, t, w, cfg, inst, func_name);
+  }
+  ir::Tensor acc =
+      own_loops ? ir::placeholder(inst.anchor->shape, inst.anchor->dtype, "acc") : inst.anchor;
   b.tensors[anchor.outputs[0]] = anchor_only || flat || same_shape(graph_shape, inst.anchor->shape)
-                                     ? inst.anchor
-                                     : reshape_view(inst.anchor, graph_shape, "anchor_view");
+                                     ? acc
+                                     : reshape_view(acc, graph_shape, "anchor_view");
   b.k.op_types.push_back(t.name());
   b.bind_external_inputs();
   for (size_t ni : group.nodes)
@@ -312,6 +397,8 @@ GroupKernel lower_group_template(const Graph& g, const graph::FusedGroup& group,
   ir::Tensor out = b.tensors.at(group.outputs[0]);
   if (out != inst.anchor && !same_shape(out->shape, inst.anchor->shape))
     out = reshape_view(out, inst.anchor->shape, "out_view");
+  if (own_loops)
+    return lower_own_loops_with_epilogue(b, t, w, cfg, inst, acc, out, func_name, vector_lanes);
   b.drop_unread_inputs({out});
   b.arg_tensors.push_back(out);
   b.k.args.push_back(group.outputs[0]);

@@ -27,21 +27,29 @@ std::vector<T> pack_blocks(const T* B, int64_t K, int64_t N, int64_t g) {
   return out;
 }
 
+// A panel kernel's buffers: A [M, K], B packed [nb][K / g][16][g], C [M, N].
+struct PanelBuffers {
+  Buffer A, B, C;
+};
+
+PanelBuffers panel_buffers(DataType in_t, DataType w_t, DataType out_t, int64_t M, int64_t N,
+                           int64_t K, int64_t g) {
+  int64_t nb = (N + kAmxBlockCols - 1) / kAmxBlockCols;
+  return {make_buffer("A", in_t, {make_int(M), make_int(K)}),
+          make_buffer("B_packed", w_t, {make_int(nb), make_int(K / g), make_int(16), make_int(g)}),
+          make_buffer("C", out_t, {make_int(M), make_int(N)})};
+}
+
 // Tasks of `per_task` panels of 16 rows, the loop over them parallel; a
 // task's call configures the tiles once for its full panels (amx_gemm). The
 // last task's rows may be fewer: a call of its own shape in the same loop.
-LoweredFunc panel_kernel(const std::string& name, AmxOp op, DataType in_t, DataType w_t,
-                         DataType out_t, int64_t M, int64_t N, int64_t K, int64_t g) {
-  int64_t nb = (N + kAmxBlockCols - 1) / kAmxBlockCols;
-  Buffer A = make_buffer("A", in_t, {make_int(M), make_int(K)});
-  Buffer B =
-      make_buffer("B_packed", w_t, {make_int(nb), make_int(K / g), make_int(16), make_int(g)});
-  Buffer C = make_buffer("C", out_t, {make_int(M), make_int(N)});
+Stmt panel_loops(const PanelBuffers& buf, AmxOp op, int64_t M, int64_t N, int64_t K,
+                 int64_t per_task) {
   auto rows_at = [&](Expr m0, int64_t rows) {
-    return make_stmt<EvaluateNode>(
-        amx_gemm(op, load(C, m0 * N), load(A, m0 * K), load(B, make_int(0)), rows, N, K, K, N));
+    return make_stmt<EvaluateNode>(amx_gemm(op, load(buf.C, m0 * N), load(buf.A, m0 * K),
+                                            load(buf.B, make_int(0)), rows, N, K, K, N));
   };
-  const int64_t rows_per_task = 16 * amx_panels_per_task(M);
+  const int64_t rows_per_task = 16 * per_task;
   const int64_t full = M / rows_per_task, rest = M % rows_per_task;
   Var t("task", DataType::i64());
   Expr m0 = t * make_int(rows_per_task);
@@ -49,8 +57,14 @@ LoweredFunc panel_kernel(const std::string& name, AmxOp op, DataType in_t, DataT
   if (rest > 0)
     body = full > 0 ? make_if(t < make_int(full), body, rows_at(m0, rest)) : rows_at(m0, rest);
   int64_t tasks = full + (rest > 0 ? 1 : 0);
+  return make_for(t, make_int(0), make_int(tasks), ForKind::Parallel, body);
+}
+
+LoweredFunc panel_kernel(const std::string& name, AmxOp op, DataType in_t, DataType w_t,
+                         DataType out_t, int64_t M, int64_t N, int64_t K, int64_t g) {
+  PanelBuffers buf = panel_buffers(in_t, w_t, out_t, M, N, K, g);
   return LoweredFunc{
-      name, {A, B, C}, make_for(t, make_int(0), make_int(tasks), ForKind::Parallel, body)};
+      name, {buf.A, buf.B, buf.C}, panel_loops(buf, op, M, N, K, amx_panels_per_task(M))};
 }
 
 }  // namespace
@@ -78,6 +92,40 @@ LoweredFunc dense_int8_amx_kernel(const std::string& name, int64_t M, int64_t N,
                                 std::to_string(kMaxK) + ")");
   return panel_kernel(name, AmxOp::DpbusdU8I8, DataType::u8(), DataType::i8(), DataType::i32(), M,
                       N, K, 4);
+}
+
+Stmt dense_int8_amx_loops(const Buffer& A, const Buffer& B_packed, const Buffer& C, int64_t M,
+                          int64_t N, int64_t K, int64_t panels_per_task) {
+  if (!dense_int8_amx_supports(M, N, K) || panels_per_task < 1)
+    throw std::invalid_argument("dense_int8_amx: M=" + std::to_string(M) +
+                                " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                                " panels per task " + std::to_string(panels_per_task) +
+                                " unsupported");
+  return panel_loops({A, B_packed, C}, AmxOp::DpbusdU8I8, M, N, K, panels_per_task);
+}
+
+std::vector<int64_t> amx_panel_choices(int64_t M) {
+  constexpr int64_t kMaxPanelsPerTask = 32;
+  std::vector<int64_t> out;
+  for (int64_t p = 1; p <= std::min((M + 15) / 16, kMaxPanelsPerTask); p *= 2) out.push_back(p);
+  return out;
+}
+
+int64_t amx_fallback_panels(int64_t M) {
+  int64_t want = amx_panels_per_task(M), p = 1;
+  for (int64_t c : amx_panel_choices(M))
+    if (c <= want) p = c;
+  return p;
+}
+
+Stmt dense_bf16_amx_loops(const Buffer& A_bf16, const Buffer& B_packed, const Buffer& C, int64_t M,
+                          int64_t N, int64_t K, int64_t panels_per_task) {
+  if (M < 1 || N < 1 || K < 2 || K % 2 != 0 || panels_per_task < 1)
+    throw std::invalid_argument("dense_bf16_amx: M=" + std::to_string(M) +
+                                " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                                " panels per task " + std::to_string(panels_per_task) +
+                                " unsupported (K must be a positive even number)");
+  return panel_loops({A_bf16, B_packed, C}, AmxOp::Dpbf16ps, M, N, K, panels_per_task);
 }
 
 std::vector<uint16_t> pack_dense_bf16_amx_weight(const uint16_t* B_KN, int64_t K, int64_t N) {

@@ -1,11 +1,13 @@
 // dense_int8_amx.x86: C[M, N] (int32) = A[M, K] (uint8) x B[K, N] (int8) on
 // Intel AMX (tdpbusd), exact, for targets with amx-int8 (Sapphire Rapids).
 //
-// Not an OpTemplate (yet): the schedule language has no tensorize primitive
-// that could turn dense_int8.x86's loop nest into tile instructions, so the
-// kernel is built here directly as loop IR around the ir::amx_gemm statement
-// (ir/expr.h), lowered by codegen/amx.cc: the outer loop over tasks of
-// amx_panels_per_task(M) panels of 16 rows is parallel; each task's call
+// The template dense_int8_amx.x86 (ops/dense_int8_amx_template.h) builds
+// its kernel from dense_int8_amx_loops(): the schedule language has no
+// tensorize primitive that could turn dense_int8.x86's loop nest into tile
+// instructions, so the loops are written here directly as loop IR around the
+// ir::amx_gemm statement (ir/expr.h), lowered by codegen/amx.cc: the outer
+// loop over tasks of amx_panels_per_task(M) (or the template's knob) panels
+// of 16 rows is parallel; each task's call
 // configures the tiles once (ldtilecfg; once more for a partial last panel),
 // walks every panel, 16-column block pair and 64-byte K step, and releases them.
 // On a target without AMX the same loops run with the tiles emulated in
@@ -43,6 +45,25 @@ std::vector<int8_t> pack_dense_int8_amx_weight(const int8_t* B_KN, int64_t K, in
 // The kernel `name(A, B_packed, C)`; throws std::invalid_argument for shapes
 // dense_int8_amx_supports() refuses.
 ir::LoweredFunc dense_int8_amx_kernel(const std::string& name, int64_t M, int64_t N, int64_t K);
+
+// The kernel's loops on given buffers (A, B_packed, C as above, flat), tasks
+// of `panels_per_task` panels of 16 rows: what the dense_int8_amx.x86
+// template builds (its knob). Throws as dense_int8_amx_kernel.
+ir::Stmt dense_int8_amx_loops(const ir::Buffer& A, const ir::Buffer& B_packed, const ir::Buffer& C,
+                              int64_t M, int64_t N, int64_t K, int64_t panels_per_task);
+
+// The AMX templates' knob panels_per_task for M rows: 1, 2, 4, ... up to the
+// panels M has, at most 32 (beyond 512 rows per configuration nothing is
+// left to save: one ldtilecfg already feeds thousands of tile instructions);
+// and their fallback, the largest of those within amx_panels_per_task(M).
+std::vector<int64_t> amx_panel_choices(int64_t M);
+int64_t amx_fallback_panels(int64_t M);
+
+// The bf16 loops on given buffers: A_bf16 [M, K] bf16, B_packed
+// [ceil(N / 16)][K / 2][16][2] bf16, C float32 [M, N]; K even.
+ir::Stmt dense_bf16_amx_loops(const ir::Buffer& A_bf16, const ir::Buffer& B_packed,
+                              const ir::Buffer& C, int64_t M, int64_t N, int64_t K,
+                              int64_t panels_per_task);
 
 // The bf16 variant (tdpbf16ps, amx-bf16): C float32 [M, N] = A bfloat16 [M, K]
 // x B bfloat16 [K, N], K even, B packed as Bp[ceil(N / 16)][K / 2][16][2]

@@ -13,7 +13,9 @@
 #include "ops/conv2d_int8.h"
 #include "ops/dense.h"
 #include "ops/dense_bf16.h"
+#include "ops/dense_bf16_amx_template.h"
 #include "ops/dense_int8.h"
+#include "ops/dense_int8_amx_template.h"
 #include "ops/depthwise_conv2d.h"
 #include "ops/depthwise_conv2d_int8.h"
 #include "ops/group_conv2d.h"
@@ -35,10 +37,12 @@ const std::vector<const OpTemplate*>& registry() {
       &group_conv2d_nchwc_template(),
       &conv2d_winograd_nchwc_template(),
       &dense_int8_template(),
+      &dense_int8_amx_template(),
       &conv2d_nchwc_int8_template(),
       &depthwise_conv2d_nchwc_int8_template(),
       &batch_matmul_int8_template(),
       &dense_bf16_template(),
+      &dense_bf16_amx_template(),
       &conv2d_nchwc_bf16_template(),
   };
   return all;
@@ -144,6 +148,30 @@ Kernel make_kernel(const OpTemplate& t, const Workload& w, const schedule::Confi
   k.args.push_back(inst.anchor);
   t.schedule(k.sch, inst, inst.anchor, cfg);
   return k;
+}
+
+ir::Stmt OpTemplate::build_loops(const Workload& w, const schedule::Config&,
+                                 const std::vector<ir::Buffer>&) const {
+  throw std::logic_error(w.key() + ": " + name() + " is lowered through its schedule");
+}
+
+ir::LoweredFunc lower_template_kernel(const OpTemplate& t, const Workload& w,
+                                      const schedule::Config& cfg,
+                                      const schedule::LowerOptions& options) {
+  std::string name = t.name();
+  std::replace(name.begin(), name.end(), '.', '_');
+  if (!t.builds_own_loops()) {
+    Kernel k = make_kernel(t, w, cfg);
+    return schedule::lower(k.sch, k.args, k.name, options);
+  }
+  TemplateInstance inst = t.compute(w, cfg);
+  std::vector<ir::Buffer> args;
+  for (const ir::Tensor& x : inst.inputs)
+    args.push_back(ir::make_buffer(x->name, x->dtype, x->shape, ir::MemScope::Global));
+  args.push_back(ir::make_buffer(inst.anchor->name, inst.anchor->dtype, inst.anchor->shape,
+                                 ir::MemScope::Global));
+  ir::Stmt body = t.build_loops(w, cfg, args);
+  return ir::LoweredFunc{name, args, body};
 }
 
 namespace detail {

@@ -19,10 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "ir/function.h"
 #include "ir/tensor.h"
 #include "ops/kernel.h"
 #include "ops/workload.h"
 #include "schedule/config_space.h"
+#include "schedule/lower.h"
 #include "schedule/schedule.h"
 #include "support/isa.h"
 
@@ -92,6 +94,20 @@ class OpTemplate {
   // float templates need not implement it.
   virtual void reference_typed(const Workload& w, const schedule::Config& cfg,
                                const std::vector<const void*>& inputs, void* output) const;
+
+  // A template whose kernel the schedule language cannot express (tile
+  // instructions through the ir::amx_gemm statement, which no schedule
+  // primitive produces) builds its loop IR itself: true here, and
+  // build_loops() writes the anchor, in its own layout, from the inputs.
+  // compute() still defines what it computes (the epilogues fused after it,
+  // the interpreter, the reference); schedule() is then used by nothing that
+  // generates its code. lower_template_kernel() and driver/lower_group.cc
+  // take this path; everything else stays template-agnostic.
+  virtual bool builds_own_loops() const { return false; }
+  // The kernel body over `args` (the input buffers in kernel-argument order,
+  // then the anchor's buffer, flat as input_shapes/output_shape say).
+  virtual ir::Stmt build_loops(const Workload& w, const schedule::Config& cfg,
+                               const std::vector<ir::Buffer>& args) const;
 };
 
 // Random host data of one element type, n elements at `data`: float32 uniform in
@@ -118,6 +134,13 @@ std::vector<std::string> template_names();                 // registry order
 // The template alone as a kernel: compute, schedule with output = anchor,
 // arguments inputs then anchor, named after the template ("conv2d_NCHWc_x86").
 Kernel make_kernel(const OpTemplate& t, const Workload& w, const schedule::Config& cfg);
+
+// The template alone, lowered (what the tuner compiles and measures): the
+// template's own loops when it builds_own_loops(), else lower() of
+// make_kernel's schedule with `options`. Named as make_kernel names it.
+ir::LoweredFunc lower_template_kernel(const OpTemplate& t, const Workload& w,
+                                      const schedule::Config& cfg,
+                                      const schedule::LowerOptions& options);
 
 // The channel blocks (input, output) a conv template's config lays its
 // activations out in; {0, 0} for templates without a blocked layout. Configs

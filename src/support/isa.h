@@ -13,6 +13,11 @@ struct Isa {
   int vector_bits = 128;      // widest profitable vector
   int vector_registers = 16;  // architectural vector registers
   int fma_per_cycle = 1;      // vector FMAs issued per cycle per core
+  // Intel AMX tile instructions (amx-tile plus amx-int8: tdpbusd; plus
+  // amx-bf16: tdpbf16ps): strategy rows pick the tile templates by these,
+  // from the target's features, never the host's.
+  bool amx_int8 = false;
+  bool amx_bf16 = false;
 
   int lanes(int element_bits = 32) const { return vector_bits / element_bits; }
   // Accumulators a register tile may hold: three quarters of the registers,

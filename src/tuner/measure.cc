@@ -111,7 +111,6 @@ Built build_candidate(const MeasureInput& in, const std::string& fault,
   try {
     if (fault == "compile")
       throw std::runtime_error("planted compile fault (fault_injection=\"compile\")");
-    ops::Kernel k = ops::make_kernel(*t, w, cfg);
     // Over the budget the candidate is rejected, not demoted: its config asks
     // for that unrolling, and a demoted kernel would be timed under its name.
     schedule::LowerOptions lo;
@@ -120,11 +119,11 @@ Built build_candidate(const MeasureInput& in, const std::string& fault,
     lo.demote_over_budget = false;
     schedule::LowerReport report;
     lo.report = &report;
-    ir::LoweredFunc f = schedule::lower(k.sch, k.args, k.name, lo);
+    ir::LoweredFunc f = ops::lower_template_kernel(*t, w, cfg, lo);
     b.code_size = report.code_size;
     codegen::build_shared_library({f}, target, so_path.string());
     b.so_path = so_path.string();
-    b.symbol = k.name;
+    b.symbol = f.name;
   } catch (const schedule::CodeBudgetExceeded& e) {
     b.code_size = e.size;
     return fail(ErrorClass::kCompileBudget, e.what());

@@ -28,6 +28,7 @@
 #include "ops/op_template.h"
 #include "ops/reference.h"
 #include "ops/workload.h"
+#include "runtime/amx.h"
 #include "runtime/c_runtime_api.h"
 #include "runtime/cpu_features.h"
 #include "runtime/module.h"
@@ -284,6 +285,12 @@ std::string run_worker(const WorkerArgs& a) {
   // scribbling over memory cannot corrupt it (nor the cached copy).
   std::vector<uint8_t> ref = reference_output(a, t, w, cfg, inputs, out.bytes());
 
+  // Tile instructions (dense_int8_amx.x86) need the process's AMX permission,
+  // as the graph executor asks for it (runtime/amx.h); without AMX nothing is asked.
+  if (runtime::host_has_cpu_feature("amx-tile")) {
+    std::string refused = runtime::request_amx_permission();
+    if (!refused.empty()) std::cerr << "kiln-measure-worker: " << refused << "\n";
+  }
   runtime::Module lib = runtime::Module::load(a.so_path);
   kiln_kernel_fn fn = lib.get_function(a.symbol);
   std::vector<void*> args;

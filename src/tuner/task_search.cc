@@ -16,8 +16,9 @@ const schedule::LowerOptions kFeatureLowering{.unroll = false};
 
 std::vector<float> lowered_features(const ops::OpTemplate& tmpl, const ops::Workload& w,
                                     const schedule::Config& cfg, const char* name) {
-  ops::Kernel k = ops::make_kernel(tmpl, w, cfg);
-  return combined_features(schedule::lower(k.sch, k.args, name, kFeatureLowering), cfg);
+  ir::LoweredFunc f = ops::lower_template_kernel(tmpl, w, cfg, kFeatureLowering);
+  f.name = name;
+  return combined_features(f, cfg);
 }
 
 }  // namespace
@@ -25,8 +26,7 @@ std::vector<float> lowered_features(const ops::OpTemplate& tmpl, const ops::Work
 // ---- TaskSearch -----------------------------------------------------------------
 
 std::unique_ptr<TaskSearch> TaskSearch::resume(const Task& task, const std::vector<Record>& history,
-                                               bool free_layout, const Isa& isa,
-                                               double timeout_s) {
+                                               bool free_layout, const Isa& isa, double timeout_s) {
   auto t = std::make_unique<TaskSearch>();
   t->task = task;
   t->tmpl = &ops::get_template(task.template_name);

@@ -216,16 +216,14 @@ TEST(Bf16Path, RefusedWithoutAvx512bf16) {
     EXPECT_NE(std::string(e.what()).find("needs avx512bf16"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("haswell"), std::string::npos) << e.what();
   }
-  // An AMX target without avx512bf16: no AMX lowering yet, refused and said so.
+  // An AMX target without avx512bf16: its dense nodes run on tdpbf16ps
+  // (dense_bf16_amx.x86), accepted; without amx-tile too, refused.
   codegen::Target amx = codegen::Target::parse("llvm -mcpu=sapphirerapids -mattr=-avx512bf16");
-  if (amx.has_feature("amx-bf16")) {
-    try {
-      driver::check_precision(graph::Precision::kBf16, amx);
-      ADD_FAILURE() << "amx-bf16 without avx512bf16 accepted";
-    } catch (const std::runtime_error& e) {
-      EXPECT_NE(std::string(e.what()).find("no AMX lowering"), std::string::npos) << e.what();
-    }
-  }
+  ASSERT_TRUE(amx.has_feature("amx-bf16"));
+  EXPECT_NO_THROW(driver::check_precision(graph::Precision::kBf16, amx));
+  codegen::Target no_tiles =
+      codegen::Target::parse("llvm -mcpu=sapphirerapids -mattr=-avx512bf16,-amx-tile");
+  EXPECT_THROW(driver::check_precision(graph::Precision::kBf16, no_tiles), std::runtime_error);
   EXPECT_NO_THROW(driver::check_precision(graph::Precision::kFp32, hsw));
   EXPECT_NO_THROW(driver::check_precision(graph::Precision::kBf16,
                                           codegen::Target::parse("llvm -mcpu=sapphirerapids")));

@@ -22,7 +22,9 @@
 #include "ops/conv2d_int8.h"
 #include "ops/dense.h"
 #include "ops/dense_bf16.h"
+#include "ops/dense_bf16_amx_template.h"
 #include "ops/dense_int8.h"
+#include "ops/dense_int8_amx_template.h"
 #include "ops/depthwise_conv2d.h"
 #include "ops/depthwise_conv2d_int8.h"
 #include "ops/group_conv2d.h"
@@ -56,10 +58,12 @@ const char* const kKnownNames[] = {"conv2d_NCHWc.x86",
                                    "group_conv2d_NCHWc.x86",
                                    "conv2d_winograd_NCHWc.x86",
                                    "dense_int8.x86",
+                                   "dense_int8_amx.x86",
                                    "conv2d_NCHWc_int8.x86",
                                    "depthwise_conv2d_NCHWc_int8.x86",
                                    "batch_matmul_int8.x86",
                                    "dense_bf16.x86",
+                                   "dense_bf16_amx.x86",
                                    "conv2d_NCHWc_bf16.x86"};
 
 bool is_conv(const std::string& name) {
@@ -167,6 +171,10 @@ std::vector<Workload> workloads_of(const std::string& name) {
   if (name == "dense_int8.x86")
     return {ops::dense_int8_workload(1, 1000, 96), ops::dense_int8_workload(7, 5, 13),
             ops::dense_int8_workload(33, 17, 29), ops::dense_int8_workload(64, 48, 40)};
+  // M, N not multiples of 16, K with and without a 64-byte tail.
+  if (name == "dense_int8_amx.x86")
+    return {ops::dense_int8_amx_workload(1, 1000, 96), ops::dense_int8_amx_workload(7, 5, 12),
+            ops::dense_int8_amx_workload(33, 17, 28), ops::dense_int8_amx_workload(64, 48, 64)};
   if (name == "batch_matmul_int8.x86")
     return {ops::batch_matmul_int8_workload(2, 2, 7, 20, 13),
             ops::batch_matmul_int8_workload(3, 1, 16, 24, 33),
@@ -194,6 +202,9 @@ std::vector<Workload> workloads_of(const std::string& name) {
   }
   // The bf16 templates: K odd, N, C, OC, OW not multiples of their tiles, C = 3
   // (bf16_test.cc has the logical references and the fused epilogues).
+  if (name == "dense_bf16_amx.x86")
+    return {ops::dense_bf16_amx_workload(1, 1000, 96), ops::dense_bf16_amx_workload(7, 5, 13),
+            ops::dense_bf16_amx_workload(33, 17, 29), ops::dense_bf16_amx_workload(64, 48, 40)};
   if (name == "dense_bf16.x86")
     return {ops::dense_bf16_workload(1, 1000, 96), ops::dense_bf16_workload(7, 5, 13),
             ops::dense_bf16_workload(33, 17, 29), ops::dense_bf16_workload(64, 48, 40)};
@@ -486,8 +497,11 @@ bool is_typed(const OpTemplate& t, const Workload& w) {
 void check_typed_config(const OpTemplate& t, const Workload& w, const Config& cfg,
                         std::mt19937_64& rng) {
   SCOPED_TRACE(w.key() + " config " + cfg.to_json());
-  ops::Kernel k = ops::make_kernel(t, w, cfg);
-  auto mod = codegen::jit_compile({schedule::lower(k.sch, k.args, "plain")}, host_target());
+  // The template's own loops where it builds them (dense_int8_amx.x86: tiles
+  // emulated on a host without AMX), else its schedule lowered.
+  ir::LoweredFunc f = ops::lower_template_kernel(t, w, cfg, schedule::LowerOptions{});
+  f.name = "plain";
+  auto mod = codegen::jit_compile({f}, host_target());
   auto types = t.input_dtypes(w);
   auto shapes = t.input_shapes(w, cfg);
   ASSERT_EQ(types.size(), shapes.size());

@@ -22,7 +22,9 @@
 #include "ops/batch_matmul_int8.h"
 #include "ops/dense.h"
 #include "ops/dense_bf16.h"
+#include "ops/dense_bf16_amx_template.h"
 #include "ops/dense_int8.h"
+#include "ops/dense_int8_amx_template.h"
 #include "ops/op_template.h"
 #include "ops/workload.h"
 #include "tuner/measure_worker.h"
@@ -210,6 +212,7 @@ TEST(Measure, RandomConfigsOfEveryTemplateVerify) {
                      {"dilation", {1, 1}}}},
       // The integer templates: uint8/int8 inputs, int32 outputs verified bit-exact.
       ops::dense_int8_workload(7, 20, 13),
+      ops::dense_int8_amx_workload(37, 20, 36),
       ops::batch_matmul_int8_workload(2, 2, 7, 20, 13),
       ops::Workload{"conv2d_NCHWc_int8.x86",
                     {{"data", {1, 12, 7, 9}},
@@ -232,6 +235,7 @@ TEST(Measure, RandomConfigsOfEveryTemplateVerify) {
       // partial column tile over the compile budget (a compile_budget result, not
       // what this test is about).
       ops::dense_bf16_workload(7, 16, 13),
+      ops::dense_bf16_amx_workload(37, 16, 13),
       ops::Workload{"conv2d_NCHWc_bf16.x86",
                     {{"data", {1, 12, 7, 9}},
                      {"kernel", {20, 12, 3, 3}},

@@ -380,10 +380,12 @@ void Rewriter::rewrite_qlinear_matmul(const Node& n, const ops::Workload& w,
   const Initializer& bi = g.initializers.at(n.inputs[3]);
   std::vector<int8_t> bv(bi.data.size());
   std::copy(bi.data.begin(), bi.data.end(), reinterpret_cast<uint8_t*>(bv.data()));
-  std::vector<int8_t> packed = ops::pack_dense_int8_weight(w, cfg, bv.data());
+  // Both dense int8 templates pack B as [ceil(N / bn)][ceil(K / 4)][bn][4]
+  // (dense_int8.x86 with its config's bn, dense_int8_amx.x86 with bn = 16).
+  std::vector<int64_t> b_shape = t.input_shapes(w, cfg).at(1);
+  std::vector<int8_t> packed = ops::pack_dense_int8_weight(bv.data(), K, N, b_shape.at(2));
   std::string b_packed =
-      add_constant(n.name + "/weight_packed",
-                   typed_tensor<int8_t>("int8", t.input_shapes(w, cfg).at(1), packed));
+      add_constant(n.name + "/weight_packed", typed_tensor<int8_t>("int8", b_shape, packed));
 
   const TensorType& at = *g.type_of(n.inputs[0]);
   int32_t zp_a =

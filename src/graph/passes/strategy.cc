@@ -149,6 +149,13 @@ std::optional<WorkloadParams> dense_row(const Graph& g, const Node& n, const Isa
   return WorkloadParams{{"data", {M, K}}, {"weight", {K, N}}};
 }
 
+// --precision bf16 on a target with AMX's bf16 tiles (amx-tile and amx-bf16:
+// Isa::amx_bf16): the dense nodes on tdpbf16ps, before dense_bf16.x86
+// (vdpbf16ps) even when the target has both.
+std::optional<WorkloadParams> dense_amx_bf16_row(const Graph& g, const Node& n, const Isa& isa) {
+  return isa.amx_bf16 ? dense_row(g, n, isa) : std::nullopt;
+}
+
 // MatMul of two activations (attention's Q K^T and P V): batch_matmul.x86
 // when the batch dimensions match or the right operand has none to broadcast.
 std::optional<WorkloadParams> batch_matmul_row(const Graph& g, const Node& n, const Isa&) {
@@ -276,6 +283,17 @@ std::optional<WorkloadParams> qmatmul_row(const Graph& g, const Node& n, const I
   return WorkloadParams{{"data", {M, K}}, {"weight", {K, N}}};
 }
 
+// The same nodes on a target with AMX (amx-tile and amx-int8, from the
+// target's features: Isa::amx_int8), when K is a multiple of 4: a tile row
+// holds whole 4-byte groups. Other K stays on dense_int8.x86 (the next row):
+// padding K would also need A padded, a copy of the activation per run.
+std::optional<WorkloadParams> qmatmul_amx_row(const Graph& g, const Node& n, const Isa& isa) {
+  if (!isa.amx_int8) return std::nullopt;
+  std::optional<WorkloadParams> p = qmatmul_row(g, n, isa);
+  if (!p || p->at(0).second.at(1) % 4 != 0) return std::nullopt;
+  return p;
+}
+
 // QLinearMatMul of two activations (attention's Q K^T and P V) that
 // batch_matmul_int8.x86 runs: a [..., M, K] and b [..., K, N] uint8 or int8
 // with per-tensor parameters, b's batch dims a's or all 1 (broadcast), no
@@ -314,6 +332,10 @@ const std::vector<Strategy>& strategies() {
       {"Conv", "conv2d_NCHWc_bf16.x86", conv_row<ConvKind::kDense>, Rewrite::kBlockedConv,
        pack_bf16_conv, /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"bfloat16",
        Precision::kBf16},
+      {"Gemm", "dense_bf16_amx.x86", dense_amx_bf16_row, Rewrite::kDenseBf16, nullptr,
+       /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"bfloat16", Precision::kBf16},
+      {"MatMul", "dense_bf16_amx.x86", dense_amx_bf16_row, Rewrite::kDenseBf16, nullptr,
+       /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"bfloat16", Precision::kBf16},
       {"Gemm", "dense_bf16.x86", dense_row, Rewrite::kDenseBf16, nullptr, /*alternative=*/false,
        /*untuned_default=*/false, /*dtype=*/"bfloat16", Precision::kBf16},
       {"MatMul", "dense_bf16.x86", dense_row, Rewrite::kDenseBf16, nullptr,
@@ -338,6 +360,9 @@ const std::vector<Strategy>& strategies() {
        /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
       {"QLinearConv", "depthwise_conv2d_NCHWc_int8.x86", qdepthwise_row, Rewrite::kQLinearConv,
        nullptr, /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
+      // AMX tiles (tdpbusd) where the target has them, before dense_int8.x86.
+      {"QLinearMatMul", "dense_int8_amx.x86", qmatmul_amx_row, Rewrite::kQLinearMatMul, nullptr,
+       /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
       {"QLinearMatMul", "dense_int8.x86", qmatmul_row, Rewrite::kQLinearMatMul, nullptr,
        /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
       // A QLinearMatMul whose b is an activation (dense_int8 takes constant b only).
@@ -356,7 +381,8 @@ const Strategy* find_strategy(const std::string& op_type, const std::string& tem
 
 bool int8_template_covers(const Graph& g, const Node& n) {
   if (n.op_type != "QLinearConv" && n.op_type != "QLinearMatMul") return false;
-  // The QLinear matchers read no part of the ISA row.
+  // The QLinear matchers read no part of the ISA row but its AMX flag, and
+  // the AMX row covers a subset of dense_int8.x86's nodes.
   Isa isa;
   for (const Strategy& s : strategies())
     if (n.op_type == s.op_type && s.match(g, n, isa)) return true;

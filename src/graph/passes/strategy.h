@@ -20,6 +20,9 @@
 //                                         parameter constant (dtype uint8)
 //   QLinearConv depthwise_conv2d_NCHWc_   groups = C = OC (multiplier 1), otherwise kQLinearConv
 //               int8.x86                  as conv2d_NCHWc_int8.x86's row
+//   QLinearMatMul dense_int8_amx.x86      as dense_int8.x86's row, on a target with  kQLinearMatMul
+//                                         amx-tile and amx-int8 (Isa::amx_int8), K a
+//                                         multiple of 4 (AMX tiles, tdpbusd)
 //   QLinearMatMul dense_int8.x86          activation [..., M, K] uint8/int8 (leading kQLinearMatMul
 //                                         dims flattened), b int8 constant [K, N]
 //                                         with zero point 0, int32 bias [N] or none
@@ -28,6 +31,9 @@
 //                                         batch a's or broadcast, K <= 11008
 //   Conv    conv2d_NCHWc_bf16.x86         --precision bf16 only: as conv2d_NCHWc   kBlockedConv
 //                                         (dtype bfloat16)
+//   Gemm    dense_bf16_amx.x86            --precision bf16 on a target with         kDenseBf16
+//   MatMul  dense_bf16_amx.x86            amx-tile and amx-bf16 (Isa::amx_bf16): as  kDenseBf16
+//                                         dense_pack, tdpbf16ps tiles (dtype bfloat16)
 //   Gemm    dense_bf16.x86                --precision bf16 only: as dense_pack     kDenseBf16
 //   MatMul  dense_bf16.x86                (dtype bfloat16)                          kDenseBf16
 //
