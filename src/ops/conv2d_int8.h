@@ -28,7 +28,9 @@
 // 16, 8, 4 dividing C rounded up to 4 (no wasted channels past that rounding);
 // oc_bn = 16 if OC >= 16, else 8 if OC > 4, else 4 (16 int32 = one zmm);
 // tile_ow = conv2d_NCHWc's rule (accumulators within 3/4 of the registers);
-// unroll_kw = KW <= 3; oc_reg = oh_reg = 1; kernel_outer = 0.
+// unroll_kw = KW <= 3; oc_reg = oh_reg = 1; kernel_outer = 1 if KH * KW > 1 (the
+// window outside the input-channel blocks: the other order spilled the tile of
+// 3x3 convolutions, see the fallback).
 // The sum is exact in int32 for C * KH * KW <= 65792.
 #pragma once
 

@@ -7,6 +7,7 @@
 // counts include ones that the channel blocks do not divide.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -362,6 +363,56 @@ TEST(Int8Path, ResNetBlockEndToEnd) {
   Built r = check_bit_exact(b, "resnet_block", seed(9));
   EXPECT_EQ(r.qlinear_convs, 3u);
   EXPECT_EQ(r.int8_kernels, 3u) << r.mod.at("kernels").dump();
+}
+
+// ResNet's stem: conv 7x7 stride 2 (Relu) -> Q -> DQ -> MaxPool 3x3 stride 2 ->
+// Q with the same parameters -> DQ -> conv. fold_qdq runs the MaxPool on the
+// 8-bit values (no QuantizeLinear / DequantizeLinear kernel beside it; the
+// first conv's kernel writes 8 bits, no float), byte for byte the
+// interpreter's result; u8 and s8 activations, channel counts the blocks do
+// not divide, odd sizes.
+TEST(Int8Path, StemMaxPoolRunsOn8BitValues) {
+  std::mt19937 rng(seed(147));
+  for (bool s8 : {false, true}) {
+    SCOPED_TRACE(s8 ? "int8" : "uint8");
+    int64_t cin = 3, mid = 20, cout = 12, h = 37, w = 29;
+    OnnxBuilder b;
+    b.input("x", {"1", std::to_string(cin), std::to_string(h), std::to_string(w)});
+    output_any(b, "y", 4);
+    QAct qx = act(s8, 2.f / 255.f, rng);
+    std::string xf = quantize(b, "qx", "x", qx);
+    QConvSpec c1{cin, mid, 7, 2, 3};
+    c1.relu = true;
+    std::string y1 = qdq_conv(b, "stem", xf, qx.scale, c1, rng);
+    QAct q1 = act(s8, output_scale(qx.scale, cin * 49), rng, true);
+    std::string y1f = quantize(b, "q1", y1, q1);
+    auto* pool = b.node("MaxPool", "pool", {y1f}, {"p"});
+    OnnxBuilder::attr_ints(pool, "kernel_shape", {3, 3});
+    OnnxBuilder::attr_ints(pool, "strides", {2, 2});
+    OnnxBuilder::attr_ints(pool, "pads", {1, 1, 1, 1});
+    std::string pf = quantize(b, "qp", "p", q1);  // ORT: the pool keeps its input's parameters
+    std::string y2 = qdq_conv(b, "conv", pf, q1.scale, {mid, cout, 3, 1, 1}, rng);
+    QAct q2 = act(s8, output_scale(q1.scale, mid * 9), rng);
+    b.node("Identity", "out", {quantize(b, "q2", y2, q2)}, {"y"});
+    Built r = check_bit_exact(b, s8 ? "stem_s8" : "stem_u8", seed(10));
+    EXPECT_EQ(r.int8_kernels, 2u) << r.mod.at("kernels").dump();
+    bool pooled = false;
+    for (const auto& k : r.mod.at("kernels")) {
+      std::vector<std::string> ops = k.at("op_types").get<std::vector<std::string>>();
+      if (std::find(ops.begin(), ops.end(), "MaxPool") == ops.end()) continue;
+      pooled = true;
+      // (s8: the next conv's shift to uint8, kiln.Requantize, joins the pool's kernel.)
+      for (const char* q : {"QuantizeLinear", "DequantizeLinear"})
+        EXPECT_EQ(std::find(ops.begin(), ops.end(), q), ops.end()) << k.dump();
+    }
+    EXPECT_TRUE(pooled);
+    // The stem (the first int8 conv kernel) ends with its requantization: no float output.
+    for (const auto& k : r.mod.at("kernels"))
+      if (runs_int8_conv(k)) {
+        EXPECT_EQ(k.at("op_types").back(), "kiln.Requantize") << k.dump();
+        break;
+      }
+  }
 }
 
 // ---- depthwise (MobileNet) -----------------------------------------------------------

@@ -222,6 +222,63 @@ TEST(FoldQdq, LeavesNonMatchingGraphsAlone) {
   folded(s.graph(), s.inputs(), 0);
 }
 
+// DQ -> MaxPool -> Q with equal parameters: the MaxPool runs on the 8-bit
+// values, and the interpreter's outputs equal the float path's exactly (the
+// max commutes with the increasing DQ; padded taps never win). u8 and s8,
+// odd sizes, padding on every side, a window that leaves the input.
+TEST(FoldQdq, MaxPoolOfEqualParametersRunsOnTheQuantizedValues) {
+  struct Case {
+    std::string dtype;
+    double lo, hi;
+    std::vector<int64_t> pads, kernel, strides;
+  };
+  const Case cases[] = {
+      {"uint8", 0, 255, {1, 1, 1, 1}, {3, 3}, {2, 2}},    // ResNet's stem pool
+      {"int8", -128, 127, {0, 1, 2, 1}, {3, 2}, {1, 2}},  // asymmetric pads
+      {"uint8", 0, 255, {0, 0, 0, 0}, {2, 2}, {2, 2}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.dtype);
+    GraphBuilder b(11);
+    std::string x = b.input("x", {1, 5, 9, 10}, c.dtype, c.lo, c.hi);
+    std::string s = b.constant("s", scalar_f(0.037f));
+    std::string z = c.dtype == "uint8" ? b.constant("z", tensor_of<uint8_t>({}, {131}))
+                                       : b.constant("z", tensor_of<int8_t>({}, {-7}));
+    std::string p = b.node("MaxPool", {b.node("DequantizeLinear", {x, s, z})},
+                           {{"kernel_shape", c.kernel}, {"strides", c.strides}, {"pads", c.pads}});
+    // Q's parameters are other initializers with the same values.
+    std::string s2 = b.constant("s2", scalar_f(0.037f));
+    std::string z2 = c.dtype == "uint8" ? b.constant("z2", tensor_of<uint8_t>({}, {131}))
+                                        : b.constant("z2", tensor_of<int8_t>({}, {-7}));
+    b.output(b.node("QuantizeLinear", {p, s2, z2}));
+    Graph f = folded(b.graph(), b.inputs(), 1);
+    EXPECT_EQ(count_op(f, "DequantizeLinear"), 0);
+    EXPECT_EQ(count_op(f, "QuantizeLinear"), 0);
+    ASSERT_EQ(count_op(f, "MaxPool"), 1);
+    auto got = graph::run_graph(f, b.inputs()), want = graph::run_graph(b.graph(), b.inputs());
+    EXPECT_EQ(got.begin()->second.type.dtype, c.dtype);
+    EXPECT_EQ(got.begin()->second.data, want.begin()->second.data);
+  }
+}
+
+TEST(FoldQdq, MaxPoolWithOtherOutputParametersStaysFloat) {
+  for (float ys : {0.037f, 0.05f}) {
+    GraphBuilder b(12);
+    std::string x = b.input("x", {1, 3, 6, 6}, "uint8", 0, 255);
+    std::string p =
+        b.node("MaxPool",
+               {b.node("DequantizeLinear", {x, b.constant("s", scalar_f(0.037f)),
+                                            b.constant("z", tensor_of<uint8_t>({}, {3}))})},
+               {{"kernel_shape", std::vector<int64_t>{2, 2}}});
+    // Another scale, or the same scale and another zero point.
+    uint8_t yz = ys == 0.05f ? 3 : 4;
+    b.output(b.node("QuantizeLinear", {p, b.constant("ys", scalar_f(ys)),
+                                       b.constant("yz", tensor_of<uint8_t>({}, {yz}))}));
+    Graph f = folded(b.graph(), b.inputs(), 0);
+    EXPECT_EQ(count_op(f, "DequantizeLinear"), 1);
+  }
+}
+
 TEST(FoldQdq, MatMulAndGemmBecomeQLinearMatMul) {
   GraphBuilder b(9);
   std::string a = b.input("a", {2, 3, 40}, "uint8", 0, 255);

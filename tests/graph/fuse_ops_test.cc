@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "graph/passes/apply_templates.h"
 #include "graph/passes/propagate_layout.h"
 #include "graph/passes/select_templates.h"
@@ -56,6 +58,41 @@ TEST(FuseOps, EpilogueFusesIntoTheAnchor) {
   EXPECT_EQ(groups[0].inputs, (Strings{x, "c_w", "bias"}));
   EXPECT_EQ(groups[0].outputs, (Strings{y}));
   EXPECT_EQ(graph::group_label(g, groups[0]), "fused_conv_add_relu_add");
+}
+
+// The skip connection of an int8 residual block: a DequantizeLinear alone in
+// its group whose only reader joins an anchor's epilogue joins it too (the
+// epilogue dequantizes inline; no float32 tensor between two kernels). Read
+// by another node as well, it stays a kernel of its own.
+TEST(FuseOps, SkipConnectionDequantizeJoinsTheEpilogue) {
+  for (bool read_twice : {false, true}) {
+    SCOPED_TRACE(read_twice ? "read twice" : "one reader");
+    GraphBuilder b(33);
+    std::string s = b.input("s", {1, 4, 5, 5}, "uint8", 0, 255);
+    std::string x = b.input("x", {1, 4, 5, 5});
+    std::string d = b.node("DequantizeLinear",
+                           {s, b.constant("sc", test::tensor_of<float>({}, {0.1f})),
+                            b.constant("zp", test::tensor_of<uint8_t>({}, {3}))},
+                           {}, "skip_dq");
+    std::string y = conv(b, "c", x, 4, 4, 3, pads(1), /*bias=*/false);
+    y = b.node("Add", {y, d}, {}, "residual");
+    b.output(b.node("Relu", {y}, {}, "relu"));
+    if (read_twice) b.output(b.node("Neg", {d}, {}, "other"));
+    const Graph& g = b.graph();
+    auto groups = graph::fuse_ops(g);
+    expect_partition(g, groups);
+    if (!read_twice) {
+      ASSERT_EQ(groups.size(), 1u);
+      EXPECT_EQ(grouped_ops(g, groups)[0],
+                (Strings{"DequantizeLinear", "Conv", "Add", "Relu"}));  // in graph order
+      EXPECT_EQ(g.nodes[groups[0].anchor].name, "c");
+      EXPECT_EQ(groups[0].inputs, (Strings{s, "sc", "zp", x, "c_w"}));
+    } else {
+      auto ops = grouped_ops(g, groups);
+      EXPECT_NE(std::find(ops.begin(), ops.end(), Strings{"DequantizeLinear"}), ops.end());
+      EXPECT_NE(std::find(ops.begin(), ops.end(), Strings{"Conv", "Add", "Relu"}), ops.end());
+    }
+  }
 }
 
 // After the layout passes: the template takes its bias add, the residual add

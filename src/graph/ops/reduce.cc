@@ -568,15 +568,41 @@ std::pair<int64_t, int64_t> counted_range(const PoolShapes& s, size_t d) {
   return {-s.win.pad_begin[d], s.win.in[d] + s.win.pad_end[d]};
 }
 
+// MaxPool also takes uint8 / int8 data (fold_qdq's DQ -> MaxPool -> Q with
+// equal parameters: the max commutes with the monotone dequantization), the
+// output of the same dtype; padded taps are skipped as in float.
+bool is_8bit(const std::string& dtype) { return dtype == "uint8" || dtype == "int8"; }
+
+void check_pool_dtype(const Node& node, PoolKind kind, const std::string& dtype) {
+  if (dtype == "float32" || (kind == PoolKind::kMax && is_8bit(dtype))) return;
+  fail(node, "X has dtype " + dtype + "; " +
+                 (kind == PoolKind::kMax ? "float32, uint8 or int8" : "only float32") +
+                 " is supported");
+}
+
+// x's element at i as a double (float32, uint8 or int8).
+double element(const Initializer& x, int64_t i) {
+  if (x.type.dtype == "uint8") return data_of<uint8_t>(x)[i];
+  if (x.type.dtype == "int8") return data_of<int8_t>(x)[i];
+  return data_of<float>(x)[i];
+}
+
+void set_element(Initializer& y, int64_t i, double v) {
+  if (y.type.dtype == "uint8")
+    data_of<uint8_t>(y)[i] = static_cast<uint8_t>(v);
+  else if (y.type.dtype == "int8")
+    data_of<int8_t>(y)[i] = static_cast<int8_t>(v);
+  else
+    data_of<float>(y)[i] = static_cast<float>(v);
+}
+
 EvaluateFn pool_evaluate(PoolKind kind) {
   return [kind](const Node& node, const std::vector<const Initializer*>& inputs) {
     const Initializer& x = required_input(node, inputs, 0);
-    require_f32(node, x, "X");
+    check_pool_dtype(node, kind, x.type.dtype);
     PoolShapes s = pool_shapes(node, kind, x.type.shape);
     const Window& win = s.win;
-    Initializer y = make_tensor("float32", s.out_shape());
-    const float* xp = data_of<float>(x);
-    float* yp = data_of<float>(y);
+    Initializer y = make_tensor(x.type.dtype, s.out_shape());
     auto [lo_h, hi_h] = counted_range(s, 0);
     auto [lo_w, hi_w] = counted_range(s, 1);
     // Element (ih, iw) of plane (nc, lane) is at (nc * H * W + ih * W + iw) * B + lane.
@@ -592,14 +618,14 @@ EvaluateFn pool_evaluate(PoolKind kind) {
               for (int64_t kx = 0; kx < win.kernel[1]; ++kx) {
                 int64_t iw = win.start(1, ow) + kx * win.dilation[1];
                 if (iw < 0 || iw >= s.w) continue;
-                double v = xp[((nc * s.h + ih) * s.w + iw) * lanes + lane];
+                double v = element(x, ((nc * s.h + ih) * s.w + iw) * lanes + lane);
                 acc = kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
               }
             }
             if (kind == PoolKind::kAverage)
               acc /= static_cast<double>(taps_inside(win, 0, oh, lo_h, hi_h) *
                                          taps_inside(win, 1, ow, lo_w, hi_w));
-            yp[((nc * win.out[0] + oh) * win.out[1] + ow) * lanes + lane] = static_cast<float>(acc);
+            set_element(y, ((nc * win.out[0] + oh) * win.out[1] + ow) * lanes + lane, acc);
           }
     return std::vector<Initializer>{std::move(y)};
   };
@@ -610,13 +636,21 @@ ComputeFn pool_compute(PoolKind kind) {
                 const std::vector<TensorType>& out_types) {
     const Tensor& x = required_tensor(node, in, 0);
     PoolShapes s = pool_shapes(node, kind, static_shape(x));
-    check_out_type(node, out_types, 0, s.out_shape(), "float32");
+    // The output's inferred dtype is the input's (check_out_type compares the
+    // dtype name; ir_dtype maps it back for the comparison with x's).
+    const std::string dtype = out_types.empty() ? "" : out_types[0].dtype;
+    check_pool_dtype(node, kind, dtype);
+    check_out_type(node, out_types, 0, s.out_shape(), dtype);
+    ir::DataType dt = ir_dtype(dtype);
+    if (!(x->dtype == dt))
+      fail(node, "X's element type differs from the inferred output dtype " + dtype);
     const Window& win = s.win;
     std::vector<int64_t> bound = {0, 0, win.leaves_input(0) ? s.h : 0,
                                   win.leaves_input(1) ? s.w : 0};
     if (s.block) bound.push_back(0);
-    Expr fill = kind == PoolKind::kMax ? ir::reduce_identity(ir::ReduceOp::Max, ir::DataType::f32())
-                                       : Expr(0.0f);
+    // A padded tap reads the type's lowest value: never above a real tap (a
+    // window always holds one), so it changes no maximum.
+    Expr fill = kind == PoolKind::kMax ? ir::reduce_identity(ir::ReduceOp::Max, dt) : Expr(0.0f);
     IterVar ry = ir::reduce_axis(win.kernel[0], "ry");
     IterVar rx = ir::reduce_axis(win.kernel[1], "rx");
     Tensor r = ir::compute(

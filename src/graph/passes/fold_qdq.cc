@@ -40,8 +40,10 @@ class Folder {
     int count = 0;
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const std::string& op = g_.nodes[i].op_type;
-      if (removed_[i] || (op != "Conv" && op != "MatMul" && op != "Gemm")) continue;
-      if (fold(i)) ++count;
+      if (removed_[i]) continue;
+      if (op == "MaxPool" ? fold_max_pool(i)
+                          : (op == "Conv" || op == "MatMul" || op == "Gemm") && fold(i))
+        ++count;
     }
     erase_nodes(g_, removed_);
     return count;
@@ -433,6 +435,42 @@ class Folder {
     for (size_t k : chain)
       if (k != last) removed_[k] = true;
     return true;
+  }
+
+  // DQ(x_q) -> MaxPool -> Q, Q's scale and zero point equal to DQ's (ORT's
+  // quantizer gives a MaxPool's output its input's parameters), becomes
+  // MaxPool(x_q) on the 8-bit values: exact, since DQ is increasing (scale >
+  // 0), so max(DQ(x)) = DQ(max(x)), and Q(DQ(v)) = v. ResNet's stem then
+  // writes uint8 from its convolution and pools a quarter of the bytes.
+  bool fold_max_pool(size_t i) {
+    const Node& pool = g_.nodes[i];
+    if (pool.inputs.size() != 1 || pool.outputs.size() != 1) return false;
+    std::optional<QTensor> x = dq_activation(pool.inputs[0]);
+    std::optional<size_t> next = sole_consumer(pool.outputs[0]);
+    if (!x || !next) return false;
+    const Node& q = g_.nodes[*next];
+    if (q.op_type != "QuantizeLinear" || q.inputs[0] != pool.outputs[0]) return false;
+    const TensorType* xt = g_.type_of(x->q);
+    const TensorType* yt = g_.type_of(q.outputs[0]);
+    if (!xt || !yt || xt->dtype != yt->dtype) return false;
+    std::optional<QTensor> y = params(q, yt->shape, false);
+    if (!y || !same_parameters(q, *x, *y)) return false;
+    Node n = pool;
+    n.inputs = {x->q};
+    n.outputs = {q.outputs[0]};
+    g_.nodes[*next] = std::move(n);  // Q's place: the graph stays sorted
+    removed_[i] = true;
+    return true;
+  }
+
+  // Per-tensor parameters with the same positive scale and the same zero
+  // point (an omitted one is 0); `q` names the node in errors.
+  bool same_parameters(const Node& q, const QTensor& a, const QTensor& b) const {
+    float sa = scale_at(*constant(a.scale), 0), sb = scale_at(*constant(b.scale), 0);
+    auto zp = [&](const QTensor& t) {
+      return t.zp.empty() ? 0.0 : op_util::to_doubles(q, *constant(t.zp))[0];
+    };
+    return sa > 0 && sa == sb && zp(a) == zp(b);
   }
 
   // A transB=1 Gemm weight [N, K] as QLinearMatMul's [K, N]; its per-channel

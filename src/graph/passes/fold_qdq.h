@@ -41,9 +41,15 @@
 //    that is exact: Q(lower bound) is Q's qmin (ORT's Relu before a Q whose
 //    zero point is the range minimum) and Q(upper bound) is its qmax.
 //
+//   DQ(x_q) -> MaxPool -> Q, Q's per-tensor scale and zero point equal to DQ's
+//     => MaxPool(x_q) on the uint8 / int8 values (exact: DQ is increasing, so
+//        max(DQ(x)) = DQ(max(x)), and Q(DQ(v)) = v; ORT's quantizer writes a
+//        MaxPool's output with its input's parameters)
+//
 // Left as DQ -> op -> Q (correct, computed in float): a bias that does not
-// fit in int32 at that scale, Add of two DQs, pooling between DQ and Q, and
-// anything not matching the above. A Q followed by a DQ never cancels:
+// fit in int32 at that scale, Add of two DQs, other pooling between DQ and Q
+// (and MaxPool with other output parameters), and anything not matching the
+// above. A Q followed by a DQ never cancels:
 // quantization changes values.
 //
 // expand_quantized_ops is the other direction, the lowering that runs the

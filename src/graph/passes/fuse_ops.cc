@@ -133,7 +133,35 @@ struct Builder {
         groups.back().pattern = pattern_of(n);
       }
       add_to(static_cast<size_t>(target), i);
+      absorb_dequantize_inputs(static_cast<size_t>(target), n);
       recompute_boundary(groups[target]);
+    }
+    std::erase_if(groups, [](const FusedGroup& grp) { return grp.nodes.empty(); });
+  }
+
+  // A DequantizeLinear alone in its group whose only reader `n` has just
+  // joined the template group gi (the residual Add of an int8 ResNet or
+  // MobileNet reading the skip connection's DQ) joins it too: the epilogue
+  // dequantizes the 8-bit value inline, where the DQ was a kernel of its own
+  // writing float32 that the epilogue read back (4 bytes per element for 1).
+  void absorb_dequantize_inputs(size_t gi, const Node& n) {
+    if (groups[gi].pattern != OpPattern::kAnchor || groups[gi].anchor < 0 ||
+        anchor_reshapes_output(g.nodes[static_cast<size_t>(groups[gi].anchor)]))
+      return;
+    const TensorType* out = g.type_of(n.outputs.empty() ? "" : n.outputs[0]);
+    for (const std::string& y : n.inputs) {
+      auto it = producer_group.find(y);
+      if (y.empty() || it == producer_group.end() || it->second == gi || uses[y] != 1) continue;
+      FusedGroup& p = groups[it->second];
+      if (p.nodes.size() != 1 || p.outputs != std::vector<std::string>{y}) continue;
+      const TensorType* t = g.type_of(y);
+      if (g.nodes[p.nodes[0]].op_type != "DequantizeLinear" || !t || !out || t->shape != out->shape)
+        continue;
+      size_t dq = p.nodes[0];
+      p = FusedGroup{};  // emptied; run() drops it
+      add_to(gi, dq);
+      // Lowering computes the nodes in order: the DQ before its reader.
+      std::sort(groups[gi].nodes.begin(), groups[gi].nodes.end());
     }
   }
 

@@ -156,9 +156,15 @@ class Propagator {
     if (!kPools.count(n.op_type) || n.inputs.size() != 1 || n.outputs.size() != 1 ||
         n.attrs.count("kiln_block"))
       return 0;
+    // MaxPool also runs on uint8 / int8 (fold_qdq's quantized MaxPool between
+    // two int8 convolutions: ResNet's stem).
+    auto pooled_type = [&](const TensorType* t) {
+      return is_4d_f32(t) ||
+             (n.op_type == "MaxPool" && is_4d(t) && (t->dtype == "uint8" || t->dtype == "int8"));
+    };
     auto u = unblocked_.find(n.inputs[0]);
-    if (u == unblocked_.end() || !is_4d_f32(g_.type_of(n.inputs[0])) ||
-        !is_4d_f32(g_.type_of(n.outputs[0])))
+    if (u == unblocked_.end() || !pooled_type(g_.type_of(n.inputs[0])) ||
+        !pooled_type(g_.type_of(n.outputs[0])))
       return 0;
     return u->second.second;
   }
