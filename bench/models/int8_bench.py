@@ -8,6 +8,10 @@ rounds (kiln run --repeat N --print-time; ort_bench.js on the same files) and pr
 medians of the rounds' medians as a markdown table.
 
   int8_bench.py --kiln build/kiln DIR/resnet18 DIR/mobilenet_v2 [--rounds 3] [--repeat 20]
+                [--target "llvm -mcpu=haswell"]
+
+--target builds both kiln packages for that target (e.g. AVX2 code, vpmaddubsw for int8, on
+an AVX-512 machine that can run it); ONNX Runtime picks its kernels from the CPU as always.
 
 Exit 77 (the tests' skip code) when node or onnxruntime-node is missing.
 """
@@ -27,6 +31,7 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--tuning-log", default=None)
+    p.add_argument("--target", default=None, help="kiln build --target for both kiln packages")
     p.add_argument("--shipped-logs", action="store_true",
                    help="let kiln build use the shipped logs (logs/); by default both sides are "
                         "untuned, since the logs hold fp32 records only and would tune one side")
@@ -38,6 +43,8 @@ def main():
     tune = ["--tuning-log", args.tuning_log] if args.tuning_log else []
     if not args.shipped_logs:
         tune.append("--no-shipped-logs")
+    if args.target:
+        tune += ["--target", args.target]
     rows = []
     for d in args.model_dirs:
         name = os.path.basename(os.path.normpath(d))

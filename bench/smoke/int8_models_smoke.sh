@@ -44,3 +44,11 @@ cells = [c.strip() for c in sys.argv[1].strip().strip("|").split("|")]
 assert len(cells) == 7, cells
 assert all(float(c) >= 0 for c in cells[1:5]), cells  # 2 decimals: the tiny model may print 0.00
 PY
+# --target: both kiln packages built as AVX2 code (int8 on vpmaddubsw), where this CPU runs it.
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+  "$PYTHON" "$models/int8_bench.py" --kiln "$kiln" "$dir" --rounds 1 --repeat 2 \
+    --target "llvm -mcpu=haswell" >"$work/table_avx2.md" || fail "int8_bench.py --target haswell failed"
+  grep -q '^| tiny_int8 |' "$work/table_avx2.md" || fail "no tiny_int8 row with --target haswell"
+  manifest=$(tar -xOf "$dir/kiln_int8.tar" mod.json)
+  [[ $manifest == *'-mcpu=haswell'* ]] || fail "the int8 package was not built for haswell"
+fi
