@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "ir/stmt.h"
+#include "ops/amx_dense_template.h"
 #include "ops/dense_int8_amx.h"
 
 namespace kiln::ops {
@@ -21,20 +22,12 @@ struct Shape {
   int64_t blocks() const { return (N + kAmxBlockCols - 1) / kAmxBlockCols; }
 };
 
-class DenseBf16AmxTemplate final : public OpTemplate {
+class DenseBf16AmxTemplate final : public detail::AmxDenseTemplate {
  public:
   std::string name() const override { return kName; }
-
-  ConfigSpace space(const Workload& w) const override {
+  detail::AmxDenseShape dims(const Workload& w) const override {
     Shape d = shape(w);
-    ConfigSpace space;
-    space.define_knob("panels_per_task", amx_panel_choices(d.M));
-    return space;
-  }
-
-  Config fallback(const Workload& w, const Isa&) const override {
-    Shape d = shape(w);
-    return detail::KnobValues().knob("panels_per_task", amx_fallback_panels(d.M)).in(space(w));
+    return {d.M, d.N, d.K};
   }
 
   TemplateInstance compute(const Workload& w, const Config&) const override {
@@ -64,19 +57,6 @@ class DenseBf16AmxTemplate final : public OpTemplate {
     return {{A, B}, C};
   }
 
-  void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
-                const Config&) const override {
-    // A row of C per step, rows in parallel, the conversion at root: correct
-    // for any shape, and not this template's code (build_loops() is).
-    detail::TileStages st = detail::prepare_anchor(sch, inst.anchor, output, name());
-    st.tile->compute_at(st.out, st.out->axis(0));
-    st.out->parallel(st.out->axis(0));
-    for (const Tensor& t : input_tensors(inst.anchor))
-      if (!t->is_placeholder) sch[t]->parallel(sch[t]->axis(0));
-  }
-
-  bool builds_own_loops() const override { return true; }
-
   // A rounded to bf16 into a workspace (each element once, rows in
   // parallel), then the tile GEMM on it.
   Stmt build_loops(const Workload& w, const Config& cfg,
@@ -101,19 +81,9 @@ class DenseBf16AmxTemplate final : public OpTemplate {
     return make_stmt<AllocateNode>(Ab, make_int(d.M * K2), make_seq({convert, gemm}));
   }
 
-  double flops(const Workload& w) const override {
-    Shape d = shape(w);
-    return 2.0 * d.M * d.N * d.K;
-  }
-
   std::vector<std::vector<int64_t>> input_shapes(const Workload& w, const Config&) const override {
     Shape d = shape(w);
     return {{d.M, d.K}, {d.blocks(), d.pairs(), kAmxBlockCols, 2}};
-  }
-
-  std::vector<int64_t> output_shape(const Workload& w, const Config&) const override {
-    Shape d = shape(w);
-    return {d.M, d.N};
   }
 
   std::vector<DataType> input_dtypes(const Workload& w) const override {

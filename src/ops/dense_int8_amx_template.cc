@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "ops/amx_dense_template.h"
 #include "ops/dense_int8_amx.h"
 
 namespace kiln::ops {
@@ -20,20 +21,12 @@ struct Shape {
   int64_t blocks() const { return (N + kAmxBlockCols - 1) / kAmxBlockCols; }
 };
 
-class DenseInt8AmxTemplate final : public OpTemplate {
+class DenseInt8AmxTemplate final : public detail::AmxDenseTemplate {
  public:
   std::string name() const override { return kName; }
-
-  ConfigSpace space(const Workload& w) const override {
+  detail::AmxDenseShape dims(const Workload& w) const override {
     Shape d = shape(w);
-    ConfigSpace space;
-    space.define_knob("panels_per_task", amx_panel_choices(d.M));
-    return space;
-  }
-
-  Config fallback(const Workload& w, const Isa&) const override {
-    Shape d = shape(w);
-    return detail::KnobValues().knob("panels_per_task", amx_fallback_panels(d.M)).in(space(w));
+    return {d.M, d.N, d.K};
   }
 
   TemplateInstance compute(const Workload& w, const Config&) const override {
@@ -56,17 +49,6 @@ class DenseInt8AmxTemplate final : public OpTemplate {
     return {{A, B}, C};
   }
 
-  void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
-                const Config&) const override {
-    // A row of C per step, rows in parallel: correct for any shape, and not
-    // this template's code (build_loops() is).
-    detail::TileStages st = detail::prepare_anchor(sch, inst.anchor, output, name());
-    st.tile->compute_at(st.out, st.out->axis(0));
-    st.out->parallel(st.out->axis(0));
-  }
-
-  bool builds_own_loops() const override { return true; }
-
   Stmt build_loops(const Workload& w, const Config& cfg,
                    const std::vector<Buffer>& args) const override {
     Shape d = shape(w);
@@ -75,19 +57,9 @@ class DenseInt8AmxTemplate final : public OpTemplate {
                                 cfg.knob("panels_per_task"));
   }
 
-  double flops(const Workload& w) const override {
-    Shape d = shape(w);
-    return 2.0 * d.M * d.N * d.K;
-  }
-
   std::vector<std::vector<int64_t>> input_shapes(const Workload& w, const Config&) const override {
     Shape d = shape(w);
     return {{d.M, d.K}, {d.blocks(), d.K / 4, kAmxBlockCols, 4}};
-  }
-
-  std::vector<int64_t> output_shape(const Workload& w, const Config&) const override {
-    Shape d = shape(w);
-    return {d.M, d.N};
   }
 
   std::vector<DataType> input_dtypes(const Workload& w) const override {
