@@ -75,10 +75,11 @@ const char* kTuneUsage =
     "  --compile-budget S a candidate that took longer than S seconds to compile is recorded\n"
     "                     as compile_budget, not run (default 20; one whose estimated code size\n"
     "                     is over the budget is never compiled)\n"
-    "  --in-graph K       after the search, re-measure each task's K fastest configs inside the\n"
-    "                     compiled model (fused epilogues, neighbours, caches as in a real run)\n"
-    "                     and store those times too; builds prefer them (default 3; 0: off;\n"
-    "                     never with --runner)\n"
+    "  --in-graph K       after the search, re-measure each task's K fastest configs and its\n"
+    "                     fallback inside the compiled model (fused epilogues, neighbours, caches\n"
+    "                     as in a real run) and store those times too; builds prefer them, so a\n"
+    "                     tuned config that runs slower there than the fallback is not taken\n"
+    "                     (default 3; 0: off; never with --runner)\n"
     "Re-running resumes: configs already in DB are not measured again. Ctrl-C stops after the\n"
     "measurement in flight; everything measured is stored.\n"
     "Exit status: 0 when every task finished (trials, early stopping or space exhausted), 3 when\n"
@@ -361,7 +362,8 @@ void refine_in_graph(const TuneArgs& a, const codegen::Target& target, tuner::Re
   std::vector<std::string> workloads = driver::template_workloads(
       frontend::import_onnx(model, frontend::parse_input_shapes(a.input_shapes)), target.isa(),
       a.graph_precision());
-  auto candidates = tuner::in_graph_candidates(db, key.key(), workloads, a.in_graph);
+  const Isa isa = target.isa();
+  auto candidates = tuner::in_graph_candidates(db, key.key(), workloads, a.in_graph, &isa);
   if (candidates.empty()) return;
   driver::InGraphOptions o;
   o.build.target = target;

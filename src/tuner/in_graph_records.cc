@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "ops/op_template.h"
@@ -12,7 +13,7 @@ namespace kiln::tuner {
 
 std::map<std::string, std::vector<std::string>> in_graph_candidates(
     const RecordDB& db, const std::string& target_key, const std::vector<std::string>& workloads,
-    int k) {
+    int k, const Isa* fallback_isa) {
   std::map<std::string, std::vector<std::string>> out;
   for (const std::string& key : workloads) {
     if (out.count(key)) continue;
@@ -43,7 +44,14 @@ std::map<std::string, std::vector<std::string>> in_graph_candidates(
         // A record of an older space.
       }
     }
-    if (!picked.empty()) out[key] = std::move(picked);
+    if (picked.empty()) continue;
+    if (fallback_isa) {
+      // Records store configs in canonical text (sorted keys, compact).
+      std::string fallback = nlohmann::json::parse(t->fallback(w, *fallback_isa).to_json()).dump();
+      if (std::find(picked.begin(), picked.end(), fallback) == picked.end())
+        picked.push_back(fallback);
+    }
+    out[key] = std::move(picked);
   }
   return out;
 }

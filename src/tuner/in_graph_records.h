@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "support/isa.h"
 #include "tuner/records.h"
 
 namespace kiln::tuner {
@@ -19,10 +20,14 @@ namespace kiln::tuner {
 // records on `target_key`, fastest first, among those that keep the
 // template's fallback channel blocks (a per-kernel time cannot see the
 // layout transforms other blocks would add). Workloads without such
-// records are left out.
+// records are left out. With `fallback_isa`, each workload's fallback config
+// for that ISA follows its candidates when they lack it: timed in the graph
+// beside them, it keeps a build from taking a tuned config that the isolated
+// search ranked above the untuned build's but that runs slower in the model
+// (ConvNeXt-T's Linear layers, tuned on a loaded machine, built 4 % slower).
 std::map<std::string, std::vector<std::string>> in_graph_candidates(
     const RecordDB& db, const std::string& target_key, const std::vector<std::string>& workloads,
-    int k);
+    int k, const Isa* fallback_isa = nullptr);
 
 // The record of one in-graph measurement: `per_call_ms` one time per
 // repeat; its times_ms are the medians of consecutive groups of 5 repeats

@@ -404,6 +404,40 @@ TEST(ConfigsForBuild, PrefersTheCpuModelsOwnShippedLog) {
   std::filesystem::remove_all(dir);
 }
 
+// With an ISA, the in-graph candidates end with the fallback config (once,
+// in records' canonical text), so that the in-graph step can keep the
+// untuned build's choice when the tuned ones run slower in the model.
+TEST(InGraphCandidates, EndWithTheFallbackConfig) {
+  using nlohmann::json;
+  auto dir =
+      std::filesystem::temp_directory_path() / ("kiln_in_graph_fb_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::mt19937_64 rng(12);
+  ops::Workload w = conv(12, 12);
+  const int threads = kiln_get_num_threads();
+  TargetKey key = TargetKey::for_target(codegen::Target::host(), threads);
+  const Isa isa = codegen::Target::host().isa();
+  schedule::Config fb = ops::get_template(w.template_name).fallback(w, isa);
+  schedule::Config a = same_layout(w, rng), b = same_layout(w, rng);
+  while (a == fb) a = same_layout(w, rng);
+  while (b == fb || b == a) b = same_layout(w, rng);
+  std::string fallback = json::parse(fb.to_json()).dump();
+  RecordDB db = RecordDB::open((dir / "t.db").string());
+  db.add(record(w, a, 0.1, threads));
+  db.add(record(w, b, 0.2, threads));
+  EXPECT_EQ(in_graph_candidates(db, key.key(), {w.key()}, 5).at(w.key()).size(), 2u);
+  std::vector<std::string> with =
+      in_graph_candidates(db, key.key(), {w.key()}, 5, &isa).at(w.key());
+  ASSERT_EQ(with.size(), 3u);
+  EXPECT_EQ(with[2], fallback);
+  EXPECT_EQ(in_graph_candidates(db, key.key(), {w.key()}, 1, &isa).at(w.key()).size(), 2u);
+  db.add(record(w, fb, 0.05, threads));  // now the fastest record: first, not repeated
+  with = in_graph_candidates(db, key.key(), {w.key()}, 5, &isa).at(w.key());
+  ASSERT_EQ(with.size(), 3u);
+  EXPECT_EQ(with[0], fallback);
+  std::filesystem::remove_all(dir);
+}
+
 // In-graph records (kiln tune's last step) outrank the isolated ones of the
 // same workload in a build; candidates for that step keep the channel blocks.
 TEST(ConfigsForBuild, PrefersInGraphRecordsAndCandidatesKeepTheLayout) {
