@@ -148,7 +148,9 @@ def quantizable(node, inits):
 
 def activation_targets(graph, inits):
     """Tensors that get a Q -> DQ pair: inputs and outputs of the quantized ops (the output after
-    a Relu / Clip that is its only reader)."""
+    a Relu / Clip that is its only reader). A MatMul whose only reader is an Add of a constant
+    (a Linear layer's bias, as exporters write nn.Linear on 3-D inputs) is quantized after the
+    Add, as ONNX Runtime's quantizer does, so that the bias joins the integer product."""
     readers = {}
     for n in graph.node:
         for i in n.input:
@@ -159,6 +161,10 @@ def activation_targets(graph, inits):
             continue
         out = n.output[0]
         r = readers.get(out, [])
+        if (n.op_type == "MatMul" and len(r) == 1 and r[0].op_type == "Add"
+                and any(i in inits for i in r[0].input if i != out)):
+            out = r[0].output[0]
+            r = readers.get(out, [])
         if len(r) == 1 and r[0].op_type in ("Relu", "Clip"):
             out = r[0].output[0]
         for t in (n.input[0], out):
