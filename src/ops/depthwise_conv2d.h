@@ -4,8 +4,8 @@
 // Workload params, in order: data=[N,C,H,W] (logical), kernel=[C,1,KH,KW],
 // strides=[sh,sw], pads=[top,left,bottom,right], dilation=[dh,dw]; float32.
 // Inputs: data [N, C/cb, H, W, cb] (unpadded: padding is inlined into the taps,
-// a clamped load and a select per tap; none when all pads are 0) and weight [C/cb, 1, KH, KW, 1, cb]
-// (ops::oihw_to_blocked(w, C, 1, KH, KW, 1, cb)). Output [N, C/cb, OH, OW, cb].
+// a clamped load and a select per tap; none when all pads are 0) and weight [C/cb, 1, KH, KW, 1,
+// cb] (ops::oihw_to_blocked(w, C, 1, KH, KW, 1, cb)). Output [N, C/cb, OH, OW, cb].
 //
 // Schedule: the output's (n, channel block, oh) loops fused and parallel; ow
 // split by tile_ow; a register tile of ow_tile x cb accumulators (ow unrolled,
