@@ -1,69 +1,25 @@
 #include "graph/passes/fuse_layer_norm.h"
 
 #include <algorithm>
-#include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "graph/passes/pass_util.h"
+#include "graph/passes/pattern_rewriter.h"
 
 namespace kiln::graph::passes {
 namespace {
 
-class Matcher {
+class Matcher : public PatternRewriter {
  public:
-  explicit Matcher(Graph& g) : g_(g), consumers_(consumers_of(g)), producers_(producers_of(g)) {}
+  using PatternRewriter::PatternRewriter;
 
   int run() {
-    std::vector<bool> removed(g_.nodes.size(), false);
-    int count = 0;
-    for (size_t i = 0; i < g_.nodes.size(); ++i) {
-      if (removed[i] || g_.nodes[i].op_type != "Sub") continue;
-      std::optional<Match> m = match(i);
-      if (!m) continue;
-      bool overlaps = false;
-      for (size_t k : m->nodes) overlaps = overlaps || removed[k];
-      if (overlaps) continue;
-      rewrite(*m, removed);
-      ++count;
-    }
-    erase_nodes(g_, removed);
-    return count;
+    return rewrite_all("Sub", [this](size_t i) { return match(i); });
   }
 
  private:
-  struct Match {
-    std::vector<size_t> nodes;  // every matched node; the last one is replaced
-    std::vector<std::string> intermediates;
-    std::string x, gamma, beta, output;
-    int64_t axis = 0;
-    float eps = 0;
-  };
-
-  // The one node reading `v` (a node reading it twice counts once), when no
-  // other node and no graph output reads it.
-  std::optional<size_t> only_reader(const std::string& v) const {
-    auto it = consumers_.find(v);
-    if (it == consumers_.end() || is_graph_output(g_, v)) return std::nullopt;
-    std::set<size_t> readers(it->second.begin(), it->second.end());
-    if (readers.size() != 1) return std::nullopt;
-    return *readers.begin();
-  }
-
-  const Node* producer(const std::string& v) const {
-    auto it = producers_.find(v);
-    return it == producers_.end() ? nullptr : &g_.nodes[it->second];
-  }
-
-  // A float32 constant of one element.
-  std::optional<float> scalar_constant(const std::string& v) const {
-    const Initializer* c = constant_of(g_, v);
-    if (!c || c->type.dtype != "float32" || num_elements(c->type.shape) != 1) return std::nullopt;
-    return c->as<float>()[0];
-  }
-
   // The first normalized dim when `n` is a ReduceMean over exactly the
   // innermost dims [a, rank) that keeps them (as 1s).
   std::optional<int64_t> reduced_suffix(const Node& n, int64_t rank) const {
@@ -115,7 +71,7 @@ class Matcher {
     return {};
   }
 
-  std::optional<Match> match(size_t sub_index) const {
+  std::optional<PatternMatch> match(size_t sub_index) {
     const Node& sub = g_.nodes[sub_index];
     if (sub.inputs.size() != 2 || sub.outputs.size() != 1) return {};
     const std::string& x = sub.inputs[0];
@@ -133,12 +89,10 @@ class Matcher {
     if (!axis) return {};
 
     // d feeds exactly the square and the division.
-    auto it = consumers_.find(d);
-    if (it == consumers_.end() || is_graph_output(g_, d)) return {};
-    std::set<size_t> readers(it->second.begin(), it->second.end());
-    if (readers.size() != 2) return {};
+    std::vector<size_t> d_readers = readers(d);
+    if (d_readers.size() != 2) return {};
     std::optional<size_t> sq_i, div_i;
-    for (size_t r : readers) {
+    for (size_t r : d_readers) {
       const Node& n = g_.nodes[r];
       if (n.op_type == "Div" && n.inputs.size() == 2 && n.inputs[0] == d && n.inputs[1] != d)
         div_i = r;
@@ -169,64 +123,48 @@ class Matcher {
     const std::string& sd = g_.nodes[*sqrt_i].outputs[0];
     if (only_reader(sd) != div_i || g_.nodes[*div_i].inputs[1] != sd) return {};
 
-    Match m;
-    m.x = x;
-    m.axis = *axis;
-    m.eps = *scalar_constant(*eps_v);
-    m.nodes = {producers_.at(mean), sub_index, *sq_i, *m2_i, *add_i, *sqrt_i, *div_i};
+    PatternMatch m;
+    m.nodes = {*producer_index(mean), sub_index, *sq_i, *m2_i, *add_i, *sqrt_i, *div_i};
     m.intermediates = {mean, d, sq, var, ve, sd};
-    m.output = g_.nodes[*div_i].outputs[0];
+    std::string output = g_.nodes[*div_i].outputs[0];
 
     // The affine tail: Mul by gamma, then Add of beta, each optional.
     auto per_row = [&](const std::string& c) {
-      return per_normalized_constant(c, xt->shape, m.axis);
+      return per_normalized_constant(c, xt->shape, *axis);
     };
+    std::string gamma, beta;
     auto affine = [&](const char* op, std::string& into) {
-      std::optional<size_t> r = only_reader(m.output);
+      std::optional<size_t> r = only_reader(output);
       if (!r || g_.nodes[*r].op_type != op) return;
-      std::optional<std::string> c = other_constant(g_.nodes[*r], m.output, per_row);
+      std::optional<std::string> c = other_constant(g_.nodes[*r], output, per_row);
       const TensorType* ot = g_.type_of(g_.nodes[*r].outputs[0]);
       if (!c || !ot || *ot != *xt) return;
       into = *c;
-      m.intermediates.push_back(m.output);
+      m.intermediates.push_back(output);
       m.nodes.push_back(*r);
-      m.output = g_.nodes[*r].outputs[0];
+      output = g_.nodes[*r].outputs[0];
     };
-    affine("Mul", m.gamma);
-    affine("Add", m.beta);
-    // The replacement takes the place of the last node: every input (x and
-    // constants) is defined before it, every reader of its output after.
-    std::sort(m.nodes.begin(), m.nodes.end());
-    return m;
-  }
+    affine("Mul", gamma);
+    affine("Add", beta);
 
-  void rewrite(const Match& m, std::vector<bool>& removed) {
-    const TensorType xt = *g_.type_of(m.x);
-    std::string scale = m.gamma;
-    if (scale.empty()) {  // LayerNormalization requires Scale: ones
-      std::vector<int64_t> shape(xt.shape.begin() + m.axis, xt.shape.end());
-      scale = unique_value_name(g_, m.output + "/ones");
+    if (gamma.empty()) {  // LayerNormalization requires Scale: ones (dropped
+                          // by the pipeline's DCE if an overlap skips this match)
+      std::vector<int64_t> shape(xt->shape.begin() + *axis, xt->shape.end());
+      gamma = unique_value_name(g_, output + "/ones");
       set_initializer(
-          g_, scale,
+          g_, gamma,
           float_tensor(shape, std::vector<float>(static_cast<size_t>(num_elements(shape)), 1.0f)));
     }
-    Node ln;
+    Node& ln = m.replacement;
     ln.op_type = "LayerNormalization";
-    ln.name = g_.nodes[m.nodes.front()].name + "/LayerNormalization";
-    ln.inputs = {m.x, scale};
-    if (!m.beta.empty()) ln.inputs.push_back(m.beta);
-    ln.outputs = {m.output};
-    ln.attrs["axis"] = m.axis;
-    ln.attrs["epsilon"] = m.eps;
-    for (size_t k : m.nodes) removed[k] = true;
-    removed[m.nodes.back()] = false;
-    g_.nodes[m.nodes.back()] = ln;
-    for (const std::string& v : m.intermediates) g_.value_info.erase(v);
+    ln.name = g_.nodes[*producer_index(mean)].name + "/LayerNormalization";
+    ln.inputs = {x, gamma};
+    if (!beta.empty()) ln.inputs.push_back(beta);
+    ln.outputs = {output};
+    ln.attrs["axis"] = *axis;
+    ln.attrs["epsilon"] = *scalar_constant(*eps_v);
+    return m;
   }
-
-  Graph& g_;
-  std::map<std::string, std::vector<size_t>> consumers_;
-  std::map<std::string, size_t> producers_;
 };
 
 }  // namespace
