@@ -16,7 +16,8 @@
 //  - a small quantized ResNet (stem, max pool, a basic block, a downsampling
 //    block with its 1x1 stride-2 shortcut, residual Adds, global average pool,
 //    the classifier) gives byte-identical outputs built for the host as it is
-//    (the VNNI / AVX2 templates) and with the AMX templates emulated.
+//    (the VNNI / AVX2 templates) and with the AMX templates emulated; on a
+//    CPU with AMX (skipped elsewhere) it also runs on the tiles themselves.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -179,21 +180,33 @@ codegen::Target host_with_amx() {
   return t;
 }
 
+// This machine's target without AMX (what it is on CPUs without AMX): the
+// VNNI / AVX2 templates.
+codegen::Target host_without_amx() {
+  codegen::Target t = codegen::Target::host();
+  std::erase(t.features, "+amx-tile");
+  std::erase(t.features, "+amx-int8");
+  t.features.push_back("-amx-tile");
+  t.features.push_back("-amx-int8");
+  return t;
+}
+
 struct EmulateTiles {
   EmulateTiles() { setenv("KILN_DEBUG_AMX_EMULATE", "1", 1); }
   ~EmulateTiles() { unsetenv("KILN_DEBUG_AMX_EMULATE"); }
 };
 
-// Builds g for `target` with `configs`, runs it on `inputs` (the package's
-// amx-* requirements dropped: its tiles are emulated) and returns mod.json
-// and the outputs.
+// Builds g for `target` with `configs`, runs it on `inputs` (with
+// `emulated`, the package's amx-* requirements dropped: its tiles are
+// emulated) and returns mod.json and the outputs.
 struct BuiltRun {
   nlohmann::json mod;
   std::vector<runtime::NDArray> outputs;
 };
 BuiltRun build_and_run(const graph::Graph& g, const codegen::Target& target,
                        const std::map<std::string, graph::Initializer>& inputs,
-                       const std::map<std::string, std::string>& configs = {}) {
+                       const std::map<std::string, std::string>& configs = {},
+                       bool emulated = true) {
   ScratchDir dir;
   driver::BuildOptions o;
   o.target = target;
@@ -201,13 +214,17 @@ BuiltRun build_and_run(const graph::Graph& g, const codegen::Target& target,
   driver::BuiltModule m = driver::build_module(g, o);
   BuiltRun r;
   r.mod = nlohmann::json::parse(m.graph_json);
-  nlohmann::json mod = r.mod;
-  auto& f = mod["requires"]["cpu_features"];
-  f.erase(std::remove_if(
-              f.begin(), f.end(),
-              [](const nlohmann::json& x) { return x.get<std::string>().rfind("amx-", 0) == 0; }),
-          f.end());
-  m.graph_json = mod.dump();
+  // (A package that runs real tiles keeps them: the executor then asks
+  // for the tile permission.)
+  if (emulated) {
+    nlohmann::json mod = r.mod;
+    auto& f = mod["requires"]["cpu_features"];
+    f.erase(std::remove_if(
+                f.begin(), f.end(),
+                [](const nlohmann::json& x) { return x.get<std::string>().rfind("amx-", 0) == 0; }),
+            f.end());
+    m.graph_json = mod.dump();
+  }
   std::string pkg = dir.file("p.tar");
   driver::write_package(m, o.target, pkg, driver::PackageFormat::kTar);
   runtime::GraphExecutor ex = runtime::GraphExecutor::load(pkg);
@@ -428,7 +445,7 @@ TEST(AmxConvBuild, SmallResNetEmulatedEqualsTheVnniBuild) {
   graph::Graph g = import(small_resnet(rng), dir);
   auto inputs = random_inputs(g, 205);
   auto want = interpreted(g, inputs);
-  BuiltRun plain = build_and_run(g, codegen::Target::host(), inputs);
+  BuiltRun plain = build_and_run(g, host_without_amx(), inputs);
   auto used = templates_of(plain.mod);
   EXPECT_EQ(used["conv2d_NCHWc_int8.x86"], 6u) << plain.mod.at("kernels").dump();
   EXPECT_EQ(used["conv2d_NCHWc_int8_amx.x86"], 0u);
@@ -456,6 +473,22 @@ TEST(AmxConvBuild, SmallResNetEmulatedEqualsTheVnniBuild) {
     for (const auto& t : k.at("op_types"))
       transforms += t.get<std::string>() == "kiln.LayoutTransform";
   EXPECT_LE(transforms, 3u) << amx.mod.at("kernels").dump();
+}
+
+// The same model on the tile instructions themselves (no emulation): only
+// on a CPU with AMX.
+TEST(AmxConvBuild, SmallResNetOnTheTilesOfThisCpu) {
+  if (!runtime::host_has_cpu_feature("amx-tile") || !runtime::host_has_cpu_feature("amx-int8"))
+    GTEST_SKIP() << "needs amx-int8 (this CPU lacks it)";
+  std::mt19937 rng(204);
+  ScratchDir dir;
+  graph::Graph g = import(small_resnet(rng), dir);
+  auto inputs = random_inputs(g, 206);
+  auto want = interpreted(g, inputs);
+  BuiltRun amx = build_and_run(g, codegen::Target::host(), inputs, {}, /*emulated=*/false);
+  EXPECT_EQ(templates_of(amx.mod)["conv2d_NCHWc_int8_amx.x86"], 6u) << amx.mod.at("kernels").dump();
+  for (size_t i = 0; i < g.outputs.size(); ++i)
+    expect_close(want.at(g.outputs[i]), amx.outputs.at(i), g.outputs[i], 0.0);
 }
 
 }  // namespace
