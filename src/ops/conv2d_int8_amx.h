@@ -36,9 +36,10 @@
 // Knob: panels_per_task (1, 2, 4, ... up to M's panels, at most 32; the AMX
 // dense templates' knob). Fallback: the largest of them within
 // amx_panels_per_task(M) (at least 16 tasks once M has 16 panels) whose
-// workspace (16 * panels * K bytes) stays within 256 KiB (half of a Sapphire
-// Rapids core's L2, and the stack allocation limit of codegen). Every config
-// fits every ISA row: tiles are not vector registers.
+// workspace (16 * panels * K bytes) stays within 256 KiB (codegen's limit
+// for a stack allocation; an eighth of a Sapphire Rapids core's 2 MiB L2,
+// leaving room for the weight panel the tiles stream beside it). Every
+// config fits every ISA row: tiles are not vector registers.
 #pragma once
 
 #include <cstdint>
