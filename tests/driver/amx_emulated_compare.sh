@@ -25,9 +25,12 @@ kiln=$1 model=$2 input=$3 work=$4
 mkdir -p "$work"
 target=$("$kiln" target | awk '/^target/ { $1 = ""; print substr($0, 2) }')
 
-"$kiln" build "$model" -o "$work/plain.tar" | head -1
+# The builds' reports go to files (a pipe into head would end kiln early).
+"$kiln" build "$model" -o "$work/plain.tar" >"$work/plain.log" 2>&1
+head -1 "$work/plain.log"
 KILN_DEBUG_AMX_EMULATE=1 "$kiln" build "$model" --target "$target,+amx-tile,+amx-int8" \
-  -o "$work/amx.tar" | head -1
+  -o "$work/amx.tar" >"$work/amx.log" 2>&1
+head -1 "$work/amx.log"
 
 # Drops amx-* from mod.json's requires and prints the templates per package.
 /usr/bin/python3 - "$work" <<'EOF'
