@@ -33,9 +33,15 @@ void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, c
   int64_t vectors_per_row = (bn + L - 1) / L;
   int64_t cap =
       std::min<int64_t>(8, std::max<int64_t>(1, isa.accumulator_budget() / vectors_per_row));
+  // A divisor of M of at least half the cap first: a row count that leaves a
+  // partial last tile guards every row of the tile's k loop (ConvNeXt's
+  // 196-row Linear layers ran at half the speed with 8-row tiles, 7 divides).
   int64_t rows = M;
-  if (M > cap)
-    for (rows = cap; rows > 1 && M % rows != 0 && (rows & (rows - 1)) != 0;) --rows;
+  if (M > cap) {
+    rows = largest_divisor_at_most(M, cap);
+    if (2 * rows < cap)
+      for (rows = cap; rows > 1 && M % rows != 0 && (rows & (rows - 1)) != 0;) --rows;
+  }
   auto pow2_at_most = [](int64_t limit) {
     int64_t p = 1;
     while (p * 2 <= limit) p *= 2;
@@ -45,7 +51,16 @@ void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, c
   if (M > 1)
     x1 = N % bn == 0 ? largest_divisor_at_most(N / bn, std::max<int64_t>(1, 256 / bn))
                      : pow2_at_most(std::min<int64_t>(N, 256) / bn);
+  // Row tiles per parallel task: a divisor of the tile count where one is
+  // near the power of two, so that the static split across threads gets
+  // equal tasks (a partial last task of 4 rows in 64 left one thread 2x the
+  // work of the other on a 196-row GEMM).
   int64_t y1 = pow2_at_most(std::min<int64_t>(M, 64) / rows);
+  if (M % rows == 0 && (M / rows) % y1 != 0) {
+    int64_t d =
+        largest_divisor_at_most(M / rows, std::max<int64_t>(1, std::min<int64_t>(M, 64) / rows));
+    if (2 * d >= y1) y1 = d;
+  }
   int64_t kk = largest_divisor_at_most(K, M == 1 ? 16 : 4);
   knobs.split("tile_y", M, {y1, rows}).split("tile_x", N, {x1, bn}).split("tile_k", K, {kk});
 }

@@ -29,14 +29,16 @@
 //   bn = tile_x[2] = the first of 2L, 3L, 5L/2, 3L/2, L that divides N
 //        (AVX-512: 32, 48, 40, 24, 16), else (dense_pack) 2L if N >= 2L, L if
 //        N >= L, else N; (exact column splits) the largest divisor of N <= 4L;
-//   rows = tile_y[2] = M if M <= cap, else the largest divisor of M or power of
-//        two <= cap, where cap = min(8, (3R/4) / ceil(bn / L)) keeps the
+//   rows = tile_y[2] = M if M <= cap, else the largest divisor of M <= cap if it
+//        is >= cap / 2, else the largest divisor of M or power of two <= cap, where cap = min(8, (3R/4) / ceil(bn / L)) keeps the
 //        accumulators in registers (AVX-512 bn 32: 8 rows x 2 zmm; AVX2 bn 16:
 //        6 or 4 rows x 2 ymm);
 //   tile_x[1] = 1 if M = 1 (GEMV: many column tasks), else (bn | N) the largest
 //        divisor p of N / bn with p * bn <= 256, or (bn does not divide N) the
 //        largest power of two p with p * bn <= min(N, 256); tile_y[1] = the largest power of two p
-//        with p * rows <= min(M, 64)  (a parallel task covers <= 64 x 256 of C);
+//        with p * rows <= min(M, 64), or where rows divides M and p does not divide
+//        the M / rows row tiles, their largest divisor d with d * rows <= min(M, 64)
+//        if 2d >= p (equal parallel tasks; a task covers <= 64 x 256 of C);
 //   tile_k[1] = the largest divisor of K <= 16 if M = 1 (many loads in flight),
 //        else <= 4;
 //   tile_order = 1.

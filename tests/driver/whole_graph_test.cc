@@ -370,7 +370,14 @@ TEST(WholeGraph, HardSwishHardSigmoidSiLU) {
   b.node("Mul", "gate", {"c0", "h2"}, {"g"});
   b.node("Sigmoid", "sig", {"g"}, {"s"});
   b.node("Mul", "silu", {"g", "s"}, {"y"});
-  check_end_to_end(b, "activations", ranges({{"x", {-4, 4}}}));
+  E2EResult r = check_end_to_end(b, "activations", ranges({{"x", {-4, 4}}}));
+  // c0 has two readers, both in HardSwish..gate: a diamond, joined to the
+  // conv's epilogue. g's diamond (SiLU) shares its group with the transform
+  // of the graph output back to NCHW, which an epilogue cannot take.
+  std::vector<nlohmann::json> k = compute_kernels(r);
+  ASSERT_EQ(k.size(), 2u) << r.mod.at("kernels").dump();
+  EXPECT_EQ(k[0].at("op_types"),
+            nlohmann::json({"conv2d_NCHWc.x86", "Add", "HardSwish", "HardSigmoid", "Mul"}));
 }
 
 // ---- transformer pieces --------------------------------------------------------------
@@ -403,8 +410,10 @@ TEST(WholeGraph, MatMulOnChannelsLastActivation) {
   for (const auto& k : r.mod.at("kernels"))
     if (k.at("workload").get<std::string>().rfind("dense_pack.x86", 0) == 0)
       dense_ops = k.at("op_types").size();
-  // The bias add is fused; its value has two readers (GELU), which ends the group.
-  EXPECT_EQ(dense_ops, 2u) << r.mod.at("kernels").dump();
+  // The bias add and the GELU-like tail (a diamond: the biased value has two
+  // readers, both in the tail) are the MatMul's epilogue, in its flat space.
+  EXPECT_EQ(dense_ops, 7u) << r.mod.at("kernels").dump();
+  EXPECT_EQ(kernel_count(r), 1u) << r.mod.at("kernels").dump();
   // Every local buffer of every kernel is a register tile, not an output.
   ScratchDir dir;
   write_bytes(dir.file("m.onnx"), b.bytes());
@@ -415,6 +424,34 @@ TEST(WholeGraph, MatMulOnChannelsLastActivation) {
     for (std::sregex_iterator it(text.begin(), text.end(), local), end; it != end; ++it)
       EXPECT_LT(std::stoll((*it)[1]), h * w * n) << f.name << " keeps a whole output local";
   }
+}
+
+// A Linear with PyTorch's exported GELU (Div by sqrt 2, Erf, Add, Mul, Mul):
+// fuse_gelu makes it one Gelu, which joins the MatMul's epilogue with the
+// bias, so the whole layer is one kernel (the pattern reads the MatMul's
+// value twice, which ended the group before). Rows that 8 does not divide.
+TEST(WholeGraph, LinearGeluIsOneKernel) {
+  std::mt19937 rng(seed(37));
+  int64_t rows = odd_size(rng, {49, 51, 53}), c = 24, n = 40;
+  OnnxBuilder b;
+  b.input("x", dims({rows, c}));
+  b.output("y", dims({rows, n}));
+  init_random(b, "W", {c, n}, rng);
+  init_random(b, "bias", {n}, rng);
+  b.init_f32("sqrt2", {}, {std::sqrt(2.0f)});
+  b.init_f32("one", {}, {1.0f});
+  b.init_f32("half", {}, {0.5f});
+  b.node("MatMul", "mm", {"x", "W"}, {"m"});
+  b.node("Add", "add_bias", {"m", "bias"}, {"a"});
+  b.node("Div", "div", {"a", "sqrt2"}, {"d"});
+  b.node("Erf", "erf", {"d"}, {"e"});
+  b.node("Add", "add_one", {"e", "one"}, {"e1"});
+  b.node("Mul", "mul", {"a", "e1"}, {"g"});
+  b.node("Mul", "gelu", {"g", "half"}, {"y"});
+  E2EResult r = check_end_to_end(b, "linear_gelu");
+  ASSERT_EQ(kernel_count(r), 1u) << r.mod.at("kernels").dump();
+  std::vector<std::string> ops = r.mod.at("kernels")[0].at("op_types");
+  EXPECT_EQ(ops, (std::vector<std::string>{"dense_pack.x86", "Add", "Gelu"}));
 }
 
 // One encoder layer: multi-head self-attention (MatMul, Reshape, Transpose,

@@ -150,6 +150,34 @@ TEST(FuseOps, AValueWithTwoReadersEndsItsGroup) {
   EXPECT_EQ(groups[2].inputs, (Strings{e, r}));
 }
 
+// SiLU after a conv: its output has two readers, Sigmoid and the Mul, both
+// in one elementwise group, which joins the conv as its epilogue. A third
+// reader outside (or the value being a graph output) keeps them apart.
+TEST(FuseOps, DiamondOfAnAnchorsOutputJoinsItsEpilogue) {
+  for (int extra : {0, 1, 2}) {
+    GraphBuilder b(36);
+    std::string x = b.input("x", {1, 4, 5, 5});
+    std::string c = conv(b, "c", x, 4, 4, 3, pads(1), /*bias=*/false);
+    std::string s = b.node("Sigmoid", {c}, {}, "sig");
+    std::string y = b.node("Mul", {c, s}, {}, "silu");
+    b.output(b.node("Relu", {y}, {}, "relu"));
+    if (extra == 1) b.output(b.node("Neg", {c}, {}, "other_reader"));
+    if (extra == 2) b.output(c);
+    const Graph& g = b.graph();
+    auto groups = graph::fuse_ops(g);
+    expect_partition(g, groups);
+    if (extra == 0) {
+      ASSERT_EQ(groups.size(), 1u);
+      EXPECT_EQ(grouped_ops(g, groups)[0], (Strings{"Conv", "Sigmoid", "Mul", "Relu"}));
+      EXPECT_EQ(groups[0].anchor, 0);
+      EXPECT_EQ(groups[0].outputs, (Strings{"relu"}));
+    } else {
+      EXPECT_EQ(grouped_ops(g, groups)[0], (Strings{"Conv"})) << extra;
+      EXPECT_EQ(groups[0].outputs, (Strings{c})) << extra;
+    }
+  }
+}
+
 TEST(FuseOps, AGraphOutputEndsItsGroup) {
   GraphBuilder b(35);
   std::string x = b.input("x", {6});

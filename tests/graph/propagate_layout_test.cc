@@ -105,6 +105,36 @@ TEST(PropagateLayout, ResidualAddRunsBlocked) {
   expect_nothing_dead(g);
 }
 
+// Squeeze-excitation: the activation times a per-channel gate computed from
+// it (GlobalAveragePool, two 1x1 convs, Sigmoid). The gate [1, C, 1, 1] comes
+// blocked out of its conv, so the Mul runs blocked on both; before, both
+// went back to NCHW and the product forward again. A gate that is not per
+// channel ([1, 1, H, W]) keeps the Mul in NCHW.
+TEST(PropagateLayout, SqueezeExcitationMultiplyRunsBlocked) {
+  for (bool spatial_gate : {false, true}) {
+    GraphBuilder b(27);
+    std::string x = b.input("x", {1, 8, 6, 6});
+    std::string a = conv(b, "c1", x, 8, 16, 3, pads(1));
+    std::string gate;
+    if (spatial_gate) {
+      gate = b.node("Sigmoid", {conv(b, "g1", a, 16, 1, 1)}, {}, "sig");
+    } else {
+      std::string s = b.node("GlobalAveragePool", {a}, {}, "squeeze");
+      s = b.node("Relu", {conv(b, "g1", s, 16, 8, 1)}, {}, "relu");
+      gate = b.node("Sigmoid", {conv(b, "g2", s, 8, 16, 1)}, {}, "sig");
+    }
+    std::string y = b.node("Mul", {a, gate}, {}, "excite");
+    b.output(conv(b, "c2", y, 16, 8, 1));
+    Graph g = propagated(applied(b), b);
+    const graph::Node& mul = node_named(g, "excite");
+    EXPECT_EQ(blocked(g, mul.inputs[0]), !spatial_gate);
+    EXPECT_EQ(blocked(g, mul.inputs[1]), !spatial_gate);
+    EXPECT_EQ(blocked(g, mul.outputs[0]), !spatial_gate);
+    if (!spatial_gate) EXPECT_EQ(count_transforms(g), 2);  // into c1, out of c2
+    expect_nothing_dead(g);
+  }
+}
+
 TEST(PropagateLayout, DifferentBlocksMeetInOneBlockedToBlockedTransform) {
   GraphBuilder b(23);
   std::string x = b.input("x", {1, 8, 5, 5});

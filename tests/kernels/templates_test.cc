@@ -681,6 +681,17 @@ TEST(Templates, FallbackRules) {
   EXPECT_EQ(m.split("tile_y"), (std::vector<int64_t>{16, 8, 8}));
   EXPECT_EQ(m.split("tile_k"), (std::vector<int64_t>{256, 4}));
   EXPECT_EQ(m.knob("tile_order"), 1);
+  // ConvNeXt-T's 196- and 49-row Linear layers: 7 rows divide M where 8 would
+  // leave a guarded partial tile, and the parallel tasks split the row tiles
+  // evenly (28 = 4 x 7, 7 = 1 x 7) instead of a last task of 4 rows in 64.
+  Config r196 = cfg(dense("dense_pack.x86", 196, 384, 1536));
+  EXPECT_EQ(r196.split("tile_y"), (std::vector<int64_t>{4, 7, 7}));
+  EXPECT_EQ(r196.split("tile_x").back(), 32);
+  Config r49 = cfg(dense("dense_pack.x86", 49, 3072, 768));
+  EXPECT_EQ(r49.split("tile_y"), (std::vector<int64_t>{1, 7, 7}));
+  // 100 rows: no divisor in [4, 8] but 5 (5 rows x 2 zmm); 20 tiles, 10 per task.
+  Config r100 = cfg(dense("dense_pack.x86", 100, 64, 64));
+  EXPECT_EQ(r100.split("tile_y"), (std::vector<int64_t>{2, 10, 5}));
   Config b = cfg(bmm(12, 128, 64, 12, 128));
   EXPECT_EQ(b.split("tile_x").back(), 32);
   EXPECT_EQ(b.split("tile_y").back(), 8);
@@ -691,7 +702,8 @@ TEST(Templates, FallbackRules) {
            {conv(1, n, 9, n + 2, n, 3, 3, {s, s}, {1, 0, 1, 2}, {1, 1}),
             depthwise(1, n, 9, n + 2, 3, 3, {s, s}, {1, 1, 0, 0}, {1, 1}),
             group_conv(1, 2 * n, 9, n + 2, 4 * n, 2, 3, 3, {s, s}, {1, 0, 1, 2}, {1, 1}),
-            dense("dense_pack.x86", n, n + s, 3 * n), dense("dense_nopack.x86", s, n, n),
+            dense("dense_pack.x86", n, n + s, 3 * n), dense("dense_pack.x86", 3 * n + 2, 40, n),
+            dense("dense_nopack.x86", s, n, n),
             bmm(s, n, n + 1, 1, n + 2)}) {
         const OpTemplate& t = ops::get_template(w.template_name);
         for (const char* target : {"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512",

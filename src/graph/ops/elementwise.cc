@@ -11,6 +11,8 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 
 #include "graph/op_registry.h"
@@ -362,6 +364,45 @@ void register_parametric() {
     };
     return std::pair{ev, cp};
   };
+  // Gelu (opset 20): x * Phi(x), Phi by erf ("none") or by tanh ("tanh").
+  // fuse_gelu also writes it for the exported Div/Erf/Add/Mul/Mul pattern,
+  // so that a Linear's GELU is one elementwise op its epilogue can take.
+  auto gelu_tanh = [](const Node& node) {
+    std::string a = attr_string(node, "approximate", "none");
+    if (a != "none" && a != "tanh")
+      throw std::invalid_argument("node '" + node.name + "' (Gelu): approximate '" + a +
+                                  "' is neither 'none' nor 'tanh'");
+    return a == "tanh";
+  };
+  reg(
+      "Gelu",
+      [gelu_tanh](const Node& node, const std::vector<const Initializer*>& ins) {
+        const bool tanh_form = gelu_tanh(node);
+        return std::vector<Initializer>{
+            eval_map<Types::kFloat>(node, {&required_input(node, ins, 0)}, [&](auto* v) {
+              using T = std::remove_cv_t<std::remove_pointer_t<decltype(v)>>;
+              double x = static_cast<double>(v[0]);
+              double phi = tanh_form
+                               ? 0.5 * (1.0 + std::tanh(0.7978845608028654 *
+                                                        (x + 0.044715 * x * x * x)))
+                               : 0.5 * (1.0 + std::erf(x * 0.7071067811865476));
+              return static_cast<T>(x * phi);
+            })};
+      },
+      [gelu_tanh](const Node& node, const ComputeInputs& in,
+                  const std::vector<TensorType>& out_types) {
+        const bool tanh_form = gelu_tanh(node);
+        return std::vector<ir::Tensor>{compute_map(
+            out_types, {required_tensor(node, in, 0)},
+            [tanh_form](const std::vector<Expr>& v) {
+              Expr x = v[0];
+              Expr inner = tanh_form ? ir::tanh(konst(x, 0.7978845608028654) *
+                                                (x + konst(x, 0.044715) * x * x * x))
+                                     : ir::erf(x * konst(x, 0.7071067811865476));
+              return x * konst(x, 0.5) * (konst(x, 1) + inner);
+            },
+            "Gelu")};
+      });
   auto [hs_ev, hs_cp] = hard(false);
   reg("HardSigmoid", hs_ev, hs_cp);
   auto [hw_ev, hw_cp] = hard(true);

@@ -136,7 +136,63 @@ struct Builder {
       absorb_dequantize_inputs(static_cast<size_t>(target), n);
       recompute_boundary(groups[target]);
     }
+    for (size_t gi = 0; gi < groups.size(); ++gi) merge_diamond_into_anchor(gi);
     std::erase_if(groups, [](const FusedGroup& grp) { return grp.nodes.empty(); });
+  }
+
+  // An elementwise group E whose input x, the float output of anchor group G,
+  // is read only inside E, joins G: SiLU (x * Sigmoid(x)) and GELU's
+  // x * (1 + erf(...)) read x twice, so x had two readers and ended G, and
+  // the activation was a kernel of its own writing and re-reading the whole
+  // tensor. Every node of E keeps x's shape (an epilogue), E has one output,
+  // and G's only output is x, so the merged group still has one output and
+  // no cycle (nothing else reads x).
+  void merge_diamond_into_anchor(size_t ei) {
+    FusedGroup& e = groups[ei];
+    if (e.nodes.empty() || e.anchor >= 0 || e.outputs.size() != 1 || !is_elementwise(e.pattern))
+      return;
+    for (const std::string& x : e.inputs) {
+      auto it = producer_group.find(x);
+      if (it == producer_group.end() || it->second == ei) continue;
+      size_t gi = it->second;
+      FusedGroup& grp = groups[gi];
+      if (grp.pattern != OpPattern::kAnchor || grp.anchor < 0 || grp.outputs != std::vector{x})
+        continue;
+      const TensorType* xt = g.type_of(x);
+      if (!xt || xt->dtype != "float32" || uses[x] != reads_inside(e, x)) continue;
+      if (!epilogue_of(e, *xt, grp)) continue;
+      std::vector<size_t> nodes = e.nodes;
+      e = FusedGroup{};  // emptied; run() drops it
+      for (size_t ni : nodes) add_to(gi, ni);
+      std::sort(grp.nodes.begin(), grp.nodes.end());
+      recompute_boundary(grp);
+      return;
+    }
+  }
+
+  int reads_inside(const FusedGroup& grp, const std::string& v) const {
+    int n = 0;
+    for (size_t ni : grp.nodes)
+      n += static_cast<int>(std::count(g.nodes[ni].inputs.begin(), g.nodes[ni].inputs.end(), v));
+    return n;
+  }
+
+  // Whether every node of e is elementwise with output type xt, and (for an
+  // anchor whose output is reshaped, see anchor_reshapes_output) every value e
+  // reads from outside is readable in the anchor's flat space.
+  bool epilogue_of(const FusedGroup& e, const TensorType& xt,
+                   const FusedGroup& anchor_group) const {
+    for (size_t ni : e.nodes) {
+      const Node& n = g.nodes[ni];
+      const TensorType* t = g.type_of(n.outputs.size() == 1 ? n.outputs[0] : "");
+      if (!is_elementwise(pattern_of(n)) || !t || *t != xt) return false;
+    }
+    if (!anchor_reshapes_output(g.nodes[static_cast<size_t>(anchor_group.anchor)])) return true;
+    for (const std::string& in : e.inputs) {
+      const TensorType* t = g.type_of(in);
+      if (!t || !flat_epilogue_input(t->shape, xt.shape)) return false;
+    }
+    return true;
   }
 
   // A DequantizeLinear alone in its group whose only reader `n` has just

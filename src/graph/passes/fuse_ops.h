@@ -9,7 +9,9 @@
 //    other, and an injective chain fuses into the reduction that reads it;
 //  - a reduction absorbs elementwise ops of its output shape;
 //  - a value consumed by more than one node, or that is a graph output,
-//    ends its group (so a group has one external output and no cycles).
+//    ends its group (so a group has one external output and no cycles),
+//    except a diamond: an elementwise group that alone reads an anchor's
+//    float output, twice or more (SiLU's x * Sigmoid(x)), joins the anchor.
 #pragma once
 
 #include <optional>

@@ -10,6 +10,7 @@
 #include "graph/passes/fold_batch_norm.h"
 #include "graph/passes/fold_constants.h"
 #include "graph/passes/fold_qdq.h"
+#include "graph/passes/fuse_gelu.h"
 #include "graph/passes/fuse_layer_norm.h"
 #include "graph/passes/simplify.h"
 #include "graph/passes/strategy.h"
@@ -57,6 +58,8 @@ void run_default_passes(Graph& g) {
   // until then.
   int ln = fuse_layer_norm(g);
   trace(g, "fuse_layer_norm", std::to_string(ln) + " rewritten");
+  int ge = fuse_gelu(g);
+  trace(g, "fuse_gelu", std::to_string(ge) + " rewritten");
   int dv = div_by_constant(g);
   trace(g, "div_by_constant", std::to_string(dv) + " rewritten");
   int bn = fold_batch_norm(g);

@@ -14,12 +14,15 @@ namespace kiln::graph::passes {
 //                           (e.g. a Reshape'd or Transpose'd weight);
 //   3. fuse_layer_norm      the decomposed LayerNorm pattern -> LayerNormalization
 //                           (its eps, exponent and axes must be constants by now);
-//   4. div_by_constant      Div by a scalar constant -> Mul by its reciprocal
-//                           (after fuse_layer_norm, whose pattern ends in a Div);
-//   5. fold_batch_norm      fold BN and per-channel Mul/Add into anchor weights: it
+//   4. fuse_gelu            the exported Erf GELU pattern -> Gelu (one elementwise
+//                           op, so that it joins a Linear's epilogue);
+//   5. div_by_constant      Div by a scalar constant -> Mul by its reciprocal
+//                           (after fuse_layer_norm and fuse_gelu, whose patterns
+//                           have a Div);
+//   6. fold_batch_norm      fold BN and per-channel Mul/Add into anchor weights: it
 //                           needs constant weights, hence after folding;
-//   6. fold_constants       again: folding BN can leave constant chains (rare, cheap);
-//   7. eliminate_dead_code  drop nodes and initializers nobody reads any more
+//   7. fold_constants       again: folding BN can leave constant chains (rare, cheap);
+//   8. eliminate_dead_code  drop nodes and initializers nobody reads any more
 //                           (the original weights of folded anchors, folded inputs).
 // KILN_DEBUG_PASSES=1 prints each pass's effect to stderr.
 void run_default_passes(Graph& g);

@@ -170,23 +170,35 @@ class Propagator {
   }
 
   // The block of an elementwise node whose unblocked activations share one
-  // block and its output shape, or 0.
+  // block and have its output shape or are per-channel ([N, C, 1, 1]: a
+  // squeeze-excitation gate, whose blocked [N, C/b, 1, 1, b] broadcasts over
+  // the blocked activation as it does in NCHW), with at least one of the
+  // output shape; or 0. (EfficientNet's 16 SE multiplies each ran between a
+  // transform of the activation to NCHW and one back.)
   int64_t elementwise_block(const Node& n) const {
     const OpDef* def = find_op(n.op_type);
     bool elementwise =
         def && (def->pattern == OpPattern::kElemWise || def->pattern == OpPattern::kBroadcast);
     const TensorType* yt = n.outputs.size() == 1 ? g_.type_of(n.outputs[0]) : nullptr;
     if (!elementwise || !is_4d(yt)) return 0;
+    auto per_channel = [&](const std::vector<int64_t>& s) {
+      return s.size() == 4 && s[0] == yt->shape[0] && s[1] == yt->shape[1] && s[2] == 1 &&
+             s[3] == 1;
+    };
     int64_t block = 0;
-    bool ok = true;
+    bool ok = true, full = false;
     for (const std::string& in : n.inputs) {
       auto u = unblocked_.find(in);
       if (u == unblocked_.end()) continue;
       const TensorType* it = g_.type_of(in);
-      if ((block && block != u->second.second) || !it || it->shape != yt->shape) ok = false;
+      if (block && block != u->second.second) ok = false;
+      if (it && it->shape == yt->shape)
+        full = true;
+      else if (!it || !per_channel(it->shape))
+        ok = false;
       block = u->second.second;
     }
-    return ok ? block : 0;
+    return ok && full ? block : 0;
   }
 
   // n's inputs in NCHW[block]c: blocked sources, and constants re-laid out

@@ -4,7 +4,8 @@
 //
 //  1. Elementwise / broadcast operators whose activations all come out of an
 //     LT(NCHW[b]c -> NCHW) run in NCHW[b]c (per-channel and scalar constants
-//     re-laid out), and so does a Concat along channels of inputs blocked
+//     re-laid out; a per-channel activation, a squeeze-excitation gate,
+//     blocked alike), and so does a Concat along channels of inputs blocked
 //     alike; each is followed by its own LT back to NCHW.
 //  2. LT(NCHW -> b2) of an LT(b1 -> NCHW) output reads the blocked source:
 //     nothing when b1 == b2, one blocked-to-blocked transform otherwise. An
