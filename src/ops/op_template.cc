@@ -11,6 +11,7 @@
 #include "ops/conv2d.h"
 #include "ops/conv2d_bf16.h"
 #include "ops/conv2d_int8.h"
+#include "ops/conv2d_int8_amx.h"
 #include "ops/dense.h"
 #include "ops/dense_bf16.h"
 #include "ops/dense_bf16_amx_template.h"
@@ -39,6 +40,7 @@ const std::vector<const OpTemplate*>& registry() {
       &dense_int8_template(),
       &dense_int8_amx_template(),
       &conv2d_nchwc_int8_template(),
+      &conv2d_nchwc_int8_amx_template(),
       &depthwise_conv2d_nchwc_int8_template(),
       &batch_matmul_int8_template(),
       &dense_bf16_template(),

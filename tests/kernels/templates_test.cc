@@ -20,6 +20,7 @@
 #include "ops/conv2d.h"
 #include "ops/conv2d_bf16.h"
 #include "ops/conv2d_int8.h"
+#include "ops/conv2d_int8_amx.h"
 #include "ops/dense.h"
 #include "ops/dense_bf16.h"
 #include "ops/dense_bf16_amx_template.h"
@@ -60,6 +61,7 @@ const char* const kKnownNames[] = {"conv2d_NCHWc.x86",
                                    "dense_int8.x86",
                                    "dense_int8_amx.x86",
                                    "conv2d_NCHWc_int8.x86",
+                                   "conv2d_NCHWc_int8_amx.x86",
                                    "depthwise_conv2d_NCHWc_int8.x86",
                                    "batch_matmul_int8.x86",
                                    "dense_bf16.x86",
@@ -187,6 +189,16 @@ std::vector<Workload> workloads_of(const std::string& name) {
             c8(conv(1, 16, 7, 7, 40, 3, 3, {1, 1}, {0, 1, 2, 1}, {1, 1}), 7),
             c8(conv(2, 8, 10, 13, 20, 3, 3, {1, 1}, {2, 2, 2, 2}, {2, 2}), 255),
             c8(conv(1, 32, 3, 3, 100, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}), 0)};
+  }
+  // Whole-channel blocks (C 3 -> 4, OC 30 -> 32): the stem's 7x7, a strided 3x3
+  // with a 64-byte K tail, a 1x1 (the direct path). amx_conv_template_test.cc has more.
+  if (name == "conv2d_NCHWc_int8_amx.x86") {
+    auto amx = [](const Workload& f, int64_t pad_value) {
+      return ops::conv2d_int8_amx_workload(conv_attrs(f), pad_value);
+    };
+    return {amx(conv(1, 3, 19, 17, 30, 7, 7, {2, 2}, {3, 3, 3, 3}, {1, 1}), 128),
+            amx(conv(1, 20, 9, 7, 24, 3, 3, {2, 1}, {1, 0, 1, 1}, {1, 1}), 7),
+            amx(conv(2, 36, 5, 6, 17, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}), 0)};
   }
   if (name == "depthwise_conv2d_NCHWc_int8.x86") {  // depthwise_int8_test.cc has more
     auto dw8 = [](const Workload& f, int64_t pad_value) {

@@ -213,6 +213,15 @@ TEST(Measure, RandomConfigsOfEveryTemplateVerify) {
       // The integer templates: uint8/int8 inputs, int32 outputs verified bit-exact.
       ops::dense_int8_workload(7, 20, 13),
       ops::dense_int8_amx_workload(37, 20, 36),
+      // Tiles emulated on a host without AMX; whole-channel blocks (C 12 -> 12, OC 20).
+      ops::Workload{"conv2d_NCHWc_int8_amx.x86",
+                    {{"data", {1, 12, 7, 9}},
+                     {"kernel", {20, 12, 3, 3}},
+                     {"strides", {1, 2}},
+                     {"pads", {1, 1, 0, 1}},
+                     {"dilation", {1, 1}},
+                     {"pad_value", {3}}},
+                    "uint8"},
       ops::batch_matmul_int8_workload(2, 2, 7, 20, 13),
       ops::Workload{"conv2d_NCHWc_int8.x86",
                     {{"data", {1, 12, 7, 9}},

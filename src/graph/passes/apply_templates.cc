@@ -8,6 +8,7 @@
 #include "graph/passes/pass_util.h"
 #include "graph/passes/strategy.h"
 #include "ops/conv2d_int8.h"
+#include "ops/conv2d_int8_amx.h"
 #include "ops/dense.h"
 #include "ops/dense_bf16.h"
 #include "ops/dense_int8.h"
@@ -283,9 +284,12 @@ void Rewriter::rewrite_qlinear_conv(const Node& n, const ops::OpTemplate& t, con
   std::copy(wi.data.begin(), wi.data.end(), reinterpret_cast<uint8_t*>(wv.data()));
   // The depthwise template (C = 1 weight channel per output channel) packs by
   // its one channel block; the rest of the rewrite is the same for both.
+  // The AMX template packs [K, OC] by 16 columns, whatever its blocks.
   bool depthwise = &t == &ops::depthwise_conv2d_nchwc_int8_template();
+  bool amx = &t == &ops::conv2d_nchwc_int8_amx_template();
   std::vector<int8_t> packed =
       depthwise ? ops::pack_depthwise_int8_weight(wv.data(), OC, KH, KW, ocb)
+      : amx     ? ops::pack_conv2d_int8_amx_weight(wv.data(), OC, C, KH, KW)
                 : ops::pack_conv2d_int8_weight(wv.data(), OC, C, KH, KW, icb, ocb);
   std::string w_packed = add_constant(n.name + "/weight_packed",
                                       typed_tensor<int8_t>("int8", in_shapes.at(1), packed));

@@ -6,6 +6,7 @@
 #include "ops/conv2d.h"
 #include "ops/conv2d_bf16.h"
 #include "ops/conv2d_int8.h"
+#include "ops/conv2d_int8_amx.h"
 #include "ops/dense_int8.h"
 #include "ops/group_conv2d.h"
 #include "ops/winograd_conv2d.h"
@@ -245,6 +246,22 @@ std::optional<WorkloadParams> qconv_row(const Graph& g, const Node& n, const Isa
   return match_qconv(g, n, /*depthwise=*/false);
 }
 
+// The same convolutions (groups 1) on a target with AMX (amx-tile and
+// amx-int8, from the target's features: Isa::amx_int8): tdpbusd tiles with
+// whole-channel blocks (ops/conv2d_int8_amx.h). Any C, OC, kernel, stride,
+// padding and dilation; the reduction with C rounded up to 4 within the int32
+// bound. Depthwise and grouped convolutions are not matched by qconv_row and
+// stay on their own templates.
+std::optional<WorkloadParams> qconv_amx_row(const Graph& g, const Node& n, const Isa& isa) {
+  if (!isa.amx_int8) return std::nullopt;
+  std::optional<WorkloadParams> p = match_qconv(g, n, /*depthwise=*/false);
+  if (!p) return std::nullopt;
+  ops::Workload w{"conv2d_NCHWc_int8_amx.x86", *p, "uint8"};
+  if (!ops::conv2d_int8_amx_supports(ops::conv2d_attrs(w, ops::ConvKind::kDense)))
+    return std::nullopt;
+  return p;
+}
+
 // Depthwise QLinearConv (MobileNet's): depthwise_conv2d_NCHWc_int8.x86, on
 // the same terms as qconv_row.
 std::optional<WorkloadParams> qdepthwise_row(const Graph& g, const Node& n, const Isa&) {
@@ -356,6 +373,9 @@ const std::vector<Strategy>& strategies() {
       // A MatMul dense does not cover (a non-constant B) may still be a batch_matmul.
       {"MatMul", "dense_pack.x86", dense_row, Rewrite::kDense},
       {"MatMul", "batch_matmul.x86", batch_matmul_row, Rewrite::kPlain},
+      // AMX tiles (tdpbusd) where the target has them, before conv2d_NCHWc_int8.x86.
+      {"QLinearConv", "conv2d_NCHWc_int8_amx.x86", qconv_amx_row, Rewrite::kQLinearConv, nullptr,
+       /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
       {"QLinearConv", "conv2d_NCHWc_int8.x86", qconv_row, Rewrite::kQLinearConv, nullptr,
        /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
       {"QLinearConv", "depthwise_conv2d_NCHWc_int8.x86", qdepthwise_row, Rewrite::kQLinearConv,
@@ -382,7 +402,8 @@ const Strategy* find_strategy(const std::string& op_type, const std::string& tem
 bool int8_template_covers(const Graph& g, const Node& n) {
   if (n.op_type != "QLinearConv" && n.op_type != "QLinearMatMul") return false;
   // The QLinear matchers read no part of the ISA row but its AMX flag, and
-  // the AMX row covers a subset of dense_int8.x86's nodes.
+  // the AMX rows cover subsets of dense_int8.x86's and conv2d_NCHWc_int8.x86's
+  // nodes.
   Isa isa;
   for (const Strategy& s : strategies())
     if (n.op_type == s.op_type && s.match(g, n, isa)) return true;

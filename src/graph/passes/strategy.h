@@ -15,6 +15,9 @@
 //   MatMul  dense_pack.x86                constant 2-D B (A flattened to [M, K])    kDense
 //   MatMul  batch_matmul.x86              two activations, batch dims match or none kPlain
 //                                         on the right
+//   QLinearConv conv2d_NCHWc_int8_amx.x86 as conv2d_NCHWc_int8.x86's row, on a target  kQLinearConv
+//                                         with amx-tile and amx-int8 (Isa::amx_int8):
+//                                         AMX tiles, whole-channel blocks
 //   QLinearConv conv2d_NCHWc_int8.x86     groups 1, 2-D, x uint8/int8, w int8       kQLinearConv
 //                                         constant with zero point 0, every
 //                                         parameter constant (dtype uint8)
