@@ -2,7 +2,7 @@
 // integer math on logical layouts: many random shapes (M, N, K, OC, IC, OW
 // not multiples of the tiles), random configs of their spaces, with and
 // without a requantizing epilogue fused into the register tile, on every
-// x86 lowering of dot4_u8i8 this machine runs (VNNI, pmaddubsw on AVX-512BW
+// x86 lowering of dot4_u8i8 this machine runs (VNNI, pmaddwd on AVX-512BW
 // and AVX2, generic). All bit-exact.
 #include <gtest/gtest.h>
 
