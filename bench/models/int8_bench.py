@@ -10,7 +10,7 @@ medians of the rounds' medians as a markdown table.
   int8_bench.py --kiln build/kiln DIR/resnet18 DIR/mobilenet_v2 [--rounds 3] [--repeat 20]
                 [--target "llvm -mcpu=haswell"]
 
---target builds both kiln packages for that target (e.g. AVX2 code, vpmaddubsw for int8, on
+--target builds both kiln packages for that target (e.g. AVX2 code, vpmaddwd for int8, on
 an AVX-512 machine that can run it); ONNX Runtime picks its kernels from the CPU as always.
 
 Exit 77 (the tests' skip code) when node or onnxruntime-node is missing.

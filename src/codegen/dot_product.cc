@@ -20,9 +20,9 @@ enum class Lowering {
   Vnni512,
   Vnni256,
   Vnni128,
-  Pmadd512,
-  Pmadd256,
-  Pmadd128,
+  Pmaddwd512,
+  Pmaddwd256,
+  Pmaddwd128,
   Usdot,
   Sdot,
   Generic
@@ -45,9 +45,9 @@ std::vector<Choice> choices(const Target& t) {
       c.push_back({Lowering::Vnni256, 8});
       c.push_back({Lowering::Vnni128, 4});
     }
-    if (t.has_feature("avx512bw")) c.push_back({Lowering::Pmadd512, 16});
-    if (t.has_feature("avx2")) c.push_back({Lowering::Pmadd256, 8});
-    if (t.has_feature("ssse3")) c.push_back({Lowering::Pmadd128, 4});
+    if (t.has_feature("avx512bw")) c.push_back({Lowering::Pmaddwd512, 16});
+    if (t.has_feature("avx2")) c.push_back({Lowering::Pmaddwd256, 8});
+    if (t.has_feature("ssse3")) c.push_back({Lowering::Pmaddwd128, 4});
   } else if (arch == "aarch64") {
     if (t.has_feature("i8mm"))
       c.push_back({Lowering::Usdot, 4});
@@ -68,9 +68,9 @@ const char* lowering_name(Lowering l) {
     case Lowering::Vnni512: return "vpdpbusd.512";
     case Lowering::Vnni256: return "vpdpbusd.256";
     case Lowering::Vnni128: return "vpdpbusd.128";
-    case Lowering::Pmadd512: return "pmaddubsw.512";
-    case Lowering::Pmadd256: return "pmaddubsw.256";
-    case Lowering::Pmadd128: return "pmaddubsw.128";
+    case Lowering::Pmaddwd512: return "pmaddwd.512";
+    case Lowering::Pmaddwd256: return "pmaddwd.256";
+    case Lowering::Pmaddwd128: return "pmaddwd.128";
     case Lowering::Usdot: return "usdot";
     case Lowering::Sdot: return "sdot";
     case Lowering::Generic: return "generic";
@@ -142,16 +142,28 @@ class Emitter {
     return b_.CreateIntrinsic(id, {}, {acc, as_words(a, n), as_words(bb, n)});
   }
 
-  Value* pmadd(llvm::Intrinsic::ID ubsw, llvm::Intrinsic::ID wd, Value* acc, Value* a, Value* bb,
-               int n) {
-    // a = lo + 128 hi: neither pmaddubsw below can saturate (see dot_product.h).
-    Value* lo = b_.CreateAnd(a, splat_const(i8(), 4 * n, 0x7f));
-    Value* hi = b_.CreateLShr(a, splat_const(i8(), 4 * n, 7));
-    Value* x = b_.CreateIntrinsic(ubsw, {}, {lo, bb});
-    Value* y = b_.CreateIntrinsic(ubsw, {}, {hi, bb});
-    Value* sx = b_.CreateIntrinsic(wd, {}, {x, splat_const(i16(), 2 * n, 1)});
-    Value* sy = b_.CreateIntrinsic(wd, {}, {y, splat_const(i16(), 2 * n, 128)});
-    return b_.CreateAdd(acc, b_.CreateAdd(sx, sy));
+  // The bytes widened in int16 pairs, one pmaddwd per pair of bytes of each lane:
+  //   a0 b0 + a1 b1 + a2 b2 + a3 b3 = pmaddwd((a0, a2), (b0, b2)) + pmaddwd((a1, a3), (b1, b3)).
+  // Viewed as little-endian int16 words (x0 | x1 << 8) and (x2 | x3 << 8), the even bytes
+  // are the words masked with 0xff (zero extension) or shifted up and back arithmetically
+  // (sign extension), the odd bytes the words shifted down. Exact for every input: each
+  // product fits int16 x int16 -> int32 and a pair sums to at most 2 * 255 * 128.
+  // pmaddubsw would take the bytes as they are, but its int16 pair sums saturate
+  // (2 * 255 * 128 > 32767), and the split that avoids that costs two pmaddubsw and two
+  // pmaddwd per vector: twice the multiplies of this. The widening of a splat operand is
+  // shared by every vector that uses it, that of b by every row of a register tile.
+  Value* pmaddwd(llvm::Intrinsic::ID wd, Value* acc, Value* a, Value* bb, int n) {
+    llvm::Type* words = vec(i16(), 2 * n);
+    Value* aw = b_.CreateBitCast(a, words);
+    Value* bw = b_.CreateBitCast(bb, words);
+    Value* eight = splat_const(i16(), 2 * n, 8);
+    Value* a_even = b_.CreateAnd(aw, splat_const(i16(), 2 * n, 0xff));
+    Value* a_odd = b_.CreateLShr(aw, eight);
+    Value* b_even = b_.CreateAShr(b_.CreateShl(bw, eight), eight);
+    Value* b_odd = b_.CreateAShr(bw, eight);
+    Value* even = b_.CreateIntrinsic(wd, {}, {a_even, b_even});
+    Value* odd = b_.CreateIntrinsic(wd, {}, {a_odd, b_odd});
+    return b_.CreateAdd(acc, b_.CreateAdd(even, odd));
   }
 
   Value* neon(Lowering how, Value* acc, Value* a, Value* bb, int n) {
@@ -175,12 +187,9 @@ class Emitter {
       case Lowering::Vnni512: return vnni(I::x86_avx512_vpdpbusd_512, acc, a, bb, n);
       case Lowering::Vnni256: return vnni(I::x86_avx512_vpdpbusd_256, acc, a, bb, n);
       case Lowering::Vnni128: return vnni(I::x86_avx512_vpdpbusd_128, acc, a, bb, n);
-      case Lowering::Pmadd512:
-        return pmadd(I::x86_avx512_pmaddubs_w_512, I::x86_avx512_pmaddw_d_512, acc, a, bb, n);
-      case Lowering::Pmadd256:
-        return pmadd(I::x86_avx2_pmadd_ub_sw, I::x86_avx2_pmadd_wd, acc, a, bb, n);
-      case Lowering::Pmadd128:
-        return pmadd(I::x86_ssse3_pmadd_ub_sw_128, I::x86_sse2_pmadd_wd, acc, a, bb, n);
+      case Lowering::Pmaddwd512: return pmaddwd(I::x86_avx512_pmaddw_d_512, acc, a, bb, n);
+      case Lowering::Pmaddwd256: return pmaddwd(I::x86_avx2_pmadd_wd, acc, a, bb, n);
+      case Lowering::Pmaddwd128: return pmaddwd(I::x86_sse2_pmadd_wd, acc, a, bb, n);
       case Lowering::Usdot:
       case Lowering::Sdot: return neon(how, acc, a, bb, n);
       case Lowering::Generic: return generic(acc, a, bb, n);

@@ -21,11 +21,17 @@ namespace kiln::codegen::detail {
 // instruction the target has (features, never the host), the rest generic:
 //   x86 avx512vnni (+avx512f)         vpdpbusd zmm, 16 lanes
 //   x86 avxvnni or avx512vnni+vl      vpdpbusd ymm / xmm, 8 / 4 lanes
-//   x86 avx512bw / avx2 / ssse3       vpmaddubsw + vpmaddwd, 16 / 8 / 4 lanes, exact
-//       for every input: a = lo + 128 hi with lo = a & 0x7f and hi = a >> 7, so
-//       that pmaddubsw's int16 pair sums cannot saturate (|lo0 b0 + lo1 b1| <=
-//       2 * 127 * 128 = 32512, |hi0 b0 + hi1 b1| <= 256); pmaddwd with 1 and 128
-//       widens and weights them: sum = pmaddwd(x, 1) + pmaddwd(y, 128).
+//   x86 avx512bw / avx2 / ssse3       vpmaddwd on the bytes widened to int16 pairs,
+//       16 / 8 / 4 lanes, exact for every input: with the 4 bytes of a lane as
+//       the int16 words (x0 | x1 << 8), (x2 | x3 << 8), the even bytes are
+//       (a & 0xff, (b << 8) >>s 8) and the odd ones (a >>u 8, b >>s 8), and
+//       sum = pmaddwd(a_even, b_even) + pmaddwd(a_odd, b_odd). Two multiplies per
+//       vector (pmaddubsw + pmaddwd needs four: its int16 pair sums saturate at
+//       2 * 255 * 128, so the u8 operand must be split in two 7-bit halves).
+//       The widening of a splat `a` is shared by all vectors that use it, that
+//       of `b` by all rows of a register tile; together with the two products
+//       that is 2 * (vectors of b) + 4 registers beside the accumulators
+//       (ops/int8_registers.h budgets them).
 //   aarch64 i8mm                      usdot (u8 x s8), 4 lanes
 //   aarch64 dotprod                   sdot (s8 x s8) on a ^ 0x80 = a - 128, plus
 //       the exact correction 128 * sum(b) = -sdot(0, splat(-128), b)
@@ -35,8 +41,8 @@ llvm::Value* emit_dot4_u8i8(llvm::IRBuilderBase& b, const Target& target, llvm::
                             llvm::Value* a, bool a_splat, llvm::Value* bytes_b);
 
 // The lowering emit_dot4_u8i8 uses for a full vector of `lanes` int32 lanes on
-// target: "vpdpbusd.512", "vpdpbusd.256", "vpdpbusd.128", "pmaddubsw.512",
-// "pmaddubsw.256", "pmaddubsw.128", "usdot", "sdot" or "generic" (tests and
+// target: "vpdpbusd.512", "vpdpbusd.256", "vpdpbusd.128", "pmaddwd.512",
+// "pmaddwd.256", "pmaddwd.128", "usdot", "sdot" or "generic" (tests and
 // debugging).
 std::string dot4_u8i8_lowering(const Target& target, int lanes);
 

@@ -275,9 +275,18 @@ Target::Isa Target::isa() const {
                                                           : Isa{"x86_64-sse", 128, 16, 1};
     row.amx_int8 = has_feature("amx-tile") && has_feature("amx-int8");
     row.amx_bf16 = has_feature("amx-tile") && has_feature("amx-bf16");
+    // vpdpbusd at the row's width (codegen/dot_product.cc picks the same).
+    row.int8_dot_instruction =
+        has_feature("avx512f")
+            ? has_feature("avx512vnni")
+            : has_feature("avxvnni") || (has_feature("avx512vnni") && has_feature("avx512vl"));
     return row;
   }
-  if (a == "aarch64") return {"aarch64-neon", 128, 32, 2};
+  if (a == "aarch64") {
+    Isa row{"aarch64-neon", 128, 32, 2};
+    row.int8_dot_instruction = has_feature("i8mm") || has_feature("dotprod");
+    return row;
+  }
   if (a == "arm" && has_feature("neon")) return {"armv7-neon", 128, 16, 1};
   return {"generic", 128, 16, 1};
 }

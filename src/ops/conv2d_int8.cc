@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "ops/int8_registers.h"
 #include "schedule/split_apply.h"
 
 namespace kiln::ops {
@@ -53,7 +54,11 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
     int64_t c4 = round_up(a.in_channels, 4);
     int64_t icb = c4 % 16 == 0 ? 16 : c4 % 8 == 0 ? 8 : 4;
     int64_t ocb = a.out_channels >= 16 ? 16 : a.out_channels > 4 ? 8 : 4;
-    int64_t owt = detail::fallback_ow_tile(a.out_width(), ocb, isa);
+    // The ow tile within the accumulators the target's dot lowering leaves
+    // (ops/int8_registers.h): on AVX2 8 of the 16 ymm registers for 2 vectors of
+    // 8 int32 lanes, where the fp32 rule's 12 spilled.
+    int64_t owt = detail::fallback_ow_tile(a.out_width(), ocb,
+                                           detail::int8_tile_isa(isa, ceil_div(ocb, isa.lanes())));
     return detail::KnobValues()
         .knob("ic_bn", icb)
         .knob("oc_bn", ocb)
@@ -106,7 +111,9 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
     auto [icb, ocb] = blocks(w, cfg);
     detail::ConvRegisterTile rt =
         detail::conv_register_tile(ceil_div(a.out_channels, ocb), a.out_height(), ocb, cfg);
-    return detail::conv_tile_fits(rt, cfg.split("tile_ow").back(), ocb, isa);
+    int64_t vectors = ceil_div(ocb, isa.lanes());
+    return detail::int8_tile_fits(isa, rt.oc * rt.oh * cfg.split("tile_ow").back() * vectors,
+                                  rt.oc * vectors);
   }
 
   double flops(const Workload& w) const override {

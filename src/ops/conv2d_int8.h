@@ -23,11 +23,15 @@
 // Knobs (the schedule is conv2d_NCHWc.x86's, ops/conv2d.h): ic_bn (4, 8, 16,
 // 32, 64; at most C rounded up to 4), oc_bn (4, 8, 16, 32, 48, 64; at most OC
 // rounded up to 4), tile_ow (2 levels over OW, divisors and powers of two <=
-// 32, a partial last tile guarded), unroll_kw, oc_reg, oh_reg, kernel_outer.
+// 32, a partial last tile guarded), unroll_kw, oc_reg, oh_reg, kernel_outer;
+// fits(): the accumulators within the registers the dot lowering leaves
+// (detail::int8_tile_fits).
 // Fallback for the ISA row (L int32 lanes = float lanes): ic_bn = the largest of
 // 16, 8, 4 dividing C rounded up to 4 (no wasted channels past that rounding);
 // oc_bn = 16 if OC >= 16, else 8 if OC > 4, else 4 (16 int32 = one zmm);
-// tile_ow = conv2d_NCHWc's rule (accumulators within 3/4 of the registers);
+// tile_ow = conv2d_NCHWc's rule with the int8 accumulator budget of
+// ops/int8_registers.h (3/4 of the registers with a dot instruction; on AVX2
+// 16 - (2 * weight vectors + 4), what the vpmaddwd lowering leaves);
 // unroll_kw = KW <= 3; oc_reg = oh_reg = 1; kernel_outer = 1 if KH * KW > 1 (the
 // window outside the input-channel blocks: the other order spilled the tile of
 // 3x3 convolutions, see the fallback).

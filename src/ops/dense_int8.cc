@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "ops/dense.h"
+#include "ops/int8_registers.h"
 #include "schedule/split_apply.h"
 
 namespace kiln::ops {
@@ -33,11 +34,22 @@ class DenseInt8Template final : public OpTemplate {
 
   Config fallback(const Workload& w, const Isa& isa) const override {
     Shape d = shape(w);
-    return detail::packed_dense_fallback(d.M, d.N, d.words(), isa);
+    // dense_pack's rule picks the column block first, from the lanes alone; the
+    // rows then fit the accumulators the target's dot lowering leaves beside
+    // that block's weight vectors (ops/int8_registers.h).
+    Config first = detail::packed_dense_fallback(d.M, d.N, d.words(), isa);
+    return detail::packed_dense_fallback(d.M, d.N, d.words(),
+                                         detail::int8_tile_isa(isa, weight_vectors(first, isa)));
   }
 
   bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {
-    return detail::dense_tile_fits(cfg.split("tile_y").back(), cfg.split("tile_x").back(), isa);
+    int64_t vectors = weight_vectors(cfg, isa);
+    return detail::int8_tile_fits(isa, cfg.split("tile_y").back() * vectors, vectors);
+  }
+
+  // Vectors of int32 lanes across the register tile's columns.
+  static int64_t weight_vectors(const Config& cfg, const Isa& isa) {
+    return (cfg.split("tile_x").back() + isa.lanes() - 1) / isa.lanes();
   }
 
   TemplateInstance compute(const Workload& w, const Config& cfg) const override {

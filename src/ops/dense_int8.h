@@ -27,7 +27,9 @@
 // columns vectorized) accumulating over k words; an injective epilogue
 // (bias, requantization to uint8/int8) is applied per tile while it is hot.
 // Fallback: dense_pack's rule with the ISA's int32 lanes (= float lanes) and
-// k counted in words; fits(): the tile's accumulators within the registers.
+// k counted in words, its rows within the int8 accumulator budget
+// (ops/int8_registers.h: fewer on AVX2, where the dot is a sequence); fits():
+// the tile's accumulators within the registers that lowering leaves.
 #pragma once
 
 #include <cstdint>

@@ -18,11 +18,21 @@ struct Isa {
   // from the target's features, never the host's.
   bool amx_int8 = false;
   bool amx_bf16 = false;
+  // Whether one instruction computes the 4-way u8 x s8 dot with its accumulate
+  // (vpdpbusd, Arm sdot / usdot). Without it the dot is a sequence
+  // (codegen/dot_product.h) whose widened operands and products hold registers
+  // beside an int8 register tile (ops/int8_registers.h counts them).
+  bool int8_dot_instruction = false;
+  // The accumulators a register tile may hold when a template needs another
+  // budget than three quarters of the registers (0: that default).
+  int accumulator_registers = 0;
 
   int lanes(int element_bits = 32) const { return vector_bits / element_bits; }
   // Accumulators a register tile may hold: three quarters of the registers,
   // the rest for the weights and the broadcast input of each step.
-  int accumulator_budget() const { return vector_registers * 3 / 4; }
+  int accumulator_budget() const {
+    return accumulator_registers > 0 ? accumulator_registers : vector_registers * 3 / 4;
+  }
 };
 
 }  // namespace kiln

@@ -48,14 +48,14 @@ std::vector<Case> runnable_cases() {
   if (h.has_feature("avx512vnni") && h.has_feature("avx512vl"))
     c.push_back({"host avx512vnni", h, "vpdpbusd.512", "vpdpbusd.256"});
   if (h.has_feature("avx512bw"))
-    c.push_back({"avx512bw without vnni", host_without({"avx512vnni", "avxvnni"}), "pmaddubsw.512",
-                 "pmaddubsw.256"});
+    c.push_back({"avx512bw without vnni", host_without({"avx512vnni", "avxvnni"}), "pmaddwd.512",
+                 "pmaddwd.256"});
   if (h.has_feature("avx2"))
     c.push_back(
-        {"haswell (avx2)", Target::parse("llvm -mcpu=haswell"), "pmaddubsw.256", "pmaddubsw.256"});
+        {"haswell (avx2)", Target::parse("llvm -mcpu=haswell"), "pmaddwd.256", "pmaddwd.256"});
   if (h.has_feature("ssse3"))
-    c.push_back({"x86-64 + ssse3", Target::parse("llvm -mcpu=x86-64 -mattr=+ssse3"),
-                 "pmaddubsw.128", "pmaddubsw.128"});
+    c.push_back({"x86-64 + ssse3", Target::parse("llvm -mcpu=x86-64 -mattr=+ssse3"), "pmaddwd.128",
+                 "pmaddwd.128"});
   c.push_back({"x86-64 generic", Target::parse("llvm -mcpu=x86-64"), "generic", "generic"});
   return c;
 }
@@ -182,9 +182,10 @@ TEST(Dot4U8I8, AssemblyHasTheTargetsInstruction) {
       {"llvm -mtriple=x86_64-linux-gnu -mcpu=icelake-server", 8, "vpdpbusd\t", "%ymm", "%zmm"},
       // AVX-VNNI: the VEX encoding of the same instruction.
       {"llvm -mtriple=x86_64-linux-gnu -mcpu=alderlake", 8, "{vex}\tvpdpbusd", "%ymm", "%zmm"},
-      {"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", 16, "vpmaddubsw\t", "%zmm",
-       "vpdpbusd"},
-      {"llvm -mtriple=x86_64-linux-gnu -mcpu=haswell", 8, "vpmaddubsw\t", "vpmaddwd", "vpdpbusd"},
+      // Without VNNI: vpmaddwd on int16 pairs, no vpmaddubsw (see dot_product.h).
+      {"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", 16, "vpmaddwd\t", "%zmm",
+       "vpmaddubsw"},
+      {"llvm -mtriple=x86_64-linux-gnu -mcpu=haswell", 8, "vpmaddwd\t", "%ymm", "vpmaddubsw"},
       {"llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -mattr=+dotprod", 4, "sdot\t", "eor",
        "usdot"},
       {"llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -mattr=+dotprod,+i8mm", 4, "usdot\t",
@@ -200,6 +201,25 @@ TEST(Dot4U8I8, AssemblyHasTheTargetsInstruction) {
       EXPECT_EQ(as.find(c.absent), std::string::npos) << as;
     }
   }
+}
+
+// Without VNNI the dot costs two multiplies per vector of int32 lanes (vpmaddwd
+// on the even and the odd bytes widened to int16), not four (pmaddubsw on the
+// 7-bit halves of the u8 operand, each followed by a pmaddwd).
+TEST(Dot4U8I8, Avx2LoweringIsTwoMultipliesPerVector) {
+  Target t = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell");
+  auto count = [](const std::string& as, const std::string& what) {
+    int n = 0;
+    for (size_t p = as.find(what); p != std::string::npos; p = as.find(what, p + 1)) ++n;
+    return n;
+  };
+  for (int lanes : {8, 16, 32})
+    for (int form : {0, 1}) {
+      SCOPED_TRACE(std::to_string(lanes) + " lanes, form " + std::to_string(form));
+      std::string as = emit_assembly({dot_kernel(lanes, form)}, t);
+      EXPECT_EQ(count(as, "vpmaddwd\t"), 2 * lanes / 8) << as;
+      EXPECT_EQ(count(as, "vpmaddubsw"), 0) << as;
+    }
 }
 
 TEST(Dot4U8I8, SimplifierFoldsConstantsAndCallChecksTypes) {

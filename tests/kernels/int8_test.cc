@@ -2,11 +2,12 @@
 // integer math on logical layouts: many random shapes (M, N, K, OC, IC, OW
 // not multiples of the tiles), random configs of their spaces, with and
 // without a requantizing epilogue fused into the register tile, on every
-// x86 lowering of dot4_u8i8 this machine runs (VNNI, pmaddubsw on AVX-512BW
+// x86 lowering of dot4_u8i8 this machine runs (VNNI, pmaddwd on AVX-512BW
 // and AVX2, generic). All bit-exact.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "codegen/dot_product.h"
@@ -265,7 +266,7 @@ TEST(Int8Templates, AssemblyOfTheRowsThisMachineCannotRun) {
   };
   const Row rows[] = {
       {"llvm -mtriple=x86_64-linux-gnu -mcpu=alderlake", "{vex}\tvpdpbusd", "zmm"},
-      {"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", "vpmaddubsw", "vpdpbusd"},
+      {"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", "vpmaddwd", "vpdpbusd"},
       {"llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -mattr=+dotprod", "sdot\t", "usdot"},
       {"llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -mattr=+dotprod,+i8mm", "usdot\t",
        nullptr},
@@ -418,6 +419,22 @@ TEST(Conv2dNCHWcInt8, WorkloadErrorsAndFallback) {
   EXPECT_THROW(t.space(no_pad), std::invalid_argument);
 }
 
+// Vector registers of `reg` ("%zmm", "%ymm") stored to the stack in the assembly:
+// spills (kernels have no other reason to store a vector there).
+int stack_stores(const std::string& as, const std::string& reg, std::string* first) {
+  std::istringstream lines(as);
+  int n = 0;
+  for (std::string line; std::getline(lines, line);) {
+    size_t r = line.find(reg), m = line.find("(%rsp)"), b = line.find("(%rbp)");
+    size_t mem = std::min(m, b);
+    // A store: the register is the source, the stack slot the destination.
+    if (line.find("vmov") != std::string::npos && r != std::string::npos &&
+        mem != std::string::npos && r < mem && !n++)
+      *first = line;
+  }
+  return n;
+}
+
 // The fallback's register tile stays in registers on AVX-512 VNNI: no zmm
 // register goes through the stack. (With the input-channel blocks outside an
 // unrolled 3x3 window, LLVM kept the broadcast input words of neighbouring
@@ -440,14 +457,126 @@ TEST(Conv2dNCHWcInt8, FallbackTileDoesNotSpillOnVnni) {
     ops::Kernel k = ops::make_kernel(t, w, cfg);
     std::string as = codegen::emit_assembly({schedule::lower(k.sch, k.args, "conv")}, icx);
     ASSERT_NE(as.find("vpdpbusd\t"), std::string::npos);
-    std::istringstream lines(as);
-    int spills = 0;
     std::string first;
-    for (std::string line; std::getline(lines, line);)
-      if (line.find("%zmm") != std::string::npos && line.find("(%rsp)") != std::string::npos &&
-          !spills++)
-        first = line;
-    EXPECT_EQ(spills, 0) << "first: " << first;
+    EXPECT_EQ(stack_stores(as, "%zmm", &first), 0) << "first: " << first;
+  }
+}
+
+// ymm stack stores and vpmaddwd in the innermost loops that hold vpmaddwd (a
+// label and a later jump back to it, holding no other such loop): the spill
+// traffic where the time goes.
+std::pair<int, int> hot_loop_spills_and_madds(const std::string& as) {
+  std::vector<std::string> lines;
+  std::istringstream in(as);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::map<std::string, size_t> label_at;
+  std::vector<std::pair<size_t, size_t>> loops;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& l = lines[i];
+    if (l.rfind(".LBB", 0) == 0 && l.back() == ':') label_at[l.substr(0, l.size() - 1)] = i;
+    size_t j = l.find("\tj");
+    if (j == std::string::npos) continue;
+    size_t t = l.find(".LBB", j);
+    if (t == std::string::npos) continue;
+    auto it = label_at.find(l.substr(t));
+    if (it != label_at.end()) loops.push_back({it->second, i});
+  }
+  int stores = 0, madds = 0;
+  for (auto [b, e] : loops) {
+    bool inner = true;
+    for (auto [b2, e2] : loops)
+      if ((b2 > b && e2 <= e) || (b2 >= b && e2 < e)) inner = false;
+    if (!inner) continue;
+    for (size_t i = b; i <= e; ++i) {
+      const std::string& l = lines[i];
+      if (l.find("vpmaddwd") != std::string::npos) ++madds;
+      size_t r = l.find("%ymm"), m = std::min(l.find("(%rsp)"), l.find("(%rbp)"));
+      if (l.find("vmov") != std::string::npos && r != std::string::npos && m != std::string::npos &&
+          r < m)
+        ++stores;
+    }
+  }
+  return {stores, madds};
+}
+
+// AVX2 (haswell: 16 ymm registers, the dot as vpmaddwd on int16 pairs, two
+// multiplies per 32 products where pmaddubsw needed four): the fallback's tile
+// leaves the registers the widened weights and inputs need
+// (ops/int8_registers.h: 8 accumulators for 16 output channels, where the fp32
+// rule allowed 12), and its hot loop stores at most one ymm register to the
+// stack per 4 multiplies; a tile of all 16 registers spills more. Eight
+// accumulators still spill a little (8 + 4 widened weights + 2 widened inputs
+// + the products fill all 16 registers and LLVM's scheduler overlaps the
+// steps); 4 accumulators do not spill at all but ran 8 % slower on ResNet-18
+// (bench/models/results/int8-avx2-2026-11-24b-zen4.md). Compiles only, so it
+// runs on any host.
+TEST(Conv2dNCHWcInt8, Avx2FallbackTileLeavesTheDotItsRegisters) {
+  const ops::OpTemplate& t = ops::conv2d_nchwc_int8_template();
+  codegen::Target hsw = codegen::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell");
+  EXPECT_FALSE(hsw.isa().int8_dot_instruction);
+  auto compile = [&](const Workload& w, const Config& cfg) {
+    ops::Kernel k = ops::make_kernel(t, w, cfg);
+    return codegen::emit_assembly({schedule::lower(k.sch, k.args, "conv")}, hsw);
+  };
+  const ops::Conv2DAttrs shapes[] = {
+      {1, 128, 28, 28, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},   // ResNet 3x3
+      {1, 64, 56, 56, 128, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},    // stride 2
+      {1, 256, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // 7x7 maps, a partial ow tile
+      {1, 256, 14, 14, 1024, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1},  // ResNet-50 1x1
+      {1, 64, 12, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // OW 12: the fp32 rule takes 6
+  };
+  for (const ops::Conv2DAttrs& a : shapes) {
+    Workload w = ops::conv2d_int8_workload(a, 3);
+    Config cfg = t.fallback(w, hsw.isa());
+    SCOPED_TRACE(w.key() + " " + cfg.to_json());
+    EXPECT_TRUE(t.fits(w, cfg, hsw.isa()));
+    EXPECT_EQ(cfg.split("tile_ow").back(), 4);  // 8 accumulators of 16 channels
+    std::string as = compile(w, cfg);
+    EXPECT_EQ(as.find("vpmaddubsw"), std::string::npos);
+    auto [stores, madds] = hot_loop_spills_and_madds(as);
+    ASSERT_GT(madds, 0);
+    EXPECT_LE(4 * stores, madds) << stores << " ymm spill stores, " << madds << " vpmaddwd";
+  }
+  // A tile of 16 accumulators (8 columns x 2 vectors, all of haswell's
+  // registers): fits() refuses it, and its hot loop spills past the bound.
+  ops::Conv2DAttrs a = shapes[0];
+  Workload w = ops::conv2d_int8_workload(a, 3);
+  Config wide = ops::detail::KnobValues()
+                    .knob("ic_bn", 16)
+                    .knob("oc_bn", 16)
+                    .split("tile_ow", a.out_width(), {8})
+                    .knob("unroll_kw", 1)
+                    .knob("oc_reg", 1)
+                    .knob("oh_reg", 1)
+                    .knob("kernel_outer", 1)
+                    .in(t.space(w));
+  EXPECT_FALSE(t.fits(w, wide, hsw.isa()));
+  auto [stores, madds] = hot_loop_spills_and_madds(compile(w, wide));
+  EXPECT_GT(4 * stores, madds) << stores << " ymm spill stores, " << madds << " vpmaddwd";
+}
+
+// The AVX2 fallback's tile (ow tiles of 4 for 16 output channels) on shapes it
+// does not divide, bit-exact (the other rows' tiles are covered above).
+TEST(Conv2dNCHWcInt8, Avx2FallbackTileIsBitExactOnNonDividingShapes) {
+  const ops::OpTemplate& t = ops::conv2d_nchwc_int8_template();
+  if (!host_target().has_feature("avx2")) GTEST_SKIP() << "the host has no AVX2";
+  IsaRow row{"avx2 (haswell)", codegen::Target::parse("llvm -mcpu=haswell")};
+  std::mt19937_64 rng(14);
+  const ConvShape shapes[] = {
+      {1, 20, 7, 7, 36, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}},   // OW 7 = 4 + 3
+      {1, 16, 9, 14, 24, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}},  // OW 14: tiles of 4, 2 left
+      {1, 8, 11, 23, 16, 1, 1, {2, 2}, {0, 0, 0, 0}, {1, 1}},  // 1x1 stride 2, OW 12
+      {1, 12, 6, 13, 52, 3, 3, {1, 1}, {0, 0, 0, 0}, {1, 1}},  // OW 11 prime-ish, OC 52
+  };
+  for (const ConvShape& s : shapes) {
+    ops::Conv2DAttrs a{s.n,       s.c,           s.h,           s.w,       s.oc,      s.kh,
+                       s.kw,      s.strides[0],  s.strides[1],  s.pads[0], s.pads[1], s.pads[2],
+                       s.pads[3], s.dilation[0], s.dilation[1], 1};
+    int64_t pad_value = std::uniform_int_distribution<int64_t>(0, 255)(rng);
+    Workload w = ops::conv2d_int8_workload(a, pad_value);
+    Config cfg = t.fallback(w, row.target.isa());
+    EXPECT_LE(cfg.split("tile_ow").back() * ((cfg.knob("oc_bn") + 7) / 8), 8) << cfg.to_json();
+    check_conv(s, pad_value, cfg, row, rng);
   }
 }
 
