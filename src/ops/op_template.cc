@@ -8,6 +8,7 @@
 
 #include "ops/batch_matmul.h"
 #include "ops/batch_matmul_int8.h"
+#include "ops/batch_matmul_int8_amx.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_bf16.h"
 #include "ops/conv2d_int8.h"
@@ -43,6 +44,7 @@ const std::vector<const OpTemplate*>& registry() {
       &conv2d_nchwc_int8_amx_template(),
       &depthwise_conv2d_nchwc_int8_template(),
       &batch_matmul_int8_template(),
+      &batch_matmul_int8_amx_template(),
       &dense_bf16_template(),
       &dense_bf16_amx_template(),
       &conv2d_nchwc_bf16_template(),

@@ -17,6 +17,7 @@
 #include "ir/stmt.h"
 #include "ops/batch_matmul.h"
 #include "ops/batch_matmul_int8.h"
+#include "ops/batch_matmul_int8_amx.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_bf16.h"
 #include "ops/conv2d_int8.h"
@@ -64,6 +65,7 @@ const char* const kKnownNames[] = {"conv2d_NCHWc.x86",
                                    "conv2d_NCHWc_int8_amx.x86",
                                    "depthwise_conv2d_NCHWc_int8.x86",
                                    "batch_matmul_int8.x86",
+                                   "batch_matmul_int8_amx.x86",
                                    "dense_bf16.x86",
                                    "dense_bf16_amx.x86",
                                    "conv2d_NCHWc_bf16.x86"};
@@ -181,6 +183,11 @@ std::vector<Workload> workloads_of(const std::string& name) {
     return {ops::batch_matmul_int8_workload(2, 2, 7, 20, 13),
             ops::batch_matmul_int8_workload(3, 1, 16, 24, 33),
             ops::batch_matmul_int8_workload(4, 4, 1, 64, 16)};
+  // M, N not multiples of 16, K with and without a 64-byte tail, b broadcast.
+  if (name == "batch_matmul_int8_amx.x86")
+    return {ops::batch_matmul_int8_amx_workload(2, 2, 7, 20, 12),
+            ops::batch_matmul_int8_amx_workload(3, 1, 17, 24, 68),
+            ops::batch_matmul_int8_amx_workload(4, 4, 1, 64, 16)};
   if (name == "conv2d_NCHWc_int8.x86") {
     auto c8 = [](const Workload& f, int64_t pad_value) {
       return ops::conv2d_int8_workload(conv_attrs(f), pad_value);

@@ -20,6 +20,7 @@
 
 #include "codegen/target.h"
 #include "ops/batch_matmul_int8.h"
+#include "ops/batch_matmul_int8_amx.h"
 #include "ops/dense.h"
 #include "ops/dense_bf16.h"
 #include "ops/dense_bf16_amx_template.h"
@@ -223,6 +224,7 @@ TEST(Measure, RandomConfigsOfEveryTemplateVerify) {
                      {"pad_value", {3}}},
                     "uint8"},
       ops::batch_matmul_int8_workload(2, 2, 7, 20, 13),
+      ops::batch_matmul_int8_amx_workload(2, 1, 37, 20, 68),  // tiles emulated here
       ops::Workload{"conv2d_NCHWc_int8.x86",
                     {{"data", {1, 12, 7, 9}},
                      {"kernel", {20, 12, 3, 3}},

@@ -339,6 +339,18 @@ std::optional<WorkloadParams> qbatch_matmul_row(const Graph& g, const Node& n, c
   return WorkloadParams{{"a", {B, M, K}}, {"b", {Bb, K, N}}};
 }
 
+// The same nodes on a target with AMX (amx-tile and amx-int8: Isa::amx_int8),
+// when K is a multiple of 4: a tile row holds whole 4-byte groups, and
+// padding K would also need a copy of A per run. Other K stays on
+// batch_matmul_int8.x86 (the next row). The workload is the same shapes
+// under the tile template's name (ops/batch_matmul_int8_amx.h).
+std::optional<WorkloadParams> qbatch_matmul_amx_row(const Graph& g, const Node& n, const Isa& isa) {
+  if (!isa.amx_int8) return std::nullopt;
+  std::optional<WorkloadParams> p = qbatch_matmul_row(g, n, isa);
+  if (!p || p->at(0).second.at(2) % 4 != 0) return std::nullopt;
+  return p;
+}
+
 }  // namespace
 
 // The table (see strategy.h). Rows of one operator are tried in this order.
@@ -385,7 +397,11 @@ const std::vector<Strategy>& strategies() {
        /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
       {"QLinearMatMul", "dense_int8.x86", qmatmul_row, Rewrite::kQLinearMatMul, nullptr,
        /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
-      // A QLinearMatMul whose b is an activation (dense_int8 takes constant b only).
+      // A QLinearMatMul whose b is an activation (dense_int8 takes constant b
+      // only): AMX tiles (tdpbusd) where the target has them, else vpdpbusd.
+      {"QLinearMatMul", "batch_matmul_int8_amx.x86", qbatch_matmul_amx_row,
+       Rewrite::kQLinearBatchMatMul, nullptr, /*alternative=*/false, /*untuned_default=*/false,
+       /*dtype=*/"uint8"},
       {"QLinearMatMul", "batch_matmul_int8.x86", qbatch_matmul_row, Rewrite::kQLinearBatchMatMul,
        nullptr, /*alternative=*/false, /*untuned_default=*/false,
        /*dtype=*/"uint8"},

@@ -29,6 +29,8 @@
 //   QLinearMatMul dense_int8.x86          activation [..., M, K] uint8/int8 (leading kQLinearMatMul
 //                                         dims flattened), b int8 constant [K, N]
 //                                         with zero point 0, int32 bias [N] or none
+//   QLinearMatMul batch_matmul_int8_amx.x86 as batch_matmul_int8.x86's row, on a    kQLinearBatchMatMul
+//                                         target with amx_int8, K a multiple of 4
 //   QLinearMatMul batch_matmul_int8.x86   a [..., M, K] and b [..., K, N] both kQLinearBatchMatMul
 //                                         activations, uint8/int8, per tensor, b's
 //                                         batch a's or broadcast, K <= 11008
