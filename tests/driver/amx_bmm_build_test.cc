@@ -26,6 +26,7 @@
 #include <set>
 #include <tuple>
 
+#include "amx_harness.h"
 #include "driver_harness.h"
 #include "graph/passes/fold_qdq.h"
 #include "graph/passes/simplify.h"
@@ -124,41 +125,6 @@ OnnxBuilder qmatmul(const Shape& batch, bool broadcast, int64_t M, int64_t K, in
   return b;
 }
 
-graph::Graph import(const OnnxBuilder& b, const ScratchDir& dir) {
-  std::string path = dir.file("m.onnx");
-  write_bytes(path, b.bytes());
-  return frontend::import_onnx(path, {});
-}
-
-std::map<std::string, size_t> templates_of(const nlohmann::json& mod) {
-  std::map<std::string, size_t> r;
-  for (const auto& k : mod.at("kernels"))
-    for (const auto& t : k.at("op_types")) {
-      std::string s = t.get<std::string>();
-      if (s.find(".x86") != std::string::npos) ++r[s];
-    }
-  return r;
-}
-
-codegen::Target sapphire_rapids() {
-  return codegen::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids");
-}
-
-// KILN_DEBUG_AMX_EMULATE=1 for the scope of one test.
-struct EmulateTiles {
-  EmulateTiles() { setenv("KILN_DEBUG_AMX_EMULATE", "1", 1); }
-  ~EmulateTiles() { unsetenv("KILN_DEBUG_AMX_EMULATE"); }
-};
-
-// This machine's target plus AMX's int8 features: the strategy takes the tile
-// templates, codegen emulates the tiles (under EmulateTiles).
-codegen::Target host_with_amx() {
-  codegen::Target t = codegen::Target::host();
-  t.features.push_back("+amx-tile");
-  t.features.push_back("+amx-int8");
-  return t;
-}
-
 // Builds g for `target` with `configs`, runs it here on `inputs` (the
 // package's amx-* requirements dropped: its tiles are emulated) and returns
 // its first output and the templates it used.
@@ -192,7 +158,7 @@ TEST(AmxBmmBuild, SapphireRapidsSelectsTheTileTemplateForAttention) {
   driver::BuildOptions o;
   o.target = sapphire_rapids();
   o.dump_kernels_dir = dir.file("kernels");
-  driver::BuiltModule m = driver::build_module(import(attention({1, 3}, 36, 20), dir), o);
+  driver::BuiltModule m = driver::build_module(import_built(attention({1, 3}, 36, 20), dir), o);
   nlohmann::json mod = nlohmann::json::parse(m.graph_json);
   auto used = templates_of(mod);
   EXPECT_EQ(used["batch_matmul_int8_amx.x86"], 2u) << mod.at("kernels").dump();
@@ -226,7 +192,7 @@ TEST(AmxBmmBuild, OtherShapesAndTargetsStayOnBatchMatmulInt8) {
     SCOPED_TRACE(c.why);
     ScratchDir dir;
     std::vector<std::string> keys =
-        driver::template_workloads(import(attention({2}, c.S, c.D), dir), c.target.isa());
+        driver::template_workloads(import_built(attention({2}, c.S, c.D), dir), c.target.isa());
     ASSERT_EQ(keys.size(), 2u);
     size_t amx = 0;
     for (const std::string& k : keys) {
@@ -237,8 +203,8 @@ TEST(AmxBmmBuild, OtherShapesAndTargetsStayOnBatchMatmulInt8) {
     EXPECT_EQ(amx, c.want_amx);
   }
   ScratchDir dir;
-  std::vector<std::string> keys =
-      driver::template_workloads(import(attention({2, 3}, 36, 20), dir), sapphire_rapids().isa());
+  std::vector<std::string> keys = driver::template_workloads(
+      import_built(attention({2, 3}, 36, 20), dir), sapphire_rapids().isa());
   ASSERT_EQ(keys.size(), 2u);
   std::sort(keys.begin(), keys.end());
   EXPECT_EQ(keys[0], "batch_matmul_int8_amx.x86(a=[6,36,20],b=[6,20,36],dtype=uint8)");
@@ -256,7 +222,7 @@ TEST(AmxBmmBuild, EmulatedAttentionEqualsTheVnniBuild) {
     SCOPED_TRACE("batch " + graph::shape_str(batch) + " S " + std::to_string(S) + " D " +
                  std::to_string(D));
     ScratchDir dir;
-    graph::Graph g = import(attention(batch, S, D), dir);
+    graph::Graph g = import_built(attention(batch, S, D), dir);
     std::map<std::string, graph::Initializer> inputs;
     for (const auto& in : g.inputs) inputs[in.name] = random_input(in.type, {-1.0, 1.0}, rng);
     std::map<std::string, size_t> used_amx, used_vnni;
@@ -301,7 +267,7 @@ TEST(AmxBmmBuild, EmulatedTilesEndToEndBitExact) {
     QParams qa{k.a_s8, 2.f / 255.f, k.zp_a}, qb{k.b_s8, 2.f / 255.f, k.zp_b};
     QParams qy{c % 2 == 1, 0.03f * std::sqrt(static_cast<float>(k.K)) / 8.f, c % 2 ? 3 : 125};
     ScratchDir dir;
-    graph::Graph g = import(qmatmul(k.batch, k.broadcast, k.M, k.K, k.N, qa, qb, qy), dir);
+    graph::Graph g = import_built(qmatmul(k.batch, k.broadcast, k.M, k.K, k.N, qa, qb, qy), dir);
     graph::Graph folded = g;
     graph::passes::simplify(folded);
     graph::passes::fold_qdq(folded);

@@ -21,6 +21,7 @@
 #include <random>
 #include <set>
 
+#include "amx_harness.h"
 #include "driver_harness.h"
 #include "graph/passes/fold_qdq.h"
 #include "graph/passes/simplify.h"
@@ -99,26 +100,6 @@ OnnxBuilder linear_model(const Linear& l, std::mt19937& rng) {
   return b;
 }
 
-graph::Graph import(const OnnxBuilder& b, const ScratchDir& dir) {
-  std::string path = dir.file("m.onnx");
-  write_bytes(path, b.bytes());
-  return frontend::import_onnx(path, {});
-}
-
-std::map<std::string, size_t> templates_of(const nlohmann::json& mod) {
-  std::map<std::string, size_t> r;
-  for (const auto& k : mod.at("kernels"))
-    for (const auto& t : k.at("op_types")) {
-      std::string s = t.get<std::string>();
-      if (s.find(".x86") != std::string::npos) ++r[s];
-    }
-  return r;
-}
-
-codegen::Target sapphire_rapids() {
-  return codegen::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids");
-}
-
 TEST(AmxBuild, SapphireRapidsSelectsTheTileTemplate) {
   std::mt19937 rng(71);
   ScratchDir dir;
@@ -126,7 +107,7 @@ TEST(AmxBuild, SapphireRapidsSelectsTheTileTemplate) {
   driver::BuildOptions o;
   o.target = sapphire_rapids();
   o.dump_kernels_dir = dir.file("kernels");
-  driver::BuiltModule m = driver::build_module(import(b, dir), o);
+  driver::BuiltModule m = driver::build_module(import_built(b, dir), o);
   nlohmann::json mod = nlohmann::json::parse(m.graph_json);
   auto used = templates_of(mod);
   EXPECT_EQ(used["dense_int8_amx.x86"], 1u) << mod.at("kernels").dump();
@@ -203,22 +184,16 @@ TEST(AmxBuild, OtherNodesAndTargetsStayOnDenseInt8) {
     SCOPED_TRACE(c.why);
     ScratchDir dir;
     std::vector<std::string> keys =
-        driver::template_workloads(import(linear_model(c.l, rng), dir), c.target.isa());
+        driver::template_workloads(import_built(linear_model(c.l, rng), dir), c.target.isa());
     ASSERT_EQ(keys.size(), 1u);
     EXPECT_EQ(ops::Workload::parse(keys[0]).template_name, "dense_int8.x86") << keys[0];
   }
   ScratchDir dir;
   std::vector<std::string> keys = driver::template_workloads(
-      import(linear_model({{20, 32}, 16}, rng), dir), sapphire_rapids().isa());
+      import_built(linear_model({{20, 32}, 16}, rng), dir), sapphire_rapids().isa());
   ASSERT_EQ(keys.size(), 1u);
   EXPECT_EQ(keys[0], "dense_int8_amx.x86(data=[20,32],weight=[32,16],dtype=uint8)");
 }
-
-// KILN_DEBUG_AMX_EMULATE=1 for the scope of one test.
-struct EmulateTiles {
-  EmulateTiles() { setenv("KILN_DEBUG_AMX_EMULATE", "1", 1); }
-  ~EmulateTiles() { unsetenv("KILN_DEBUG_AMX_EMULATE"); }
-};
 
 TEST(AmxBuild, EmulatedTilesEndToEndBitExact) {
   if (runtime::host_arch() != "x86_64") GTEST_SKIP() << "not an x86_64 host";
@@ -244,7 +219,7 @@ TEST(AmxBuild, EmulatedTilesEndToEndBitExact) {
                  std::to_string(l.N) + (l.s8 ? " s8" : " u8"));
     ScratchDir dir;
     OnnxBuilder b = linear_model(l, rng);
-    graph::Graph g = import(b, dir);
+    graph::Graph g = import_built(b, dir);
     graph::Graph folded = g;
     graph::passes::simplify(folded);
     graph::passes::fold_qdq(folded);
@@ -338,7 +313,7 @@ TEST(AmxBuild, Bf16PrefersTilesWhereTheTargetHasThem) {
     codegen::Target t = codegen::Target::parse(c.target);
     EXPECT_NO_THROW(driver::check_precision(graph::Precision::kBf16, t));
     std::vector<std::string> keys = driver::template_workloads(
-        import(float_linear({20, 33}, 17, rng), dir), t.isa(), graph::Precision::kBf16);
+        import_built(float_linear({20, 33}, 17, rng), dir), t.isa(), graph::Precision::kBf16);
     ASSERT_EQ(keys.size(), 1u);
     EXPECT_EQ(ops::Workload::parse(keys[0]).template_name, c.want) << keys[0];
   }
@@ -348,7 +323,8 @@ TEST(AmxBuild, Bf16PrefersTilesWhereTheTargetHasThem) {
   o.target = sapphire_rapids();
   o.precision = graph::Precision::kBf16;
   o.dump_kernels_dir = dir.file("kernels");
-  driver::BuiltModule m = driver::build_module(import(float_linear({37, 100}, 40, rng), dir), o);
+  driver::BuiltModule m =
+      driver::build_module(import_built(float_linear({37, 100}, 40, rng), dir), o);
   EXPECT_EQ(templates_of(nlohmann::json::parse(m.graph_json))["dense_bf16_amx.x86"], 1u);
   std::string as;
   for (const auto& e : std::filesystem::directory_iterator(dir.file("kernels")))
@@ -372,7 +348,7 @@ TEST(AmxBuild, Bf16EmulatedTilesEndToEnd) {
   for (const auto& [x, N] : cases) {
     SCOPED_TRACE("x " + graph::shape_str(x) + " N " + std::to_string(N));
     ScratchDir dir;
-    graph::Graph g = import(float_linear(x, N, rng), dir);
+    graph::Graph g = import_built(float_linear(x, N, rng), dir);
     graph::Initializer in = random_input(g.inputs.at(0).type, {-1.0, 1.0}, rng);
     std::vector<float> xv = in.as<float>();
     for (float& v : xv) v = ir::bf16_to_f32_value(ir::f32_to_bf16_value(v));

@@ -28,6 +28,7 @@
 #include <random>
 #include <set>
 
+#include "amx_harness.h"
 #include "driver_harness.h"
 #include "graph/passes/fold_qdq.h"
 #include "graph/passes/simplify.h"
@@ -151,51 +152,6 @@ OnnxBuilder single_conv(const QConv& s, bool s8, int64_t h, int64_t w, std::mt19
   return b;
 }
 
-graph::Graph import(const OnnxBuilder& b, const ScratchDir& dir) {
-  std::string path = dir.file("m.onnx");
-  write_bytes(path, b.bytes());
-  return frontend::import_onnx(path, {});
-}
-
-std::map<std::string, size_t> templates_of(const nlohmann::json& mod) {
-  std::map<std::string, size_t> r;
-  for (const auto& k : mod.at("kernels"))
-    for (const auto& t : k.at("op_types")) {
-      std::string s = t.get<std::string>();
-      if (s.find(".x86") != std::string::npos) ++r[s];
-    }
-  return r;
-}
-
-codegen::Target sapphire_rapids() {
-  return codegen::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids");
-}
-
-// This machine's target with AMX's features: the strategy takes the tile
-// templates, codegen emulates the tiles (KILN_DEBUG_AMX_EMULATE=1).
-codegen::Target host_with_amx() {
-  codegen::Target t = codegen::Target::host();
-  t.features.push_back("+amx-tile");
-  t.features.push_back("+amx-int8");
-  return t;
-}
-
-// This machine's target without AMX (what it is on CPUs without AMX): the
-// VNNI / AVX2 templates.
-codegen::Target host_without_amx() {
-  codegen::Target t = codegen::Target::host();
-  std::erase(t.features, "+amx-tile");
-  std::erase(t.features, "+amx-int8");
-  t.features.push_back("-amx-tile");
-  t.features.push_back("-amx-int8");
-  return t;
-}
-
-struct EmulateTiles {
-  EmulateTiles() { setenv("KILN_DEBUG_AMX_EMULATE", "1", 1); }
-  ~EmulateTiles() { unsetenv("KILN_DEBUG_AMX_EMULATE"); }
-};
-
 // Builds g for `target` with `configs`, runs it on `inputs` (with
 // `emulated`, the package's amx-* requirements dropped: its tiles are
 // emulated) and returns mod.json and the outputs.
@@ -263,7 +219,7 @@ TEST(AmxConvBuild, SapphireRapidsSelectsTheTileTemplate) {
   ScratchDir dir;
   QConv s{20, 36, 3, 2, 1};
   s.relu = true;
-  graph::Graph g = import(single_conv(s, false, 15, 13, rng), dir);
+  graph::Graph g = import_built(single_conv(s, false, 15, 13, rng), dir);
   driver::BuildOptions o;
   o.target = sapphire_rapids();
   o.dump_kernels_dir = dir.file("kernels");
@@ -303,8 +259,8 @@ TEST(AmxConvBuild, OtherConvsAndTargetsKeepTheirTemplates) {
              "conv2d_NCHWc_int8.x86"}}) {
     SCOPED_TRACE(std::string(c.want) + " " + c.target.str());
     ScratchDir dir;
-    std::vector<std::string> keys =
-        driver::template_workloads(import(single_conv(c.s, false, 9, 9, rng), dir), c.target.isa());
+    std::vector<std::string> keys = driver::template_workloads(
+        import_built(single_conv(c.s, false, 9, 9, rng), dir), c.target.isa());
     ASSERT_EQ(keys.size(), 1u);
     EXPECT_EQ(ops::Workload::parse(keys[0]).template_name, c.want) << keys[0];
   }
@@ -342,7 +298,7 @@ TEST(AmxConvBuild, EmulatedTilesMatchTheInterpreter) {
                  std::to_string(k.s.cout) + " k " + std::to_string(k.s.k) + " stride " +
                  std::to_string(k.s.stride) + (k.s8 ? " s8" : " u8"));
     ScratchDir dir;
-    graph::Graph g = import(single_conv(k.s, k.s8, k.h, k.w, rng), dir);
+    graph::Graph g = import_built(single_conv(k.s, k.s8, k.h, k.w, rng), dir);
     auto inputs = random_inputs(g, 300 + static_cast<unsigned>(c));
     auto want = interpreted(g, inputs);
     std::vector<std::string> keys = driver::template_workloads(g, target.isa());
@@ -442,7 +398,7 @@ TEST(AmxConvBuild, SmallResNetEmulatedEqualsTheVnniBuild) {
   if (runtime::host_arch() != "x86_64") GTEST_SKIP() << "not an x86_64 host";
   std::mt19937 rng(204);
   ScratchDir dir;
-  graph::Graph g = import(small_resnet(rng), dir);
+  graph::Graph g = import_built(small_resnet(rng), dir);
   auto inputs = random_inputs(g, 205);
   auto want = interpreted(g, inputs);
   BuiltRun plain = build_and_run(g, host_without_amx(), inputs);
@@ -482,7 +438,7 @@ TEST(AmxConvBuild, SmallResNetOnTheTilesOfThisCpu) {
     GTEST_SKIP() << "needs amx-int8 (this CPU lacks it)";
   std::mt19937 rng(204);
   ScratchDir dir;
-  graph::Graph g = import(small_resnet(rng), dir);
+  graph::Graph g = import_built(small_resnet(rng), dir);
   auto inputs = random_inputs(g, 206);
   auto want = interpreted(g, inputs);
   BuiltRun amx = build_and_run(g, codegen::Target::host(), inputs, {}, /*emulated=*/false);
