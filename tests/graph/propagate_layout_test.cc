@@ -130,7 +130,9 @@ TEST(PropagateLayout, SqueezeExcitationMultiplyRunsBlocked) {
     EXPECT_EQ(blocked(g, mul.inputs[0]), !spatial_gate);
     EXPECT_EQ(blocked(g, mul.inputs[1]), !spatial_gate);
     EXPECT_EQ(blocked(g, mul.outputs[0]), !spatial_gate);
-    if (!spatial_gate) EXPECT_EQ(count_transforms(g), 2);  // into c1, out of c2
+    if (!spatial_gate) {
+      EXPECT_EQ(count_transforms(g), 2);  // into c1, out of c2
+    }
     expect_nothing_dead(g);
   }
 }
