@@ -1,5 +1,6 @@
 #include "ops/batch_matmul_int8_amx.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -47,7 +48,7 @@ int64_t fallback_panels(const Shape& s) {
 Stmt bmm_loops(const Shape& s, const Buffer& A, const Buffer& Bp, const Buffer& C, int64_t per_task,
                const OpTemplate::TaskEpilogue& epilogue) {
   const int64_t rows_per_task = 16 * per_task;
-  AmxTaskOutput output(C, DataType::i32(), rows_per_task, s.N, epilogue);
+  AmxTaskOutput output(C, DataType::i32(), std::min(rows_per_task, s.M), s.N, epilogue);
   const int64_t full = s.M / rows_per_task, rest = s.M % rows_per_task;
   const int64_t per_batch = full + (rest > 0 ? 1 : 0);
   Var t("task", DataType::i64());

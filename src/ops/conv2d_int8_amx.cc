@@ -96,7 +96,7 @@ Stmt conv_loops(const Dims& d, const Buffer& data, const Buffer& weight, const B
   Expr m0 = t * make_int(rows_per_task);
   Buffer ws = make_buffer("im2col", DataType::u8(), {make_int(rows_per_task), make_int(d.K)},
                           MemScope::Local);
-  AmxTaskOutput output(out, DataType::i32(), rows_per_task, d.OCb, epilogue);
+  AmxTaskOutput output(out, DataType::i32(), std::min(rows_per_task, d.M), d.OCb, epilogue);
   auto task = [&](int64_t rows) -> Stmt {
     if (d.direct())
       return output.rows(m0, rows, [&](const Expr& c) {

@@ -48,7 +48,7 @@ PanelBuffers panel_buffers(DataType in_t, DataType w_t, DataType out_t, int64_t 
 Stmt panel_loops(const PanelBuffers& buf, AmxOp op, DataType acc_t, int64_t M, int64_t N, int64_t K,
                  int64_t per_task, const OpTemplate::TaskEpilogue& epilogue) {
   const int64_t rows_per_task = 16 * per_task;
-  AmxTaskOutput out(buf.C, acc_t, rows_per_task, N, epilogue);
+  AmxTaskOutput out(buf.C, acc_t, std::min(rows_per_task, M), N, epilogue);
   auto rows_at = [&](Expr m0, int64_t rows) {
     return out.rows(m0, rows, [&](const Expr& c) {
       return make_stmt<EvaluateNode>(

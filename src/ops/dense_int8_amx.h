@@ -68,7 +68,8 @@ ir::Stmt dense_int8_amx_loops(const ir::Buffer& A, const ir::Buffer& B_packed, c
 class AmxTaskOutput {
  public:
   // C: the anchor's buffer (unused, may be null, with an epilogue).
-  // rows_per_task: a full task's rows (the accumulator's size).
+  // rows_per_task: the most rows a task has (the accumulator's size: a full
+  // task's rows, or all the rows when there are fewer, a classifier's one).
   AmxTaskOutput(ir::Buffer C, ir::DataType acc_type, int64_t rows_per_task, int64_t N,
                 OpTemplate::TaskEpilogue epilogue);
   // The task body's statement for `rows` rows from row0.

@@ -17,6 +17,7 @@
 // AMX build test checks the IR of its kernels (expect_epilogues_per_task).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -182,7 +183,8 @@ std::map<std::string, graph::Initializer> random_inputs(const graph::Graph& g, u
 // Every config of the template workloads of g (all of them `template_name`,
 // of one space: the same config for each), then the checks: the per-task IR
 // of each tile kernel (the accumulator 16 * panels_per_task rows of `cols`,
-// smaller than the `rows` x `cols` output when there is more than one task),
+// or all `rows` when they are fewer; smaller than the `rows` x `cols` output
+// when there is more than one task),
 // the fused epilogue holding `fused` (op types), and the output against
 // `want` within `tolerance`. Returns the configs whose last task was partial.
 int check_every_config(const graph::Graph& g, const codegen::Target& target,
@@ -212,8 +214,9 @@ int check_every_config(const graph::Graph& g, const codegen::Target& target,
     const int64_t task_rows = 16 * cfg.knob("panels_per_task");
     EXPECT_EQ(r.tiles.size(), keys.size());
     for (const TileKernelShape& k : r.tiles) {
-      EXPECT_EQ(k.acc_elems, task_rows * cols);
-      EXPECT_EQ(k.largest_alloc_elems, task_rows * cols);
+      // A task's rows (all of them when they are fewer).
+      EXPECT_EQ(k.acc_elems, std::min(task_rows, rows) * cols);
+      EXPECT_EQ(k.largest_alloc_elems, k.acc_elems);
       EXPECT_EQ(k.output_elems, rows * cols);
       if (task_rows < rows) EXPECT_LT(k.largest_alloc_elems, rows * cols);
     }
