@@ -299,9 +299,9 @@ TEST(AmxBmmBuild, EmulatedTilesEndToEndBitExact) {
       runtime::NDArray y = build_and_run(g, target, cfg, inputs, &used, &per_task);
       ASSERT_EQ(used["batch_matmul_int8_amx.x86"], 1u);
       // The requantization and the row and column sum corrections run in
-      // the tile kernel's tasks where fuse_ops fuses them (not for u8 x u8
-      // with a zero point of 0: there the correction's Add is a kernel of
-      // its own).
+      // the tile kernel's tasks where fuse_ops fuses them (not in case 0,
+      // u8 x u8 with a's zero point 0: there the correction's Add and the
+      // requantization are a kernel of their own).
       EXPECT_EQ(per_task, c == 0 ? 0 : 1);
       expect_close(want, y, g.outputs[0], 0.0);
       ++tested;
