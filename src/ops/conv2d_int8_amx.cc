@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ir/stmt.h"
+#include "ops/amx_task_output.h"
 #include "ops/conv2d_int8.h"
 #include "ops/dense_int8_amx.h"
 
