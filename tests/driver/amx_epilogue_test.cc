@@ -11,7 +11,8 @@
 //    tiles;
 //  - built with the tiles emulated (KILN_DEBUG_AMX_EMULATE=1), the outputs
 //    are byte-identical to the interpreter's integer operators (bf16: within
-//    float32 summation order).
+//    float32 summation order); on a CPU with AMX the int8 cases also run on
+//    the tile instructions (skipped elsewhere).
 // The batched template's epilogue (requantization and its row / column sum
 // corrections) is checked the same way in amx_bmm_build_test.cc, and every
 // AMX build test checks the IR of its kernels (expect_epilogues_per_task).
@@ -19,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <set>
@@ -127,7 +129,9 @@ struct Built {
   std::set<std::string> tile_ops;  // mod.json's op_types of the tile kernels
 };
 
-// g built for `target` with `cfg`, its tiles emulated, run on `inputs`.
+// g built for `target` with `cfg`, run on `inputs`: under EmulateTiles the
+// package's amx-* requirements are dropped (its tiles are emulated), else it
+// runs the tile instructions (a CPU with AMX).
 Built build_and_run(const graph::Graph& g, const codegen::Target& target,
                     const std::map<std::string, std::string>& cfg,
                     const std::map<std::string, graph::Initializer>& inputs,
@@ -149,12 +153,15 @@ Built build_and_run(const graph::Graph& g, const codegen::Target& target,
   for (const auto& k : mod.at("kernels"))
     if (!templates_of(nlohmann::json{{"kernels", {k}}}).empty())
       for (const auto& t : k.at("op_types")) r.tile_ops.insert(t.get<std::string>());
-  auto& f = mod["requires"]["cpu_features"];
-  f.erase(std::remove_if(
-              f.begin(), f.end(),
-              [](const nlohmann::json& x) { return x.get<std::string>().rfind("amx-", 0) == 0; }),
-          f.end());
-  m.graph_json = mod.dump();
+  const char* emulate = std::getenv("KILN_DEBUG_AMX_EMULATE");
+  if (emulate && std::string(emulate) == "1") {
+    auto& f = mod["requires"]["cpu_features"];
+    f.erase(std::remove_if(
+                f.begin(), f.end(),
+                [](const nlohmann::json& x) { return x.get<std::string>().rfind("amx-", 0) == 0; }),
+            f.end());
+    m.graph_json = mod.dump();
+  }
   std::string pkg = dir.file("p.tar");
   driver::write_package(m, o.target, pkg, driver::PackageFormat::kTar);
   runtime::GraphExecutor ex = runtime::GraphExecutor::load(pkg);
@@ -231,18 +238,16 @@ void expect_varies(const graph::Initializer& y) {
   EXPECT_GT(values.size(), std::min<size_t>(8, y.data.size() / 4)) << "reference barely varies";
 }
 
-TEST(AmxEpilogue, ConvRequantizeResidualReluPerTask) {
-  if (runtime::host_arch() != "x86_64") GTEST_SKIP() << "not an x86_64 host";
-  EmulateTiles emulate;
-  codegen::Target target = host_with_amx();
+// The convolution cases on `target`: 81 and 63 output pixels, every
+// panels_per_task leaving a partial last task; a 3x3 (im2col) and a 1x1
+// (the data in place); output channels no 16-column block divides (36, 20;
+// a count not a multiple of 4 would put the residual Add in a kernel of its
+// own, after the Slice of the padding).
+void check_convs(const codegen::Target& target) {
   std::mt19937 rng(401);
   struct Case {
     int64_t C, OC, k, H, W;
   };
-  // 81 and 63 output pixels: every panels_per_task leaves a partial last
-  // task; a 3x3 (im2col) and a 1x1 (the data in place); output channels no
-  // 16-column block divides (36, 20; a count not a multiple of 4 would put
-  // the residual Add in a kernel of its own, after the Slice of the padding).
   for (const Case& c : {Case{12, 36, 3, 9, 9}, Case{24, 20, 1, 9, 7}}) {
     SCOPED_TRACE("conv " + std::to_string(c.C) + " -> " + std::to_string(c.OC) + " k " +
                  std::to_string(c.k));
@@ -258,12 +263,10 @@ TEST(AmxEpilogue, ConvRequantizeResidualReluPerTask) {
   }
 }
 
-TEST(AmxEpilogue, DenseRequantizeResidualReluPerTask) {
-  if (runtime::host_arch() != "x86_64") GTEST_SKIP() << "not an x86_64 host";
-  EmulateTiles emulate;
-  codegen::Target target = host_with_amx();
+// The dense case on `target`: 530 rows, tasks of 16 to 512 rows, each with a
+// partial last one.
+void check_dense(const codegen::Target& target) {
   std::mt19937 rng(403);
-  // 530 rows: tasks of 16 to 512 rows, each with a partial last one.
   ScratchDir dir;
   graph::Graph g = import_built(dense_residual(530, 40, 24, rng), dir);
   auto inputs = random_inputs(g, 404);
@@ -272,6 +275,26 @@ TEST(AmxEpilogue, DenseRequantizeResidualReluPerTask) {
   EXPECT_EQ(check_every_config(g, target, "dense_int8_amx.x86", 530, 24,
                                {"kiln.Requantize", "Add", "Relu"}, inputs, want, 0.0),
             6);
+}
+
+TEST(AmxEpilogue, ConvRequantizeResidualReluPerTask) {
+  if (runtime::host_arch() != "x86_64") GTEST_SKIP() << "not an x86_64 host";
+  EmulateTiles emulate;
+  check_convs(host_with_amx());
+}
+
+TEST(AmxEpilogue, DenseRequantizeResidualReluPerTask) {
+  if (runtime::host_arch() != "x86_64") GTEST_SKIP() << "not an x86_64 host";
+  EmulateTiles emulate;
+  check_dense(host_with_amx());
+}
+
+// The same on the tile instructions themselves: only on a CPU with AMX.
+TEST(AmxEpilogue, OnTheTilesOfThisCpu) {
+  if (!runtime::host_has_cpu_feature("amx-tile") || !runtime::host_has_cpu_feature("amx-int8"))
+    GTEST_SKIP() << "needs amx-int8 (this CPU lacks it)";
+  check_convs(codegen::Target::host());
+  check_dense(codegen::Target::host());
 }
 
 // x [M, K] -> MatMul(W) -> + bias -> Relu, float32 in and out, bf16 tiles.
