@@ -7,6 +7,8 @@
 
 #include "graph/op_registry.h"
 #include "graph/ops/op_util.h"
+#include "ir/functor.h"
+#include "ir/simplify.h"
 #include "ops/generic_schedule.h"
 #include "ops/op_template.h"
 #include "schedule/lower.h"
@@ -285,30 +287,99 @@ GroupKernel lower_own_loops(GroupBuilder& b, const ops::OpTemplate& t, const ops
   b.k.outputs.push_back(out_value);
   b.k.workload = w.key();
   b.k.flops = t.flops(w);
-  b.k.func = ir::LoweredFunc{func_name, args, t.build_loops(w, cfg, args)};
+  b.k.func = ir::LoweredFunc{func_name, args, t.build_loops(w, cfg, args, nullptr)};
   return b.k;
 }
 
-// The same with an epilogue (kiln.Requantize, ...): the template's loops
-// write its anchor into a workspace buffer `acc` (the whole [rows, N]
-// accumulator), then the epilogue, lowered with the generic schedule as a
-// kernel of `acc`, runs over it: both in one kernel, the epilogue right
-// after the anchor instead of inside its tiles (the tile loops are not a
-// schedule that an epilogue can be attached to).
+// The epilogue of a template that builds its own loops, as each of its
+// parallel tasks runs it (OpTemplate::TaskEpilogue). It is lowered once over
+// the anchor's flat rows: the output's leading dims fused into one serial
+// loop `row`, the last one split by the vector width and vectorized (what
+// the generic schedule does to an injective stage, less its parallel loop:
+// the template's task loop is the parallel one). Each task then gets a copy
+// of it with the row loop cut to its rows [row0, row0 + rows) and the
+// whole-output accumulator `acc` it was lowered against replaced by the
+// task's own (rows x N from offset 0): the epilogue reads the rows the tiles
+// have just stored, in L1/L2, and no [rows, N] accumulator exists.
+struct RowEpilogue {
+  ir::Stmt body;   // the lowered epilogue over every row
+  ir::Var row;     // its row loop's variable
+  ir::Buffer acc;  // the whole-output accumulator it reads (a lowering argument)
+  int64_t total_rows = 0, N = 0;
+
+  ir::Stmt operator()(const ir::Expr& row0, int64_t rows, const ir::Buffer& task_acc) const {
+    class Retarget : public ir::IRMutator {
+     public:
+      Retarget(const RowEpilogue& e, const ir::Expr& row0, int64_t rows, const ir::Buffer& task_acc)
+          : e_(e), row0_(row0), rows_(rows), task_acc_(task_acc) {}
+      int loops = 0;
+
+     protected:
+      ir::Stmt mutate_for(const ir::Stmt& s, const ir::ForNode* op) override {
+        if (op->var.get() != e_.row.get()) return ir::IRMutator::mutate_for(s, op);
+        ++loops;
+        ir::Var r("r", ir::DataType::i64());
+        ir::Stmt body = ir::substitute(mutate(op->body), {{e_.row, row0_ + r}});
+        return ir::make_for(r, ir::make_int(0), ir::make_int(rows_), ir::ForKind::Serial, body);
+      }
+      // acc[row * N + n] of the whole output is task_acc[(row - row0) * N + n].
+      ir::Expr mutate_load(const ir::Expr& ex, const ir::LoadNode* op) override {
+        ir::Expr i = mutate(op->index);
+        if (op->buffer != e_.acc) return i.same_as(op->index) ? ex : ir::load(op->buffer, i);
+        ir::Expr shift = row0_ * ir::make_int(e_.N);
+        if (const auto* ramp = i.as<ir::RampNode>())
+          i = ir::ramp(ramp->base - shift, ramp->stride, ramp->lanes);
+        else if (i.dtype().lanes > 1)
+          i = i - ir::broadcast(shift, i.dtype().lanes);
+        else
+          i = i - shift;
+        return ir::load(task_acc_, i);
+      }
+
+     private:
+      const RowEpilogue& e_;
+      ir::Expr row0_;
+      int64_t rows_;
+      ir::Buffer task_acc_;
+    };
+    // One row in all (a classifier's [1, N]): lowering dropped the loop of
+    // extent 1 and the only task starts at row 0, so nothing needs moving.
+    Retarget retarget(*this, total_rows == 1 ? ir::make_int(0) : row0, rows, task_acc);
+    ir::Stmt s = retarget.mutate(body);
+    if (retarget.loops == 0 && total_rows != 1)
+      throw std::logic_error("the epilogue's row loop '" + row.name() +
+                             "' is missing from its lowering");
+    bool reads_whole_acc = false;
+    ir::post_order_visit(s, [&](const ir::Expr& x) {
+      if (const auto* l = x.as<ir::LoadNode>()) reads_whole_acc |= l->buffer == acc;
+    });
+    if (reads_whole_acc)
+      throw std::logic_error("the epilogue still reads the whole-output accumulator");
+    return ir::simplify(s);
+  }
+};
+
+// The same with an epilogue (kiln.Requantize, Relu, a residual Add, a bias,
+// ...): each of the template's parallel tasks writes its rows into an
+// accumulator of its own and runs the epilogue on them right after its tile
+// GEMM (RowEpilogue), as oneDNN's brgemm applies post-ops per block. The
+// tile loops are not a schedule that an epilogue could be attached to, hence
+// the hook (OpTemplate::TaskEpilogue) rather than compute_at.
 GroupKernel lower_own_loops_with_epilogue(GroupBuilder& b, const ops::OpTemplate& t,
                                           const ops::Workload& w, const schedule::Config& cfg,
                                           const ops::TemplateInstance& inst, const ir::Tensor& acc,
-                                          const ir::Tensor& out, const std::string& func_name,
+                                          ir::Tensor out, const std::string& func_name,
                                           int64_t vector_lanes) {
+  const std::string& anchor_name = b.g.nodes[static_cast<size_t>(b.group.anchor)].name;
   // The template's inputs are the first arguments; the epilogue reads the
   // others. (No fused node reads them: apply_templates' epilogues read the
   // accumulator, constants and other values.)
   const size_t n_inputs = inst.inputs.size();
   for (const ir::Tensor& x : ir::post_order({out}))
     if (std::find(inst.inputs.begin(), inst.inputs.end(), x) != inst.inputs.end())
-      throw std::runtime_error("node '" + b.g.nodes[static_cast<size_t>(b.group.anchor)].name +
-                               "': an epilogue fused after " + t.name() +
+      throw std::runtime_error("node '" + anchor_name + "': an epilogue fused after " + t.name() +
                                " reads the template's input '" + x->name + "'");
+  if (out->is_placeholder) out = copy_of(out, "out");  // an epilogue of reshapes only
   std::vector<std::string> input_values(b.k.args.begin(), b.k.args.begin() + n_inputs);
   b.arg_tensors.erase(b.arg_tensors.begin(), b.arg_tensors.begin() + n_inputs);
   b.k.args.erase(b.k.args.begin(), b.k.args.begin() + n_inputs);
@@ -321,22 +392,41 @@ GroupKernel lower_own_loops_with_epilogue(GroupBuilder& b, const ops::OpTemplate
   k.outputs.push_back(b.group.outputs.at(0));
   k.workload = w.key();
   k.flops = t.flops(w);
-  schedule::Schedule sch = ops::schedule_generic({out}, vector_lanes);
+
+  // Every fused stage inlined into the output (fuse_ops fuses only
+  // elementwise nodes after an anchor): a task computes its rows alone.
+  schedule::Schedule sch = schedule::create_schedule({out});
+  for (const schedule::Stage& s : sch.stages()) {
+    if (s->is_placeholder() || s->is_output) continue;
+    if (!s->op->reduce_axis.empty())
+      throw std::runtime_error("node '" + anchor_name + "': the epilogue fused after " + t.name() +
+                               " has a reduction ('" + s->op->name +
+                               "'), which its tasks cannot compute on their rows");
+    s->compute_inline();
+  }
+  schedule::Stage o = sch[out];
+  const std::vector<ir::IterVar> axis = o->op->axis;
+  if (!o->op->reduce_axis.empty() || axis.size() < 2)
+    throw std::runtime_error("node '" + anchor_name + "': the epilogue fused after " + t.name() +
+                             " must be elementwise on its [rows, N] output");
+  std::vector<ir::IterVar> leading(axis.begin(), axis.end() - 1);
+  RowEpilogue ep;
+  ep.row = (leading.size() == 1 ? leading[0] : o->fuse(leading))->var;
+  if (to_int(axis.back()->dom.extent) >= vector_lanes)
+    o->vectorize(o->split(axis.back(), vector_lanes).second);
   lower_within_budget(k, sch, epilogue_args, func_name, vector_lanes);
 
-  // The epilogue's arguments: [its inputs..., acc, out]; acc becomes memory
-  // of the kernel's own, the template's inputs come first.
+  // The epilogue's arguments: [its inputs..., acc, out]; acc is replaced by
+  // the tasks' own accumulators, the template's inputs come first.
   std::vector<ir::Buffer> eargs = k.func.args;
-  ir::Buffer acc_buf = eargs.at(eargs.size() - 2);
-  std::vector<ir::Buffer> tmpl_args;
-  for (const ir::Tensor& x : inst.inputs) tmpl_args.push_back(buffer_of(x));
-  std::vector<ir::Buffer> own = tmpl_args;
-  own.push_back(acc_buf);
-  int64_t acc_elems = 1;
-  for (const ir::Expr& d : acc->shape) acc_elems *= to_int(d);
-  ir::Stmt body = ir::make_stmt<ir::AllocateNode>(
-      acc_buf, ir::make_int(acc_elems), ir::make_seq({t.build_loops(w, cfg, own), k.func.body}));
-  std::vector<ir::Buffer> args = tmpl_args;
+  ep.body = k.func.body;
+  ep.acc = eargs.at(eargs.size() - 2);
+  ep.N = to_int(acc->shape.back());
+  ep.total_rows = 1;
+  for (size_t d = 0; d + 1 < acc->shape.size(); ++d) ep.total_rows *= to_int(acc->shape[d]);
+  std::vector<ir::Buffer> args;
+  for (const ir::Tensor& x : inst.inputs) args.push_back(buffer_of(x));
+  ir::Stmt body = t.build_loops(w, cfg, args, ep);
   args.insert(args.end(), eargs.begin(), eargs.end() - 2);
   args.push_back(eargs.back());
   k.func = ir::LoweredFunc{func_name, args, body};
@@ -376,7 +466,9 @@ GroupKernel lower_group_template(const Graph& g, const graph::FusedGroup& group,
     for (const ir::Expr& d : inst.anchor->shape) b.flat_to.push_back(to_int(d));
   }
   // A template that builds its own loops (tile instructions: AMX) writes its
-  // anchor into memory of its own; the epilogue reads it there as `acc`.
+  // anchor into accumulators of its own, one per task; the epilogue is
+  // written against a placeholder `acc` of the whole anchor that each task
+  // then swaps for its own (RowEpilogue).
   const bool own_loops = t.builds_own_loops();
   if (own_loops && anchor_only) {
     b.k.op_types.push_back(t.name());

@@ -1,9 +1,11 @@
 #include "ops/batch_matmul_int8_amx.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "ir/stmt.h"
+#include "ops/amx_task_output.h"
 #include "ops/dense_int8_amx.h"
 
 namespace kiln::ops {
@@ -42,9 +44,12 @@ int64_t fallback_panels(const Shape& s) {
 // The kernel: tasks (batch, row range of 16 * per_task rows) in parallel,
 // each one amx_gemm on its batch's A rows, B and C rows. A batch's last row
 // task may be shorter: a call of its own shape in the same loop.
-Stmt bmm_loops(const Shape& s, const Buffer& A, const Buffer& Bp, const Buffer& C,
-               int64_t per_task) {
+// With an epilogue the tiles write the task's accumulator and the epilogue
+// finishes the task's rows (row0 counts over all batches: [B * M, N]).
+Stmt bmm_loops(const Shape& s, const Buffer& A, const Buffer& Bp, const Buffer& C, int64_t per_task,
+               const OpTemplate::TaskEpilogue& epilogue) {
   const int64_t rows_per_task = 16 * per_task;
+  AmxTaskOutput output(C, DataType::i32(), std::min(rows_per_task, s.M), s.N, epilogue);
   const int64_t full = s.M / rows_per_task, rest = s.M % rows_per_task;
   const int64_t per_batch = full + (rest > 0 ? 1 : 0);
   Var t("task", DataType::i64());
@@ -52,13 +57,15 @@ Stmt bmm_loops(const Shape& s, const Buffer& A, const Buffer& Bp, const Buffer& 
   Expr row0 = b * make_int(s.M) + j * make_int(rows_per_task);  // row of A and C
   Expr b0 = s.Bb == 1 ? make_int(0) : b * make_int(s.b_stride());
   auto gemm = [&](int64_t rows) -> Stmt {
-    return make_stmt<EvaluateNode>(amx_gemm(AmxOp::DpbusdU8I8, load(C, row0 * make_int(s.N)),
-                                            load(A, row0 * make_int(s.K)), load(Bp, b0), rows, s.N,
-                                            s.K, s.K, s.N));
+    return output.rows(row0, rows, [&](const Expr& c) {
+      return make_stmt<EvaluateNode>(amx_gemm(AmxOp::DpbusdU8I8, c, load(A, row0 * make_int(s.K)),
+                                              load(Bp, b0), rows, s.N, s.K, s.K, s.N));
+    });
   };
   Stmt body = gemm(rows_per_task);
   if (rest > 0) body = full > 0 ? make_if(j < make_int(full), body, gemm(rest)) : gemm(rest);
-  return make_for(t, make_int(0), make_int(s.B * per_batch), ForKind::Parallel, body);
+  return make_for(t, make_int(0), make_int(s.B * per_batch), ForKind::Parallel,
+                  output.task_body(body));
 }
 
 class BatchMatmulInt8AmxTemplate final : public OpTemplate {
@@ -111,13 +118,14 @@ class BatchMatmulInt8AmxTemplate final : public OpTemplate {
 
   bool builds_own_loops() const override { return true; }
 
-  Stmt build_loops(const Workload& w, const Config& cfg,
-                   const std::vector<Buffer>& args) const override {
+  Stmt build_loops(const Workload& w, const Config& cfg, const std::vector<Buffer>& args,
+                   const TaskEpilogue& epilogue) const override {
     Shape s = shape(w);
-    if (args.size() != 3) detail::bad_workload(w, "takes A, B_packed and C");
+    if (args.size() != (epilogue ? 2u : 3u))
+      detail::bad_workload(w, epilogue ? "takes A and B_packed" : "takes A, B_packed and C");
     int64_t per_task = cfg.knob("panels_per_task");
     if (per_task < 1) detail::bad_workload(w, "panels_per_task must be positive");
-    return bmm_loops(s, args[0], args[1], args[2], per_task);
+    return bmm_loops(s, args[0], args[1], epilogue ? Buffer() : args[2], per_task, epilogue);
   }
 
   double flops(const Workload& w) const override {

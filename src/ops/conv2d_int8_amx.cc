@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ir/stmt.h"
+#include "ops/amx_task_output.h"
 #include "ops/conv2d_int8.h"
 #include "ops/dense_int8_amx.h"
 
@@ -87,21 +88,28 @@ Stmt im2col(const Dims& d, const Buffer& data, const Buffer& ws, Expr m0, int64_
 // The kernel: tasks of 16 * per_task output pixels in parallel, each one
 // amx_gemm (after its im2col unless direct()). The last task may have fewer
 // rows: a body of its own shape in the same loop.
+// With an epilogue the tiles write the task's accumulator instead of `out`
+// and the epilogue finishes the task's pixels right after (AmxTaskOutput).
 Stmt conv_loops(const Dims& d, const Buffer& data, const Buffer& weight, const Buffer& out,
-                int64_t per_task) {
+                int64_t per_task, const OpTemplate::TaskEpilogue& epilogue) {
   const int64_t rows_per_task = 16 * per_task;
   Var t("task", DataType::i64());
   Expr m0 = t * make_int(rows_per_task);
   Buffer ws = make_buffer("im2col", DataType::u8(), {make_int(rows_per_task), make_int(d.K)},
                           MemScope::Local);
+  AmxTaskOutput output(out, DataType::i32(), std::min(rows_per_task, d.M), d.OCb, epilogue);
   auto task = [&](int64_t rows) -> Stmt {
     if (d.direct())
-      return make_stmt<EvaluateNode>(amx_gemm(
-          AmxOp::DpbusdU8I8, load(out, m0 * make_int(d.OCb)), load(data, m0 * make_int(d.Cb)),
-          load(weight, make_int(0)), rows, d.OCb, d.K, d.Cb, d.OCb));
-    Stmt gemm = make_stmt<EvaluateNode>(amx_gemm(AmxOp::DpbusdU8I8, load(out, m0 * make_int(d.OCb)),
-                                                 load(ws, make_int(0)), load(weight, make_int(0)),
-                                                 rows, d.OCb, d.K, d.K, d.OCb));
+      return output.rows(m0, rows, [&](const Expr& c) {
+        return make_stmt<EvaluateNode>(
+            amx_gemm(AmxOp::DpbusdU8I8, c, load(data, m0 * make_int(d.Cb)),
+                     load(weight, make_int(0)), rows, d.OCb, d.K, d.Cb, d.OCb));
+      });
+    Stmt gemm = output.rows(m0, rows, [&](const Expr& c) {
+      return make_stmt<EvaluateNode>(amx_gemm(AmxOp::DpbusdU8I8, c, load(ws, make_int(0)),
+                                              load(weight, make_int(0)), rows, d.OCb, d.K, d.K,
+                                              d.OCb));
+    });
     return make_seq({im2col(d, data, ws, m0, rows), gemm});
   };
   const int64_t full = d.M / rows_per_task, rest = d.M % rows_per_task;
@@ -111,7 +119,8 @@ Stmt conv_loops(const Dims& d, const Buffer& data, const Buffer& weight, const B
   // a Local allocation up to 256 KiB on the task's stack, a larger one in
   // the workspace allocator).
   if (!d.direct()) body = make_stmt<AllocateNode>(ws, make_int(rows_per_task * d.K), body);
-  return make_for(t, make_int(0), make_int(full + (rest > 0 ? 1 : 0)), ForKind::Parallel, body);
+  return make_for(t, make_int(0), make_int(full + (rest > 0 ? 1 : 0)), ForKind::Parallel,
+                  output.task_body(body));
 }
 
 class Conv2dNCHWcInt8Amx final : public OpTemplate {
@@ -171,13 +180,15 @@ class Conv2dNCHWcInt8Amx final : public OpTemplate {
 
   bool builds_own_loops() const override { return true; }
 
-  Stmt build_loops(const Workload& w, const Config& cfg,
-                   const std::vector<Buffer>& args) const override {
+  Stmt build_loops(const Workload& w, const Config& cfg, const std::vector<Buffer>& args,
+                   const TaskEpilogue& epilogue) const override {
     Dims d = dims(w);
-    if (args.size() != 3) detail::bad_workload(w, "takes data, weight and the output");
+    if (args.size() != (epilogue ? 2u : 3u))
+      detail::bad_workload(
+          w, epilogue ? "takes data and weight" : "takes data, weight and the output");
     int64_t per_task = cfg.knob("panels_per_task");
     if (per_task < 1) detail::bad_workload(w, "panels_per_task must be positive");
-    return conv_loops(d, args[0], args[1], args[2], per_task);
+    return conv_loops(d, args[0], args[1], epilogue ? Buffer() : args[2], per_task, epilogue);
   }
 
   double flops(const Workload& w) const override {

@@ -59,10 +59,11 @@ class DenseBf16AmxTemplate final : public detail::AmxDenseTemplate {
 
   // A rounded to bf16 into a workspace (each element once, rows in
   // parallel), then the tile GEMM on it.
-  Stmt build_loops(const Workload& w, const Config& cfg,
-                   const std::vector<Buffer>& args) const override {
+  Stmt build_loops(const Workload& w, const Config& cfg, const std::vector<Buffer>& args,
+                   const TaskEpilogue& epilogue) const override {
     Shape d = shape(w);
-    if (args.size() != 3) detail::bad_workload(w, "takes A, B_packed and C");
+    if (args.size() != (epilogue ? 2u : 3u))
+      detail::bad_workload(w, epilogue ? "takes A and B_packed" : "takes A, B_packed and C");
     const int64_t K2 = 2 * d.pairs();
     Buffer Ab = make_buffer("A_bf16", DataType::bf16(), {make_int(d.M), make_int(K2)});
     Var m("m", DataType::i64()), k("k", DataType::i64());
@@ -76,8 +77,8 @@ class DenseBf16AmxTemplate final : public detail::AmxDenseTemplate {
     Stmt convert = make_for(
         m, make_int(0), make_int(d.M), ForKind::Parallel,
         make_for(k, make_int(0), make_int(K2), ForKind::Serial, make_store(Ab, value, m * K2 + k)));
-    Stmt gemm =
-        dense_bf16_amx_loops(Ab, args[1], args[2], d.M, d.N, K2, cfg.knob("panels_per_task"));
+    Stmt gemm = dense_bf16_amx_loops(Ab, args[1], epilogue ? Buffer() : args[2], d.M, d.N, K2,
+                                     cfg.knob("panels_per_task"), epilogue);
     return make_stmt<AllocateNode>(Ab, make_int(d.M * K2), make_seq({convert, gemm}));
   }
 

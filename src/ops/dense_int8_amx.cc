@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "ir/stmt.h"
+#include "ops/amx_task_output.h"
 
 namespace kiln::ops {
 
@@ -43,13 +44,17 @@ PanelBuffers panel_buffers(DataType in_t, DataType w_t, DataType out_t, int64_t 
 // Tasks of `per_task` panels of 16 rows, the loop over them parallel; a
 // task's call configures the tiles once for its full panels (amx_gemm). The
 // last task's rows may be fewer: a call of its own shape in the same loop.
-Stmt panel_loops(const PanelBuffers& buf, AmxOp op, int64_t M, int64_t N, int64_t K,
-                 int64_t per_task) {
-  auto rows_at = [&](Expr m0, int64_t rows) {
-    return make_stmt<EvaluateNode>(amx_gemm(op, load(buf.C, m0 * N), load(buf.A, m0 * K),
-                                            load(buf.B, make_int(0)), rows, N, K, K, N));
-  };
+// With an epilogue each task runs it on its rows after its call.
+Stmt panel_loops(const PanelBuffers& buf, AmxOp op, DataType acc_t, int64_t M, int64_t N, int64_t K,
+                 int64_t per_task, const OpTemplate::TaskEpilogue& epilogue) {
   const int64_t rows_per_task = 16 * per_task;
+  AmxTaskOutput out(buf.C, acc_t, std::min(rows_per_task, M), N, epilogue);
+  auto rows_at = [&](Expr m0, int64_t rows) {
+    return out.rows(m0, rows, [&](const Expr& c) {
+      return make_stmt<EvaluateNode>(
+          amx_gemm(op, c, load(buf.A, m0 * K), load(buf.B, make_int(0)), rows, N, K, K, N));
+    });
+  };
   const int64_t full = M / rows_per_task, rest = M % rows_per_task;
   Var t("task", DataType::i64());
   Expr m0 = t * make_int(rows_per_task);
@@ -57,14 +62,15 @@ Stmt panel_loops(const PanelBuffers& buf, AmxOp op, int64_t M, int64_t N, int64_
   if (rest > 0)
     body = full > 0 ? make_if(t < make_int(full), body, rows_at(m0, rest)) : rows_at(m0, rest);
   int64_t tasks = full + (rest > 0 ? 1 : 0);
-  return make_for(t, make_int(0), make_int(tasks), ForKind::Parallel, body);
+  return make_for(t, make_int(0), make_int(tasks), ForKind::Parallel, out.task_body(body));
 }
 
 LoweredFunc panel_kernel(const std::string& name, AmxOp op, DataType in_t, DataType w_t,
                          DataType out_t, int64_t M, int64_t N, int64_t K, int64_t g) {
   PanelBuffers buf = panel_buffers(in_t, w_t, out_t, M, N, K, g);
-  return LoweredFunc{
-      name, {buf.A, buf.B, buf.C}, panel_loops(buf, op, M, N, K, amx_panels_per_task(M))};
+  return LoweredFunc{name,
+                     {buf.A, buf.B, buf.C},
+                     panel_loops(buf, op, out_t, M, N, K, amx_panels_per_task(M), nullptr)};
 }
 
 }  // namespace
@@ -95,13 +101,15 @@ LoweredFunc dense_int8_amx_kernel(const std::string& name, int64_t M, int64_t N,
 }
 
 Stmt dense_int8_amx_loops(const Buffer& A, const Buffer& B_packed, const Buffer& C, int64_t M,
-                          int64_t N, int64_t K, int64_t panels_per_task) {
+                          int64_t N, int64_t K, int64_t panels_per_task,
+                          const OpTemplate::TaskEpilogue& epilogue) {
   if (!dense_int8_amx_supports(M, N, K) || panels_per_task < 1)
     throw std::invalid_argument("dense_int8_amx: M=" + std::to_string(M) +
                                 " N=" + std::to_string(N) + " K=" + std::to_string(K) +
                                 " panels per task " + std::to_string(panels_per_task) +
                                 " unsupported");
-  return panel_loops({A, B_packed, C}, AmxOp::DpbusdU8I8, M, N, K, panels_per_task);
+  return panel_loops({A, B_packed, C}, AmxOp::DpbusdU8I8, DataType::i32(), M, N, K, panels_per_task,
+                     epilogue);
 }
 
 std::vector<int64_t> amx_panel_choices(int64_t M) {
@@ -119,13 +127,15 @@ int64_t amx_fallback_panels(int64_t M) {
 }
 
 Stmt dense_bf16_amx_loops(const Buffer& A_bf16, const Buffer& B_packed, const Buffer& C, int64_t M,
-                          int64_t N, int64_t K, int64_t panels_per_task) {
+                          int64_t N, int64_t K, int64_t panels_per_task,
+                          const OpTemplate::TaskEpilogue& epilogue) {
   if (M < 1 || N < 1 || K < 2 || K % 2 != 0 || panels_per_task < 1)
     throw std::invalid_argument("dense_bf16_amx: M=" + std::to_string(M) +
                                 " N=" + std::to_string(N) + " K=" + std::to_string(K) +
                                 " panels per task " + std::to_string(panels_per_task) +
                                 " unsupported (K must be a positive even number)");
-  return panel_loops({A_bf16, B_packed, C}, AmxOp::Dpbf16ps, M, N, K, panels_per_task);
+  return panel_loops({A_bf16, B_packed, C}, AmxOp::Dpbf16ps, DataType::f32(), M, N, K,
+                     panels_per_task, epilogue);
 }
 
 std::vector<uint16_t> pack_dense_bf16_amx_weight(const uint16_t* B_KN, int64_t K, int64_t N) {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "ir/function.h"
+#include "ops/op_template.h"
 
 namespace kiln::ops {
 
@@ -49,8 +50,11 @@ ir::LoweredFunc dense_int8_amx_kernel(const std::string& name, int64_t M, int64_
 // The kernel's loops on given buffers (A, B_packed, C as above, flat), tasks
 // of `panels_per_task` panels of 16 rows: what the dense_int8_amx.x86
 // template builds (its knob). Throws as dense_int8_amx_kernel.
+// With an epilogue (OpTemplate::TaskEpilogue) C is not written: each task
+// runs the epilogue on its rows (ops/amx_task_output.h).
 ir::Stmt dense_int8_amx_loops(const ir::Buffer& A, const ir::Buffer& B_packed, const ir::Buffer& C,
-                              int64_t M, int64_t N, int64_t K, int64_t panels_per_task);
+                              int64_t M, int64_t N, int64_t K, int64_t panels_per_task,
+                              const OpTemplate::TaskEpilogue& epilogue = nullptr);
 
 // The AMX templates' knob panels_per_task for M rows: 1, 2, 4, ... up to the
 // panels M has, at most 32 (beyond 512 rows per configuration nothing is
@@ -63,7 +67,8 @@ int64_t amx_fallback_panels(int64_t M);
 // [ceil(N / 16)][K / 2][16][2] bf16, C float32 [M, N]; K even.
 ir::Stmt dense_bf16_amx_loops(const ir::Buffer& A_bf16, const ir::Buffer& B_packed,
                               const ir::Buffer& C, int64_t M, int64_t N, int64_t K,
-                              int64_t panels_per_task);
+                              int64_t panels_per_task,
+                              const OpTemplate::TaskEpilogue& epilogue = nullptr);
 
 // The bf16 variant (tdpbf16ps, amx-bf16): C float32 [M, N] = A bfloat16 [M, K]
 // x B bfloat16 [K, N], K even, B packed as Bp[ceil(N / 16)][K / 2][16][2]

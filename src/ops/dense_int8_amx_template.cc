@@ -49,12 +49,13 @@ class DenseInt8AmxTemplate final : public detail::AmxDenseTemplate {
     return {{A, B}, C};
   }
 
-  Stmt build_loops(const Workload& w, const Config& cfg,
-                   const std::vector<Buffer>& args) const override {
+  Stmt build_loops(const Workload& w, const Config& cfg, const std::vector<Buffer>& args,
+                   const TaskEpilogue& epilogue) const override {
     Shape d = shape(w);
-    if (args.size() != 3) detail::bad_workload(w, "takes A, B_packed and C");
-    return dense_int8_amx_loops(args[0], args[1], args[2], d.M, d.N, d.K,
-                                cfg.knob("panels_per_task"));
+    if (args.size() != (epilogue ? 2u : 3u))
+      detail::bad_workload(w, epilogue ? "takes A and B_packed" : "takes A, B_packed and C");
+    return dense_int8_amx_loops(args[0], args[1], epilogue ? Buffer() : args[2], d.M, d.N, d.K,
+                                cfg.knob("panels_per_task"), epilogue);
   }
 
   std::vector<std::vector<int64_t>> input_shapes(const Workload& w, const Config&) const override {

@@ -155,7 +155,7 @@ Kernel make_kernel(const OpTemplate& t, const Workload& w, const schedule::Confi
 }
 
 ir::Stmt OpTemplate::build_loops(const Workload& w, const schedule::Config&,
-                                 const std::vector<ir::Buffer>&) const {
+                                 const std::vector<ir::Buffer>&, const TaskEpilogue&) const {
   throw std::logic_error(w.key() + ": " + name() + " is lowered through its schedule");
 }
 
@@ -174,7 +174,7 @@ ir::LoweredFunc lower_template_kernel(const OpTemplate& t, const Workload& w,
     args.push_back(ir::make_buffer(x->name, x->dtype, x->shape, ir::MemScope::Global));
   args.push_back(ir::make_buffer(inst.anchor->name, inst.anchor->dtype, inst.anchor->shape,
                                  ir::MemScope::Global));
-  ir::Stmt body = t.build_loops(w, cfg, args);
+  ir::Stmt body = t.build_loops(w, cfg, args, nullptr);
   return ir::LoweredFunc{name, args, body};
 }
 

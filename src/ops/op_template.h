@@ -15,6 +15,7 @@
 // strategy table", has the whole list.
 #pragma once
 
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -104,10 +105,26 @@ class OpTemplate {
   // generates its code. lower_template_kernel() and driver/lower_group.cc
   // take this path; everything else stays template-agnostic.
   virtual bool builds_own_loops() const { return false; }
-  // The kernel body over `args` (the input buffers in kernel-argument order,
-  // then the anchor's buffer, flat as input_shapes/output_shape say).
+  // What such a template runs in each of its parallel tasks right after the
+  // task's tile GEMM: a fused epilogue (driver/lower_group.cc), on the task's
+  // rows while they are still in L1/L2, instead of a second pass over a
+  // whole-output accumulator. Called with the task's first row `row0` of the
+  // anchor's flat [rows, N] view (N its last dimension, the rows all the
+  // others), its row count, and `acc`: the task's accumulator, `rows` x N
+  // row-major from offset 0, in the anchor's element type, which the GEMM has
+  // just written. Returns the statement that finishes those rows (reads acc,
+  // writes the group's output).
+  using TaskEpilogue =
+      std::function<ir::Stmt(const ir::Expr& row0, int64_t rows, const ir::Buffer& acc)>;
+  // The kernel body over `args`: the input buffers in kernel-argument order,
+  // then, without an epilogue, the anchor's buffer (flat as input_shapes /
+  // output_shape say), which the loops write. With an epilogue `args` holds
+  // the inputs only: each task's GEMM writes an accumulator of the task's
+  // rows, allocated inside the task (never the whole output), and the task
+  // then runs epilogue() on it.
   virtual ir::Stmt build_loops(const Workload& w, const schedule::Config& cfg,
-                               const std::vector<ir::Buffer>& args) const;
+                               const std::vector<ir::Buffer>& args,
+                               const TaskEpilogue& epilogue) const;
 };
 
 // Random host data of one element type, n elements at `data`: float32 uniform in

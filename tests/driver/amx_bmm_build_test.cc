@@ -127,18 +127,23 @@ OnnxBuilder qmatmul(const Shape& batch, bool broadcast, int64_t M, int64_t K, in
 
 // Builds g for `target` with `configs`, runs it here on `inputs` (the
 // package's amx-* requirements dropped: its tiles are emulated) and returns
-// its first output and the templates it used.
+// its first output and the templates it used (and in *per_task how many tile
+// kernels run their epilogue per task, their IR checked).
 runtime::NDArray build_and_run(const graph::Graph& g, const codegen::Target& target,
                                const std::map<std::string, std::string>& configs,
                                const std::map<std::string, graph::Initializer>& inputs,
-                               std::map<std::string, size_t>* used) {
+                               std::map<std::string, size_t>* used, int* per_task = nullptr) {
   ScratchDir dir;
   driver::BuildOptions o;
   o.target = target;
   o.configs = configs;
   driver::BuiltModule m = driver::build_module(g, o);
+  int epilogues = expect_epilogues_per_task(m);
+  if (per_task) *per_task = epilogues;
   nlohmann::json mod = nlohmann::json::parse(m.graph_json);
   *used = templates_of(mod);
+  // Every fused epilogue runs in the tile kernel's tasks.
+  EXPECT_EQ(epilogues, static_cast<int>(templates_with_epilogue(mod)));
   auto& f = mod["requires"]["cpu_features"];
   f.erase(std::remove_if(
               f.begin(), f.end(),
@@ -290,8 +295,14 @@ TEST(AmxBmmBuild, EmulatedTilesEndToEndBitExact) {
     for (const auto& cfg : configs) {
       SCOPED_TRACE(cfg.empty() ? std::string("fallback") : cfg.begin()->second);
       std::map<std::string, size_t> used;
-      runtime::NDArray y = build_and_run(g, target, cfg, inputs, &used);
+      int per_task = 0;
+      runtime::NDArray y = build_and_run(g, target, cfg, inputs, &used, &per_task);
       ASSERT_EQ(used["batch_matmul_int8_amx.x86"], 1u);
+      // The requantization and the row and column sum corrections run in
+      // the tile kernel's tasks where fuse_ops fuses them (not in case 0,
+      // u8 x u8 with a's zero point 0: there the correction's Add and the
+      // requantization are a kernel of their own).
+      EXPECT_EQ(per_task, c == 0 ? 0 : 1);
       expect_close(want, y, g.outputs[0], 0.0);
       ++tested;
     }

@@ -245,6 +245,8 @@ TEST(AmxBuild, EmulatedTilesEndToEndBitExact) {
       driver::BuiltModule m = driver::build_module(g, o);
       nlohmann::json mod = nlohmann::json::parse(m.graph_json);
       ASSERT_EQ(templates_of(mod)["dense_int8_amx.x86"], 1u) << mod.at("kernels").dump();
+      // The bias and requantization run in the tile kernel's tasks.
+      EXPECT_EQ(expect_epilogues_per_task(m), 1);
       // The package says it needs AMX; its tiles are emulated, so this
       // machine may run it: drop the two features it lacks.
       auto& f = mod["requires"]["cpu_features"];
@@ -361,6 +363,7 @@ TEST(AmxBuild, Bf16EmulatedTilesEndToEnd) {
     driver::BuiltModule m = driver::build_module(g, o);
     nlohmann::json mod = nlohmann::json::parse(m.graph_json);
     ASSERT_EQ(templates_of(mod)["dense_bf16_amx.x86"], 1u) << mod.at("kernels").dump();
+    EXPECT_EQ(expect_epilogues_per_task(m), 1);  // bias and Relu in the tasks
     auto& f = mod["requires"]["cpu_features"];
     f.erase(std::remove_if(
                 f.begin(), f.end(),

@@ -158,6 +158,7 @@ OnnxBuilder single_conv(const QConv& s, bool s8, int64_t h, int64_t w, std::mt19
 struct BuiltRun {
   nlohmann::json mod;
   std::vector<runtime::NDArray> outputs;
+  int epilogues_per_task = 0;  // tile kernels whose epilogue runs per task (IR checked)
 };
 BuiltRun build_and_run(const graph::Graph& g, const codegen::Target& target,
                        const std::map<std::string, graph::Initializer>& inputs,
@@ -169,6 +170,7 @@ BuiltRun build_and_run(const graph::Graph& g, const codegen::Target& target,
   o.configs = configs;
   driver::BuiltModule m = driver::build_module(g, o);
   BuiltRun r;
+  r.epilogues_per_task = expect_epilogues_per_task(m);
   r.mod = nlohmann::json::parse(m.graph_json);
   // (A package that runs real tiles keeps them: the executor then asks
   // for the tile permission.)
@@ -314,6 +316,7 @@ TEST(AmxConvBuild, EmulatedTilesMatchTheInterpreter) {
       SCOPED_TRACE(cfg.empty() ? std::string("fallback") : cfg.begin()->second);
       BuiltRun r = build_and_run(g, target, inputs, cfg);
       ASSERT_EQ(templates_of(r.mod)["conv2d_NCHWc_int8_amx.x86"], 1u) << r.mod.at("kernels").dump();
+      EXPECT_EQ(r.epilogues_per_task, 1);  // the requantization, in the tasks
       const graph::Initializer& y = want.at(g.outputs[0]);
       expect_close(y, r.outputs.at(0), g.outputs[0], 0.0);
       expect_varies(y);
@@ -410,6 +413,8 @@ TEST(AmxConvBuild, SmallResNetEmulatedEqualsTheVnniBuild) {
   used = templates_of(amx.mod);
   EXPECT_EQ(used["conv2d_NCHWc_int8_amx.x86"], 6u) << amx.mod.at("kernels").dump();
   EXPECT_EQ(used["conv2d_NCHWc_int8.x86"], 0u);
+  // Every convolution requantizes (and adds the residual) in its tasks.
+  EXPECT_EQ(amx.epilogues_per_task, 6);
   ASSERT_EQ(plain.outputs.size(), 2u);
   ASSERT_EQ(amx.outputs.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
