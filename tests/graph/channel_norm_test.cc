@@ -90,6 +90,33 @@ TEST(ChannelNorm, BlockedEvaluateAndCompiledKernels) {
       }
 }
 
+// The schedule's shape in NCHW[16]c: one loop over pixels (n, h, w fused,
+// the output's only root loop nest), every statistic attached inside it,
+// the lane partials vectorized; in NCHW the statistics stay root stages.
+TEST(ChannelNorm, BlockedIsOnePixelLoopWithVectorPartials) {
+  std::mt19937_64 rng(5);
+  Initializer g = random_tensor("float32", {32}, rng);
+  Initializer xb = random_tensor("float32", {1, 2, 6, 5, 16}, rng);
+  Initializer x = random_tensor("float32", {1, 32, 6, 5}, rng);
+  for (int64_t block : {16, 0}) {
+    SCOPED_TRACE("block " + std::to_string(block));
+    test::Compiled c = test::compute_of(norm_node(block, false), {block ? &xb : &x, &g});
+    schedule::Schedule sch = ops::schedule_generic(c.outs, 16);
+    int attached = 0, stats = 0, vector_partials = 0;
+    for (const schedule::Stage& s : sch.stages()) {
+      if (s->is_placeholder() || s->is_output) continue;
+      ++stats;
+      attached += s->attach == schedule::AttachKind::At;
+      if (s->op->name.find(".partials") == std::string::npos) continue;
+      auto a = s->annotations.find(s->leaf_iter_vars.back().get());
+      vector_partials +=
+          a != s->annotations.end() && a->second == schedule::IterAnnotation::Vectorize;
+    }
+    EXPECT_EQ(attached, block ? stats : 0);
+    EXPECT_EQ(vector_partials, block ? 2 : 0);
+  }
+}
+
 TEST(ChannelNorm, RejectsBadShapes) {
   Initializer x = test::make_tensor("float32", {1, 16, 4, 4});
   Initializer g = test::make_tensor("float32", {16});

@@ -107,11 +107,11 @@ std::vector<Initializer> channel_norm_evaluate(const Node& node,
   return out;
 }
 
-// The statistics are indexed by pixel: [N, spatial...] (the input's dims
-// without the channel axis, and without the lanes when blocked).
+// The index of output element i's statistics: 0 at the normalized dims.
 std::vector<Expr> pixel_of(const std::vector<Var>& i, bool blocked) {
-  std::vector<Expr> p = {i[0]};
-  p.insert(p.end(), i.begin() + 2, i.end() - (blocked ? 1 : 0));
+  std::vector<Expr> p(i.begin(), i.end());
+  p[1] = Expr(int64_t{0});
+  if (blocked) p.back() = Expr(int64_t{0});
   return p;
 }
 
@@ -129,32 +129,46 @@ std::vector<Tensor> channel_norm_compute(const Node& node, const ComputeInputs& 
   const Expr inv_c = Expr(static_cast<float>(1.0 / static_cast<double>(s.c)));
   const bool blocked = s.block > 0;
 
-  // Stats shape: [N, spatial...].
-  Shape stat_shape = {xs[0]};
-  stat_shape.insert(stat_shape.end(), xs.begin() + 2, xs.end() - (blocked ? 1 : 0));
+  // The statistics have X's rank, 1 at the normalized dims (C or C/b, and
+  // the lanes): the generic schedule then computes them pixel by pixel
+  // inside the output's loop over pixels (ops::schedule_generic).
+  Shape stat_shape = xs;
+  stat_shape[1] = 1;
+  if (blocked) stat_shape.back() = 1;
   // x at pixel `p` (stat indices) and channel block / channel `cb`, lane `l`.
   auto x_at = [&](const std::vector<Var>& p, const Expr& cb, const Expr* lane) {
-    std::vector<Expr> idx = {p[0], cb};
-    idx.insert(idx.end(), p.begin() + 1, p.end());
-    if (lane) idx.push_back(*lane);
+    std::vector<Expr> idx(p.begin(), p.end());
+    idx[1] = cb;
+    if (lane) idx.back() = *lane;
     return ir::read(x, idx);
   };
   auto stat = [&](const Tensor& t, const std::vector<Var>& p) {
     return ir::read(t, {p.begin(), p.end()});
   };
 
-  // The per-pixel sum of f(x, pixel) over every channel.
+  // A per-pixel statistic: post(the sum of f(x, pixel) over every channel),
+  // computed once per pixel. It is written as a reduction over one element
+  // because the generic schedule computes a reduction stage once at root,
+  // where an injective stage would be inlined into its readers: 1/std would
+  // cost a square root and a division per element instead of per pixel.
   using Term = std::function<Expr(const Expr& xv, const std::vector<Var>& p)>;
-  auto channel_sum = [&](const Term& f, const std::string& what) {
+  using Post = std::function<Expr(const Expr& total)>;
+  auto channel_stat = [&](const Term& f, const Post& post, const std::string& what) {
+    IterVar one = ir::reduce_axis(1, "one");
     if (!blocked) {
       IterVar c = ir::reduce_axis(s.c, "c");
-      return ir::compute(
+      Tensor sum = ir::compute(
           shape_exprs(stat_shape),
           [&](const std::vector<Var>& p) { return ir::sum(f(x_at(p, c->var, nullptr), p), {c}); },
+          node.name + what + ".sum");
+      return ir::compute(
+          shape_exprs(stat_shape),
+          [&](const std::vector<Var>& p) { return ir::sum(post(stat(sum, p)), {one}); },
           node.name + what);
     }
     // One partial per lane, vectorized across the lanes with the channel
-    // blocks as the reduction loop, then the b partials summed.
+    // blocks as the reduction loop; then the b partials summed as a balanced
+    // tree (independent adds, not a chain of b dependent ones).
     Shape part_shape = stat_shape;
     part_shape.push_back(s.block);
     IterVar cb = ir::reduce_axis(s.c / s.block, "cb");
@@ -166,38 +180,32 @@ std::vector<Tensor> channel_norm_compute(const Node& node, const ComputeInputs& 
           return ir::sum(f(x_at(p, cb->var, &lane), p), {cb});
         },
         node.name + what + ".partials");
-    IterVar l = ir::reduce_axis(s.block, "l");
     return ir::compute(
         shape_exprs(stat_shape),
         [&](const std::vector<Var>& p) {
-          std::vector<Expr> idx(p.begin(), p.end());
-          idx.push_back(l->var);
-          return ir::sum(ir::read(part, idx), {l});
+          std::function<Expr(int64_t, int64_t)> tree = [&](int64_t lo, int64_t hi) {
+            if (hi - lo == 1) {
+              std::vector<Expr> idx(p.begin(), p.end());
+              idx.push_back(Expr(lo));
+              return ir::read(part, idx);
+            }
+            int64_t mid = lo + (hi - lo) / 2;
+            return tree(lo, mid) + tree(mid, hi);
+          };
+          return ir::sum(post(tree(0, s.block)), {one});
         },
         node.name + what);
   };
 
-  Tensor sum = channel_sum([](const Expr& xv, const std::vector<Var>&) { return xv; }, ".sum");
-  Tensor mean = ir::compute(
-      shape_exprs(stat_shape), [&](const std::vector<Var>& p) { return stat(sum, p) * inv_c; },
-      node.name + ".mean");
-  Tensor sq = channel_sum(
+  Tensor mean = channel_stat([](const Expr& xv, const std::vector<Var>&) { return xv; },
+                             [&](const Expr& total) { return total * inv_c; }, ".mean");
+  Tensor inv = channel_stat(
       [&](const Expr& xv, const std::vector<Var>& p) {
         Expr d = xv - stat(mean, p);
         return d * d;
       },
-      ".sqsum");
-  // 1/std as a reduction over one element: the generic schedule computes a
-  // reduction stage once at root, where an injective stage would be inlined
-  // into the output and cost a square root and a division per element
-  // instead of per pixel.
-  IterVar one = ir::reduce_axis(1, "one");
-  Tensor inv = ir::compute(
-      shape_exprs(stat_shape),
-      [&](const std::vector<Var>& p) {
-        return ir::sum(Expr(1.0f) / ir::sqrt(stat(sq, p) * inv_c + Expr(eps)), {one});
-      },
-      node.name + ".invstd");
+      [&](const Expr& total) { return Expr(1.0f) / ir::sqrt(total * inv_c + Expr(eps)); },
+      ".invstd");
   Tensor y = ir::compute(
       shape_exprs(xs),
       [&](const std::vector<Var>& i) {
