@@ -264,6 +264,24 @@ Case blocked_global_average_pool(const Ints& s) {
           {{"x", b.sample(x)}}};
 }
 
+// ConvNeXt's norm over the channels of each pixel as it runs between blocked
+// convolutions (graph::channels_last_to_nchw, then propagate_layout): on
+// NCHW[b]c data, s = [N, C/b, H, W, b]. Compare with LayerNormalization over
+// the last axis of the NHWC tensor of the same size, what it replaces.
+Case blocked_channel_norm(const Ints& s) {
+  Builder b(11);
+  std::string x = b.input("x", s, -2, 2);
+  std::string g = b.weight("scale", {s[1] * s[4]});
+  std::string c = b.weight("bias", {s[1] * s[4]});
+  std::string y = b.node("kiln.ChannelNorm", {x, g, c}, {{"kiln_block", s.back()}});
+  // As LayerNormalization's count.
+  return {"kiln.ChannelNorm, NCHW[b]c " + kiln::graph::shape_str(s),
+          "8/elem",
+          8.0 * elements(s),
+          b.finish(y),
+          {{"x", b.sample(x)}}};
+}
+
 Case flatten(const Ints& s) {
   Builder b(8);
   std::string x = b.input("x", s, -2, 2);
@@ -375,6 +393,7 @@ int main(int argc, char** argv) {
              max_pool({1, 2, 9, 9}),
              blocked_max_pool({1, 2, 9, 9, 8}),
              blocked_global_average_pool({1, 2, 3, 3, 8}),
+             blocked_channel_norm({1, 3, 5, 7, 8}),
              flatten({1, 5, 1, 1})};
   } else {
     cases = {softmax({1, 4, 128, 128}),
@@ -387,6 +406,10 @@ int main(int argc, char** argv) {
              max_pool({1, 64, 112, 112}),
              blocked_max_pool({1, 4, 112, 112, 16}),
              blocked_global_average_pool({1, 32, 7, 7, 16}),
+             layer_norm({1, 56, 56, 96}),
+             blocked_channel_norm({1, 6, 56, 56, 16}),
+             layer_norm({1, 14, 14, 384}),
+             blocked_channel_norm({1, 24, 14, 14, 16}),
              flatten({1, 512, 1, 1})};
   }
   std::printf("kiln_bench_ops: %d threads, fp32 FMA peak measured now %.0f GFLOP/s%s\n", threads,

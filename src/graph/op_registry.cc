@@ -23,6 +23,7 @@ void ensure_registered() {
     register_template_ops();
     register_quantize_ops();
     register_requantize_ops();
+    register_channel_norm_ops();
   });
 }
 

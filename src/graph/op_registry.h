@@ -88,5 +88,6 @@ void register_layout_ops();
 void register_template_ops();
 void register_quantize_ops();
 void register_requantize_ops();
+void register_channel_norm_ops();
 
 }  // namespace kiln::graph

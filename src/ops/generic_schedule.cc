@@ -215,6 +215,71 @@ bool schedule_rows(const Stage& out, const std::vector<Stage>& stats, int64_t ve
   return true;
 }
 
+// A normalization over a dim that is not innermost, as NCHW[b]c holds a
+// pixel's channels: C/b vectors of b lanes (kiln.ChannelNorm). Every
+// statistic has the output's rank (plus one trailing dim for lane
+// partials) and, at each dim, the output's extent (a "pixel" dim) or 1 (a
+// normalized dim), and the innermost dim is a normalized one. Then the
+// output's loops are reordered pixel dims first, those fused into one
+// parallel loop, and every statistic computed inside it for the current
+// pixel only: one pass over the tensor with a pixel's channels in L1,
+// instead of a parallel pass per statistic.
+// pixel_row_kinds: per output dim, 1 a pixel dim, 2 a normalized one, 0 of
+// extent 1; empty when the stages do not have that form (Softmax over
+// NCHW's channels: its innermost dim is a pixel dim, so it keeps its
+// schedule).
+std::vector<int> pixel_row_kinds(const Stage& out, const std::vector<Stage>& stats) {
+  if (!out->op->reduce_axis.empty() || stats.empty()) return {};
+  const std::vector<int64_t> o = static_shape_of(out);
+  const size_t R = o.size();
+  if (R < 2) return {};
+  std::vector<int> kind(R, 0);
+  for (const Stage& s : stats) {
+    std::vector<int64_t> sh = static_shape_of(s);
+    if (sh.size() != R && sh.size() != R + 1) return {};
+    for (size_t d = 0; d < R; ++d) {
+      if (o[d] < 0) return {};
+      if (o[d] == 1) continue;
+      int k = sh[d] == o[d] ? 1 : sh[d] == 1 ? 2 : 0;
+      if (k == 0 || (kind[d] && kind[d] != k)) return {};
+      kind[d] = k;
+    }
+  }
+  if (kind[R - 1] != 2 || std::find(kind.begin(), kind.end(), 1) == kind.end()) return {};
+  return kind;
+}
+
+void schedule_pixel_rows(const Stage& out, const std::vector<Stage>& stats,
+                         const std::vector<int>& kind, int64_t vector_lanes) {
+  const std::vector<int64_t> o = static_shape_of(out);
+  const size_t R = o.size();
+  const auto& axis = out->op->axis;
+  std::vector<ir::IterVar> pixel, normalized;
+  for (size_t d = 0; d < R; ++d) (kind[d] == 1 ? pixel : normalized).push_back(axis[d]);
+  std::vector<ir::IterVar> order = pixel;
+  order.insert(order.end(), normalized.begin(), normalized.end());
+  out->reorder(order);
+  ir::IterVar px = pixel.size() == 1 ? pixel[0] : out->fuse(pixel);
+  ir::IterVar last = axis[R - 1];
+  int64_t lanes = vector_lanes;
+  const int64_t extent = extent_of(last);
+  // A block narrower than the vector runs as one narrower vector.
+  if (extent >= 4 && extent < lanes && lanes % extent == 0) lanes = extent;
+  if (extent >= lanes && extent % lanes == 0) {
+    auto [lo, li] = out->split(last, lanes);
+    (void)lo;
+    out->vectorize(li);
+  }
+  int64_t n_pixels = 1;
+  for (size_t d = 0; d < R; ++d)
+    if (kind[d] == 1) n_pixels *= o[d];
+  if (spatial_elements(out) >= kMinParallelElements && n_pixels > 1) out->parallel(px);
+  for (const Stage& s : stats) {
+    schedule_loops_impl(s, vector_lanes, false);
+    s->compute_at(out, px);
+  }
+}
+
 }  // namespace
 
 void schedule_loops(const Stage& s, int64_t vector_lanes) {
@@ -252,6 +317,12 @@ schedule::Schedule schedule_generic(const std::vector<ir::Tensor>& outputs, int6
     if (row_dims(outs[0], ordered) > 0) {
       for (const Stage& s : inlined) s->compute_inline();
       schedule_rows(outs[0], ordered, vector_lanes);
+      return sch;
+    }
+    std::vector<int> kinds = pixel_row_kinds(outs[0], ordered);
+    if (!kinds.empty()) {
+      for (const Stage& s : inlined) s->compute_inline();
+      schedule_pixel_rows(outs[0], ordered, kinds, vector_lanes);
       return sch;
     }
   }

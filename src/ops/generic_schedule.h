@@ -17,6 +17,10 @@ namespace kiln::ops {
 // LayerNorm's sums, mean and 1/std, a ReduceMean's or global pool's sum), the
 // output's row dims become one parallel loop and the statistics (and their
 // vector partials) are computed inside it, row by row, while the row is in L1.
+// Likewise a pixel kernel when the statistics are per pixel of a layout whose
+// normalized dims are not the innermost ones (kiln.ChannelNorm in NCHW[b]c:
+// channel blocks and lanes): the pixel dims fused into one parallel loop
+// outside the normalized ones, the statistics computed inside it per pixel.
 // vector_lanes: float32 lanes of the target's vector registers
 // (codegen::Target::float_lanes(): 16 with AVX-512, 8 with AVX2, 4 with NEON).
 schedule::Schedule schedule_generic(const std::vector<ir::Tensor>& outputs, int64_t vector_lanes);

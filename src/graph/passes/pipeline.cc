@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "graph/passes/channels_last_to_nchw.h"
 #include "graph/passes/decompose_batch_norm.h"
 #include "graph/passes/div_by_constant.h"
 #include "graph/passes/eliminate_dead_code.h"
@@ -62,6 +63,11 @@ void run_default_passes(Graph& g) {
   trace(g, "fuse_gelu", std::to_string(ge) + " rewritten");
   int dv = div_by_constant(g);
   trace(g, "div_by_constant", std::to_string(dv) + " rewritten");
+  // After fuse_layer_norm and fuse_gelu (the ops it moves to NCHW), before
+  // fold_batch_norm (which folds the Linears' bias and layer scale into the
+  // 1x1 convolutions it makes).
+  int cl = channels_last_to_nchw(g);
+  trace(g, "channels_last_to_nchw", std::to_string(cl) + " regions");
   int bn = fold_batch_norm(g);
   trace(g, "fold_batch_norm", std::to_string(bn) + " folded");
   int bd = decompose_batch_norm(g);

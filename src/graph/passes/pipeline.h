@@ -19,10 +19,13 @@ namespace kiln::graph::passes {
 //   5. div_by_constant      Div by a scalar constant -> Mul by its reciprocal
 //                           (after fuse_layer_norm and fuse_gelu, whose patterns
 //                           have a Div);
-//   6. fold_batch_norm      fold BN and per-channel Mul/Add into anchor weights: it
+//   6. channels_last_to_nchw  Transpose(NHWC) -> LayerNorm / Linear / elementwise ->
+//                           Transpose(NCHW) regions run in NCHW (kiln.ChannelNorm,
+//                           1x1 Conv): ConvNeXt's blocks join the blocked layout;
+//   7. fold_batch_norm      fold BN and per-channel Mul/Add into anchor weights: it
 //                           needs constant weights, hence after folding;
-//   7. fold_constants       again: folding BN can leave constant chains (rare, cheap);
-//   8. eliminate_dead_code  drop nodes and initializers nobody reads any more
+//   8. fold_constants       again: folding BN can leave constant chains (rare, cheap);
+//   9. eliminate_dead_code  drop nodes and initializers nobody reads any more
 //                           (the original weights of folded anchors, folded inputs).
 // KILN_DEBUG_PASSES=1 prints each pass's effect to stderr.
 void run_default_passes(Graph& g);

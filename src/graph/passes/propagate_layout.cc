@@ -95,6 +95,13 @@ class Propagator {
         emit_blocked(std::move(n), inputs, block);
         continue;
       }
+      if (int64_t block = channel_norm_block(n)) {
+        std::vector<std::string> inputs = n.inputs;
+        inputs[0] = unblocked_.at(n.inputs[0]).first;
+        n.attrs["kiln_block"] = block;
+        emit_blocked(std::move(n), inputs, block);
+        continue;
+      }
       std::vector<std::string> inputs;
       int64_t block = elementwise_block(n);
       if (block && blocked_inputs(n, block, &inputs))
@@ -166,6 +173,20 @@ class Propagator {
     if (u == unblocked_.end() || !pooled_type(g_.type_of(n.inputs[0])) ||
         !pooled_type(g_.type_of(n.outputs[0])))
       return 0;
+    return u->second.second;
+  }
+
+  // kiln.ChannelNorm normalizes each pixel over its channels, which NCHW[b]c
+  // holds as C/b vectors of b lanes: it runs on the blocked data as it is
+  // (kiln_block; graph/ops/channel_norm.cc), its Scale and B [C] as they
+  // are. ConvNeXt's norms sit between a depthwise and a 1x1 convolution. The
+  // block of such a norm of an unblocked value, or 0.
+  int64_t channel_norm_block(const Node& n) const {
+    if (n.op_type != "kiln.ChannelNorm" || n.inputs.empty() || n.outputs.size() != 1 ||
+        n.attrs.count("kiln_block"))
+      return 0;
+    auto u = unblocked_.find(n.inputs[0]);
+    if (u == unblocked_.end() || !is_4d_f32(g_.type_of(n.inputs[0]))) return 0;
     return u->second.second;
   }
 
