@@ -13,12 +13,14 @@
 #include <cstdint>
 #include <random>
 
+#include "ir/expr.h"
 #include "ops/workload.h"
 
 namespace kiln::ops {
 
 constexpr int64_t kNarrowWeightBits = 7;
-constexpr int kNarrowWeightMax = 64;  // |w| <= 64: 2 * 255 * 64 < 32767
+// |w| <= 64: 2 * 255 * 64 < 32767, the promise of ir::Intrinsic::DotU8I8NarrowB.
+constexpr int kNarrowWeightMax = ir::kDot4NarrowBMax;
 
 // Whether w carries weight_range=[7]; absent: false. Any other value is a
 // bad workload (detail::bad_workload naming it).
