@@ -3,7 +3,7 @@
 
     quant_accuracy.py MODEL.onnx (--qdq MODEL.qdq.onnx | --calibration DATA [--calibrate M])
                       [--runner ort|kiln] [--samples 500] [--inputs STACKED.npz] [--seed 0]
-                      [--quantize-also OPS]
+                      [--quantize-also OPS] [--reduce-range]
                       [--kiln build/kiln] [--min-cosine C] [--min-top1 T] [--work DIR]
 
 Inputs: --inputs gives them ([N, *input shape] per model input, kiln quantize's --calibration
@@ -184,6 +184,8 @@ def main():
     ap.add_argument("--quantize-also", default=None,
                     help="passed to kiln quantize / kiln build --precision int8 (e.g. MatMul: "
                          "attention's activation x activation MatMuls in int8 too)")
+    ap.add_argument("--reduce-range", action="store_true",
+                    help="passed to kiln quantize / kiln build --precision int8: 7-bit weights")
     ap.add_argument("--runner", choices=["ort", "kiln", "kiln-vs-ort"], default="ort")
     ap.add_argument("--max-abs", type=float)
     ap.add_argument("--samples", type=int, default=500)
@@ -202,6 +204,8 @@ def main():
         fail(f"the {args.runner} runner needs --calibration DATA (kiln build --precision int8)")
 
     also = ["--quantize-also", args.quantize_also] if args.quantize_also else []
+    if args.reduce_range:
+        also += ["--reduce-range"]
     with tempfile.TemporaryDirectory(prefix="kiln-quant-accuracy-") as tmp:
         work = args.work or tmp
         os.makedirs(work, exist_ok=True)

@@ -10,7 +10,8 @@ The QDQ format is ORT's quantizer's default (docs/quantization.md):
   - activations: uint8, asymmetric, per tensor; range [min(0, lo), max(0, hi)] over the
     calibration runs (MinMax), scale = range / 255, zero point = round(-min / scale);
   - weights: int8, symmetric (zero point 0), per output channel (axis 0 of a Conv weight and of
-    a transB=1 Gemm weight, axis 1 of a [K, N] MatMul weight), scale = max|w| / 127;
+    a transB=1 Gemm weight, axis 1 of a [K, N] MatMul weight), scale = max|w| / 127
+    (--reduce-range: max|w| / 64, weights in [-64, 64], ORT's reduce_range);
   - biases: int32, zero point 0, scale = x_scale * w_scale[c];
   - a QuantizeLinear -> DequantizeLinear pair on every input of a Conv / Gemm / MatMul with a
     constant weight and on its output, after a Relu / Clip that is its only reader (ORT fuses
@@ -24,7 +25,7 @@ Calibration: the float model runs on --calib random inputs in ONNX Runtime (ort_
 calibrated tensor made a graph output); min and max per tensor, in numpy.
 
 Usage: quantized_models.py --out DIR [--models tiny_qdq,resnet18,mobilenet_v2,encoder]
-                           [--calib 4]
+                           [--calib 4] [--reduce-range]
 Needs Debian's python3-torch, python3-torchvision, python3-onnx, python3-numpy, node and
 onnxruntime-node (bench/models/README.md).
 """
@@ -180,7 +181,7 @@ def act_params(lo, hi):
     return scale, zp
 
 
-def quantize_model(proto, ranges):
+def quantize_model(proto, ranges, weight_max=127):
     g = proto.graph
     inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
     outputs = {o.name for o in g.output}
@@ -211,11 +212,11 @@ def quantize_model(proto, ranges):
         wi, axis = q
         w = inits[n.input[wi]].astype(np.float32)
         red = tuple(d for d in range(w.ndim) if d != axis)
-        ws = (np.abs(w).max(axis=red) / 127.0).astype(np.float32)
+        ws = (np.abs(w).max(axis=red) / float(weight_max)).astype(np.float32)
         ws[ws == 0] = 1.0
         shape = [1] * w.ndim
         shape[axis] = -1
-        wq = np.clip(np.round(w / ws.reshape(shape)), -127, 127).astype(np.int8)
+        wq = np.clip(np.round(w / ws.reshape(shape)), -weight_max, weight_max).astype(np.int8)
         base = f"{n.name or n.op_type + str(k)}"
         new_inits += [numpy_helper.from_array(wq, f"{base}/w_q"),
                       numpy_helper.from_array(ws, f"{base}/w_scale"),
@@ -274,7 +275,7 @@ def name_nodes(proto):
             n.name = f"{n.op_type}_{k}"
 
 
-def make_qdq(name, out_dir, n_calib):
+def make_qdq(name, out_dir, n_calib, weight_max=127):
     model, inputs, opset = build(name)
     final = os.path.join(out_dir, name)
     tmp = tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir)
@@ -299,7 +300,7 @@ def make_qdq(name, out_dir, n_calib):
                 lo, hi = r[t]["min"], r[t]["max"]
                 old = ranges.get(t, {"min": lo, "max": hi})
                 ranges[t] = {"min": min(lo, old["min"]), "max": max(hi, old["max"])}
-        scales = quantize_model(proto, ranges)
+        scales = quantize_model(proto, ranges, weight_max)
         onnx.checker.check_model(proto, full_check=True)
         onnx.save(proto, os.path.join(tmp, "model.onnx"))
         np.savez(os.path.join(tmp, "input.npz"), **random_inputs(inputs, SEED + 7))
@@ -456,6 +457,9 @@ def main():
     p.add_argument("--models", default="tiny_qdq," + ",".join(ZOO),
                    help=f"comma-separated, from: {','.join(ALL)}")
     p.add_argument("--calib", type=int, default=4, help="random calibration inputs")
+    p.add_argument("--reduce-range", action="store_true",
+                   help="7-bit weights: [-64, 64], scale = max|w| / 64 (ORT's reduce_range; "
+                        "kiln quantize --reduce-range)")
     args = p.parse_args()
     names = [m for m in args.models.split(",") if m]
     unknown = [m for m in names if m not in ALL]
@@ -471,7 +475,7 @@ def main():
         elif name == "tiny_dynamic":
             make_tiny_dynamic(args.out)
         else:
-            make_qdq(name, args.out, args.calib)
+            make_qdq(name, args.out, args.calib, 64 if args.reduce_range else 127)
 
 
 if __name__ == "__main__":

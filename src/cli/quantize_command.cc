@@ -19,7 +19,7 @@ const char* kQuantizeUsage =
     "usage: kiln quantize MODEL.onnx -o OUT.onnx --calibration DATA\n"
     "                     [--calibrate max|percentile|kl] [--percentile P] [--keep-float NODE...]\n"
     "                     [--quantize-also Add,MaxPool,AveragePool,GlobalAveragePool,MatMul] "
-    "[--print-ranges]\n"
+    "[--reduce-range] [--print-ranges]\n"
     "  -o OUT.onnx         the quantized model, in ONNX Runtime's QDQ format (written atomically)\n"
     "  --calibration DATA  DATA.npz with one array per model input holding N samples stacked\n"
     "                      along a new leading axis ([N, *input shape]), or a folder of .npz\n"
@@ -32,12 +32,16 @@ const char* kQuantizeUsage =
     "                      one) in float32; the names run up to the next option\n"
     "  --no-fold-batchnorm keep BatchNormalization nodes after Convs (folded into the Conv's\n"
     "                      weight and bias before calibration by default)\n"
+    "  --reduce-range      weights in 7 bits, [-64, 64] (ONNX Runtime's reduce_range): on x86\n"
+    "                      without VNNI (AVX2) kiln's int8 kernels then multiply at twice the\n"
+    "                      rate (pmaddubsw); half the weight resolution (README)\n"
     "  --print-ranges      print every quantized tensor's range, scale and zero point\n"
     "  --quantize-also OPS also quantize these op types' inputs and output (comma-separated:\n"
     "                      Add, MaxPool, AveragePool, GlobalAveragePool; MatMul: those of\n"
     "                      two activations, as attention's)\n"
     "Conv, MatMul and Gemm with float32 initializer weights are quantized: weights int8\n"
-    "symmetric per output channel, activations uint8 asymmetric, bias int32.\n";
+    "symmetric per output channel ([-127, 127], or [-64, 64] with --reduce-range), activations\n"
+    "uint8 asymmetric, bias int32.\n";
 
 }  // namespace
 
@@ -65,8 +69,8 @@ std::string op_list(const quantize::QuantizeOptions& q) {
 }
 
 // Shared with kiln build --precision int8 (build_command.cc): --calibrate,
-// --percentile and --keep-float parsing. Returns true if args[i] was one of
-// them (i then points at its last value).
+// --percentile, --keep-float, --quantize-also, --reduce-range parsing. Returns true if args[i] was
+// one of them (i then points at its last value).
 bool parse_quantize_option(const std::vector<std::string>& args, size_t& i,
                            quantize::QuantizeOptions& q, bool& method_given) {
   const std::string& s = args[i];
@@ -91,6 +95,8 @@ bool parse_quantize_option(const std::vector<std::string>& args, size_t& i,
     if (used != v.size() || !(p > 50 && p <= 100))
       throw std::invalid_argument("--percentile must be a number in (50, 100], not '" + v + "'");
     q.percentile = p;
+  } else if (s == "--reduce-range") {
+    q.reduce_range = true;
   } else if (s == "--no-fold-batchnorm") {
     q.fold_batch_norm = false;
   } else if (s == "--quantize-also") {
@@ -162,6 +168,7 @@ int run_quantize(const std::vector<std::string>& args) {
       "tensors; %zu calibration samples, %s; %.1f s)\n",
       model.c_str(), output.c_str(), r.plan.nodes.size(), r.candidates, op_list(q).c_str(),
       r.plan.activations.size(), r.samples, quantize::method_name(q.method), secs);
+  if (q.reduce_range) std::printf("  weights in 7 bits ([-64, 64], --reduce-range)\n");
   if (r.batch_norms_folded > 0)
     std::printf("  folded %d BatchNormalization node%s into the Conv before it\n",
                 r.batch_norms_folded, r.batch_norms_folded == 1 ? "" : "s");

@@ -652,7 +652,7 @@ class CodeGenLLVM {
   // accumulating instruction instead of a dot product and an add.
   static const CallNode* zero_acc_dot4(const Expr& e) {
     auto* c = e.as<CallNode>();
-    return c && c->op == Intrinsic::DotU8I8 && is_zero(c->args[0]) ? c : nullptr;
+    return c && is_dot4_u8i8(c->op) && is_zero(c->args[0]) ? c : nullptr;
   }
 
   // The <2n x i16> pairs of a dot2_bf16 operand given as two element
@@ -910,7 +910,7 @@ class CodeGenLLVM {
                               vec(i8(), 4 * n));
       if (n == 1) a_splat = false;
     }
-    return emit_dot4_u8i8(b_, target_, acc, a, a_splat, bb);
+    return emit_dot4_u8i8(b_, target_, acc, a, a_splat, bb, op->op == Intrinsic::DotU8I8NarrowB);
   }
 
   // amx_gemm (ir/expr.h; codegen/amx.h): its first three arguments are
@@ -929,7 +929,7 @@ class CodeGenLLVM {
 
   Value* emit_call(const CallNode* op) {
     DataType t = op->dtype;
-    if (op->op == Intrinsic::DotU8I8) return emit_dot4(op);
+    if (is_dot4_u8i8(op->op)) return emit_dot4(op);
     if (op->op == Intrinsic::DotBF16) return emit_dot2_bf16_call(op);
     if (op->op == Intrinsic::AmxGemm) return emit_amx_gemm_call(op);
     if (!t.is_float()) fail(std::string(intrinsic_name(op->op)) + " on " + t.str());
@@ -956,9 +956,10 @@ class CodeGenLLVM {
       case Intrinsic::Ceil: return llvm_intrin(llvm::Intrinsic::ceil);
       case Intrinsic::Round: return llvm_intrin(llvm::Intrinsic::round);  // half away from 0
       case Intrinsic::RoundEven: return llvm_intrin(llvm::Intrinsic::roundeven);
-      case Intrinsic::DotU8I8: break;  // emit_call handles it
-      case Intrinsic::DotBF16: break;  // emit_call handles it
-      case Intrinsic::AmxGemm: break;  // emit_call handles it
+      case Intrinsic::DotU8I8: break;         // emit_call handles it
+      case Intrinsic::DotU8I8NarrowB: break;  // emit_call handles it
+      case Intrinsic::DotBF16: break;         // emit_call handles it
+      case Intrinsic::AmxGemm: break;         // emit_call handles it
       case Intrinsic::Pow: return llvm_intrin(llvm::Intrinsic::pow);
       case Intrinsic::Rsqrt:
         return b_.CreateFDiv(llvm::ConstantFP::get(ty, 1.0),

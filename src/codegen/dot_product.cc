@@ -23,6 +23,9 @@ enum class Lowering {
   Pmaddwd512,
   Pmaddwd256,
   Pmaddwd128,
+  Pmaddubsw512,
+  Pmaddubsw256,
+  Pmaddubsw128,
   Usdot,
   Sdot,
   Generic
@@ -33,8 +36,10 @@ struct Choice {
   int lanes;  // int32 lanes one instruction covers
 };
 
-// The instructions the target has, widest first (lanes <= want).
-std::vector<Choice> choices(const Target& t) {
+// The instructions the target has, widest first (lanes <= want). b_narrow (b in
+// [-64, 64]) swaps the exact pmaddwd sequence for pmaddubsw's on x86 targets
+// without a dot instruction; with one, the promise changes nothing.
+std::vector<Choice> choices(const Target& t, bool b_narrow) {
   std::vector<Choice> c;
   std::string arch = t.arch();
   if (arch == "x86_64" || arch == "i386" || arch == "x86") {
@@ -45,9 +50,13 @@ std::vector<Choice> choices(const Target& t) {
       c.push_back({Lowering::Vnni256, 8});
       c.push_back({Lowering::Vnni128, 4});
     }
-    if (t.has_feature("avx512bw")) c.push_back({Lowering::Pmaddwd512, 16});
-    if (t.has_feature("avx2")) c.push_back({Lowering::Pmaddwd256, 8});
-    if (t.has_feature("ssse3")) c.push_back({Lowering::Pmaddwd128, 4});
+    bool ubsw = b_narrow && c.empty();
+    if (t.has_feature("avx512bw"))
+      c.push_back({ubsw ? Lowering::Pmaddubsw512 : Lowering::Pmaddwd512, 16});
+    if (t.has_feature("avx2"))
+      c.push_back({ubsw ? Lowering::Pmaddubsw256 : Lowering::Pmaddwd256, 8});
+    if (t.has_feature("ssse3"))
+      c.push_back({ubsw ? Lowering::Pmaddubsw128 : Lowering::Pmaddwd128, 4});
   } else if (arch == "aarch64") {
     if (t.has_feature("i8mm"))
       c.push_back({Lowering::Usdot, 4});
@@ -71,6 +80,9 @@ const char* lowering_name(Lowering l) {
     case Lowering::Pmaddwd512: return "pmaddwd.512";
     case Lowering::Pmaddwd256: return "pmaddwd.256";
     case Lowering::Pmaddwd128: return "pmaddwd.128";
+    case Lowering::Pmaddubsw512: return "pmaddubsw.512";
+    case Lowering::Pmaddubsw256: return "pmaddubsw.256";
+    case Lowering::Pmaddubsw128: return "pmaddubsw.128";
     case Lowering::Usdot: return "usdot";
     case Lowering::Sdot: return "sdot";
     case Lowering::Generic: return "generic";
@@ -166,6 +178,18 @@ class Emitter {
     return b_.CreateAdd(acc, b_.CreateAdd(even, odd));
   }
 
+  // ONNX Runtime's MLAS sequence: pmaddubsw multiplies the u8 bytes of a by the s8
+  // bytes of b and adds neighbouring products into saturating int16 pairs
+  // (a0 b0 + a1 b1, a2 b2 + a3 b3); pmaddwd by ones adds the two pairs of each
+  // lane into int32. Exact when |b| <= 64: a pair is then within 2 * 255 * 64 =
+  // 32640 < 32767 (the caller's promise, ir::Intrinsic::DotU8I8NarrowB).
+  Value* pmaddubsw(llvm::Intrinsic::ID ubsw, llvm::Intrinsic::ID wd, Value* acc, Value* a,
+                   Value* bb, int n) {
+    Value* pairs = b_.CreateIntrinsic(ubsw, {}, {a, bb});
+    Value* sums = b_.CreateIntrinsic(wd, {}, {pairs, splat_const(i16(), 2 * n, 1)});
+    return b_.CreateAdd(acc, sums);
+  }
+
   Value* neon(Lowering how, Value* acc, Value* a, Value* bb, int n) {
     llvm::Type* at = vec(i32(), n);
     llvm::Type* bt = vec(i8(), 4 * n);
@@ -190,6 +214,12 @@ class Emitter {
       case Lowering::Pmaddwd512: return pmaddwd(I::x86_avx512_pmaddw_d_512, acc, a, bb, n);
       case Lowering::Pmaddwd256: return pmaddwd(I::x86_avx2_pmadd_wd, acc, a, bb, n);
       case Lowering::Pmaddwd128: return pmaddwd(I::x86_sse2_pmadd_wd, acc, a, bb, n);
+      case Lowering::Pmaddubsw512:
+        return pmaddubsw(I::x86_avx512_pmaddubs_w_512, I::x86_avx512_pmaddw_d_512, acc, a, bb, n);
+      case Lowering::Pmaddubsw256:
+        return pmaddubsw(I::x86_avx2_pmadd_ub_sw, I::x86_avx2_pmadd_wd, acc, a, bb, n);
+      case Lowering::Pmaddubsw128:
+        return pmaddubsw(I::x86_ssse3_pmadd_ub_sw_128, I::x86_sse2_pmadd_wd, acc, a, bb, n);
       case Lowering::Usdot:
       case Lowering::Sdot: return neon(how, acc, a, bb, n);
       case Lowering::Generic: return generic(acc, a, bb, n);
@@ -203,17 +233,17 @@ class Emitter {
 
 }  // namespace
 
-std::string dot4_u8i8_lowering(const Target& target, int lanes) {
-  return lowering_name(choose(choices(target), lanes).how);
+std::string dot4_u8i8_lowering(const Target& target, int lanes, bool b_narrow) {
+  return lowering_name(choose(choices(target, b_narrow), lanes).how);
 }
 
 Value* emit_dot4_u8i8(llvm::IRBuilderBase& b, const Target& target, Value* acc, Value* a,
-                      bool a_splat, Value* bytes_b) {
+                      bool a_splat, Value* bytes_b, bool b_narrow) {
   Emitter e(b);
   bool scalar = !acc->getType()->isVectorTy();
   if (scalar) acc = b.CreateVectorSplat(1, acc);
   int n = int(llvm::cast<llvm::FixedVectorType>(acc->getType())->getNumElements());
-  std::vector<Choice> avail = choices(target);
+  std::vector<Choice> avail = choices(target, b_narrow);
   Value* result = nullptr;
   for (int o = 0; o < n;) {
     Choice c = choose(avail, n - o);

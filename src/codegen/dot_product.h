@@ -32,18 +32,32 @@ namespace kiln::codegen::detail {
 //       of `b` by all rows of a register tile; together with the two products
 //       that is 2 * (vectors of b) + 4 registers beside the accumulators
 //       (ops/int8_registers.h budgets them).
+//   x86 avx512bw / avx2 / ssse3 with b_narrow (ir::Intrinsic::DotU8I8NarrowB: every
+//       byte of b in [-64, 64]) and no dot instruction: pmaddwd(pmaddubsw(a, b), 1),
+//       16 / 8 / 4 lanes, ONNX Runtime's MLAS sequence on AVX2: the bytes as they
+//       are, no widening of either operand, 32 products per two multiplies (twice
+//       the rate of the exact sequence above). pmaddubsw's int16 pair sums
+//       a0 b0 + a1 b1 saturate at +-32767; with |b| <= 64 they are within
+//       2 * 255 * 64 = 32640, so the sequence is exact under that promise (a b
+//       outside it gives a saturated, wrong sum). Beside the accumulators it holds
+//       the broadcast input, the ones, a product and the weight vectors (reused by
+//       every row of the tile): weight vectors + 3 registers.
 //   aarch64 i8mm                      usdot (u8 x s8), 4 lanes
 //   aarch64 dotprod                   sdot (s8 x s8) on a ^ 0x80 = a - 128, plus
 //       the exact correction 128 * sum(b) = -sdot(0, splat(-128), b)
 //   otherwise                         widen to int32, multiply, add the four
 //       products of each lane (LLVM picks pmaddwd or whatever the target has).
+// b_narrow: the caller promises every byte of b in [-64, 64] (DotU8I8NarrowB); it
+// changes the lowering only on x86 without a dot instruction (see above).
 llvm::Value* emit_dot4_u8i8(llvm::IRBuilderBase& b, const Target& target, llvm::Value* acc,
-                            llvm::Value* a, bool a_splat, llvm::Value* bytes_b);
+                            llvm::Value* a, bool a_splat, llvm::Value* bytes_b,
+                            bool b_narrow = false);
 
 // The lowering emit_dot4_u8i8 uses for a full vector of `lanes` int32 lanes on
 // target: "vpdpbusd.512", "vpdpbusd.256", "vpdpbusd.128", "pmaddwd.512",
-// "pmaddwd.256", "pmaddwd.128", "usdot", "sdot" or "generic" (tests and
+// "pmaddwd.256", "pmaddwd.128", "pmaddubsw.512", "pmaddubsw.256",
+// "pmaddubsw.128" (b_narrow only), "usdot", "sdot" or "generic" (tests and
 // debugging).
-std::string dot4_u8i8_lowering(const Target& target, int lanes);
+std::string dot4_u8i8_lowering(const Target& target, int lanes, bool b_narrow = false);
 
 }  // namespace kiln::codegen::detail

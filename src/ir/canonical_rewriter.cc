@@ -274,12 +274,13 @@ Expr Rewriter::mutate_let(const Expr& e, const LetNode* op) {
   return make_expr<LetNode>(op->var, value, body);
 }
 
-// dot4_u8i8 of constants (the byte form, scalar) folds by its scalar definition;
+// dot4_u8i8 (and its narrow-b sibling: the same value) of constants (the byte form,
+// scalar) folds by its scalar definition;
 // other calls keep their simplified arguments.
 Expr Rewriter::mutate_call(const Expr& e, const CallNode* op) {
   Expr r = IRMutator::mutate_call(e, op);
   auto* c = r.as<CallNode>();
-  if (!c || c->op != Intrinsic::DotU8I8 || c->args.size() != 9 || !c->dtype.is_scalar()) return r;
+  if (!c || !is_dot4_u8i8(c->op) || c->args.size() != 9 || !c->dtype.is_scalar()) return r;
   int64_t v[9];
   for (int i = 0; i < 9; ++i) {
     auto* imm = c->args[i].as<IntImmNode>();

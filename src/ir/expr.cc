@@ -45,6 +45,7 @@ const char* intrinsic_name(Intrinsic op) {
     case Intrinsic::Round: return "round";
     case Intrinsic::RoundEven: return "round_even";
     case Intrinsic::DotU8I8: return "dot4_u8i8";
+    case Intrinsic::DotU8I8NarrowB: return "dot4_u8i8_narrow_b";
     case Intrinsic::DotBF16: return "dot2_bf16";
     case Intrinsic::AmxGemm: return "amx_gemm";
   }
@@ -167,9 +168,10 @@ Expr make_binary(ExprKind k, Expr a, Expr b) {
     KILN_CASE(Add)
     KILN_CASE(Sub)
     KILN_CASE(Mul)
-    KILN_CASE(Div) KILN_CASE(Mod) KILN_CASE(FloorDiv) KILN_CASE(FloorMod) KILN_CASE(Min)
-        KILN_CASE(Max) KILN_CASE(EQ) KILN_CASE(NE) KILN_CASE(LT) KILN_CASE(LE) KILN_CASE(GT)
-            KILN_CASE(GE) KILN_CASE(And) KILN_CASE(Or)
+    KILN_CASE(Div)
+    KILN_CASE(Mod) KILN_CASE(FloorDiv) KILN_CASE(FloorMod) KILN_CASE(Min) KILN_CASE(Max)
+        KILN_CASE(EQ) KILN_CASE(NE) KILN_CASE(LT) KILN_CASE(LE) KILN_CASE(GT) KILN_CASE(GE)
+            KILN_CASE(And) KILN_CASE(Or)
 #undef KILN_CASE
                 default : throw std::invalid_argument("make_binary: not a binary kind");
   }
@@ -329,18 +331,38 @@ Expr dot4_u8i8(Expr acc, Expr a, Expr b) {
   return call(Intrinsic::DotU8I8, {std::move(acc), std::move(a), std::move(b)});
 }
 
-Expr dot4_u8i8(Expr acc, const std::vector<Expr>& a4, const std::vector<Expr>& b4) {
+namespace {
+Expr dot4_bytes_call(Intrinsic op, Expr acc, const std::vector<Expr>& a4,
+                     const std::vector<Expr>& b4) {
   if (a4.size() != 4 || b4.size() != 4)
-    throw std::invalid_argument("dot4_u8i8: four bytes of a and four of b");
+    throw std::invalid_argument(std::string(intrinsic_name(op)) +
+                                ": four bytes of a and four of b");
   std::vector<Expr> args = {std::move(acc)};
   args.insert(args.end(), a4.begin(), a4.end());
   args.insert(args.end(), b4.begin(), b4.end());
-  return call(Intrinsic::DotU8I8, std::move(args));
+  return call(op, std::move(args));
+}
+}  // namespace
+
+Expr dot4_u8i8(Expr acc, const std::vector<Expr>& a4, const std::vector<Expr>& b4) {
+  return dot4_bytes_call(Intrinsic::DotU8I8, std::move(acc), a4, b4);
+}
+
+Expr dot4_u8i8_narrow_b(Expr acc, Expr a, Expr b) {
+  return call(Intrinsic::DotU8I8NarrowB, {std::move(acc), std::move(a), std::move(b)});
+}
+
+Expr dot4_u8i8_narrow_b(Expr acc, const std::vector<Expr>& a4, const std::vector<Expr>& b4) {
+  return dot4_bytes_call(Intrinsic::DotU8I8NarrowB, std::move(acc), a4, b4);
+}
+
+bool is_dot4_u8i8(Intrinsic op) {
+  return op == Intrinsic::DotU8I8 || op == Intrinsic::DotU8I8NarrowB;
 }
 
 Expr call(Intrinsic op, std::vector<Expr> args) {
   if (args.empty()) throw std::invalid_argument("intrinsic call without arguments");
-  if (op == Intrinsic::DotU8I8) {
+  if (is_dot4_u8i8(op)) {
     DataType t = check_dot4(args);
     return make_expr<CallNode>(t, op, std::move(args));
   }

@@ -217,6 +217,15 @@ enum class Intrinsic : uint8_t {
   // definition above is what the simplifier folds and what every lowering must equal
   // bit for bit.
   DotU8I8,
+  // DotU8I8 with a promise about b (the weights): every byte of b is in [-64, 64]
+  // (7-bit weights, `kiln quantize --reduce-range`). Same arguments, same value
+  // where the promise holds; outside it the result is unspecified. Targets with a
+  // dot instruction lower it as DotU8I8; x86 without one (AVX2, AVX-512BW without
+  // VNNI) as pmaddwd(pmaddubsw(a, b), 1) + acc, which is exact only under the
+  // promise: pmaddubsw saturates its int16 pair sums, and 2 * 255 * 64 = 32640
+  // is the largest that stays below 32767 (codegen/dot_product.h). A sibling of
+  // DotU8I8 rather than a flag on it, so that every DotU8I8 keeps its lowering.
+  DotU8I8NarrowB,
   // The bf16 pair dot product accumulate (x86 vdpbf16ps):
   //   r[i] = (acc[i] + float(a[2i+1]) * float(b[2i+1])) + float(a[2i]) * float(b[2i])
   // acc float32xN (or a scalar: broadcast), a and b bfloat16x(2N); result float32xN.
@@ -398,6 +407,13 @@ Expr round_even(Expr x);
 // or lanes that do not fit.
 Expr dot4_u8i8(Expr acc, Expr a, Expr b);
 Expr dot4_u8i8(Expr acc, const std::vector<Expr>& a4, const std::vector<Expr>& b4);
+// Intrinsic::DotU8I8NarrowB in the same two forms (the caller promises b in [-64, 64]).
+Expr dot4_u8i8_narrow_b(Expr acc, Expr a, Expr b);
+Expr dot4_u8i8_narrow_b(Expr acc, const std::vector<Expr>& a4, const std::vector<Expr>& b4);
+// Whether op is DotU8I8 or DotU8I8NarrowB (the two share arguments and value).
+bool is_dot4_u8i8(Intrinsic op);
+// The bound of DotU8I8NarrowB's b bytes: |b| <= 64.
+constexpr int kDot4NarrowBMax = 64;
 // The scalar definition of DotU8I8: acc + sum_j a[j] * b[j], wrapping in int32.
 int32_t dot4_u8i8_value(int32_t acc, const uint8_t a[4], const int8_t b[4]);
 // Intrinsic::DotBF16; throws std::invalid_argument on types or lanes that do not fit.

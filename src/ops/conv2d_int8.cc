@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ops/int8_registers.h"
+#include "ops/int8_weight_range.h"
 #include "schedule/split_apply.h"
 
 namespace kiln::ops {
@@ -24,6 +25,7 @@ constexpr int64_t kMaxReduction = 65792;
 struct Attrs {
   Conv2DAttrs a;
   int64_t pad_value;
+  bool narrow;  // weight_range=[7]: weights within [-64, 64] (ops/int8_weight_range.h)
 };
 
 class Conv2dNCHWcInt8 final : public OpTemplate {
@@ -50,15 +52,16 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
   }
 
   Config fallback(const Workload& w, const Isa& isa) const override {
-    Conv2DAttrs a = attrs(w).a;
+    Attrs at_ = attrs(w);
+    const Conv2DAttrs& a = at_.a;
     int64_t c4 = round_up(a.in_channels, 4);
     int64_t icb = c4 % 16 == 0 ? 16 : c4 % 8 == 0 ? 8 : 4;
     int64_t ocb = a.out_channels >= 16 ? 16 : a.out_channels > 4 ? 8 : 4;
     // The ow tile within the accumulators the target's dot lowering leaves
     // (ops/int8_registers.h): on AVX2 8 of the 16 ymm registers for 2 vectors of
-    // 8 int32 lanes, where the fp32 rule's 12 spilled.
-    int64_t owt = detail::fallback_ow_tile(a.out_width(), ocb,
-                                           detail::int8_tile_isa(isa, ceil_div(ocb, isa.lanes())));
+    // 8 int32 lanes, where the fp32 rule's 12 spilled; 11 with 7-bit weights.
+    int64_t owt = detail::fallback_ow_tile(
+        a.out_width(), ocb, detail::int8_tile_isa(isa, ceil_div(ocb, isa.lanes()), at_.narrow));
     return detail::KnobValues()
         .knob("ic_bn", icb)
         .knob("oc_bn", ocb)
@@ -95,7 +98,10 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
             da.push_back(at(pad, i[0], ico->var, h, x, icw->var * 4 + j));
             wb.push_back(at(weight, i[1], ico->var, kh->var, kw->var, icw->var, i[4], j));
           }
-          return sum(dot4_u8i8(make_int(0, DataType::i32()), da, wb), {ico, kh, kw, icw});
+          // 7-bit weights promise b in [-64, 64]: pmaddubsw without VNNI.
+          Expr dot = at_.narrow ? dot4_u8i8_narrow_b(make_int(0, DataType::i32()), da, wb)
+                                : dot4_u8i8(make_int(0, DataType::i32()), da, wb);
+          return sum(dot, {ico, kh, kw, icw});
         },
         "conv_int8");
     return {{data, weight}, out};
@@ -107,13 +113,24 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
   }
 
   bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {
-    Conv2DAttrs a = attrs(w).a;
+    Attrs at_ = attrs(w);
+    const Conv2DAttrs& a = at_.a;
     auto [icb, ocb] = blocks(w, cfg);
     detail::ConvRegisterTile rt =
         detail::conv_register_tile(ceil_div(a.out_channels, ocb), a.out_height(), ocb, cfg);
     int64_t vectors = ceil_div(ocb, isa.lanes());
     return detail::int8_tile_fits(isa, rt.oc * rt.oh * cfg.split("tile_ow").back() * vectors,
-                                  rt.oc * vectors);
+                                  rt.oc * vectors, at_.narrow);
+  }
+
+  // With 7-bit weights the kernel is exact only for weights within [-64, 64]:
+  // the tuner's and the tests' random weights are drawn from there.
+  void fill_random_input(const Workload& w, size_t i, DataType t, void* data, int64_t n,
+                         std::mt19937_64& rng) const override {
+    if (i == 1 && attrs(w).narrow)
+      fill_random_narrow(static_cast<int8_t*>(data), n, rng);
+    else
+      fill_random(t, data, n, rng);
   }
 
   double flops(const Workload& w) const override {
@@ -200,7 +217,7 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
     if (a.in_channels * a.kernel_h * a.kernel_w > kMaxReduction)
       detail::bad_workload(
           w, "C * KH * KW > " + std::to_string(kMaxReduction) + " could overflow the int32 sum");
-    return {a, pv[0]};
+    return {a, pv[0], narrow_weights(w)};
   }
 
   std::pair<int64_t, int64_t> blocks(const Workload& w, const Config& cfg) const {
@@ -219,11 +236,11 @@ const OpTemplate& conv2d_nchwc_int8_template() {
   return t;
 }
 
-Workload conv2d_int8_workload(const Conv2DAttrs& a, int64_t pad_value) {
+Workload conv2d_int8_workload(const Conv2DAttrs& a, int64_t pad_value, bool narrow) {
   Workload w = conv2d_workload("conv2d_NCHWc_int8.x86", a);
   w.params.push_back({"pad_value", {pad_value}});
   w.dtype = "uint8";
-  return w;
+  return narrow ? with_narrow_weights(std::move(w)) : w;
 }
 
 std::vector<int8_t> pack_conv2d_int8_weight(const int8_t* w, int64_t oc, int64_t ic, int64_t kh,

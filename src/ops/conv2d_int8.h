@@ -7,7 +7,10 @@
 // strides=[sh,sw], pads=[top,left,bottom,right], dilation=[dh,dw],
 // pad_value=[v] (0..255: the value padded taps read; the graph passes the
 // activation zero point zp_x, so that the correction -zp_x * sum(w) it folds
-// into the bias stays exact at the borders too); dtype "uint8"; groups 1.
+// into the bias stays exact at the borders too); optionally weight_range=[7]
+// (every weight within [-64, 64]: the dot is pmaddubsw + pmaddwd on x86 without
+// VNNI, ops/int8_weight_range.h; the tuner draws its random weights from that
+// range); dtype "uint8"; groups 1.
 //
 // Inputs: data uint8 [N, ceil(C/ic_bn), H, W, ic_bn] (ic_bn a multiple of 4;
 // channels past C, if any, are read and meet zero weights), weight int8
@@ -49,8 +52,9 @@ namespace kiln::ops {
 const OpTemplate& conv2d_nchwc_int8_template();
 
 // The workload of "conv2d_NCHWc_int8.x86" for logical attributes (groups 1) and
-// the padding value.
-Workload conv2d_int8_workload(const Conv2DAttrs& a, int64_t pad_value);
+// the padding value; narrow_weights appends weight_range=[7] (the caller has
+// checked that every weight is within [-64, 64]).
+Workload conv2d_int8_workload(const Conv2DAttrs& a, int64_t pad_value, bool narrow_weights = false);
 
 // OIHW int8 weight -> [ceil(OC/ocb), ceil(IC/icb), KH, KW, icb/4, ocb, 4], zero filled.
 std::vector<int8_t> pack_conv2d_int8_weight(const int8_t* w, int64_t oc, int64_t ic, int64_t kh,

@@ -4,6 +4,7 @@
 
 #include "ops/dense.h"
 #include "ops/int8_registers.h"
+#include "ops/int8_weight_range.h"
 #include "schedule/split_apply.h"
 
 namespace kiln::ops {
@@ -38,13 +39,27 @@ class DenseInt8Template final : public OpTemplate {
     // rows then fit the accumulators the target's dot lowering leaves beside
     // that block's weight vectors (ops/int8_registers.h).
     Config first = detail::packed_dense_fallback(d.M, d.N, d.words(), isa);
-    return detail::packed_dense_fallback(d.M, d.N, d.words(),
-                                         detail::int8_tile_isa(isa, weight_vectors(first, isa)));
+    return detail::packed_dense_fallback(
+        d.M, d.N, d.words(),
+        detail::int8_tile_isa(isa, weight_vectors(first, isa), narrow_weights(w)));
   }
 
   bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {
+    shape(w);
     int64_t vectors = weight_vectors(cfg, isa);
-    return detail::int8_tile_fits(isa, cfg.split("tile_y").back() * vectors, vectors);
+    return detail::int8_tile_fits(isa, cfg.split("tile_y").back() * vectors, vectors,
+                                  narrow_weights(w));
+  }
+
+  // With 7-bit weights the kernel is exact only for weights within [-64, 64]:
+  // the tuner's and the tests' random weights are drawn from there.
+  void fill_random_input(const Workload& w, size_t i, DataType t, void* data, int64_t n,
+                         std::mt19937_64& rng) const override {
+    shape(w);
+    if (i == 1 && narrow_weights(w))
+      fill_random_narrow(static_cast<int8_t*>(data), n, rng);
+    else
+      fill_random(t, data, n, rng);
   }
 
   // Vectors of int32 lanes across the register tile's columns.
@@ -54,6 +69,7 @@ class DenseInt8Template final : public OpTemplate {
 
   TemplateInstance compute(const Workload& w, const Config& cfg) const override {
     Shape d = shape(w);
+    bool narrow = narrow_weights(w);
     auto shapes = input_shapes(w, cfg);
     int64_t bn = shapes[1][2];
     Tensor A = placeholder({d.M, d.K}, DataType::u8(), "A");
@@ -76,7 +92,10 @@ class DenseInt8Template final : public OpTemplate {
             }
             b.push_back(at(B, floordiv(i[1], bn), ko->var, floormod(i[1], bn), j));
           }
-          return sum(dot4_u8i8(make_int(0, DataType::i32()), a, b), {ko});
+          // 7-bit weights promise b in [-64, 64]: pmaddubsw without VNNI.
+          Expr dot = narrow ? dot4_u8i8_narrow_b(make_int(0, DataType::i32()), a, b)
+                            : dot4_u8i8(make_int(0, DataType::i32()), a, b);
+          return sum(dot, {ko});
         },
         "C");
     return {{A, B}, C};
@@ -147,6 +166,7 @@ class DenseInt8Template final : public OpTemplate {
     if (a[0] < 1 || a[1] < 1 || b[1] < 1) detail::bad_workload(w, "sizes must be positive");
     if (a[1] > kMaxK)
       detail::bad_workload(w, "K > " + std::to_string(kMaxK) + " could overflow the int32 sum");
+    narrow_weights(w);  // a bad weight_range is refused here
     return {a[0], b[1], a[1]};
   }
 };
@@ -160,8 +180,9 @@ const DenseInt8Template& instance() {
 
 const OpTemplate& dense_int8_template() { return instance(); }
 
-Workload dense_int8_workload(int64_t M, int64_t N, int64_t K) {
-  return Workload{"dense_int8.x86", {{"data", {M, K}}, {"weight", {K, N}}}, "uint8"};
+Workload dense_int8_workload(int64_t M, int64_t N, int64_t K, bool narrow) {
+  Workload w{"dense_int8.x86", {{"data", {M, K}}, {"weight", {K, N}}}, "uint8"};
+  return narrow ? with_narrow_weights(std::move(w)) : w;
 }
 
 std::vector<int8_t> pack_dense_int8_weight(const int8_t* B, int64_t K, int64_t N, int64_t bn) {

@@ -1,6 +1,9 @@
 // dense_int8.x86: C[M, N] (int32) = A[M, K] (uint8) x B[K, N] (int8), exact.
 //
-// Workload params, in order: data=[M,K], weight=[K,N]; dtype "uint8" (uint8
+// Workload params, in order: data=[M,K], weight=[K,N], optionally
+// weight_range=[7] (every weight within [-64, 64]: the dot is pmaddubsw +
+// pmaddwd on x86 without VNNI, ops/int8_weight_range.h; the tuner draws its
+// random weights from that range); dtype "uint8" (uint8
 // data, int8 weights, int32 output: ONNX's MatMulInteger / the integer core of
 // QLinearMatMul; zero points and requantization are the graph's epilogue).
 //
@@ -42,7 +45,8 @@ namespace kiln::ops {
 const OpTemplate& dense_int8_template();
 
 // The workload of "dense_int8.x86" for C[M,N] = A[M,K] B[K,N].
-Workload dense_int8_workload(int64_t M, int64_t N, int64_t K);
+// narrow_weights appends weight_range=[7] (the caller has checked every weight).
+Workload dense_int8_workload(int64_t M, int64_t N, int64_t K, bool narrow_weights = false);
 
 // B[K, N] (int8, row-major, logical) packed for dense_int8.x86 under cfg.
 std::vector<int8_t> pack_dense_int8_weight(const Workload& w, const schedule::Config& cfg,

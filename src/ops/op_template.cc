@@ -85,6 +85,11 @@ void OpTemplate::reference_typed(const Workload& w, const schedule::Config& cfg,
   reference(w, cfg, f, static_cast<float*>(output));
 }
 
+void OpTemplate::fill_random_input(const Workload&, size_t, ir::DataType t, void* data, int64_t n,
+                                   std::mt19937_64& rng) const {
+  fill_random(t, data, n, rng);
+}
+
 void fill_random(ir::DataType t, void* data, int64_t n, std::mt19937_64& rng) {
   if (t == ir::DataType::f32()) {
     std::uniform_real_distribution<float> d(-1.0f, 1.0f);

@@ -95,6 +95,12 @@ class OpTemplate {
   // float templates need not implement it.
   virtual void reference_typed(const Workload& w, const schedule::Config& cfg,
                                const std::vector<const void*>& inputs, void* output) const;
+  // Random data for input `i` (kernel-argument order) of type t, n elements, where the
+  // tuner and the kernel tests check the kernel against the reference. The default is
+  // fill_random(); a template whose kernel is exact only on a subset of the values
+  // (the int8 templates with 7-bit weights, ops/int8_weight_range.h) draws from it.
+  virtual void fill_random_input(const Workload& w, size_t i, ir::DataType t, void* data, int64_t n,
+                                 std::mt19937_64& rng) const;
 
   // A template whose kernel the schedule language cannot express (tile
   // instructions through the ir::amx_gemm statement, which no schedule

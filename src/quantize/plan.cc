@@ -242,7 +242,10 @@ frontend::ActivationQuant activation_quant(Range r) {
 }
 
 frontend::WeightQuant quantize_weight(const std::string& name, const frontend::FloatInitializer& w,
-                                      int64_t axis) {
+                                      int64_t axis, int qmax) {
+  if (qmax < 1 || qmax > kWeightMax)
+    throw std::invalid_argument("quantize_weight: qmax " + std::to_string(qmax) +
+                                " is not in [1, 127]");
   frontend::WeightQuant q;
   q.tensor = name;
   q.axis = axis;
@@ -260,13 +263,13 @@ frontend::WeightQuant quantize_weight(const std::string& name, const frontend::F
   }
   q.scales.resize(amax.size());
   // An all-zero channel still needs a positive scale (DequantizeLinear's) and
-  // one small enough for its bias's int32 step: 1/127 is that of |w| = 1.
-  for (size_t c = 0; c < amax.size(); ++c)
-    q.scales[c] = amax[c] > 0 ? amax[c] / 127.0f : 1 / 127.0f;
+  // one small enough for its bias's int32 step: 1/qmax is that of |w| = 1.
+  const float top = static_cast<float>(qmax);
+  for (size_t c = 0; c < amax.size(); ++c) q.scales[c] = amax[c] > 0 ? amax[c] / top : 1 / top;
   q.data.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const float s = q.scales[static_cast<size_t>(channel_of(i))];
-    q.data[i] = static_cast<int8_t>(std::clamp(round_even(w.data[i] / s), -127.0f, 127.0f));
+    q.data[i] = static_cast<int8_t>(std::clamp(round_even(w.data[i] / s), -top, top));
   }
   return q;
 }
@@ -290,7 +293,7 @@ frontend::BiasQuant quantize_bias(const std::string& name, const frontend::Float
 
 frontend::QuantPlan make_plan(const frontend::OnnxModelSummary& model,
                               const std::vector<Candidate>& candidates,
-                              const std::map<std::string, Range>& ranges) {
+                              const std::map<std::string, Range>& ranges, int weight_max) {
   frontend::QuantPlan plan;
   auto range_of = [&](const std::string& t) {
     auto it = ranges.find(t);
@@ -315,7 +318,8 @@ frontend::QuantPlan make_plan(const frontend::OnnxModelSummary& model,
     q.output = c.output;
     q.bias_add = c.bias_add;
     if (!c.weight.empty()) {
-      q.weight = quantize_weight(c.weight, model.float_initializers.at(c.weight), c.weight_axis);
+      q.weight = quantize_weight(c.weight, model.float_initializers.at(c.weight), c.weight_axis,
+                                 weight_max);
       if (!c.bias.empty())
         q.bias = quantize_bias(c.bias, model.float_initializers.at(c.bias),
                                plan.activations.at(c.activations[0]).scale, q.weight->scales);

@@ -77,17 +77,25 @@ std::vector<std::string> observed_tensors(const std::vector<Candidate>& candidat
 // uint8 asymmetric parameters for a range (widened to contain 0; a range of
 // width 0 gets scale 1).
 frontend::ActivationQuant activation_quant(Range r);
-// int8 symmetric per-channel quantization of a float weight along `axis`.
+// The largest |q| of an int8 weight: 127, or 64 with reduce_range (7 bits:
+// [-64, 64], ONNX Runtime's symmetric reduced range).
+constexpr int kWeightMax = 127;
+constexpr int kReducedWeightMax = 64;
+
+// int8 symmetric per-channel quantization of a float weight along `axis`:
+// q = round_half_even(w / s) with s = max|w| / qmax per channel, q in [-qmax, qmax].
 frontend::WeightQuant quantize_weight(const std::string& name, const frontend::FloatInitializer& w,
-                                      int64_t axis);
+                                      int64_t axis, int qmax = kWeightMax);
 // int32 bias at scale x_scale * w_scale[c].
 frontend::BiasQuant quantize_bias(const std::string& name, const frontend::FloatInitializer& b,
                                   float x_scale, const std::vector<float>& w_scales);
 
 // The plan: every quantizable candidate with its ranges from `ranges` (by
 // tensor name; one missing is a std::logic_error).
+// Weights quantized to [-weight_max, weight_max] (kWeightMax or kReducedWeightMax).
 frontend::QuantPlan make_plan(const frontend::OnnxModelSummary& model,
                               const std::vector<Candidate>& candidates,
-                              const std::map<std::string, Range>& ranges);
+                              const std::map<std::string, Range>& ranges,
+                              int weight_max = kWeightMax);
 
 }  // namespace kiln::quantize

@@ -35,7 +35,8 @@ QuantizeResult plan_quantization(const std::string& model_path, const QuantizeOp
                          options.target, options.choose_configs);
   std::map<std::string, Range> ranges;
   for (const auto& [name, s] : stats) ranges[name] = s.range(options.method, options.percentile);
-  r.plan = make_plan(model, candidates, ranges);
+  r.plan =
+      make_plan(model, candidates, ranges, options.reduce_range ? kReducedWeightMax : kWeightMax);
   r.samples = samples.size();
   r.candidates = candidates.size();
   return r;

@@ -22,6 +22,11 @@ struct QuantizeOptions {
   std::vector<std::string> keep_float;  // node names left in float32
   // Op types quantized besides Conv/MatMul/Gemm (plan.h optional_op_types()).
   std::vector<std::string> optional_ops;
+  // Weights in 7 bits, [-64, 64] (ONNX Runtime's reduce_range): on x86 without a
+  // dot instruction (AVX2, AVX-512BW without VNNI) kiln's int8 kernels then use
+  // pmaddubsw, twice the multiply rate of the exact sequence (ops/int8_weight_range.h),
+  // for half the weight resolution. Activations keep their 8 bits.
+  bool reduce_range = false;
   // Fold Conv -> BatchNormalization pairs first (frontend/fold_batch_norm.h).
   bool fold_batch_norm = true;
   codegen::Target target = codegen::Target::host();  // of the calibration build

@@ -266,7 +266,8 @@ std::string run_worker(const WorkerArgs& a) {
   schedule::Config cfg = schedule::Config::from_json(t.space(w), a.config_json);
 
   // Inputs in the template's physical layouts and element types (ops::fill_random:
-  // float32 uniform in [-1, 1], uint8/int8 over their full range).
+  // float32 uniform in [-1, 1], uint8/int8 over their full range, unless the
+  // template narrows them: OpTemplate::fill_random_input).
   std::mt19937_64 rng(a.seed);
   std::vector<ir::DataType> in_types = t.input_dtypes(w);
   ir::DataType out_type = t.output_dtype(w);
@@ -278,7 +279,7 @@ std::string run_worker(const WorkerArgs& a) {
   for (size_t i = 0; i < shapes.size(); ++i) {
     int64_t n = product(shapes[i]);
     inputs.emplace_back(size_t(n) * in_types[i].bytes() + 1);  // +1: never a null data()
-    ops::fill_random(in_types[i], inputs.back().data(), n, rng);
+    t.fill_random_input(w, i, in_types[i], inputs.back().data(), n, rng);
   }
   OutputBuffer out(product(t.output_shape(w, cfg)), out_type, a.fault == "crash");
   // The reference comes first, before the candidate runs, so that a kernel

@@ -64,7 +64,8 @@ std::vector<Case> runnable_cases() {
 //   0: the 3-argument form, a uint8x4n;  1: 3-argument, a uint8x4 (splat);
 //   2: the byte form as the vectorizer leaves it (ramps of stride 4);
 //   3: the byte form with the parts in reversed order (no single load: shuffles).
-LoweredFunc dot_kernel(int n, int form) {
+// narrow: dot4_u8i8_narrow_b (b promised within [-64, 64]) instead.
+LoweredFunc dot_kernel(int n, int form, bool narrow = false) {
   Buffer acc = make_buffer("acc", DataType::i32(), {n});
   Buffer a = make_buffer("a", DataType::u8(), {4 * n});
   Buffer b = make_buffer("b", DataType::i8(), {4 * n});
@@ -74,11 +75,14 @@ LoweredFunc dot_kernel(int n, int form) {
   };
   Expr av = load(acc, vidx(make_int(0), 1, n));
   Expr value;
+  auto dot3 = [&](Expr x, Expr y, Expr z) {
+    return narrow ? dot4_u8i8_narrow_b(std::move(x), std::move(y), std::move(z))
+                  : dot4_u8i8(std::move(x), std::move(y), std::move(z));
+  };
   if (form == 0) {
-    value =
-        dot4_u8i8(av, load(a, ramp(make_int(0), 1, 4 * n)), load(b, ramp(make_int(0), 1, 4 * n)));
+    value = dot3(av, load(a, ramp(make_int(0), 1, 4 * n)), load(b, ramp(make_int(0), 1, 4 * n)));
   } else if (form == 1) {
-    value = dot4_u8i8(av, load(a, ramp(make_int(0), 1, 4)), load(b, ramp(make_int(0), 1, 4 * n)));
+    value = dot3(av, load(a, ramp(make_int(0), 1, 4)), load(b, ramp(make_int(0), 1, 4 * n)));
   } else {
     std::vector<Expr> pa, pb;
     for (int j = 0; j < 4; ++j) {
@@ -90,9 +94,9 @@ LoweredFunc dot_kernel(int n, int form) {
       std::reverse(pa.begin(), pa.end());
       std::reverse(pb.begin(), pb.end());
     }
-    value = dot4_u8i8(av, pa, pb);
+    value = narrow ? dot4_u8i8_narrow_b(av, pa, pb) : dot4_u8i8(av, pa, pb);
   }
-  return {"dot4_n" + std::to_string(n) + "_f" + std::to_string(form),
+  return {"dot4_n" + std::to_string(n) + "_f" + std::to_string(form) + (narrow ? "_narrow" : ""),
           {acc, a, b, out},
           make_store(out, value, vidx(make_int(0), 1, n))};
 }
@@ -220,6 +224,156 @@ TEST(Dot4U8I8, Avx2LoweringIsTwoMultipliesPerVector) {
       EXPECT_EQ(count(as, "vpmaddwd\t"), 2 * lanes / 8) << as;
       EXPECT_EQ(count(as, "vpmaddubsw"), 0) << as;
     }
+}
+
+// ---- dot4_u8i8_narrow_b: b within [-64, 64] (pmaddubsw + pmaddwd(ones) without VNNI)
+
+// Random u8 and b in [-64, 64], then the worst cases of pmaddubsw's saturating
+// int16 pair sums: 255 next to +-64 everywhere (pairs of +-32640), alternating
+// signs (pairs that cancel), and the int32 wrap-around of the accumulator.
+void run_narrow_case(const Target& t, int n, int form, const std::string& what) {
+  SCOPED_TRACE(what + ", narrow b, " + std::to_string(n) + " lanes, form " + std::to_string(form));
+  Compiled k = jit(dot_kernel(n, form, /*narrow=*/true), t);
+  std::mt19937_64 rng(n * 10 + form + 7);
+  for (int trial = 0; trial < 8; ++trial) {
+    std::vector<int32_t> acc(n), out(n, 0x5a5a5a5a);
+    std::vector<uint8_t> a(4 * n);
+    std::vector<int8_t> b(4 * n);
+    std::uniform_int_distribution<int> byte(0, 255), weight(-64, 64);
+    std::uniform_int_distribution<int32_t> word(-(1 << 30), 1 << 30);
+    for (auto& x : acc) x = word(rng);
+    for (auto& x : a) x = uint8_t(byte(rng));
+    for (auto& x : b) x = int8_t(weight(rng));
+    if (trial == 1 || trial == 2) {
+      std::fill(a.begin(), a.end(), 255);
+      std::fill(b.begin(), b.end(), trial == 1 ? -64 : 64);
+    }
+    if (trial == 3)
+      for (size_t i = 0; i < b.size(); ++i) {
+        a[i] = 255;
+        b[i] = i % 2 ? 64 : -64;
+      }
+    if (trial == 4) std::fill(acc.begin(), acc.end(), 2147483647);  // wraps
+    if (trial == 5)  // 255s next to +-64s at random places
+      for (size_t i = 0; i < b.size(); ++i)
+        if (byte(rng) < 128) {
+          a[i] = 255;
+          b[i] = byte(rng) < 128 ? 64 : -64;
+        }
+    ASSERT_EQ(k({acc.data(), a.data(), b.data(), out.data()}), 0);
+    EXPECT_EQ(out, expected(acc, a, b, n, form == 1)) << "trial " << trial;
+  }
+}
+
+// The narrow lowering where the target has no dot instruction, the usual one
+// (the promise ignored) where it has one; bit-exact either way.
+TEST(Dot4U8I8NarrowB, EveryRunnableLoweringIsBitExact) {
+  auto cases = runnable_cases();
+  if (cases.empty()) GTEST_SKIP() << "not an x86_64 host";
+  for (Case c : cases) {
+    auto narrow = [](std::string l) {
+      return l.rfind("pmaddwd", 0) == 0 ? "pmaddubsw" + l.substr(7) : l;
+    };
+    EXPECT_EQ(detail::dot4_u8i8_lowering(c.target, 16, true), narrow(c.lowering16)) << c.what;
+    EXPECT_EQ(detail::dot4_u8i8_lowering(c.target, 8, true), narrow(c.lowering8)) << c.what;
+    // Without the promise nothing changes.
+    EXPECT_EQ(detail::dot4_u8i8_lowering(c.target, 16), c.lowering16) << c.what;
+    for (int n : {1, 3, 4, 8, 12, 16, 28, 32})
+      for (int form : {0, 1, 2, 3}) run_narrow_case(c.target, n, form, c.what);
+  }
+}
+
+// The named targets: haswell and skylake-avx512 (AVX-512BW, no VNNI) take
+// pmaddubsw; icelake-server (VNNI) keeps vpdpbusd; a target string with VNNI
+// switched off takes pmaddubsw again.
+TEST(Dot4U8I8NarrowB, LoweringFollowsTheTargetsFeatures) {
+  EXPECT_EQ(detail::dot4_u8i8_lowering(Target::parse("llvm -mcpu=haswell"), 8, true),
+            "pmaddubsw.256");
+  EXPECT_EQ(detail::dot4_u8i8_lowering(Target::parse("llvm -mcpu=skylake-avx512"), 16, true),
+            "pmaddubsw.512");
+  EXPECT_EQ(detail::dot4_u8i8_lowering(Target::parse("llvm -mcpu=skylake-avx512"), 8, true),
+            "pmaddubsw.256");
+  EXPECT_EQ(detail::dot4_u8i8_lowering(Target::parse("llvm -mcpu=icelake-server"), 16, true),
+            "vpdpbusd.512");
+  EXPECT_EQ(detail::dot4_u8i8_lowering(Target::parse("llvm -mcpu=icelake-server"), 8, true),
+            "vpdpbusd.256");
+  EXPECT_EQ(detail::dot4_u8i8_lowering(
+                Target::parse("llvm -mcpu=icelake-server -mattr=-avx512vnni"), 16, true),
+            "pmaddubsw.512");
+  EXPECT_EQ(detail::dot4_u8i8_lowering(
+                Target::parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -mattr=+dotprod"),
+                4, true),
+            "sdot");
+}
+
+// Two multiplies per 32 products and no widening: one vpmaddubsw and one
+// vpmaddwd per vector of int32 lanes, no shifts.
+TEST(Dot4U8I8NarrowB, AssemblyIsPmaddubswThenPmaddwd) {
+  auto count = [](const std::string& as, const std::string& what) {
+    int n = 0;
+    for (size_t p = as.find(what); p != std::string::npos; p = as.find(what, p + 1)) ++n;
+    return n;
+  };
+  struct A {
+    const char* target;
+    int width;  // int32 lanes per vector
+    const char* reg;
+  };
+  for (A c : {A{"llvm -mtriple=x86_64-linux-gnu -mcpu=haswell", 8, "%ymm"},
+              A{"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", 16, "%zmm"}})
+    for (int lanes : {16, 32})
+      for (int form : {0, 1}) {
+        SCOPED_TRACE(std::string(c.target) + ", " + std::to_string(lanes) + " lanes, form " +
+                     std::to_string(form));
+        std::string as = emit_assembly({dot_kernel(lanes, form, true)}, Target::parse(c.target));
+        EXPECT_EQ(count(as, "vpmaddubsw\t"), lanes / c.width) << as;
+        EXPECT_EQ(count(as, "vpmaddwd\t"), lanes / c.width) << as;
+        EXPECT_EQ(count(as, "vpsraw"), 0) << as;
+        EXPECT_NE(as.find(c.reg), std::string::npos) << as;
+      }
+  // VNNI ignores the promise.
+  std::string as =
+      emit_assembly({dot_kernel(16, 0, true)},
+                    Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=icelake-server"));
+  EXPECT_NE(as.find("vpdpbusd"), std::string::npos) << as;
+  EXPECT_EQ(as.find("vpmaddubsw"), std::string::npos) << as;
+}
+
+// Why the promise matters: outside [-64, 64] the haswell sequence saturates
+// (255 * -128 twice is -65280, pmaddubsw gives -32768), while the exact lowering
+// does not. This is what the graph's range check keeps away from the kernels.
+TEST(Dot4U8I8NarrowB, OutsideThePromiseTheAvx2SequenceSaturates) {
+  if (!host().has_feature("avx2")) GTEST_SKIP() << "the host has no AVX2";
+  Target hsw = Target::parse("llvm -mcpu=haswell");
+  Compiled narrow = jit(dot_kernel(8, 0, true), hsw);
+  Compiled exact = jit(dot_kernel(8, 0), hsw);
+  std::vector<int32_t> acc(8, 0), got(8), want(8);
+  std::vector<uint8_t> a(32, 255);
+  std::vector<int8_t> b(32, -128);
+  ASSERT_EQ(narrow({acc.data(), a.data(), b.data(), got.data()}), 0);
+  ASSERT_EQ(exact({acc.data(), a.data(), b.data(), want.data()}), 0);
+  EXPECT_EQ(want, std::vector<int32_t>(8, 4 * 255 * -128));
+  EXPECT_EQ(got, std::vector<int32_t>(8, 2 * -32768));
+}
+
+TEST(Dot4U8I8NarrowB, FoldsAndPrintsLikeDot4) {
+  std::vector<Expr> a = {make_int(255, DataType::u8()), make_int(1, DataType::u8()),
+                         make_int(0, DataType::u8()), make_int(128, DataType::u8())};
+  std::vector<Expr> b = {make_int(-64, DataType::i8()), make_int(64, DataType::i8()),
+                         make_int(5, DataType::i8()), make_int(-1, DataType::i8())};
+  Expr e = simplify(dot4_u8i8_narrow_b(make_int(7, DataType::i32()), a, b));
+  const int64_t* v = as_const_int(e);
+  ASSERT_NE(v, nullptr) << e;
+  EXPECT_EQ(*v, 7 + 255 * -64 + 64 + 0 - 128);
+  EXPECT_THROW(dot4_u8i8_narrow_b(make_int(0, DataType::i32()), b, a), std::invalid_argument);
+  Buffer x = make_buffer("x", DataType::u8(), {64});
+  Buffer y = make_buffer("y", DataType::i8(), {64});
+  Expr ok = dot4_u8i8_narrow_b(make_int(0, DataType::i32()), load(x, ramp(make_int(0), 1, 4)),
+                               load(y, ramp(make_int(0), 1, 32)));
+  EXPECT_EQ(ok.dtype(), DataType::i32(8));
+  std::ostringstream os;
+  os << ok;
+  EXPECT_NE(os.str().find("dot4_u8i8_narrow_b("), std::string::npos) << os.str();
 }
 
 TEST(Dot4U8I8, SimplifierFoldsConstantsAndCallChecksTypes) {

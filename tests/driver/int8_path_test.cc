@@ -70,6 +70,8 @@ struct QConvSpec {
   int64_t cin, cout, k = 3, stride = 1, pad = 1;
   bool per_channel = true, bias = true, relu = false;
   int64_t group = 1;  // cin for a depthwise convolution (cout = cin)
+  int wmax = 127;     // weights drawn in [-wmax, wmax]
+  int plant = 0;      // if not 0: one weight set to this value (a 65 among 7-bit ones)
 };
 
 // DQ(w int8) [, DQ(b int32)] -> Conv [-> Relu] on the float `x` (scale xs):
@@ -77,9 +79,16 @@ struct QConvSpec {
 std::string qdq_conv(OnnxBuilder& b, const std::string& name, const std::string& x, float xs,
                      const QConvSpec& s, std::mt19937& rng) {
   Shape wshape = {s.cout, s.cin / s.group, s.k, s.k};
-  std::uniform_int_distribution<int> wd(-127, 127);
+  std::uniform_int_distribution<int> wd(-s.wmax, s.wmax);
   std::vector<int8_t> w(numel(wshape));
   for (int8_t& v : w) v = static_cast<int8_t>(wd(rng));
+  // The extremes of the range appear (with wmax 64: the pmaddubsw pair sums
+  // closest to saturation, 255 * 64 twice).
+  if (s.wmax != 127) {
+    w[0] = static_cast<int8_t>(s.wmax);
+    w[w.size() / 2] = static_cast<int8_t>(-s.wmax);
+  }
+  if (s.plant) w[w.size() - 1] = static_cast<int8_t>(s.plant);
   init_raw<int8_t>(b, name + ".w", wshape, onnx::TensorProto::INT8, w);
   int64_t nscale = s.per_channel ? s.cout : 1;
   std::vector<float> ws = uniform(static_cast<size_t>(nscale), rng, 0.002f, 0.01f);
@@ -148,8 +157,10 @@ bool runs_int8_conv(const nlohmann::json& k) {
 // Imports the model, evaluates the folded graph (QLinearConv nodes, integer
 // arithmetic) as the reference, builds and runs it and compares every output
 // byte for byte.
+// target: the package's (default: this machine); dump: write kernels' assembly there.
 Built check_bit_exact(const OnnxBuilder& b, const std::string& name, unsigned rng_seed,
-                      const std::map<std::string, std::string>& configs = {}) {
+                      const std::map<std::string, std::string>& configs = {},
+                      const codegen::Target* target = nullptr, const std::string& dump = "") {
   Built r;
   ScratchDir dir;
   std::string onnx_path = dir.file(name + ".onnx");
@@ -169,6 +180,8 @@ Built check_bit_exact(const OnnxBuilder& b, const std::string& name, unsigned rn
 
   driver::BuildOptions options;
   options.configs = configs;
+  if (target) options.target = *target;
+  options.dump_kernels_dir = dump;
   driver::BuiltModule m = driver::build_module(g, options);
   r.mod = nlohmann::json::parse(m.graph_json);
   for (const auto& k : r.mod.at("kernels")) r.int8_kernels += runs_int8_conv(k);
@@ -285,6 +298,107 @@ bool runs_dense_int8(const nlohmann::json& k) {
   for (const auto& t : k.at("op_types"))
     if (t.get<std::string>() == "dense_int8.x86") return true;
   return false;
+}
+
+// The assembly files under dir (--dump-kernels) that contain `what`.
+int files_with(const std::string& dir, const std::string& what) {
+  int n = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.path().extension() != ".s") continue;
+    std::ifstream in(e.path());
+    std::stringstream s;
+    s << in.rdbuf();
+    n += s.str().find(what) != std::string::npos;
+  }
+  return n;
+}
+
+// 7-bit weights (kiln quantize --reduce-range): a QLinearConv or QLinearMatMul
+// whose constant weight lies entirely within [-64, 64] gets weight_range=[7] on
+// a target without a dot instruction (haswell), and its kernel is pmaddubsw +
+// pmaddwd; a weight of 65 or -65 keeps the exact vpmaddwd sequence; a target
+// with VNNI never gets the parameter. Built for haswell (which this machine
+// runs) and for this machine, both bit-exact against the interpreter.
+TEST(Int8Path, SevenBitWeightsTakeThePmaddubswPathOnlyWhenInRange) {
+  if (!codegen::Target::host().has_feature("avx2")) GTEST_SKIP() << "the host has no AVX2";
+  const codegen::Target hsw = codegen::Target::parse("llvm -mcpu=haswell");
+  const codegen::Target icx =
+      codegen::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=icelake-server");
+  std::mt19937 rng(seed(145));
+  for (int c = 0; c < 4; ++c) {
+    bool s8 = c % 2 == 1;
+    int plant = c < 2 ? 65 : -65;
+    SCOPED_TRACE("case " + std::to_string(c) + (s8 ? " s8" : " u8") + ", planted " +
+                 std::to_string(plant));
+    int64_t cin = std::vector<int64_t>{3, 12, 20, 16}[c],
+            mid = std::vector<int64_t>{10, 24, 17, 32}[c];
+    int64_t K = 5 + static_cast<int64_t>(rng() % 40), N = 3 + static_cast<int64_t>(rng() % 30);
+    OnnxBuilder b;
+    b.input("x", {"1", std::to_string(cin), "9", "11"});
+    QAct qx = act(s8, 2.f / 255.f, rng);
+    std::string xf = quantize(b, "qx", "x", qx);
+    // conv1: 7-bit weights; conv2: 7-bit but one (planted) 65 or -65.
+    QConvSpec s1{cin, mid, 3, 1, 1};
+    s1.wmax = 64;
+    s1.per_channel = c < 2;
+    std::string y1 = qdq_conv(b, "conv1", xf, qx.scale, s1, rng);
+    QAct q1 = act(s8, output_scale(qx.scale, cin * 9), rng);
+    std::string y1f = quantize(b, "q1", y1, q1);
+    QConvSpec s2{mid, K, c % 2 ? 1 : 3, 1, c % 2 ? 0 : 1};
+    s2.wmax = 64;
+    s2.plant = plant;
+    std::string y2 = qdq_conv(b, "conv2", y1f, q1.scale, s2, rng);
+    QAct q2 = act(s8, output_scale(q1.scale, mid * s2.k * s2.k), rng);
+    std::string y2f = quantize(b, "q2", y2, q2);
+    // Pooled to [1, K] for a QLinearMatMul with 7-bit weights.
+    b.node("GlobalAveragePool", "gap", {y2f}, {"pooled"});
+    init_raw<int64_t>(b, "flat_shape", {2}, onnx::TensorProto::INT64, {1, K});
+    b.node("Reshape", "flat", {"pooled", "flat_shape"}, {"flat.y"});
+    std::string ff = quantize(b, "qf", "flat.y", act(s8, 2.f / 255.f, rng));
+    std::uniform_int_distribution<int> wd(-64, 64);
+    std::vector<int8_t> w(static_cast<size_t>(K * N));
+    for (int8_t& v : w) v = static_cast<int8_t>(wd(rng));
+    w[0] = 64;
+    w[1] = -64;
+    init_raw<int8_t>(b, "w", {K, N}, onnx::TensorProto::INT8, w);
+    b.init_f32("ws", {}, {0.004f});
+    init_raw<int8_t>(b, "wzp", {}, onnx::TensorProto::INT8, {0});
+    b.node("DequantizeLinear", "wdq", {"w", "ws", "wzp"}, {"wf"});
+    b.node("MatMul", "matmul", {ff, "wf"}, {"mm"});
+    QAct qy = act(s8, output_scale(2.f / 255.f, K), rng);
+    init_qparams(b, "qy", qy);
+    b.node("QuantizeLinear", "qy.q", {"mm", "qy.scale", "qy.zp"}, {"y"});
+    output_any(b, "y", 2, s8 ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+
+    ScratchDir dir;
+    std::string path = dir.file("m.onnx");
+    write_bytes(path, b.bytes());
+    graph::Graph g = frontend::import_onnx(path, {});
+    int narrow = 0, exact = 0;
+    for (const std::string& key : driver::template_workloads(g, hsw.isa())) {
+      if (key.rfind("conv2d_NCHWc_int8.x86(", 0) != 0 && key.rfind("dense_int8.x86(", 0) != 0)
+        continue;
+      bool has = key.find("weight_range=[7]") != std::string::npos;
+      narrow += has;
+      exact += !has;
+      // conv1 (cin channels in) and the MatMul are in range, conv2 (mid in) is not.
+      bool conv2 = key.find("data=[1," + std::to_string(mid) + ",") != std::string::npos;
+      EXPECT_EQ(has, !conv2) << key;
+    }
+    EXPECT_EQ(narrow, 2);
+    EXPECT_EQ(exact, 1);
+    for (const std::string& key : driver::template_workloads(g, icx.isa()))
+      EXPECT_EQ(key.find("weight_range"), std::string::npos) << "VNNI: " << key;
+
+    std::string asm_dir = dir.file("kernels");
+    Built h = check_bit_exact(b, "narrow_hsw" + std::to_string(c), seed(23) + unsigned(c), {}, &hsw,
+                              asm_dir);
+    EXPECT_EQ(h.int8_kernels, 2u) << h.mod.at("kernels").dump();
+    EXPECT_EQ(files_with(asm_dir, "vpmaddubsw"), 2);  // conv1 and the MatMul
+    EXPECT_GE(files_with(asm_dir, "vpsraw"), 1);      // conv2: the exact sequence's widening
+    // This machine's build (VNNI where it has it) equals the same reference.
+    check_bit_exact(b, "narrow_host" + std::to_string(c), seed(23) + unsigned(c));
+  }
 }
 
 // QDQ MatMul [M, K] x [K, N] and Gemm (transB=1, no C) on dense_int8.x86:

@@ -6,6 +6,7 @@
 // and AVX2, generic). All bit-exact.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -15,6 +16,8 @@
 #include "ir/stmt.h"
 #include "ops/conv2d_int8.h"
 #include "ops/dense_int8.h"
+#include "ops/int8_registers.h"
+#include "ops/int8_weight_range.h"
 #include "ops/op_template.h"
 #include "schedule/lower.h"
 
@@ -173,16 +176,24 @@ void expect_fused(const Kernels& k, int64_t tile) {
 
 // ---- dense_int8.x86 --------------------------------------------------------------------
 
+// narrow: weights in [-64, 64] and the workload's weight_range=[7] (pmaddubsw
+// where the target has no dot instruction).
 void check_dense(int64_t M, int64_t N, int64_t K, const Config& cfg, const IsaRow& row,
-                 std::mt19937_64& rng) {
+                 std::mt19937_64& rng, bool narrow = false) {
   const ops::OpTemplate& t = ops::dense_int8_template();
-  Workload w = ops::dense_int8_workload(M, N, K);
+  Workload w = ops::dense_int8_workload(M, N, K, narrow);
   SCOPED_TRACE(row.what + ": " + w.key() + " " + cfg.to_json());
   std::uniform_int_distribution<int> byte(0, 255);
   std::vector<uint8_t> A(M * K);
   std::vector<int8_t> B(K * N);
   for (auto& x : A) x = uint8_t(byte(rng));
   for (auto& x : B) x = int8_t(byte(rng) - 128);
+  if (narrow) {
+    // 255s meet +-64s: pmaddubsw's pair sums reach +-32640, next to saturation.
+    ops::fill_random_narrow(B.data(), int64_t(B.size()), rng);
+    for (auto& x : A)
+      if (byte(rng) < 64) x = 255;
+  }
   std::vector<int8_t> Bp = ops::pack_dense_int8_weight(w, cfg, B.data());
   ASSERT_EQ(int64_t(Bp.size()), product(t.input_shapes(w, cfg)[1]));
   // Plain integer math on the logical layouts.
@@ -231,6 +242,27 @@ TEST(DenseInt8, BitExactOnEveryLoweringWithAndWithoutRequant) {
       std::vector<Config> configs = {t.fallback(w, row.target.isa())};
       for (int i = 0; i < configs_per_shape(2); ++i) configs.push_back(t.space(w).random(rng));
       for (const Config& cfg : configs) check_dense(s.M, s.N, s.K, cfg, row, rng);
+    }
+}
+
+// 7-bit weights (weight_range=[7]): the same shapes and random configs on every
+// lowering this machine runs (pmaddubsw on AVX-512BW without VNNI and on AVX2,
+// vpdpbusd where the host has VNNI, generic), bit-exact with and without the
+// requantizing epilogue.
+TEST(DenseInt8, SevenBitWeightsBitExactOnEveryLowering) {
+  const ops::OpTemplate& t = ops::dense_int8_template();
+  std::mt19937_64 rng(18);
+  struct S {
+    int64_t M, N, K;
+  };
+  const S shapes[] = {{1, 40, 64}, {7, 5, 13}, {33, 17, 29}, {16, 48, 40}, {3, 100, 6}};
+  for (const IsaRow& row : isa_rows())
+    for (const S& s : shapes) {
+      Workload w = ops::dense_int8_workload(s.M, s.N, s.K, true);
+      EXPECT_NE(w.key().find("weight_range=[7]"), std::string::npos) << w.key();
+      std::vector<Config> configs = {t.fallback(w, row.target.isa())};
+      for (int i = 0; i < configs_per_shape(2); ++i) configs.push_back(t.space(w).random(rng));
+      for (const Config& cfg : configs) check_dense(s.M, s.N, s.K, cfg, row, rng, true);
     }
 }
 
@@ -308,12 +340,12 @@ struct ConvShape {
 };
 
 void check_conv(const ConvShape& s, int64_t pad_value, const Config& cfg, const IsaRow& row,
-                std::mt19937_64& rng) {
+                std::mt19937_64& rng, bool narrow = false) {
   const ops::OpTemplate& t = ops::conv2d_nchwc_int8_template();
   ops::Conv2DAttrs a{s.n,       s.c,           s.h,           s.w,       s.oc,      s.kh,
                      s.kw,      s.strides[0],  s.strides[1],  s.pads[0], s.pads[1], s.pads[2],
                      s.pads[3], s.dilation[0], s.dilation[1], 1};
-  Workload w = ops::conv2d_int8_workload(a, pad_value);
+  Workload w = ops::conv2d_int8_workload(a, pad_value, narrow);
   SCOPED_TRACE(row.what + ": " + w.key() + " " + cfg.to_json());
   int64_t icb = cfg.knob("ic_bn"), ocb = cfg.knob("oc_bn");
   int64_t OH = a.out_height(), OW = a.out_width(), OCo = (s.oc + ocb - 1) / ocb;
@@ -322,6 +354,11 @@ void check_conv(const ConvShape& s, int64_t pad_value, const Config& cfg, const 
   std::vector<int8_t> wt(s.oc * s.c * s.kh * s.kw);
   for (auto& v : x) v = uint8_t(byte(rng));
   for (auto& v : wt) v = int8_t(byte(rng) - 128);
+  if (narrow) {
+    ops::fill_random_narrow(wt.data(), int64_t(wt.size()), rng);
+    for (auto& v : x)
+      if (byte(rng) < 64) v = 255;
+  }
   // Channels past C hold 77: they meet zero weights.
   std::vector<uint8_t> xb = ops::nchw_to_nchwc_u8(x.data(), s.n, s.c, s.h, s.w, icb, 77);
   std::vector<int8_t> wb = ops::pack_conv2d_int8_weight(wt.data(), s.oc, s.c, s.kh, s.kw, icb, ocb);
@@ -394,6 +431,87 @@ TEST(Conv2dNCHWcInt8, BitExactOnEveryLoweringWithAndWithoutRequant) {
       for (int i = 0; i < configs_per_shape(2); ++i) configs.push_back(t.space(w).random(rng));
       for (const Config& cfg : configs) check_conv(s, pad_value, cfg, row, rng);
     }
+}
+
+TEST(Conv2dNCHWcInt8, SevenBitWeightsBitExactOnEveryLowering) {
+  const ops::OpTemplate& t = ops::conv2d_nchwc_int8_template();
+  std::mt19937_64 rng(19);
+  const ConvShape shapes[] = {
+      {1, 3, 11, 13, 20, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}},
+      {1, 16, 7, 9, 40, 3, 3, {1, 1}, {0, 1, 2, 1}, {1, 1}},
+      {2, 12, 9, 10, 24, 3, 2, {1, 2}, {2, 2, 2, 2}, {2, 1}},
+      {1, 32, 5, 5, 36, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}},
+      {1, 20, 7, 7, 52, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}},  // OW 7, OC 52
+  };
+  for (const IsaRow& row : isa_rows())
+    for (const ConvShape& s : shapes) {
+      int64_t pad_value = std::uniform_int_distribution<int64_t>(0, 255)(rng);
+      ops::Conv2DAttrs a{s.n,       s.c,           s.h,           s.w,       s.oc,      s.kh,
+                         s.kw,      s.strides[0],  s.strides[1],  s.pads[0], s.pads[1], s.pads[2],
+                         s.pads[3], s.dilation[0], s.dilation[1], 1};
+      Workload w = ops::conv2d_int8_workload(a, pad_value, true);
+      std::vector<Config> configs = {t.fallback(w, row.target.isa())};
+      for (int i = 0; i < configs_per_shape(2); ++i) configs.push_back(t.space(w).random(rng));
+      for (const Config& cfg : configs) check_conv(s, pad_value, cfg, row, rng, true);
+    }
+}
+
+// weight_range is part of the key, only [7] is accepted, the tuner's random
+// weights stay within [-64, 64], and the register budget counts what the
+// pmaddubsw sequence holds: on haswell 16 - (2 + 3) = 11 accumulators for 16
+// output channels (the fp32 rule's 12 at most), where the exact sequence leaves 8.
+TEST(Conv2dNCHWcInt8, SevenBitWeightsWorkloadAndRegisterBudget) {
+  const ops::OpTemplate& t = ops::conv2d_nchwc_int8_template();
+  ops::Conv2DAttrs a{1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  Workload w = ops::conv2d_int8_workload(a, 0, true);
+  EXPECT_EQ(w.key(),
+            "conv2d_NCHWc_int8.x86(data=[1,64,56,56],kernel=[64,64,3,3],strides=[1,1],"
+            "pads=[1,1,1,1],dilation=[1,1],pad_value=[0],weight_range=[7],dtype=uint8)");
+  EXPECT_EQ(ops::Workload::parse(w.key()), w);
+  EXPECT_TRUE(ops::narrow_weights(w));
+  EXPECT_FALSE(ops::narrow_weights(ops::conv2d_int8_workload(a, 0)));
+  Workload bad = ops::conv2d_int8_workload(a, 0);
+  bad.params.push_back({"weight_range", {8}});
+  EXPECT_THROW(t.space(bad), std::invalid_argument);
+  Workload dbad = ops::dense_int8_workload(4, 8, 16);
+  dbad.params.push_back({"weight_range", {6}});
+  EXPECT_THROW(ops::dense_int8_template().space(dbad), std::invalid_argument);
+
+  std::mt19937_64 rng(3);
+  std::vector<int8_t> weights(4096);
+  t.fill_random_input(w, 1, DataType::i8(), weights.data(), int64_t(weights.size()), rng);
+  EXPECT_TRUE(ops::weights_fit_narrow(weights.data(), int64_t(weights.size())));
+  EXPECT_NE(std::count(weights.begin(), weights.end(), 64), 0);
+  EXPECT_NE(std::count(weights.begin(), weights.end(), -64), 0);
+  // Without the parameter the weights cover the whole int8 range.
+  t.fill_random_input(ops::conv2d_int8_workload(a, 0), 1, DataType::i8(), weights.data(),
+                      int64_t(weights.size()), rng);
+  EXPECT_FALSE(ops::weights_fit_narrow(weights.data(), int64_t(weights.size())));
+
+  codegen::Target hsw = codegen::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell");
+  EXPECT_EQ(ops::detail::int8_accumulator_budget(hsw.isa(), 2, true), 11);
+  EXPECT_EQ(ops::detail::int8_accumulator_budget(hsw.isa(), 2, false), 8);
+  Config tile = ops::detail::KnobValues()
+                    .knob("ic_bn", 16)
+                    .knob("oc_bn", 16)
+                    .split("tile_ow", a.out_width(), {4})
+                    .knob("unroll_kw", 1)
+                    .knob("oc_reg", 1)
+                    .knob("oh_reg", 1)
+                    .knob("kernel_outer", 1)
+                    .in(t.space(w));
+  EXPECT_TRUE(t.fits(w, tile, hsw.isa()));
+  // 7 columns x 2 vectors = 14 accumulators: too many for either sequence.
+  Config wide = ops::detail::KnobValues()
+                    .knob("ic_bn", 16)
+                    .knob("oc_bn", 16)
+                    .split("tile_ow", a.out_width(), {7})
+                    .knob("unroll_kw", 1)
+                    .knob("oc_reg", 1)
+                    .knob("oh_reg", 1)
+                    .knob("kernel_outer", 1)
+                    .in(t.space(w));
+  EXPECT_FALSE(t.fits(w, wide, hsw.isa()));
 }
 
 TEST(Conv2dNCHWcInt8, WorkloadErrorsAndFallback) {
@@ -577,6 +695,30 @@ TEST(Conv2dNCHWcInt8, Avx2FallbackTileIsBitExactOnNonDividingShapes) {
     Config cfg = t.fallback(w, row.target.isa());
     EXPECT_LE(cfg.split("tile_ow").back() * ((cfg.knob("oc_bn") + 7) / 8), 8) << cfg.to_json();
     check_conv(s, pad_value, cfg, row, rng);
+  }
+}
+
+// The fallback's tile with 7-bit weights on haswell: vpmaddubsw in the kernel, no
+// widening shifts, and at most one ymm spill store per 4 multiplies in the hot loop.
+TEST(Conv2dNCHWcInt8, SevenBitWeightsAvx2KernelIsPmaddubsw) {
+  const ops::OpTemplate& t = ops::conv2d_nchwc_int8_template();
+  codegen::Target hsw = codegen::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell");
+  const ops::Conv2DAttrs shapes[] = {
+      {1, 128, 28, 28, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+      {1, 256, 14, 14, 1024, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1},
+  };
+  for (const ops::Conv2DAttrs& a : shapes) {
+    Workload w = ops::conv2d_int8_workload(a, 3, true);
+    Config cfg = t.fallback(w, hsw.isa());
+    SCOPED_TRACE(w.key() + " " + cfg.to_json());
+    EXPECT_TRUE(t.fits(w, cfg, hsw.isa()));
+    ops::Kernel k = ops::make_kernel(t, w, cfg);
+    std::string as = codegen::emit_assembly({schedule::lower(k.sch, k.args, "conv")}, hsw);
+    EXPECT_NE(as.find("vpmaddubsw"), std::string::npos);
+    EXPECT_EQ(as.find("vpsraw"), std::string::npos);
+    auto [stores, madds] = hot_loop_spills_and_madds(as);
+    ASSERT_GT(madds, 0);
+    EXPECT_LE(4 * stores, madds) << stores << " ymm spill stores, " << madds << " vpmaddwd";
   }
 }
 

@@ -529,7 +529,7 @@ void check_typed_config(const OpTemplate& t, const Workload& w, const Config& cf
   std::vector<void*> args;
   for (size_t i = 0; i < shapes.size(); ++i) {
     in.emplace_back(size_t(product(shapes[i])) * types[i].bytes());
-    ops::fill_random(types[i], in.back().data(), product(shapes[i]), rng);
+    t.fill_random_input(w, i, types[i], in.back().data(), product(shapes[i]), rng);
     ptrs.push_back(in.back().data());
     args.push_back(in.back().data());
   }
@@ -710,8 +710,7 @@ TEST(Templates, FallbackRules) {
             depthwise(1, n, 9, n + 2, 3, 3, {s, s}, {1, 1, 0, 0}, {1, 1}),
             group_conv(1, 2 * n, 9, n + 2, 4 * n, 2, 3, 3, {s, s}, {1, 0, 1, 2}, {1, 1}),
             dense("dense_pack.x86", n, n + s, 3 * n), dense("dense_pack.x86", 3 * n + 2, 40, n),
-            dense("dense_nopack.x86", s, n, n),
-            bmm(s, n, n + 1, 1, n + 2)}) {
+            dense("dense_nopack.x86", s, n, n), bmm(s, n, n + 1, 1, n + 2)}) {
         const OpTemplate& t = ops::get_template(w.template_name);
         for (const char* target : {"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512",
                                    "llvm -mtriple=x86_64-linux-gnu -mcpu=haswell",

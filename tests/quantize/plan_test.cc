@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 
 namespace kiln::quantize {
 namespace {
@@ -49,6 +51,34 @@ TEST(Plan, ConvWeightsPerOutputChannelOnAxis0) {
   EXPECT_EQ(q.data[1], -64);  // -63.5 rounds half to even
   EXPECT_EQ(q.axis, 0);
   EXPECT_EQ(q.shape, w.shape);
+}
+
+// --reduce-range: 7-bit weights, [-64, 64] (ONNX Runtime's symmetric reduced range),
+// scale max|w| / 64 per channel; random weights against the plain formula, and every
+// channel's largest |w| lands on +-64.
+TEST(Plan, ReducedRangeWeightsWithin64) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> d(-3.0f, 3.0f);
+  frontend::FloatInitializer w{{4, 3, 3, 3}, std::vector<float>(108)};
+  for (float& v : w.data) v = d(rng);
+  w.data[27] = -5.0f;                              // channel 1's extreme is negative
+  for (size_t i = 54; i < 81; ++i) w.data[i] = 0;  // channel 2 all zero
+  frontend::WeightQuant q = quantize_weight("W", w, 0, kReducedWeightMax);
+  ASSERT_EQ(q.scales.size(), 4u);
+  EXPECT_FLOAT_EQ(q.scales[1], 5.0f / 64);
+  EXPECT_FLOAT_EQ(q.scales[2], 1.0f / 64);  // all-zero channel
+  for (size_t i = 0; i < w.data.size(); ++i) {
+    EXPECT_EQ(q.data[i], reference_q(w.data[i], q.scales[i / 27], 0, -64, 64)) << i;
+    EXPECT_LE(std::abs(int(q.data[i])), 64) << i;
+  }
+  EXPECT_EQ(q.data[27], -64);
+  for (int c : {0, 1, 3}) {
+    int top = 0;
+    for (size_t i = size_t(c) * 27; i < size_t(c + 1) * 27; ++i)
+      top = std::max(top, std::abs(int(q.data[i])));
+    EXPECT_EQ(top, 64) << "channel " << c;
+  }
+  EXPECT_THROW(quantize_weight("W", w, 0, 128), std::invalid_argument);
 }
 
 TEST(Plan, MatMulWeightsPerColumnOnAxis1) {

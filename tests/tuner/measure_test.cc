@@ -21,6 +21,7 @@
 #include "codegen/target.h"
 #include "ops/batch_matmul_int8.h"
 #include "ops/batch_matmul_int8_amx.h"
+#include "ops/conv2d_int8.h"
 #include "ops/dense.h"
 #include "ops/dense_bf16.h"
 #include "ops/dense_bf16_amx_template.h"
@@ -269,6 +270,26 @@ TEST(Measure, RandomConfigsOfEveryTemplateVerify) {
   o.compile_threads = 4;
   o.repeat = 1;
   auto rs = measure_batch(inputs, host(), o);
+  for (size_t i = 0; i < rs.size(); ++i)
+    expect_good(rs[i], o, inputs[i].workload_key + " " + inputs[i].config_json);
+}
+
+// 7-bit weights (weight_range=[7]) on haswell, where the kernel is vpmaddubsw and
+// exact only for weights within [-64, 64]: the worker draws the weights from there
+// (OpTemplate::fill_random_input), so random configs verify (with full-range weights
+// the saturated sums would be reported as wrong results).
+TEST(Measure, SevenBitWeightWorkloadsVerifyOnAvx2) {
+  if (!host().has_feature("avx2")) GTEST_SKIP() << "the host has no AVX2";
+  std::mt19937_64 rng(12);
+  ops::Conv2DAttrs a{1, 12, 7, 9, 20, 3, 3, 1, 2, 1, 1, 0, 1, 1, 1, 1};
+  std::vector<ops::Workload> ws = {ops::dense_int8_workload(7, 20, 13, true),
+                                   ops::conv2d_int8_workload(a, 3, true)};
+  std::vector<MeasureInput> inputs;
+  for (auto& w : ws)
+    for (int i = 0; i < 3; ++i) inputs.push_back(random_input(w, rng));
+  MeasureOptions o = base_options();
+  o.repeat = 1;
+  auto rs = measure_batch(inputs, codegen::Target::parse("llvm -mcpu=haswell"), o);
   for (size_t i = 0; i < rs.size(); ++i)
     expect_good(rs[i], o, inputs[i].workload_key + " " + inputs[i].config_json);
 }

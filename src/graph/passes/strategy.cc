@@ -9,6 +9,7 @@
 #include "ops/conv2d_int8_amx.h"
 #include "ops/dense_int8.h"
 #include "ops/group_conv2d.h"
+#include "ops/int8_weight_range.h"
 #include "ops/winograd_conv2d.h"
 
 namespace kiln::graph {
@@ -242,8 +243,24 @@ std::optional<WorkloadParams> match_qconv(const Graph& g, const Node& n, bool de
                         {"pad_value", {zp_x}}};
 }
 
-std::optional<WorkloadParams> qconv_row(const Graph& g, const Node& n, const Isa&) {
-  return match_qconv(g, n, /*depthwise=*/false);
+// weight_range=[7] (ops/int8_weight_range.h) on a target without a dot
+// instruction (AVX2, AVX-512BW without VNNI) when every value of the constant
+// int8 weight is within [-64, 64], checked here: the templates then use
+// pmaddubsw + pmaddwd, exact for such weights and twice the multiply rate of the
+// exact sequence. A single weight outside keeps the exact path. Targets with a
+// dot instruction gain nothing from it and keep their records' keys.
+void add_weight_range(std::optional<WorkloadParams>& p, const Initializer& weight, const Isa& isa) {
+  if (!p || isa.int8_dot_instruction) return;
+  if (!ops::weights_fit_narrow(reinterpret_cast<const int8_t*>(weight.data.data()),
+                               static_cast<int64_t>(weight.data.size())))
+    return;
+  p->push_back({"weight_range", {ops::kNarrowWeightBits}});
+}
+
+std::optional<WorkloadParams> qconv_row(const Graph& g, const Node& n, const Isa& isa) {
+  std::optional<WorkloadParams> p = match_qconv(g, n, /*depthwise=*/false);
+  if (p) add_weight_range(p, *const_input(g, n, 3), isa);
+  return p;
 }
 
 // The same convolutions (groups 1) on a target with AMX (amx-tile and
@@ -274,7 +291,7 @@ std::optional<WorkloadParams> qdepthwise_row(const Graph& g, const Node& n, cons
 // an int8 constant [K, N] with zero point 0 (per tensor or per column), and
 // kiln's optional 9th input, an int32 constant bias [N] (fold_qdq writes a
 // Gemm and a MatMul + Add as such a node).
-std::optional<WorkloadParams> qmatmul_row(const Graph& g, const Node& n, const Isa&) {
+std::optional<WorkloadParams> match_qmatmul(const Graph& g, const Node& n) {
   if (n.inputs.size() != 8 && n.inputs.size() != 9) return std::nullopt;
   const TensorType* at = g.type_of(n.inputs[0]);
   const Initializer* bt = const_input(g, n, 3);
@@ -300,13 +317,20 @@ std::optional<WorkloadParams> qmatmul_row(const Graph& g, const Node& n, const I
   return WorkloadParams{{"data", {M, K}}, {"weight", {K, N}}};
 }
 
+// The same, with weight_range=[7] where it applies (add_weight_range).
+std::optional<WorkloadParams> qmatmul_row(const Graph& g, const Node& n, const Isa& isa) {
+  std::optional<WorkloadParams> p = match_qmatmul(g, n);
+  if (p) add_weight_range(p, *const_input(g, n, 3), isa);
+  return p;
+}
+
 // The same nodes on a target with AMX (amx-tile and amx-int8, from the
 // target's features: Isa::amx_int8), when K is a multiple of 4: a tile row
 // holds whole 4-byte groups. Other K stays on dense_int8.x86 (the next row):
 // padding K would also need A padded, a copy of the activation per run.
 std::optional<WorkloadParams> qmatmul_amx_row(const Graph& g, const Node& n, const Isa& isa) {
   if (!isa.amx_int8) return std::nullopt;
-  std::optional<WorkloadParams> p = qmatmul_row(g, n, isa);
+  std::optional<WorkloadParams> p = match_qmatmul(g, n);
   if (!p || p->at(0).second.at(1) % 4 != 0) return std::nullopt;
   return p;
 }
