@@ -115,7 +115,8 @@ class Package:
 
 def build(model, input_shapes=None, target=None, tuning_log=None, require_tuned=False,
           output_format="tar", *, shipped_logs=True, borrow=True, configs=None,
-          precision="fp32", calibration=None, calibrate=None, keep_float=None) -> Package:
+          precision="fp32", calibration=None, calibrate=None, keep_float=None,
+          reduce_range=False) -> Package:
     """Compiles an ONNX model like `kiln build`.
 
     model: a path, bytes or an onnx.ModelProto. input_shapes: binds dynamic
@@ -133,8 +134,10 @@ def build(model, input_shapes=None, target=None, tuning_log=None, require_tuned=
     and builds the QDQ model it writes: calibration (needed) is DATA.npz
     (one array per input, samples stacked on a new leading axis) or a folder
     of .npz files, one sample each; calibrate is "max" (the default),
-    "percentile" or "kl"; keep_float lists node names left in float32 (the
-    CLI's --calibration, --calibrate, --keep-float). "bf16" needs a target
+    "percentile" or "kl"; keep_float lists node names left in float32;
+    reduce_range=True quantizes weights to 7 bits, [-64, 64], which x86
+    targets without VNNI multiply with vpmaddubsw (the CLI's --calibration,
+    --calibrate, --keep-float, --reduce-range). "bf16" needs a target
     with avx512bf16. The report's notes say how many nodes were quantized.
     """
     if precision not in ("fp32", "int8", "bf16"):
@@ -144,9 +147,9 @@ def build(model, input_shapes=None, target=None, tuning_log=None, require_tuned=
         raise _kiln.InvalidInputError(
             'precision="int8" needs calibration= (DATA.npz or a folder of .npz)')
     if precision != "int8" and (calibration is not None or calibrate is not None
-                                or keep_float is not None):
+                                or keep_float is not None or reduce_range):
         raise _kiln.InvalidInputError(
-            'calibration=, calibrate= and keep_float= need precision="int8"')
+            'calibration=, calibrate=, keep_float= and reduce_range= need precision="int8"')
     if isinstance(keep_float, str):
         keep_float = [keep_float]
     quant = _kiln.PrecisionArgs()
@@ -154,6 +157,7 @@ def build(model, input_shapes=None, target=None, tuning_log=None, require_tuned=
     quant.calibration = os.fspath(calibration) if calibration is not None else ""
     quant.calibrate = calibrate or "max"
     quant.keep_float = list(keep_float or [])
+    quant.reduce_range = bool(reduce_range)
     records = _kiln.BuildRecordOptions()
     records.tuning_log = os.fspath(tuning_log) if tuning_log is not None else ""
     records.shipped_logs = bool(shipped_logs)

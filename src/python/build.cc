@@ -111,12 +111,13 @@ std::string missing_features_note(const codegen::Target& t) {
 
 // precision= and its quantization options (python/kiln/_build.py checks
 // their combinations; the CLI's --precision, --calibration, --calibrate,
-// --keep-float).
+// --keep-float, --reduce-range).
 struct PrecisionArgs {
   std::string precision = "fp32";  // fp32, int8, bf16
   std::string calibration;         // int8: DATA.npz or a folder of .npz
   std::string calibrate = "max";   // int8: max, percentile, kl
   std::vector<std::string> keep_float;
+  bool reduce_range = false;  // int8: weights in [-64, 64]
 };
 
 py::tuple build(const std::string& model_path, const std::string& input_shapes,
@@ -142,6 +143,7 @@ py::tuple build(const std::string& model_path, const std::string& input_shapes,
     q.calibration = precision.calibration;
     q.method = quantize::parse_calibration_method(precision.calibrate);
     q.keep_float = precision.keep_float;
+    q.reduce_range = precision.reduce_range;
     // The calibration build runs here, on this machine's target, with the
     // records the build would use (never required), as kiln build's.
     q.choose_configs = [records, t = q.target](const std::vector<std::vector<std::string>>& w) {
@@ -229,7 +231,8 @@ void bind_build(py::module_& m) {
       .def_readwrite("precision", &PrecisionArgs::precision)
       .def_readwrite("calibration", &PrecisionArgs::calibration)
       .def_readwrite("calibrate", &PrecisionArgs::calibrate)
-      .def_readwrite("keep_float", &PrecisionArgs::keep_float);
+      .def_readwrite("keep_float", &PrecisionArgs::keep_float)
+      .def_readwrite("reduce_range", &PrecisionArgs::reduce_range);
   m.def("build", &build, py::arg("model_path"), py::arg("input_shapes"), py::arg("target"),
         py::arg("records"), py::arg("output_format"), py::arg("configs"), py::arg("precision"));
 }

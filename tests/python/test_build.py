@@ -192,6 +192,22 @@ def test_precision_int8_matches_the_cli(tiny, tmp_path):
     assert any("quantized: 2 of 3" in n and ", kl)" in n for n in kept.report.notes)
     assert "dense_pack.x86" in {w.key.split("(")[0] for w in kept.report.workloads}
 
+    # reduce_range= is --reduce-range: 7-bit weights, which a target without
+    # VNNI multiplies with vpmaddubsw (weight_range=[7] in its workload keys).
+    narrow = kiln.build(path, precision="int8", calibration=calib, reduce_range=True,
+                        target="llvm -mcpu=haswell")
+    keys = [w.key for w in narrow.report.workloads]
+    assert any("weight_range=[7]" in k for k in keys), keys
+    tar7 = tmp_path / "cli7.tar"
+    subprocess.run([os.environ.get("KILN_BINARY", os.path.join(WORK_DIR, "..", "kiln")), "build",
+                    path, "-o", str(tar7), "--precision", "int8", "--calibration", str(calib),
+                    "--reduce-range", "--target", "llvm -mcpu=haswell"],
+                   check=True, capture_output=True)
+    with tarfile.open(tar7) as t:
+        mod7 = json.load(t.extractfile("mod.json"))
+    assert [k["op_types"] for k in mod7["kernels"]] == \
+        [k["op_types"] for k in narrow.graph_json["kernels"]]
+
 
 def test_precision_errors(tiny, tmp_path):
     path = tiny[0]
@@ -201,6 +217,8 @@ def test_precision_errors(tiny, tmp_path):
         kiln.build(path, precision="int8")
     with pytest.raises(kiln.InvalidInputError, match='need precision="int8"'):
         kiln.build(path, calibration=tmp_path / "c.npz")
+    with pytest.raises(kiln.InvalidInputError, match='need precision="int8"'):
+        kiln.build(path, reduce_range=True)
     with pytest.raises(kiln.KilnError, match="missing.npz: no such calibration file"):
         kiln.build(path, precision="int8", calibration=tmp_path / "missing.npz")
     with pytest.raises(kiln.InvalidInputError, match="valid: max, percentile, kl"):
