@@ -40,16 +40,6 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-template <typename T>
-void init_raw(OnnxBuilder& b, const std::string& name, const Shape& dims, int elem,
-              const std::vector<T>& v) {
-  auto* t = b.graph()->add_initializer();
-  t->set_name(name);
-  t->set_data_type(elem);
-  for (int64_t d : dims) t->add_dims(d);
-  t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
-}
-
 struct QAct {
   bool s8 = false;
   float scale = 0.f;

@@ -38,16 +38,6 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-template <typename T>
-void init_raw(OnnxBuilder& b, const std::string& name, const Shape& dims, int elem,
-              const std::vector<T>& v) {
-  auto* t = b.graph()->add_initializer();
-  t->set_name(name);
-  t->set_data_type(elem);
-  for (int64_t d : dims) t->add_dims(d);
-  t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
-}
-
 // Q -> DQ of `x` (uint8, scale s, zero point zp); returns the float value.
 std::string qdq(OnnxBuilder& b, const std::string& name, const std::string& x, float s,
                 uint8_t zp) {

@@ -86,6 +86,18 @@ inline void attr_string(onnx::NodeProto* n, const std::string& name, const std::
 
 // A graph output of rank `rank` with unknown axes (shape inference fills
 // them in; the ONNX checker wants a shape field on graph outputs).
+// An initializer of any element type from raw values (uint8/int8 zero
+// points and weights of the int8 tests: OnnxBuilder writes float32 and int64).
+template <typename T>
+void init_raw(OnnxBuilder& b, const std::string& name, const std::vector<int64_t>& dims, int elem,
+              const std::vector<T>& v) {
+  auto* t = b.graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(elem);
+  for (int64_t d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
+}
+
 inline void output_any(OnnxBuilder& b, const std::string& name, int rank,
                        int elem = onnx::TensorProto::FLOAT) {
   auto* v = b.graph()->add_output();

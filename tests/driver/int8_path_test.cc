@@ -31,16 +31,6 @@ unsigned seed(unsigned base) {
   return base + (env ? static_cast<unsigned>(std::strtoul(env, nullptr, 10)) : 0u);
 }
 
-template <typename T>
-void init_raw(OnnxBuilder& b, const std::string& name, const Shape& dims, int elem,
-              const std::vector<T>& v) {
-  auto* t = b.graph()->add_initializer();
-  t->set_name(name);
-  t->set_data_type(elem);
-  for (int64_t d : dims) t->add_dims(d);
-  t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
-}
-
 // Activation quantization: uint8 with a mid-range zero point, or int8
 // (symmetric-ish, the s8 models ORT's quantizer can write).
 struct QAct {
