@@ -99,8 +99,8 @@ void print_eight_bit_weights_note(const driver::BuiltModule& m, const codegen::T
   if (!x86 || target.isa().int8_dot_instruction) return;
   size_t wide = 0, narrowable = 0;
   for (const auto& w : m.workloads) {
-    bool narrowable_template = w.key.rfind("conv2d_NCHWc_int8.x86(", 0) == 0 ||
-                               w.key.rfind("dense_int8.x86(", 0) == 0;
+    bool narrowable_template =
+        w.key.rfind("conv2d_NCHWc_int8.x86(", 0) == 0 || w.key.rfind("dense_int8.x86(", 0) == 0;
     if (!narrowable_template) continue;
     ++narrowable;
     if (w.key.find("weight_range=[7]") == std::string::npos) ++wide;
