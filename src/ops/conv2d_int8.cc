@@ -54,9 +54,8 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
   Config fallback(const Workload& w, const Isa& isa) const override {
     Attrs at_ = attrs(w);
     const Conv2DAttrs& a = at_.a;
-    int64_t c4 = round_up(a.in_channels, 4);
-    int64_t icb = c4 % 16 == 0 ? 16 : c4 % 8 == 0 ? 8 : 4;
-    int64_t ocb = a.out_channels >= 16 ? 16 : a.out_channels > 4 ? 8 : 4;
+    int64_t icb = detail::int8_fallback_channel_block(a.in_channels);
+    int64_t ocb = detail::int8_fallback_channel_block(a.out_channels);
     // The ow tile within the accumulators the target's dot lowering leaves
     // (ops/int8_registers.h): on AVX2 8 of the 16 ymm registers for 2 vectors of
     // 8 int32 lanes, where the fp32 rule's 12 spilled; 11 with 7-bit weights.
@@ -280,6 +279,11 @@ std::vector<uint8_t> nchw_to_nchwc_u8(const uint8_t* x, int64_t n, int64_t c, in
 
 // Coordinates are clamped so that the unselected load of the select stays in
 // bounds.
+int64_t detail::int8_fallback_channel_block(int64_t channels) {
+  int64_t c4 = round_up(channels, 4);
+  return c4 % 16 == 0 ? 16 : c4 % 8 == 0 ? 8 : 4;
+}
+
 Tensor detail::pad_u8_with_value(const Tensor& data, const Conv2DAttrs& a, int64_t value) {
   if (a.pad_top == 0 && a.pad_left == 0 && a.pad_bottom == 0 && a.pad_right == 0) return data;
   std::vector<Expr> shape = data->shape;

@@ -46,7 +46,7 @@ class DepthwiseConv2dNCHWcInt8 final : public OpTemplate {
 
   Config fallback(const Workload& w, const Isa& isa) const override {
     Conv2DAttrs a = attrs(w).a;
-    int64_t cb = a.in_channels >= 16 ? 16 : a.in_channels > 4 ? 8 : 4;
+    int64_t cb = detail::int8_fallback_channel_block(a.in_channels);
     int64_t owt = detail::fallback_ow_tile(a.out_width(), cb, isa);
     return detail::KnobValues()
         .knob("c_bn", cb)
