@@ -17,6 +17,7 @@
 #include "frontend/legacy_ops.h"
 #include "frontend/onnx_convert.h"
 #include "frontend/op_support.h"
+#include "frontend/pool_ceil_mode.h"
 #include "frontend/quantized_ops.h"
 #include "frontend/shape_folding.h"
 
@@ -454,6 +455,7 @@ graph::Graph import_model(const std::string& path, const InputShapes& input_shap
   // folded; each round folds at least one node, so this ends.
   while (!untyped_outputs(model).empty() && fold_small_constants(&model, &names) > 0)
     infer_shapes(&model);
+  if (drop_pool_windows_starting_in_padding(&model)) infer_shapes(&model);
   // What inference still leaves untyped would fail later, far from the
   // model: name it now (ONNX 1.12 stops, for instance, at a graph output
   // named like a graph input or an initializer).

@@ -5,8 +5,10 @@
 // on the imported graph. Shapes are drawn at random from odd sizes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <regex>
@@ -270,30 +272,80 @@ TEST(WholeGraph, PoolingFlattenGemm) {
   check_end_to_end(b, "pooling");
 }
 
+// PyTorch's ceil_mode pooling of x [1, C, H, W] (kernel 2, stride 2, pad 1,
+// dilation dh along H): a window starts inside the input or its left padding,
+// taps outside the input are skipped (AveragePool: count_include_pad 0).
+graph::Initializer ceil_mode_pool_reference(const graph::Initializer& x, int64_t dh, bool max) {
+  const Shape& s = x.type.shape;
+  int64_t C = s[1], H = s[2], W = s[3], k = 2, st = 2, p = 1;
+  auto out_size = [&](int64_t in, int64_t d) {
+    int64_t extent = (k - 1) * d + 1, o = (in + 2 * p - extent + st - 1) / st + 1;
+    return (o - 1) * st >= in + p ? o - 1 : o;
+  };
+  int64_t OH = out_size(H, dh), OW = out_size(W, 1);
+  std::vector<float> in = x.as<float>(), out;
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        float acc = max ? -INFINITY : 0.f;
+        int n = 0;
+        for (int64_t i = 0; i < k; ++i)
+          for (int64_t j = 0; j < k; ++j) {
+            int64_t h = oh * st - p + i * dh, w = ow * st - p + j;
+            if (h < 0 || h >= H || w < 0 || w >= W) continue;
+            float v = in[static_cast<size_t>((c * H + h) * W + w)];
+            acc = max ? std::max(acc, v) : acc + v;
+            ++n;
+          }
+        out.push_back(max ? acc : acc / static_cast<float>(n));
+      }
+  graph::Initializer r;
+  r.type.dtype = "float32";
+  r.type.shape = {1, C, OH, OW};
+  r.data.resize(out.size() * sizeof(float));
+  std::memcpy(r.data.data(), out.data(), r.data.size());
+  return r;
+}
+
 // Pooling with ceil_mode where the last window would start in the right
-// padding (kernel 2, stride 2, pad 1 on an odd axis): PyTorch and kiln's
-// operators drop that window, ONNX 1.12's shape inference keeps it.
+// padding (kernel 2, stride 2, pad 1 on an odd axis): PyTorch, ONNX since 1.16
+// and kiln's operators drop that window; ONNX 1.12's shape inference kept it
+// until the frontend lowered the end pad (frontend/pool_ceil_mode.h). Both
+// axes odd, with and without dilation.
 TEST(WholeGraph, PoolCeilModeWindowStartingInPadding) {
-  OnnxBuilder b;
-  b.input("x", dims({1, 3, 7, 9}));
-  output_any(b, "y", 4);
-  output_any(b, "z", 4);
-  for (const char* op : {"MaxPool", "AveragePool"}) {
-    auto* n = b.node(op, op, {"x"}, {op == std::string("MaxPool") ? "y" : "z"});
-    OnnxBuilder::attr_ints(n, "kernel_shape", {2, 2});
-    OnnxBuilder::attr_ints(n, "strides", {2, 2});
-    OnnxBuilder::attr_ints(n, "pads", {1, 1, 1, 1});
-    OnnxBuilder::attr_int(n, "ceil_mode", 1);
-  }
-  try {
-    check_end_to_end(b, "pool_ceil_pad");
-  } catch (const std::exception& e) {
-    if (std::string(e.what()).find("value_info says") == std::string::npos) throw;
-    GTEST_SKIP() << "TODO(kiln bug): pool output size with ceil_mode: kiln's pool_window "
-                    "(src/graph/ops/window.cc) drops a last window that starts in the padding "
-                    "(as PyTorch does) but the frontend's ONNX 1.12 shape inference keeps it, so "
-                    "the operator's result disagrees with the graph's value_info: "
-                 << e.what();
+  for (int dilated = 0; dilated < 2; ++dilated) {
+    SCOPED_TRACE(dilated ? "dilated" : "plain");
+    OnnxBuilder b;
+    b.input("x", dims({1, 3, 7, 9}));
+    output_any(b, "y", 4);
+    output_any(b, "z", 4);
+    for (const char* op : {"MaxPool", "AveragePool"}) {
+      bool max = op == std::string("MaxPool");
+      auto* n = b.node(op, op, {"x"}, {max ? "y" : "z"});
+      OnnxBuilder::attr_ints(n, "kernel_shape", {2, 2});
+      OnnxBuilder::attr_ints(n, "strides", {2, 2});
+      OnnxBuilder::attr_ints(n, "pads", {1, 1, 1, 1});
+      OnnxBuilder::attr_int(n, "ceil_mode", 1);
+      // AveragePool's dilations need opset 19; MaxPool has them since 10.
+      if (dilated && max) OnnxBuilder::attr_ints(n, "dilations", {2, 1});
+    }
+    std::string name = dilated ? "pool_ceil_pad_dilated" : "pool_ceil_pad";
+    check_end_to_end(b, name);
+    // The imported graph against PyTorch's rule on the original pads.
+    ScratchDir dir;
+    write_bytes(dir.file(name + ".onnx"), b.bytes());
+    graph::Graph g = frontend::import_onnx(dir.file(name + ".onnx"), {});
+    std::mt19937 rng(seed(40) + unsigned(dilated));
+    graph::Initializer x = random_input(*g.type_of("x"), InputRange{}, rng);
+    auto got = graph::run_graph(g, {{"x", x}});
+    int64_t dh = dilated ? 2 : 1;
+    expect_close(ceil_mode_pool_reference(x, dh, true), to_ndarray(got.at("y")), "MaxPool", 0);
+    expect_close(ceil_mode_pool_reference(x, 1, false), to_ndarray(got.at("z")), "AveragePool",
+                 1e-6);
+    // H 7: ONNX 1.12 gave 5 rows (4 with dilation 2, whose last window starts in
+    // the data); W 9: 6 columns, the last starting in the padding.
+    EXPECT_EQ(got.at("y").type.shape, (Shape{1, 3, 4, 5}));
+    EXPECT_EQ(got.at("z").type.shape, (Shape{1, 3, 4, 5}));
   }
 }
 
