@@ -11,6 +11,12 @@
 // the 256-bit FMA peak.
 //
 //   kiln_bench_int8 [--threads N] [--repeat N] [--search N] [--target T] [--smoke]
+//                   [--depthwise-blocks]
+//
+// --depthwise-blocks times instead depthwise_conv2d_NCHWc_int8.x86 on MobileNetV2's depthwise
+// layers in the whole-channel block (whole_channels=[1], the AMX convolutions' NHWC layout) against
+// the same layers in the 16-channel block (the fallback on every other target), in alternation:
+// what the NHWC layout costs the depthwise kernel per se.
 //
 // --search N also tries N random configs of each space that fit the ISA and
 // keeps the fastest (a small stand-in for tuning); 0 (default) times the
@@ -66,6 +72,9 @@ Workload dw_f32(int64_t c, int64_t hw, int64_t k, int64_t stride) {
 }
 Workload dw_i8(int64_t c, int64_t hw, int64_t k, int64_t stride) {
   return kiln::ops::depthwise_conv2d_int8_workload(dw_attrs(c, hw, k, stride), 3);
+}
+Workload dw_i8_whole(int64_t c, int64_t hw, int64_t k, int64_t stride) {
+  return kiln::ops::depthwise_conv2d_int8_workload(dw_attrs(c, hw, k, stride), 3, true);
 }
 Workload dense_f32(int64_t m, int64_t n, int64_t k) {
   return kiln::ops::dense_workload("dense_pack.x86", {m, n, k});
@@ -192,9 +201,56 @@ std::pair<const Candidate*, const Candidate*> time_alternating(std::vector<Candi
   return {best(a), best(b)};
 }
 
+// MobileNetV2's depthwise layers (channels, input size, stride), all 3x3.
+struct DwLayer {
+  int64_t c, hw, stride;
+};
+const DwLayer kMobileNetV2Depthwise[] = {{32, 112, 1}, {96, 112, 2}, {144, 56, 1}, {144, 56, 2},
+                                         {192, 28, 1}, {192, 28, 2}, {384, 14, 1}, {576, 14, 1},
+                                         {576, 14, 2}, {960, 7, 1}};
+
+// --depthwise-blocks: the whole-channel block against the 16-channel block
+// (each its fallback, plus `search` random configs that fit), in alternation.
+int run_depthwise_blocks(const Target& target, int threads, int repeat, int search, bool smoke) {
+  int failures = 0;
+  if (!smoke) {
+    std::printf("threads: %d   target: %s   times: medians   configs: fallback + %d random\n\n",
+                threads, target.str().c_str(), search);
+    std::printf(
+        "| depthwise 3x3 | whole-channel GOP/s (best) | 16-channel GOP/s (best) | whole / 16 |"
+        " whole config | 16-channel config |\n|---|---:|---:|---:|---|---|\n");
+  }
+  for (const DwLayer& l : kMobileNetV2Depthwise) {
+    int64_t hw = smoke ? 9 : l.hw;
+    Workload whole = dw_i8_whole(l.c, hw, 3, l.stride), c16 = dw_i8(l.c, hw, 3, l.stride);
+    std::string name = std::to_string(l.c) + "ch " + std::to_string(l.hw) + "x" +
+                       std::to_string(l.hw) + " s" + std::to_string(l.stride);
+    std::vector<Candidate> cw, cb;
+    try {
+      cw = candidates(whole, target, search);
+      cb = candidates(c16, target, search);
+    } catch (const std::exception& e) {
+      std::printf("FAIL %s: %s\n", name.c_str(), e.what());
+      ++failures;
+      continue;
+    }
+    if (smoke) continue;
+    auto [bw, bb] = time_alternating(cw, cb, repeat ? repeat : 15);
+    double ops = kiln::ops::get_template(whole.template_name).flops(whole);
+    auto gops = [&](double ms) { return ops / (ms * 1e6); };
+    std::printf("| %s | %.0f (%.0f) | %.0f (%.0f) | %.2fx (%.2fx) | `%s` | `%s` |\n", name.c_str(),
+                gops(bw->median_ms()), gops(bw->min_ms()), gops(bb->median_ms()),
+                gops(bb->min_ms()), bb->median_ms() / bw->median_ms(), bb->min_ms() / bw->min_ms(),
+                bw->config.c_str(), bb->config.c_str());
+  }
+  if (smoke)
+    std::printf("kiln_bench_int8 --depthwise-blocks --smoke: %s\n", failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
+
 int run(int argc, char** argv) {
   int threads = 2, repeat = 0, search = 0;
-  bool smoke = false;
+  bool smoke = false, depthwise_blocks = false;
   std::string target_str;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -205,10 +261,12 @@ int run(int argc, char** argv) {
       target_str = argv[++i];
     } else if (a == "--smoke") {
       smoke = true;
+    } else if (a == "--depthwise-blocks") {
+      depthwise_blocks = true;
     } else {
       std::fprintf(stderr,
                    "usage: kiln_bench_int8 [--threads N] [--repeat N] [--search N] [--target T] "
-                   "[--smoke]\n");
+                   "[--smoke] [--depthwise-blocks]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -225,6 +283,7 @@ int run(int argc, char** argv) {
                   target.str().c_str());
       return 77;
     }
+  if (depthwise_blocks) return run_depthwise_blocks(target, threads, repeat, search, smoke);
   // Without a dot instruction the int8 roof is the AVX2 sequence's.
   const bool dot = target.isa().int8_dot_instruction;
   double maddubs_peak = 0;
