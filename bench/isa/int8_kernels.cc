@@ -209,39 +209,61 @@ const DwLayer kMobileNetV2Depthwise[] = {{32, 112, 1}, {96, 112, 2}, {144, 56, 1
                                          {192, 28, 1}, {192, 28, 2}, {384, 14, 1}, {576, 14, 1},
                                          {576, 14, 2}, {960, 7, 1}};
 
-// --depthwise-blocks: the whole-channel block against the 16-channel block
-// (each its fallback, plus `search` random configs that fit), in alternation.
-int run_depthwise_blocks(const Target& target, int threads, int repeat, int search, bool smoke) {
+// The whole-channel fallback with c_parallel set (the chunks in the parallel
+// loop, or inside each ow tile).
+Config with_c_parallel(const Workload& w, const Config& fb, int64_t c_parallel) {
+  const OpTemplate& t = kiln::ops::get_template(w.template_name);
+  return kiln::ops::detail::KnobValues()
+      .knob("c_bn", fb.knob("c_bn"))
+      .knob("c_vec", fb.knob("c_vec"))
+      .knob("c_parallel", c_parallel)
+      .split("tile_ow", kiln::ops::conv2d_attrs(w, kiln::ops::ConvKind::kDepthwise).out_width(),
+             {fb.split("tile_ow").back()})
+      .knob("unroll_kw", fb.knob("unroll_kw"))
+      .knob("pad_mode", fb.knob("pad_mode"))
+      .in(t.space(w));
+}
+
+// --depthwise-blocks: the whole-channel block's fallback, with its chunks in
+// the parallel loop and inside the ow tiles, against the 16-channel block's
+// fallback, all three in alternation.
+int run_depthwise_blocks(const Target& target, int threads, int repeat, bool smoke) {
   int failures = 0;
   if (!smoke) {
-    std::printf("threads: %d   target: %s   times: medians   configs: fallback + %d random\n\n",
-                threads, target.str().c_str(), search);
+    std::printf("threads: %d   target: %s   times: medians (best)   configs: fallbacks\n\n",
+                threads, target.str().c_str());
     std::printf(
-        "| depthwise 3x3 | whole-channel GOP/s (best) | 16-channel GOP/s (best) | whole / 16 |"
-        " whole config | 16-channel config |\n|---|---:|---:|---:|---|---|\n");
+        "| depthwise 3x3 | whole, c_parallel 1: GOP/s | whole, c_parallel 0 | 16-channel |"
+        " 16 / whole (c_parallel 1, 0) | whole fallback | 16-channel fallback |\n"
+        "|---|---:|---:|---:|---:|---|---|\n");
   }
   for (const DwLayer& l : kMobileNetV2Depthwise) {
     int64_t hw = smoke ? 9 : l.hw;
     Workload whole = dw_i8_whole(l.c, hw, 3, l.stride), c16 = dw_i8(l.c, hw, 3, l.stride);
     std::string name = std::to_string(l.c) + "ch " + std::to_string(l.hw) + "x" +
                        std::to_string(l.hw) + " s" + std::to_string(l.stride);
+    const OpTemplate& t = kiln::ops::get_template(whole.template_name);
     std::vector<Candidate> cw, cb;
     try {
-      cw = candidates(whole, target, search);
-      cb = candidates(c16, target, search);
+      Config fb = t.fallback(whole, target.isa());
+      for (int64_t cp : {1, 0})
+        cw.push_back(compile_config(whole, with_c_parallel(whole, fb, cp), target));
+      cb.push_back(compile_config(c16, t.fallback(c16, target.isa()), target));
     } catch (const std::exception& e) {
       std::printf("FAIL %s: %s\n", name.c_str(), e.what());
       ++failures;
       continue;
     }
     if (smoke) continue;
-    auto [bw, bb] = time_alternating(cw, cb, repeat ? repeat : 15);
-    double ops = kiln::ops::get_template(whole.template_name).flops(whole);
+    time_alternating(cw, cb, repeat ? repeat : 15);
+    double ops = t.flops(whole);
     auto gops = [&](double ms) { return ops / (ms * 1e6); };
-    std::printf("| %s | %.0f (%.0f) | %.0f (%.0f) | %.2fx (%.2fx) | `%s` | `%s` |\n", name.c_str(),
-                gops(bw->median_ms()), gops(bw->min_ms()), gops(bb->median_ms()),
-                gops(bb->min_ms()), bb->median_ms() / bw->median_ms(), bb->min_ms() / bw->min_ms(),
-                bw->config.c_str(), bb->config.c_str());
+    const Candidate &p1 = cw[0], &p0 = cw[1], &b = cb[0];
+    std::printf("| %s | %.0f (%.0f) | %.0f (%.0f) | %.0f (%.0f) | %.2fx, %.2fx | `%s` | `%s` |\n",
+                name.c_str(), gops(p1.median_ms()), gops(p1.min_ms()), gops(p0.median_ms()),
+                gops(p0.min_ms()), gops(b.median_ms()), gops(b.min_ms()),
+                b.median_ms() / p1.median_ms(), b.median_ms() / p0.median_ms(),
+                t.fallback(whole, target.isa()).to_json().c_str(), b.config.c_str());
   }
   if (smoke)
     std::printf("kiln_bench_int8 --depthwise-blocks --smoke: %s\n", failures ? "FAILED" : "ok");
@@ -283,7 +305,7 @@ int run(int argc, char** argv) {
                   target.str().c_str());
       return 77;
     }
-  if (depthwise_blocks) return run_depthwise_blocks(target, threads, repeat, search, smoke);
+  if (depthwise_blocks) return run_depthwise_blocks(target, threads, repeat, smoke);
   // Without a dot instruction the int8 roof is the AVX2 sequence's.
   const bool dot = target.isa().int8_dot_instruction;
   double maddubs_peak = 0;

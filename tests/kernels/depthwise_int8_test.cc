@@ -272,6 +272,7 @@ const Shape kWholeShapes[] = {
     {1, 96, 9, 13, 5, 5, {2, 2}, {2, 2, 1, 2}, {1, 1}},   // 5x5 s2, asymmetric
     {1, 21, 6, 7, 3, 3, {1, 1}, {1, 0, 1, 2}, {1, 1}},    // C 21: block 24
     {1, 40, 7, 6, 3, 3, {1, 2}, {2, 2, 2, 2}, {2, 2}},    // dilation, mixed strides
+    {1, 32, 66, 5, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}},   // 66 rows: c_parallel 0
 };
 
 TEST(DepthwiseConv2dNCHWcInt8, WholeChannelBlockBitExactOnEveryIsaRow) {
@@ -297,9 +298,10 @@ TEST(DepthwiseConv2dNCHWcInt8, WholeChannelBlockBitExactOnEveryIsaRow) {
       EXPECT_EQ(fb.knob("c_vec") % 4, 0);
       EXPECT_EQ(c4 % fb.knob("c_vec"), 0);
       EXPECT_LE(fb.knob("c_vec"), std::max(4, row.target.isa().lanes()));
+      EXPECT_EQ(fb.knob("c_parallel"), s.n * a.out_height() < 64);
       // The fallback, then its ow tile with each chunk width (16 leaves a
-      // partial chunk for 24 and 40 channels), each with another way of
-      // padding.
+      // partial chunk for 24 and 40 channels), the chunks in the parallel
+      // loop or not, each with another way of padding.
       check(s, quants[k % std::size(quants)], &fb, row, rng, true, pads[k % std::size(pads)]);
       ++k;
       for (int64_t vec : {4, 8, 16}) {
@@ -307,6 +309,7 @@ TEST(DepthwiseConv2dNCHWcInt8, WholeChannelBlockBitExactOnEveryIsaRow) {
         Config c = ops::detail::KnobValues()
                        .knob("c_bn", c4)
                        .knob("c_vec", vec)
+                       .knob("c_parallel", vec != 8)
                        .split("tile_ow", a.out_width(), {fb.split("tile_ow").back()})
                        .knob("unroll_kw", fb.knob("unroll_kw"))
                        .knob("pad_mode", k % 3)
@@ -333,6 +336,7 @@ TEST(DepthwiseConv2dNCHWcInt8, WholeChannelBlockAvx512) {
     Config cfg16 = t.fallback(w16, zen4.isa());
     EXPECT_EQ(cfg.knob("c_bn"), c);
     EXPECT_EQ(cfg.knob("c_vec"), 16);
+    EXPECT_EQ(cfg.knob("c_parallel"), 1);  // 28 rows
     EXPECT_EQ(cfg.split("tile_ow"), cfg16.split("tile_ow"));
     ops::Kernel k = ops::make_kernel(t, w, cfg);
     std::string as = codegen::emit_assembly({schedule::lower(k.sch, k.args, "dw_whole")}, zen4);
