@@ -4,8 +4,8 @@
 //    (mod.json's kernels), record amx-tile and amx-int8 in
 //    requires.cpu_features, and their assembly has ldtilecfg, tdpbusd and
 //    tilerelease; depthwise convolutions stay on
-//    depthwise_conv2d_NCHWc_int8.x86, and Zen 4 or amx-int8 off keeps
-//    conv2d_NCHWc_int8.x86;
+//    depthwise_conv2d_NCHWc_int8.x86 (in the AMX convolutions' whole-channel
+//    block), and Zen 4 or amx-int8 off keeps conv2d_NCHWc_int8.x86;
 //  - built with the tiles emulated (KILN_DEBUG_AMX_EMULATE=1, the host's
 //    features plus amx-tile/amx-int8) they run here and match the
 //    interpreter's integer QLinearConv byte for byte: 1x1 stride 1 and 2, 3x3
@@ -17,7 +17,9 @@
 //    block with its 1x1 stride-2 shortcut, residual Adds, global average pool,
 //    the classifier) gives byte-identical outputs built for the host as it is
 //    (the VNNI / AVX2 templates) and with the AMX templates emulated; on a
-//    CPU with AMX (skipped elsewhere) it also runs on the tiles themselves.
+//    CPU with AMX (skipped elsewhere) it also runs on the tiles themselves;
+//  - so do two MobileNetV2-like inverted residual blocks, whose AMX build
+//    has no layout transform around its depthwise convolutions.
 #include <gtest/gtest.h>
 
 #include <algorithm>
