@@ -11,6 +11,12 @@
 // the 256-bit FMA peak.
 //
 //   kiln_bench_int8 [--threads N] [--repeat N] [--search N] [--target T] [--smoke]
+//                   [--depthwise-blocks]
+//
+// --depthwise-blocks times instead depthwise_conv2d_NCHWc_int8.x86 on MobileNetV2's depthwise
+// layers in the whole-channel block (whole_channels=[1], the AMX convolutions' NHWC layout) against
+// the same layers in the 16-channel block (the fallback on every other target), in alternation:
+// what the NHWC layout costs the depthwise kernel per se.
 //
 // --search N also tries N random configs of each space that fit the ISA and
 // keeps the fastest (a small stand-in for tuning); 0 (default) times the
@@ -66,6 +72,9 @@ Workload dw_f32(int64_t c, int64_t hw, int64_t k, int64_t stride) {
 }
 Workload dw_i8(int64_t c, int64_t hw, int64_t k, int64_t stride) {
   return kiln::ops::depthwise_conv2d_int8_workload(dw_attrs(c, hw, k, stride), 3);
+}
+Workload dw_i8_whole(int64_t c, int64_t hw, int64_t k, int64_t stride) {
+  return kiln::ops::depthwise_conv2d_int8_workload(dw_attrs(c, hw, k, stride), 3, true);
 }
 Workload dense_f32(int64_t m, int64_t n, int64_t k) {
   return kiln::ops::dense_workload("dense_pack.x86", {m, n, k});
@@ -192,9 +201,78 @@ std::pair<const Candidate*, const Candidate*> time_alternating(std::vector<Candi
   return {best(a), best(b)};
 }
 
+// MobileNetV2's depthwise layers (channels, input size, stride), all 3x3.
+struct DwLayer {
+  int64_t c, hw, stride;
+};
+const DwLayer kMobileNetV2Depthwise[] = {{32, 112, 1}, {96, 112, 2}, {144, 56, 1}, {144, 56, 2},
+                                         {192, 28, 1}, {192, 28, 2}, {384, 14, 1}, {576, 14, 1},
+                                         {576, 14, 2}, {960, 7, 1}};
+
+// The whole-channel fallback with c_parallel set (the chunks in the parallel
+// loop, or inside each ow tile).
+Config with_c_parallel(const Workload& w, const Config& fb, int64_t c_parallel) {
+  const OpTemplate& t = kiln::ops::get_template(w.template_name);
+  return kiln::ops::detail::KnobValues()
+      .knob("c_bn", fb.knob("c_bn"))
+      .knob("c_vec", fb.knob("c_vec"))
+      .knob("c_parallel", c_parallel)
+      .split("tile_ow", kiln::ops::conv2d_attrs(w, kiln::ops::ConvKind::kDepthwise).out_width(),
+             {fb.split("tile_ow").back()})
+      .knob("unroll_kw", fb.knob("unroll_kw"))
+      .knob("pad_mode", fb.knob("pad_mode"))
+      .in(t.space(w));
+}
+
+// --depthwise-blocks: the whole-channel block's fallback, with its chunks in
+// the parallel loop and inside the ow tiles, against the 16-channel block's
+// fallback, all three in alternation.
+int run_depthwise_blocks(const Target& target, int threads, int repeat, bool smoke) {
+  int failures = 0;
+  if (!smoke) {
+    std::printf("threads: %d   target: %s   times: medians (best)   configs: fallbacks\n\n",
+                threads, target.str().c_str());
+    std::printf(
+        "| depthwise 3x3 | whole, c_parallel 1: GOP/s | whole, c_parallel 0 | 16-channel |"
+        " 16 / whole (c_parallel 1, 0) | whole fallback | 16-channel fallback |\n"
+        "|---|---:|---:|---:|---:|---|---|\n");
+  }
+  for (const DwLayer& l : kMobileNetV2Depthwise) {
+    int64_t hw = smoke ? 9 : l.hw;
+    Workload whole = dw_i8_whole(l.c, hw, 3, l.stride), c16 = dw_i8(l.c, hw, 3, l.stride);
+    std::string name = std::to_string(l.c) + "ch " + std::to_string(l.hw) + "x" +
+                       std::to_string(l.hw) + " s" + std::to_string(l.stride);
+    const OpTemplate& t = kiln::ops::get_template(whole.template_name);
+    std::vector<Candidate> cw, cb;
+    try {
+      Config fb = t.fallback(whole, target.isa());
+      for (int64_t cp : {1, 0})
+        cw.push_back(compile_config(whole, with_c_parallel(whole, fb, cp), target));
+      cb.push_back(compile_config(c16, t.fallback(c16, target.isa()), target));
+    } catch (const std::exception& e) {
+      std::printf("FAIL %s: %s\n", name.c_str(), e.what());
+      ++failures;
+      continue;
+    }
+    if (smoke) continue;
+    time_alternating(cw, cb, repeat ? repeat : 15);
+    double ops = t.flops(whole);
+    auto gops = [&](double ms) { return ops / (ms * 1e6); };
+    const Candidate &p1 = cw[0], &p0 = cw[1], &b = cb[0];
+    std::printf("| %s | %.0f (%.0f) | %.0f (%.0f) | %.0f (%.0f) | %.2fx, %.2fx | `%s` | `%s` |\n",
+                name.c_str(), gops(p1.median_ms()), gops(p1.min_ms()), gops(p0.median_ms()),
+                gops(p0.min_ms()), gops(b.median_ms()), gops(b.min_ms()),
+                b.median_ms() / p1.median_ms(), b.median_ms() / p0.median_ms(),
+                t.fallback(whole, target.isa()).to_json().c_str(), b.config.c_str());
+  }
+  if (smoke)
+    std::printf("kiln_bench_int8 --depthwise-blocks --smoke: %s\n", failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
+
 int run(int argc, char** argv) {
   int threads = 2, repeat = 0, search = 0;
-  bool smoke = false;
+  bool smoke = false, depthwise_blocks = false;
   std::string target_str;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -205,10 +283,12 @@ int run(int argc, char** argv) {
       target_str = argv[++i];
     } else if (a == "--smoke") {
       smoke = true;
+    } else if (a == "--depthwise-blocks") {
+      depthwise_blocks = true;
     } else {
       std::fprintf(stderr,
                    "usage: kiln_bench_int8 [--threads N] [--repeat N] [--search N] [--target T] "
-                   "[--smoke]\n");
+                   "[--smoke] [--depthwise-blocks]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -225,6 +305,7 @@ int run(int argc, char** argv) {
                   target.str().c_str());
       return 77;
     }
+  if (depthwise_blocks) return run_depthwise_blocks(target, threads, repeat, smoke);
   // Without a dot instruction the int8 roof is the AVX2 sequence's.
   const bool dot = target.isa().int8_dot_instruction;
   double maddubs_peak = 0;

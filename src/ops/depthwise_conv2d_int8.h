@@ -43,6 +43,30 @@
 // MobileNetV2's 144 channels 56x56 3x3: inline 86 GOP/s, root 64, per row 39,
 // unpadded 69-106 in the same runs; 96 channels 112x112 stride 2: 35 vs 27-31).
 // The sum is exact in int32 for KH * KW <= 65792.
+//
+// Whole-channel block (the optional param whole_channels=[1], after
+// pad_value; strategy.cc's row on targets with AMX): one block of every
+// channel, cb = C rounded up to 4, the layout of conv2d_NCHWc_int8_amx.x86
+// (NCHW[C]c, NHWC for batch 1), so that a depthwise between AMX
+// convolutions needs no layout transform. The layout block and the vector
+// are decoupled: the output's block axis is split by c_vec, the register
+// tile is ow_tile x c_vec int32 accumulators (c_vec vectorized), and the
+// chunks are a loop outside it, a partial last chunk guarded (it then runs
+// scalar): with c_parallel 1 fused into the parallel loop ((n, oh, chunk):
+// as many iterations as the 16-channel block's (n, block, oh)), with 0
+// inside each ow tile (the parallel loop over (n, oh) only). Knobs: c_bn
+// (only C rounded up to 4), c_vec (4, 8, 16; at most the block), c_parallel
+// (0/1), tile_ow, unroll_kw, pad_mode as above. Fallback: c_vec = the
+// largest of 16, 8, 4 that divides the block and is at most the ISA's int32
+// lanes (so no chunk is partial: 16 on AVX-512 for MobileNetV2's 32..960
+// channels, 8 for 24 or 40); c_parallel = 1 when N * OH < 64 (rows alone
+// would idle a many-core machine's cores); ow_tile = conv2d_NCHWc's rule
+// for a c_vec-wide column; the rest as above. The blocks are the same on
+// every ISA row. On Zen 4 (kiln_bench_int8 --depthwise-blocks, MobileNetV2's
+// ten depthwise shapes, medians) the whole-channel fallback runs at 0.90-1.21x
+// the 16-channel block's speed on 1 thread and 0.88-1.32x on 2 (stride 2
+// faster, stride-1 layers 0.88-1.04x); on 2
+// threads c_parallel 1 beats 0 by 8-14 % on the 7-row layers.
 #pragma once
 
 #include <cstdint>
@@ -57,7 +81,10 @@ const OpTemplate& depthwise_conv2d_nchwc_int8_template();
 
 // The workload of "depthwise_conv2d_NCHWc_int8.x86" for logical attributes
 // (groups = in_channels = out_channels) and the padding value.
-Workload depthwise_conv2d_int8_workload(const Conv2DAttrs& a, int64_t pad_value);
+// With whole_channels, the workload of the whole-channel block (the param
+// whole_channels=[1]; see above).
+Workload depthwise_conv2d_int8_workload(const Conv2DAttrs& a, int64_t pad_value,
+                                        bool whole_channels = false);
 
 // [C, 1, KH, KW] int8 weight -> [ceil(C/cb), 1, KH, KW, 1, cb], zero filled.
 std::vector<int8_t> pack_depthwise_int8_weight(const int8_t* w, int64_t c, int64_t kh, int64_t kw,

@@ -350,6 +350,10 @@ int64_t Config::knob(const std::string& name) const {
   return space_->knobs[i].values[choices_[i]];
 }
 
+bool Config::has_knob(const std::string& name) const {
+  return space_ && space_->by_name.count(name) > 0;
+}
+
 const std::vector<int>& Config::reorder(const std::string& name) const {
   size_t i = knob_position(name, KnobKind::Reorder);
   return space_->knobs[i].orders[choices_[i]];

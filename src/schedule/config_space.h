@@ -86,6 +86,9 @@ class Config {
   // a knob of another kind std::invalid_argument, both naming the knob.
   const std::vector<int64_t>& split(const std::string& name) const;  // (f0, ..., f_{n-1})
   int64_t knob(const std::string& name) const;
+  // Whether the space has a knob (of any kind) of that name: for templates
+  // whose space depends on the workload.
+  bool has_knob(const std::string& name) const;
   const std::vector<int>& reorder(const std::string& name) const;
   const std::vector<Annotation>& annotate(const std::string& name) const;
 

@@ -4,8 +4,8 @@
 //    (mod.json's kernels), record amx-tile and amx-int8 in
 //    requires.cpu_features, and their assembly has ldtilecfg, tdpbusd and
 //    tilerelease; depthwise convolutions stay on
-//    depthwise_conv2d_NCHWc_int8.x86, and Zen 4 or amx-int8 off keeps
-//    conv2d_NCHWc_int8.x86;
+//    depthwise_conv2d_NCHWc_int8.x86 (in the AMX convolutions' whole-channel
+//    block), and Zen 4 or amx-int8 off keeps conv2d_NCHWc_int8.x86;
 //  - built with the tiles emulated (KILN_DEBUG_AMX_EMULATE=1, the host's
 //    features plus amx-tile/amx-int8) they run here and match the
 //    interpreter's integer QLinearConv byte for byte: 1x1 stride 1 and 2, 3x3
@@ -17,7 +17,9 @@
 //    block with its 1x1 stride-2 shortcut, residual Adds, global average pool,
 //    the classifier) gives byte-identical outputs built for the host as it is
 //    (the VNNI / AVX2 templates) and with the AMX templates emulated; on a
-//    CPU with AMX (skipped elsewhere) it also runs on the tiles themselves.
+//    CPU with AMX (skipped elsewhere) it also runs on the tiles themselves;
+//  - so do two MobileNetV2-like inverted residual blocks, whose AMX build
+//    has no layout transform around its depthwise convolutions.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -424,6 +426,119 @@ TEST(AmxConvBuild, SmallResNetEmulatedEqualsTheVnniBuild) {
     for (const auto& t : k.at("op_types"))
       transforms += t.get<std::string>() == "kiln.LayoutTransform";
   EXPECT_LE(transforms, 3u) << amx.mod.at("kernels").dump();
+}
+
+// Two MobileNetV2-like inverted residual blocks in ORT's QDQ format (x [1,
+// 24, 14, 13]), after a 3x3 convolution 24 -> 24: 1x1 24 -> 144 (Relu),
+// depthwise 3x3 stride 1 (Relu), 1x1 144 -> 24, the residual Add; then 1x1
+// 24 -> 72 (72: a channel count 16 does not divide), depthwise 3x3 stride
+// 2, 1x1 72 -> 40.
+OnnxBuilder mobilenet_blocks(std::mt19937& rng) {
+  constexpr float kRelu = 0.3f;  // as in small_resnet
+  OnnxBuilder b;
+  b.input("x", {"1", "24", "14", "13"});
+  QAct qi = act(false, 2.f / 255.f, rng);
+  std::string xi = quantize(b, "qi", "x", qi);
+  // A 3x3 convolution first, so that the residual Add's skip input is a
+  // convolution's output (in MobileNetV2, the previous block's projection).
+  QAct qx = act(false, output_scale(qi.scale, 24 * 9), rng);
+  std::string xf = quantize(b, "qx", qdq_conv(b, "stem", xi, qi.scale, {24, 24, 3, 1, 1}, rng), qx);
+  // Block 1: expand, depthwise, project, residual Add.
+  QConv e1{24, 144, 1, 1, 0};
+  e1.relu = true;
+  QAct q1 = act(false, kRelu * output_scale(qx.scale, 24), rng, true);
+  std::string a1 = quantize(b, "q1", qdq_conv(b, "b1expand", xf, qx.scale, e1, rng), q1);
+  QConv d1{144, 144, 3, 1, 1};
+  d1.group = 144;
+  d1.relu = true;
+  QAct q2 = act(false, kRelu * output_scale(q1.scale, 9), rng, true);
+  std::string a2 = quantize(b, "q2", qdq_conv(b, "b1dw", a1, q1.scale, d1, rng), q2);
+  QAct q3 = act(false, kRelu * output_scale(q2.scale, 144), rng);
+  std::string a3 =
+      quantize(b, "q3", qdq_conv(b, "b1project", a2, q2.scale, {144, 24, 1, 1, 0}, rng), q3);
+  b.node("Add", "b1add", {a3, xf}, {"b1s"});
+  QAct q4 = act(false, q3.scale, rng);
+  std::string r1 = quantize(b, "q4", "b1s", q4);
+  // Block 2: 72 channels, a stride-2 depthwise, 40 out.
+  QConv e2{24, 72, 1, 1, 0};
+  e2.relu = true;
+  QAct q5 = act(false, kRelu * output_scale(q4.scale, 24), rng, true);
+  std::string a5 = quantize(b, "q5", qdq_conv(b, "b2expand", r1, q4.scale, e2, rng), q5);
+  QConv d2{72, 72, 3, 2, 1};
+  d2.group = 72;
+  d2.relu = true;
+  QAct q6 = act(false, kRelu * output_scale(q5.scale, 9), rng, true);
+  std::string a6 = quantize(b, "q6", qdq_conv(b, "b2dw", a5, q5.scale, d2, rng), q6);
+  QAct qy = act(false, kRelu * output_scale(q6.scale, 72), rng);
+  std::string y = qdq_conv(b, "b2project", a6, q6.scale, {72, 40, 1, 1, 0}, rng);
+  init_qparams(b, "qy", qy);
+  b.node("QuantizeLinear", "qy.q", {y, "qy.scale", "qy.zp"}, {"y"});
+  output_any(b, "y", 4, onnx::TensorProto::UINT8);
+  return b;
+}
+
+size_t layout_transforms(const nlohmann::json& mod) {
+  size_t n = 0;
+  for (const auto& k : mod.at("kernels"))
+    for (const auto& t : k.at("op_types")) n += t.get<std::string>() == "kiln.LayoutTransform";
+  return n;
+}
+
+// On an AMX target the depthwise convolutions take the AMX convolutions'
+// whole-channel block (whole_channels=[1]): the build has no layout
+// transform but at the graph's edges, as the VNNI build, and its output
+// (tiles emulated) is the VNNI build's and the interpreter's, byte for byte.
+TEST(AmxConvBuild, MobileNetBlocksEmulatedEqualTheVnniBuild) {
+  if (runtime::host_arch() != "x86_64") GTEST_SKIP() << "not an x86_64 host";
+  std::mt19937 rng(207);
+  ScratchDir dir;
+  graph::Graph g = import_built(mobilenet_blocks(rng), dir);
+  auto inputs = random_inputs(g, 208);
+  auto want = interpreted(g, inputs);
+  for (const codegen::Target& t : {host_with_amx(), sapphire_rapids()}) {
+    int whole = 0;
+    for (const std::string& key : driver::template_workloads(g, t.isa())) {
+      ops::Workload w = ops::Workload::parse(key);
+      if (w.template_name != "depthwise_conv2d_NCHWc_int8.x86") continue;
+      EXPECT_EQ(w.get("whole_channels"), std::vector<int64_t>{1}) << key;
+      ++whole;
+    }
+    EXPECT_EQ(whole, 2);
+  }
+  for (const std::string& key : driver::template_workloads(g, host_without_amx().isa()))
+    EXPECT_EQ(key.find("whole_channels"), std::string::npos) << key;
+
+  BuiltRun plain = build_and_run(g, host_without_amx(), inputs);
+  auto used = templates_of(plain.mod);
+  EXPECT_EQ(used["conv2d_NCHWc_int8.x86"], 5u) << plain.mod.at("kernels").dump();
+  EXPECT_EQ(used["depthwise_conv2d_NCHWc_int8.x86"], 2u);
+  EmulateTiles emulate;
+  BuiltRun amx = build_and_run(g, host_with_amx(), inputs);
+  used = templates_of(amx.mod);
+  EXPECT_EQ(used["conv2d_NCHWc_int8_amx.x86"], 5u) << amx.mod.at("kernels").dump();
+  EXPECT_EQ(used["depthwise_conv2d_NCHWc_int8.x86"], 2u);
+  EXPECT_EQ(used["conv2d_NCHWc_int8.x86"], 0u);
+  // Only the input's and the output's transforms, in both builds.
+  EXPECT_EQ(layout_transforms(plain.mod), 2u) << plain.mod.at("kernels").dump();
+  EXPECT_EQ(layout_transforms(amx.mod), 2u) << amx.mod.at("kernels").dump();
+  EXPECT_EQ(amx.mod.at("kernels").size(), plain.mod.at("kernels").size());
+  // The depthwise convolutions keep their requantizing epilogue, the first
+  // projection its residual Add.
+  for (const auto& k : amx.mod.at("kernels")) {
+    std::vector<std::string> ops;
+    for (const auto& t : k.at("op_types")) ops.push_back(t.get<std::string>());
+    if (std::count(ops.begin(), ops.end(), "depthwise_conv2d_NCHWc_int8.x86")) {
+      EXPECT_GT(ops.size(), 1u) << k.dump();
+    }
+  }
+  ASSERT_EQ(plain.outputs.size(), 1u);
+  ASSERT_EQ(amx.outputs.size(), 1u);
+  const runtime::NDArray &y0 = plain.outputs[0], &y1 = amx.outputs[0];
+  ASSERT_EQ(y0.shape(), y1.shape());
+  ASSERT_EQ(y0.nbytes(), y1.nbytes());
+  EXPECT_EQ(std::memcmp(y0.data(), y1.data(), static_cast<size_t>(y0.nbytes())), 0);
+  expect_close(want.at(g.outputs[0]), y1, g.outputs[0], 0.0);
+  expect_varies(want.at(g.outputs[0]));
 }
 
 // The same model on the tile instructions themselves (no emulation): only

@@ -104,8 +104,10 @@ struct Quant {
   bool s8_output;
 };
 
+// whole: the whole-channel block's workload (whole_channels=[1]); pad_u8 >= 0
+// fixes the padding value (the uint8 zero point), else it is random.
 void check(const Shape& s, const Quant& q, const Config* cfg_in, const IsaRow& row,
-           std::mt19937_64& rng) {
+           std::mt19937_64& rng, bool whole = false, int64_t pad_u8 = -1) {
   const ops::OpTemplate& t = ops::depthwise_conv2d_nchwc_int8_template();
   ops::Conv2DAttrs a{s.n,       s.c,           s.h,           s.w,       s.c,       s.kh,
                      s.kw,      s.strides[0],  s.strides[1],  s.pads[0], s.pads[1], s.pads[2],
@@ -113,8 +115,9 @@ void check(const Shape& s, const Quant& q, const Config* cfg_in, const IsaRow& r
   // The logical quantized operator: x and zp_x in the input's type.
   std::uniform_int_distribution<int> byte(0, 255);
   int64_t zp_x = q.s8_input ? byte(rng) - 128 : byte(rng);
+  if (pad_u8 >= 0) zp_x = pad_u8 - (q.s8_input ? 128 : 0);
   int64_t zp_u8 = zp_x + (q.s8_input ? 128 : 0);  // what the kernel pads with
-  Workload w = ops::depthwise_conv2d_int8_workload(a, zp_u8);
+  Workload w = ops::depthwise_conv2d_int8_workload(a, zp_u8, whole);
   Config cfg = cfg_in ? *cfg_in : t.space(w).random(rng);
   SCOPED_TRACE(row.what + ": " + w.key() + " " + cfg.to_json() + " s8_in " +
                std::to_string(q.s8_input) + " per_channel " + std::to_string(q.per_channel) +
@@ -252,6 +255,101 @@ TEST(DepthwiseConv2dNCHWcInt8, BitExactQuantizedDepthwiseOnEveryIsaRow) {
       for (int i = 0; i < configs_per_shape(2); ++i)
         check(s, quants[(si + i + 1) % std::size(quants)], nullptr, row, rng);
     }
+}
+
+// The whole-channel block (the AMX convolutions' layout: one block of C
+// rounded up to 4): MobileNet-like channel counts, 3x3 stride 1 and 2, 5x5,
+// asymmetric padding, widths the ow tiles do not divide, C not a multiple of
+// 4, padding values across 0..255; the fallback with each way of padding,
+// every chunk width (a partial last chunk included) and random configs, on
+// every ISA row.
+const Shape kWholeShapes[] = {
+    {1, 24, 11, 13, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}},  // 3x3 s1, OW 13
+    {1, 40, 12, 15, 3, 3, {2, 2}, {0, 0, 1, 1}, {1, 1}},  // 3x3 s2, TF-style pads
+    {1, 96, 9, 10, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}},   // 3x3 s2, OW 5
+    {1, 144, 7, 9, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}},   // 3x3 s1, OW 9
+    {2, 144, 8, 11, 5, 5, {1, 1}, {2, 1, 2, 3}, {1, 1}},  // 5x5 asymmetric, batch 2
+    {1, 96, 9, 13, 5, 5, {2, 2}, {2, 2, 1, 2}, {1, 1}},   // 5x5 s2, asymmetric
+    {1, 21, 6, 7, 3, 3, {1, 1}, {1, 0, 1, 2}, {1, 1}},    // C 21: block 24
+    {1, 40, 7, 6, 3, 3, {1, 2}, {2, 2, 2, 2}, {2, 2}},    // dilation, mixed strides
+    {1, 32, 66, 5, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}},   // 66 rows: c_parallel 0
+};
+
+TEST(DepthwiseConv2dNCHWcInt8, WholeChannelBlockBitExactOnEveryIsaRow) {
+  const ops::OpTemplate& t = ops::depthwise_conv2d_nchwc_int8_template();
+  std::mt19937_64 rng(41);
+  const Quant quants[] = {{false, true, true, false},
+                          {true, false, false, true},
+                          {true, true, false, false},
+                          {false, false, true, true}};
+  const int64_t pads[] = {0, 255, 128, 1, 254, 77};
+  int k = 0;
+  for (const IsaRow& row : isa_rows())
+    for (const Shape& s : kWholeShapes) {
+      ops::Conv2DAttrs a{s.n,       s.c,           s.h,           s.w,       s.c,       s.kh,
+                         s.kw,      s.strides[0],  s.strides[1],  s.pads[0], s.pads[1], s.pads[2],
+                         s.pads[3], s.dilation[0], s.dilation[1], s.c};
+      Workload w = ops::depthwise_conv2d_int8_workload(a, 0, /*whole_channels=*/true);
+      int64_t c4 = (s.c + 3) / 4 * 4;
+      Config fb = t.fallback(w, row.target.isa());
+      SCOPED_TRACE(row.what + ": " + w.key() + " fallback " + fb.to_json());
+      EXPECT_TRUE(t.fits(w, fb, row.target.isa()));
+      EXPECT_EQ(ops::layout_blocks(t, w, fb), (std::pair<int64_t, int64_t>{c4, c4}));
+      EXPECT_EQ(fb.knob("c_vec") % 4, 0);
+      EXPECT_EQ(c4 % fb.knob("c_vec"), 0);
+      EXPECT_LE(fb.knob("c_vec"), std::max(4, row.target.isa().lanes()));
+      EXPECT_EQ(fb.knob("c_parallel"), s.n * a.out_height() < 64);
+      // The fallback, then its ow tile with each chunk width (16 leaves a
+      // partial chunk for 24 and 40 channels), the chunks in the parallel
+      // loop or not, each with another way of padding.
+      check(s, quants[k % std::size(quants)], &fb, row, rng, true, pads[k % std::size(pads)]);
+      ++k;
+      for (int64_t vec : {4, 8, 16}) {
+        if (vec > c4) continue;
+        Config c = ops::detail::KnobValues()
+                       .knob("c_bn", c4)
+                       .knob("c_vec", vec)
+                       .knob("c_parallel", vec != 8)
+                       .split("tile_ow", a.out_width(), {fb.split("tile_ow").back()})
+                       .knob("unroll_kw", fb.knob("unroll_kw"))
+                       .knob("pad_mode", k % 3)
+                       .in(t.space(w));
+        check(s, quants[k % std::size(quants)], &c, row, rng, true, pads[k % std::size(pads)]);
+        ++k;
+      }
+      for (int i = 0; i < configs_per_shape(2); ++i, ++k)
+        check(s, quants[k % std::size(quants)], nullptr, row, rng, true);
+    }
+}
+
+// The whole-channel block's fallback on Zen 4 (AVX-512): chunks of 16 int32
+// lanes (a zmm each), whatever the block, the same ow tile as the 16-channel
+// block's, and zmm code without a scalar multiply; its key names the block.
+TEST(DepthwiseConv2dNCHWcInt8, WholeChannelBlockAvx512) {
+  const ops::OpTemplate& t = ops::depthwise_conv2d_nchwc_int8_template();
+  codegen::Target zen4 = codegen::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4");
+  for (int64_t c : {32, 96, 144, 960}) {
+    ops::Conv2DAttrs a{1, c, 28, 28, c, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, c};
+    Workload w = ops::depthwise_conv2d_int8_workload(a, 3, true);
+    Workload w16 = ops::depthwise_conv2d_int8_workload(a, 3);
+    Config cfg = t.fallback(w, zen4.isa());
+    Config cfg16 = t.fallback(w16, zen4.isa());
+    EXPECT_EQ(cfg.knob("c_bn"), c);
+    EXPECT_EQ(cfg.knob("c_vec"), 16);
+    EXPECT_EQ(cfg.knob("c_parallel"), 1);  // 28 rows
+    EXPECT_EQ(cfg.split("tile_ow"), cfg16.split("tile_ow"));
+    ops::Kernel k = ops::make_kernel(t, w, cfg);
+    std::string as = codegen::emit_assembly({schedule::lower(k.sch, k.args, "dw_whole")}, zen4);
+    EXPECT_NE(as.find("zmm"), std::string::npos);
+    EXPECT_EQ(as.find("imull"), std::string::npos);
+  }
+  ops::Conv2DAttrs a{1, 24, 8, 8, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 24};
+  EXPECT_EQ(ops::depthwise_conv2d_int8_workload(a, 5, true).key(),
+            "depthwise_conv2d_NCHWc_int8.x86(data=[1,24,8,8],kernel=[24,1,3,3],strides=[1,1],"
+            "pads=[1,1,1,1],dilation=[1,1],pad_value=[5],whole_channels=[1],dtype=uint8)");
+  Workload bad = ops::depthwise_conv2d_int8_workload(a, 5, true);
+  bad.params.back().second = {2};
+  EXPECT_THROW(t.space(bad), std::invalid_argument);
 }
 
 // The AVX-512 kernel works on zmm registers, widens bytes with vpmovzxbd /

@@ -216,8 +216,12 @@ std::vector<Workload> workloads_of(const std::string& name) {
       return ops::conv2d_workload("depthwise_conv2d_NCHWc.x86", {1, c, h, w, c, k, k, s[0], s[1],
                                                                  p[0], p[1], p[2], p[3], 1, 1, c});
     };
+    // The AMX targets' whole-channel block (whole_channels=[1]): C 40 -> one
+    // block of 40 in chunks of 16 (a partial last one) or 8.
+    Workload whole = ops::depthwise_conv2d_int8_workload(
+        conv_attrs(dw(40, 7, 9, 3, {1, 1}, {1, 0, 1, 2})), 77, /*whole_channels=*/true);
     return {dw8(dw(24, 9, 11, 3, {1, 1}, {1, 1, 1, 1}), 128),
-            dw8(dw(20, 10, 13, 5, {2, 2}, {2, 1, 2, 1}), 3)};
+            dw8(dw(20, 10, 13, 5, {2, 2}, {2, 1, 2, 1}), 3), whole};
   }
   // The bf16 templates: K odd, N, C, OC, OW not multiples of their tiles, C = 3
   // (bf16_test.cc has the logical references and the fused epilogues).

@@ -57,6 +57,14 @@ TEST(ConfigSpace, EmptySpaceHasOnePoint) {
   EXPECT_EQ(s.get(0).to_json(), R"({"index": 0, "knobs": {}})");
 }
 
+TEST(ConfigSpace, HasKnobNamesEveryKindOfKnob) {
+  Config c = mixed_space().get(5);
+  for (const char* name : {"tile_x", "tile_y", "order", "ann", "unroll"})
+    EXPECT_TRUE(c.has_knob(name)) << name;
+  EXPECT_FALSE(c.has_knob("c_vec"));
+  EXPECT_FALSE(Config().has_knob("unroll"));
+}
+
 TEST(ConfigSpace, FactorsSplitOf64IntoThree) {
   ConfigSpace s;
   s.define_split("t", 64, 3, SplitPolicy::Factors);

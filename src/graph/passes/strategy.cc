@@ -280,9 +280,15 @@ std::optional<WorkloadParams> qconv_amx_row(const Graph& g, const Node& n, const
 }
 
 // Depthwise QLinearConv (MobileNet's): depthwise_conv2d_NCHWc_int8.x86, on
-// the same terms as qconv_row.
-std::optional<WorkloadParams> qdepthwise_row(const Graph& g, const Node& n, const Isa&) {
-  return match_qconv(g, n, /*depthwise=*/true);
+// the same terms as qconv_row. On a target with AMX (Isa::amx_int8) in the
+// whole-channel block (whole_channels=[1], ops/depthwise_conv2d_int8.h), the
+// AMX convolutions' layout (C rounded up to 4 in one block), so that a
+// depthwise between them (MobileNet's pointwise -> depthwise -> pointwise)
+// reads and writes it without a layout transform on either side.
+std::optional<WorkloadParams> qdepthwise_row(const Graph& g, const Node& n, const Isa& isa) {
+  std::optional<WorkloadParams> p = match_qconv(g, n, /*depthwise=*/true);
+  if (p && isa.amx_int8) p->push_back({"whole_channels", {1}});
+  return p;
 }
 
 // QLinearMatMul that dense_int8.x86 runs: a uint8 or int8 activation
@@ -414,6 +420,7 @@ const std::vector<Strategy>& strategies() {
        /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
       {"QLinearConv", "conv2d_NCHWc_int8.x86", qconv_row, Rewrite::kQLinearConv, nullptr,
        /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
+      // (On AMX targets in the AMX convolutions' whole-channel block.)
       {"QLinearConv", "depthwise_conv2d_NCHWc_int8.x86", qdepthwise_row, Rewrite::kQLinearConv,
        nullptr, /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
       // AMX tiles (tdpbusd) where the target has them, before dense_int8.x86.
