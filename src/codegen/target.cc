@@ -10,9 +10,13 @@
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/X86TargetParser.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -332,6 +336,31 @@ CacheSizes host_caches() {
 }
 
 }  // namespace
+
+std::string cpu_model_from_cpuid(const std::string& llvm_name, const std::string& vendor,
+                                 int family) {
+  if (llvm_name != "generic") return llvm_name;
+  if (vendor == "AuthenticAMD" && family == 0x1A) return "znver5";
+  return llvm_name;
+}
+
+std::string cpu_model_name(const Target& target) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (target.cpu == "generic" && target == Target::host()) {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return target.cpu;
+    char vendor[13] = {};
+    std::memcpy(vendor, &ebx, 4);
+    std::memcpy(vendor + 4, &edx, 4);
+    std::memcpy(vendor + 8, &ecx, 4);
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return target.cpu;
+    int family = static_cast<int>((eax >> 8) & 0xF);
+    if (family == 0xF) family += static_cast<int>((eax >> 20) & 0xFF);
+    return cpu_model_from_cpuid(target.cpu, vendor, family);
+  }
+#endif
+  return target.cpu;
+}
 
 CacheSizes cache_sizes(const Target& target) {
   if (target == Target::host()) {

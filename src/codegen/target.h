@@ -58,6 +58,18 @@ struct Target {
   bool operator!=(const Target& o) const { return !(*this == o); }
 };
 
+// The CPU model's name for kiln's per-CPU tables (the shipped logs' <class>.<cpu>
+// files, cache sizes): the target's -mcpu name, except for the host when LLVM
+// names its CPU "generic" because it predates it; then a name kiln derives from
+// CPUID for the models it has data for (AMD family 0x1A: "znver5", which LLVM 16
+// does not know). Never passed to LLVM: code for such a host stays -mcpu=generic
+// with the host's features.
+std::string cpu_model_name(const Target& target);
+// The derivation, given the CPUID vendor string and family (base plus
+// extended): `llvm_name` unless it is "generic" and the model is known.
+std::string cpu_model_from_cpuid(const std::string& llvm_name, const std::string& vendor,
+                                 int family);
+
 // Per-core cache sizes in bytes (0: unknown): read from sysfs for the host,
 // from a small table for known -mcpu names, else typical values.
 struct CacheSizes {

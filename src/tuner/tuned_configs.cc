@@ -214,8 +214,9 @@ std::string shipped_log_path(const codegen::Target& target) {
 
 std::string shipped_cpu_log_path(const codegen::Target& target) {
   std::string cls = isa_class(target);
-  if (cls.empty() || target.cpu.empty()) return "";
-  return first_existing(cls + "." + target.cpu + ".jsonl");
+  std::string cpu = codegen::cpu_model_name(target);
+  if (cls.empty() || cpu.empty()) return "";
+  return first_existing(cls + "." + cpu + ".jsonl");
 }
 
 std::vector<RecordSource> other_isa_logs(const codegen::Target& target, int threads) {

@@ -66,7 +66,9 @@ std::string shipped_log_path(const codegen::Target& target);
 // <class>.<cpu>.jsonl (e.g. x86_64-avx512.znver4.jsonl), records measured on
 // that micro-architecture, which builds prefer to the class's log: another
 // CPU's tuned tiles can run slower than the fallback (Sapphire Rapids records
-// on Zen 4). Empty when the target names no -mcpu or there is no such file.
+// on Zen 4). The <cpu> is codegen::cpu_model_name: the -mcpu name, or for a
+// host LLVM calls "generic", kiln's own name for it ("znver5"). Empty when the
+// target names no CPU or there is no such file.
 std::string shipped_cpu_log_path(const codegen::Target& target);
 // The shipped logs of the other ISA classes (for borrowing, 4. above), each
 // loaded with load_jsonl and marked other_isa.

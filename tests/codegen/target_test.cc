@@ -163,5 +163,25 @@ TEST(Target, CacheSizes) {
   EXPECT_EQ(a72.l1d, 32 << 10);
 }
 
+// The CPU model name of kiln's per-CPU tables: LLVM's -mcpu name, or for a
+// CPU LLVM 16 calls "generic", kiln's own name where it knows the model.
+TEST(CpuModelName, NamesCpusLlvmPredatesFromCpuid) {
+  EXPECT_EQ(cpu_model_from_cpuid("generic", "AuthenticAMD", 0x1A), "znver5");
+  EXPECT_EQ(cpu_model_from_cpuid("znver4", "AuthenticAMD", 0x19), "znver4");
+  EXPECT_EQ(cpu_model_from_cpuid("generic", "AuthenticAMD", 0x19), "generic");
+  EXPECT_EQ(cpu_model_from_cpuid("generic", "GenuineIntel", 0x1A), "generic");
+  // A parsed target is named by its -mcpu, whatever the host is.
+  EXPECT_EQ(cpu_model_name(Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4")), "znver4");
+  EXPECT_EQ(cpu_model_name(
+                Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=generic -mattr=+avx2,+fma")),
+            "generic");
+  // The host: LLVM's name unless LLVM calls it generic.
+  Target host = Target::host();
+  if (host.cpu != "generic")
+    EXPECT_EQ(cpu_model_name(host), host.cpu);
+  else
+    EXPECT_FALSE(cpu_model_name(host).empty());
+}
+
 }  // namespace
 }  // namespace kiln::codegen
