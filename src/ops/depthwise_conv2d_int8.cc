@@ -37,7 +37,7 @@ constexpr int64_t kChunks[] = {4, 8, 16};
 // machine idle (7 rows for MobileNetV2's 7x7 layers), while the 16-channel
 // block's parallel loop has C/16 times as many iterations. Above it the
 // chunks stay inside the ow tiles (a thread's rows read each input line
-// once; up to 9 % faster on 1 thread on Zen 4, kiln_bench_int8
+// once; up to 9 % faster on 1 thread on Zen 5, kiln_bench_int8
 // --depthwise-blocks).
 constexpr int64_t kMinParallelRows = 64;
 

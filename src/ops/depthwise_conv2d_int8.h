@@ -62,7 +62,7 @@
 // channels, 8 for 24 or 40); c_parallel = 1 when N * OH < 64 (rows alone
 // would idle a many-core machine's cores); ow_tile = conv2d_NCHWc's rule
 // for a c_vec-wide column; the rest as above. The blocks are the same on
-// every ISA row. On Zen 4 (kiln_bench_int8 --depthwise-blocks, MobileNetV2's
+// every ISA row. On Zen 5 (kiln_bench_int8 --depthwise-blocks, MobileNetV2's
 // ten depthwise shapes, medians) the whole-channel fallback runs at 0.90-1.21x
 // the 16-channel block's speed on 1 thread and 0.88-1.32x on 2 (stride 2
 // faster, stride-1 layers 0.88-1.04x); on 2
