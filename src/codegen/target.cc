@@ -337,6 +337,11 @@ CacheSizes host_caches() {
 
 }  // namespace
 
+const std::set<std::string>& cpu_models_llvm_calls_generic() {
+  static const std::set<std::string> names = {"znver5"};
+  return names;
+}
+
 std::string cpu_model_from_cpuid(const std::string& llvm_name, const std::string& vendor,
                                  int family) {
   if (llvm_name != "generic") return llvm_name;

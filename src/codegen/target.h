@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,9 @@ std::string cpu_model_name(const Target& target);
 // extended): `llvm_name` unless it is "generic" and the model is known.
 std::string cpu_model_from_cpuid(const std::string& llvm_name, const std::string& vendor,
                                  int family);
+// The names cpu_model_from_cpuid gives CPUs LLVM calls "generic" ({"znver5"}):
+// a shipped log of one of them holds records whose target says -mcpu=generic.
+const std::set<std::string>& cpu_models_llvm_calls_generic();
 
 // Per-core cache sizes in bytes (0: unknown): read from sysfs for the host,
 // from a small table for known -mcpu names, else typical values.

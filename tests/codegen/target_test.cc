@@ -170,6 +170,7 @@ TEST(CpuModelName, NamesCpusLlvmPredatesFromCpuid) {
   EXPECT_EQ(cpu_model_from_cpuid("znver4", "AuthenticAMD", 0x19), "znver4");
   EXPECT_EQ(cpu_model_from_cpuid("generic", "AuthenticAMD", 0x19), "generic");
   EXPECT_EQ(cpu_model_from_cpuid("generic", "GenuineIntel", 0x1A), "generic");
+  EXPECT_EQ(cpu_models_llvm_calls_generic(), (std::set<std::string>{"znver5"}));
   // A parsed target is named by its -mcpu, whatever the host is.
   EXPECT_EQ(cpu_model_name(Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4")), "znver4");
   EXPECT_EQ(cpu_model_name(
