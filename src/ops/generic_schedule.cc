@@ -12,6 +12,12 @@ using schedule::Stage;
 
 namespace {
 
+// Rows (the fused loops outside a reduction's innermost spatial loop) that
+// keep that loop nested: enough to share between threads.
+constexpr int64_t kMinParallelRows = 16;
+// A reduce loop of at most this many taps is unrolled inside a nested column.
+constexpr int64_t kMaxUnrolledTaps = 3;
+
 int64_t extent_of(const ir::IterVar& iv) {
   const int64_t* e = ir::as_const_int(iv->dom.extent);
   return e ? *e : 0;
@@ -98,17 +104,38 @@ bool vectorize_reduction(const Stage& s, int64_t vector_lanes, bool parallel) {
       extent > 4 * vector_lanes || !contiguous_along(s, last->var))
     return false;
   std::vector<ir::IterVar> outer(axis.begin(), axis.end() - 1);
+  // The innermost spatial loop (a pool's output column) stays its own loop
+  // when the loops outside it give the threads enough rows: its index then
+  // needs no division, and a window's bounds tests, which read only that
+  // column and the rows outside it, are unswitched per column
+  // (schedule/unswitch_selects.h) instead of blending every tap of every
+  // vector (MaxPool 3x3 ran ~150 instructions per output vector).
+  ir::IterVar column;
+  if (outer.size() >= 2 && extent_of(outer.back()) > 1) {
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < outer.size(); ++d) rows *= extent_of(outer[d]);
+    if (rows >= kMinParallelRows) {
+      column = outer.back();
+      outer.pop_back();
+    }
+  }
   ir::IterVar fused;
   if (!outer.empty()) fused = outer.size() == 1 ? outer[0] : s->fuse(outer);
   auto [lo, li] = s->split(last, vector_lanes);
   std::vector<ir::IterVar> order;
   if (fused) order.push_back(fused);
+  if (column) order.push_back(column);
   for (const ir::IterVar& r : s->op->reduce_axis) order.push_back(r);
   order.push_back(lo);
   order.push_back(li);
   s->reorder(order);
   s->vectorize(li);
   if (extent > vector_lanes) s->unroll(lo);
+  // A small window's taps unrolled: each tap's bounds test then reads only
+  // the loops outside the taps, so unswitching can resolve it.
+  if (column)
+    for (const ir::IterVar& r : s->op->reduce_axis)
+      if (extent_of(r) > 1 && extent_of(r) <= kMaxUnrolledTaps) s->unroll(r);
   if (fused && parallel) s->parallel(fused);
   return true;
 }

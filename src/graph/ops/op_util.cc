@@ -205,16 +205,22 @@ ir::Expr broadcast_read(const ir::Tensor& t, const std::vector<ir::Var>& out_idx
 }
 
 ir::Expr guarded_read(const ir::Tensor& t, std::vector<ir::Expr> idx, const Shape& bound,
-                      ir::Expr fill) {
-  ir::Expr inside;
+                      ir::Expr fill, bool test_per_dim) {
+  std::vector<ir::Expr> tests;
   for (size_t d = 0; d < idx.size(); ++d) {
     if (bound[d] <= 0) continue;
-    ir::Expr ok = ir::logical_and(idx[d] >= ir::Expr(int64_t{0}), idx[d] < ir::Expr(bound[d]));
-    inside = inside ? ir::logical_and(inside, ok) : ok;
+    tests.push_back(ir::logical_and(idx[d] >= ir::Expr(int64_t{0}), idx[d] < ir::Expr(bound[d])));
     idx[d] = ir::max(ir::min(idx[d], ir::Expr(bound[d] - 1)), ir::Expr(int64_t{0}));
   }
   ir::Expr value = ir::read(t, idx);
-  return inside ? ir::select(inside, value, fill) : value;
+  if (tests.empty()) return value;
+  if (test_per_dim) {
+    for (auto it = tests.rbegin(); it != tests.rend(); ++it) value = ir::select(*it, value, fill);
+    return value;
+  }
+  ir::Expr inside = tests[0];
+  for (size_t i = 1; i < tests.size(); ++i) inside = ir::logical_and(inside, tests[i]);
+  return ir::select(inside, value, fill);
 }
 
 ir::Expr flatten_index(const std::vector<ir::Expr>& idx, const Shape& shape) {

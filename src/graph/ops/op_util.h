@@ -164,9 +164,14 @@ ir::DataType ir_dtype(const std::string& dtype);
 ir::Expr broadcast_read(const ir::Tensor& t, const std::vector<ir::Var>& out_idx);
 // t[idx] where every idx[d] with bound[d] > 0 is checked against [0, bound[d]):
 // out-of-range reads give `fill` (the load itself is clamped into range so
-// that the unselected read stays in bounds).
+// that the unselected read stays in bounds). One select on the conjunction of
+// the tests, or with test_per_dim one select per dim, the outermost dim's
+// outside: a row's test and a column's test then stand alone, and
+// unswitching (schedule/unswitch_selects.h) resolves the row's in the row
+// loop and the column's in the column loop (a pool over NCHW[b]c, whose
+// lanes are vectorized under the column loop); a conjunction reads both.
 ir::Expr guarded_read(const ir::Tensor& t, std::vector<ir::Expr> idx, const Shape& bound,
-                      ir::Expr fill);
+                      ir::Expr fill, bool test_per_dim = false);
 // Row-major flat index of `idx` in `shape`, and its inverse.
 ir::Expr flatten_index(const std::vector<ir::Expr>& idx, const Shape& shape);
 std::vector<ir::Expr> unflatten_index(const ir::Expr& flat, const Shape& shape);

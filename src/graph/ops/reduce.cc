@@ -660,7 +660,7 @@ ComputeFn pool_compute(PoolKind kind) {
           Expr w = i[3] * win.stride[1] - win.pad_begin[1] + rx->var * win.dilation[1];
           std::vector<Expr> idx = {i[0], i[1], h, w};
           if (s.block) idx.push_back(i[4]);  // the lane: contiguous, vectorized
-          Expr v = guarded_read(x, idx, bound, fill);
+          Expr v = guarded_read(x, idx, bound, fill, /*test_per_dim=*/s.block != 0);
           return kind == PoolKind::kMax ? ir::reduce_max(v, {ry, rx}) : ir::sum(v, {ry, rx});
         },
         node.name + (kind == PoolKind::kMax ? ".maxpool" : ".sumpool"));
