@@ -62,12 +62,26 @@ Workload wino(int64_t c, int64_t hw, int64_t oc) {
   return w;
 }
 
+// A grouped 3x3 of C channels in groups of cg (equal widths) under a group
+// template: group_conv2d_NCHWc.x86 (blocks inside a group) or
+// group_conv2d_lanes_NCHWc.x86 (several whole groups per block).
+Workload grouped(const char* tmpl, int64_t c, int64_t hw, int64_t cg, int64_t stride) {
+  return Workload{tmpl,
+                  {{"data", {1, c, hw, hw}},
+                   {"kernel", {c, cg, 3, 3}},
+                   {"strides", {stride, stride}},
+                   {"pads", {1, 1, 1, 1}},
+                   {"dilation", {1, 1}}}};
+}
+constexpr const char* kGroup = "group_conv2d_NCHWc.x86";
+constexpr const char* kLanes = "group_conv2d_lanes_NCHWc.x86";
+
 Workload dense(int64_t m, int64_t k, int64_t n) {
   return Workload{"dense_pack.x86", {{"data", {m, k}}, {"weight", {k, n}}}};
 }
 
 // The shapes the fallback must be good on: ResNet's 3x3 convs early and late,
-// a transformer's dense layers (128 tokens) and a square GEMM. Smoke shapes
+// ResNeXt's grouped 3x3s, a transformer's dense layers (128 tokens) and a square GEMM. Smoke shapes
 // leave partial tiles (odd widths, N not a multiple of the column block).
 const std::vector<Case>& cases() {
   static const std::vector<Case> c = {
@@ -79,6 +93,14 @@ const std::vector<Case>& cases() {
       {"winograd 3x3 128->128 28x28", wino(128, 28, 128), wino(8, 5, 16)},
       {"winograd 3x3 256->256 14x14", wino(256, 14, 256), wino(32, 7, 40)},
       {"winograd 3x3 512->512 7x7", wino(512, 7, 512), wino(16, 3, 16)},
+      // ResNeXt-50 32x4d's grouped 3x3s of 4 and 8 channels per group, by
+      // both group templates (the lanes one is the untuned default).
+      {"group 3x3 128/32 56x56", grouped(kGroup, 128, 56, 4, 1), grouped(kGroup, 32, 9, 4, 1)},
+      {"group-lanes 3x3 128/32 56x56", grouped(kLanes, 128, 56, 4, 1),
+       grouped(kLanes, 32, 9, 4, 1)},
+      {"group 3x3 256/32 28x28", grouped(kGroup, 256, 28, 8, 1), grouped(kGroup, 32, 7, 8, 2)},
+      {"group-lanes 3x3 256/32 28x28", grouped(kLanes, 256, 28, 8, 1),
+       grouped(kLanes, 32, 7, 8, 2)},
       {"dense 128x256 . 256x1024", dense(128, 256, 1024), dense(9, 20, 52)},
       {"dense 128x1024 . 1024x256", dense(128, 1024, 256), dense(13, 33, 24)},
       {"dense 1024x1024 . 1024x1024", dense(1024, 1024, 1024), dense(31, 17, 40)},

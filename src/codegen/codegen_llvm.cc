@@ -17,6 +17,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <algorithm>
 #include <bit>
 #include <functional>
 #include <limits>
@@ -31,7 +32,9 @@
 #include "codegen/codegen.h"
 #include "codegen/dot_product.h"
 #include "codegen/intrinsics.h"
+#include "codegen/lane_offsets.h"
 #include "codegen/lower_llvm.h"
+#include "ir/const_int_bound.h"
 #include "ir/functor.h"
 #include "ir/simplify.h"
 
@@ -480,6 +483,58 @@ class CodeGenLLVM {
     return r && is_const_int(r->stride, 1) ? &r->base : nullptr;
   }
 
+  // A vector load whose lanes read base + constant offsets that all lie in
+  // one window of `lanes` elements (lane_offsets.h): one load of the window
+  // and a shuffle, instead of a gather. The window starts at the lowest
+  // offset rounded down to a multiple of the lanes, so that the
+  // permutations of one block (lane j of each group, j = 0, 1, ...) load
+  // from the same address. The whole window is loaded when the lanes span
+  // it, or when it is an aligned block of a buffer made of whole blocks
+  // (the base a multiple of the lanes by its form: the gather reads inside
+  // the block, so all of the block is inside the buffer); then the loads of
+  // one block are one load (LLVM merges them). Otherwise only the elements
+  // from the lowest to the highest offset are read (a masked load), so no
+  // address outside the gather's own span is touched. Null if the index
+  // has no such form.
+  // Whether the buffer's constant size is a multiple of `lanes` elements.
+  static bool whole_blocks(const Buffer& buf, int lanes) {
+    int64_t n = 1;
+    for (const Expr& d : buf->shape) {
+      const int64_t* c = as_const_int(d);
+      if (!c) return false;
+      n *= *c;
+    }
+    return n > 0 && n % lanes == 0;
+  }
+
+  Value* emit_window_load(const LoadNode* op, llvm::Type* st, Value* base) {
+    const int lanes = op->dtype.lanes;
+    if (op->buffer->dtype.element_of().is_bool()) return nullptr;
+    std::optional<LaneOffsets> lo = lane_offsets(op->index);
+    if (!lo) return nullptr;
+    auto [min_it, max_it] = std::minmax_element(lo->offsets.begin(), lo->offsets.end());
+    const int64_t start = arith::floordiv_i(*min_it, lanes) * lanes;
+    if (*max_it - start >= lanes) return nullptr;
+    llvm::Type* vt = vec(st, lanes);
+    Value* first = b_.CreateAdd(emit_index(lo->base, i64()), b_.getInt64(start));
+    Value* p = b_.CreateInBoundsGEP(st, base, first);
+    llvm::Align align = elem_align(op->buffer->dtype.element_of());
+    Value* window;
+    if ((*min_it == start && *max_it == start + lanes - 1) ||
+        (is_multiple_of(lo->base, lanes) && whole_blocks(op->buffer, lanes))) {
+      window = b_.CreateAlignedLoad(vt, p, align);
+    } else {
+      std::vector<llvm::Constant*> bits;
+      for (int i = 0; i < lanes; ++i)
+        bits.push_back(b_.getInt1(i >= *min_it - start && i <= *max_it - start));
+      window = b_.CreateMaskedLoad(vt, p, align, llvm::ConstantVector::get(bits),
+                                   llvm::PoisonValue::get(vt));
+    }
+    std::vector<int> mask;
+    for (int64_t o : lo->offsets) mask.push_back(static_cast<int>(o - start));
+    return b_.CreateShuffleVector(window, window, mask);
+  }
+
   Value* emit_load(const LoadNode* op) {
     DataType t = op->dtype;
     DataType elem = op->buffer->dtype.element_of();
@@ -493,6 +548,8 @@ class CodeGenLLVM {
     } else if (const Expr* rb = dense_base(op->index)) {
       Value* p = b_.CreateInBoundsGEP(st, base, emit_index(*rb, i64()));
       v = b_.CreateAlignedLoad(vt, p, elem_align(elem));
+    } else if (Value* w = emit_window_load(op, st, base)) {
+      v = w;
     } else {
       Value* ptrs = b_.CreateInBoundsGEP(st, base, emit_index(op->index, vec(i64(), t.lanes)));
       v = b_.CreateMaskedGather(vt, ptrs, elem_align(elem));

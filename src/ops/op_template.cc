@@ -21,6 +21,7 @@
 #include "ops/depthwise_conv2d.h"
 #include "ops/depthwise_conv2d_int8.h"
 #include "ops/group_conv2d.h"
+#include "ops/group_conv2d_lanes.h"
 #include "ops/reference.h"
 #include "ops/winograd_conv2d.h"
 
@@ -48,6 +49,7 @@ const std::vector<const OpTemplate*>& registry() {
       &dense_bf16_template(),
       &dense_bf16_amx_template(),
       &conv2d_nchwc_bf16_template(),
+      &group_conv2d_lanes_nchwc_template(),
   };
   return all;
 }

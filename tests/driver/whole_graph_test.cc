@@ -15,6 +15,7 @@
 
 #include "driver_harness.h"
 #include "ir/printer.h"
+#include "ops/group_conv2d_lanes.h"
 
 namespace kiln::test {
 namespace {
@@ -199,8 +200,9 @@ TEST(WholeGraph, GroupedConv) {
 //   x -> conv1x1 -> BN -> relu -> grouped conv3x3/2 (G groups of cg channels)
 //     -> BN -> relu -> conv1x1 -> BN --+--> add -> relu
 //   x -> conv1x1/2 -> BN -------------+
-// The grouped conv runs as group_conv2d_NCHWc.x86 with its BN folded and its
-// relu fused, and the whole block matches the interpreter.
+// The grouped conv runs as a group template (group_conv2d_lanes_NCHWc.x86
+// where a block holds whole groups, else group_conv2d_NCHWc.x86) with its BN
+// folded and its relu fused, and the whole block matches the interpreter.
 TEST(WholeGraph, ResNeXtBottleneckGroupedConv) {
   std::mt19937 rng(seed(24));
   int64_t groups = std::vector<int64_t>{4, 8}[rng() % 2], cg = odd_size(rng, {3, 4, 8});
@@ -224,10 +226,16 @@ TEST(WholeGraph, ResNeXtBottleneckGroupedConv) {
   E2EResult r = check_end_to_end(b, "resnext_block");
   std::vector<nlohmann::json> ks = compute_kernels(r);
   ASSERT_EQ(ks.size(), 4u) << r.mod.at("kernels").dump();
+  // Several whole groups per channel block where the block holds two or more.
+  ops::reference::Conv2DAttrs ga{1, width, h, w, width, 3, 3};
+  ga.groups = groups;
+  const std::string grouped_template = ops::group_conv2d_lanes_applies(ga)
+                                           ? "group_conv2d_lanes_NCHWc.x86"
+                                           : "group_conv2d_NCHWc.x86";
   size_t grouped = 0;
   for (const auto& k : ks) {
     EXPECT_TRUE(starts_with_conv(k)) << k.dump();
-    if (k.at("op_types").at(0) == "group_conv2d_NCHWc.x86") {
+    if (k.at("op_types").at(0) == grouped_template) {
       ++grouped;
       EXPECT_EQ(count_op(k, "Relu"), 1u) << k.dump();
     }

@@ -141,13 +141,14 @@ std::vector<float> reference_group_pack(const std::vector<float>& w, int64_t gro
   return out;
 }
 
-// ResNeXt's grouped 3x3 (8 groups of 4 channels here): the group template,
-// blocks within a group (4 and 4 by the fallback; 2 and 4 by a config), the
+// A grouped 3x3 of 8 groups, 4 input and 8 output channels each (unequal
+// widths: group_conv2d_lanes_NCHWc.x86 does not apply): the group template,
+// blocks within a group (4 and 8 by the fallback; 2 and 4 by a config), the
 // weight packed group by group, the bias blocked like conv's.
 TEST(ApplyTemplates, GroupedConvBecomesTheGroupTemplate) {
   GraphBuilder b(15);
   std::string x = b.input("x", {1, 32, 6, 7});
-  b.output(conv(b, "gc", x, 32, 32, 3,
+  b.output(conv(b, "gc", x, 32, 64, 3,
                 {{"group", int64_t{8}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
   std::vector<TemplateUse> uses;
   Graph g = rewrite(b, &uses);
@@ -156,12 +157,12 @@ TEST(ApplyTemplates, GroupedConvBecomesTheGroupTemplate) {
   ASSERT_EQ(uses.size(), 1u);
   EXPECT_EQ(uses[0].template_name, "group_conv2d_NCHWc.x86");
   EXPECT_EQ(g.nodes[0].attr<int64_t>("dst_block"), 4);
-  EXPECT_EQ(g.nodes[3].attr<int64_t>("src_block"), 4);
+  EXPECT_EQ(g.nodes[3].attr<int64_t>("src_block"), 8);
   const std::vector<float>& w = b.graph().initializers.at("gc_w").as<float>();
   const graph::Initializer& packed = input_constant(g, node_named(g, "gc"), 1);
-  EXPECT_EQ(packed.type.shape, (std::vector<int64_t>{8, 1, 3, 3, 4, 4}));
-  EXPECT_EQ(packed.as<float>(), reference_group_pack(w, 8, 32, 4, 3, 3, 4, 4));
-  EXPECT_EQ(input_constant(g, g.nodes[2], 1).type.shape, (std::vector<int64_t>{1, 8, 1, 1, 4}));
+  EXPECT_EQ(packed.type.shape, (std::vector<int64_t>{8, 1, 3, 3, 4, 8}));
+  EXPECT_EQ(packed.as<float>(), reference_group_pack(w, 8, 64, 4, 3, 3, 4, 8));
+  EXPECT_EQ(input_constant(g, g.nodes[2], 1).type.shape, (std::vector<int64_t>{1, 8, 1, 1, 8}));
 
   std::string key = uses[0].workload;
   std::string cfg = test::conv_config_with_blocks("group_conv2d_NCHWc.x86", key, 2, 4);
@@ -169,8 +170,32 @@ TEST(ApplyTemplates, GroupedConvBecomesTheGroupTemplate) {
   EXPECT_TRUE(uses[0].configured);
   EXPECT_EQ(g.nodes[0].attr<int64_t>("dst_block"), 2);
   const graph::Initializer& packed2 = input_constant(g, node_named(g, "gc"), 1);
-  EXPECT_EQ(packed2.type.shape, (std::vector<int64_t>{8, 2, 3, 3, 2, 4}));
-  EXPECT_EQ(packed2.as<float>(), reference_group_pack(w, 8, 32, 4, 3, 3, 2, 4));
+  EXPECT_EQ(packed2.type.shape, (std::vector<int64_t>{16, 2, 3, 3, 2, 4}));
+  EXPECT_EQ(packed2.as<float>(), reference_group_pack(w, 8, 64, 4, 3, 3, 2, 4));
+}
+
+// ResNeXt's grouped 3x3 (8 groups of 4 channels): four whole groups per
+// block of 16, conv2d_NCHWc's block on both sides; the weight
+// [C/16, 4, 3, 3, 16] holds output channel c's taps at lane c % 16.
+TEST(ApplyTemplates, NarrowGroupsBecomeTheLanesTemplate) {
+  GraphBuilder b(16);
+  std::string x = b.input("x", {1, 32, 6, 7});
+  b.output(conv(b, "gc", x, 32, 32, 3,
+                {{"group", int64_t{8}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
+  std::vector<TemplateUse> uses;
+  Graph g = rewrite(b, &uses);
+  ASSERT_EQ(uses.size(), 1u);
+  EXPECT_EQ(uses[0].template_name, "group_conv2d_lanes_NCHWc.x86");
+  EXPECT_EQ(g.nodes[0].attr<int64_t>("dst_block"), 16);
+  EXPECT_EQ(g.nodes[3].attr<int64_t>("src_block"), 16);
+  const std::vector<float>& w = b.graph().initializers.at("gc_w").as<float>();
+  const graph::Initializer& packed = input_constant(g, node_named(g, "gc"), 1);
+  ASSERT_EQ(packed.type.shape, (std::vector<int64_t>{2, 4, 3, 3, 16}));
+  const std::vector<float>& p = packed.as<float>();
+  for (int64_t c = 0; c < 32; ++c)
+    for (int64_t j = 0; j < 4; ++j)
+      for (int64_t t = 0; t < 9; ++t)
+        ASSERT_EQ(p[(((c / 16) * 4 + j) * 9 + t) * 16 + c % 16], w[(c * 4 + j) * 9 + t]);
 }
 
 // Groups of 16 output channels with 2 input channels each (OC = 8 x 16, a

@@ -214,12 +214,36 @@ TEST(PropagateLayout, NothingToDoWithoutTemplates) {
   EXPECT_EQ(op_types(g), (std::vector<std::string>{"Conv", "Relu"}));
 }
 
-// A ResNeXt bottleneck: 1x1 conv (blocks of 16) -> relu -> grouped 3x3 (8
-// groups of 4: blocks of 4) -> relu -> 1x1 conv. The
-// layouts disagree at each boundary: blocked-to-blocked transforms, never a
-// round trip through NCHW, and the graph still computes what it did.
+// A bottleneck whose grouped 3x3 has 8 groups of 4 input and 8 output
+// channels (blocks of 4 and 8, group_conv2d_NCHWc.x86) between 1x1 convs
+// (blocks of 16). The layouts disagree at each boundary: blocked-to-blocked
+// transforms, never a round trip through NCHW, and the graph still
+// computes what it did.
 TEST(PropagateLayout, ResNeXtBlockKeepsBlockedLayoutsAcrossGroupBlocks) {
   GraphBuilder b(29);
+  std::string x = b.input("x", {1, 32, 6, 6});
+  std::string y = conv(b, "reduce", x, 32, 32, 1);
+  y = b.node("Relu", {y}, {}, "relu1");
+  y = conv(b, "grouped", y, 32, 64, 3,
+           {{"group", int64_t{8}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  y = b.node("Relu", {y}, {}, "relu2");
+  y = conv(b, "expand", y, 64, 32, 1);
+  b.output(y);
+  Graph g = propagated(applied(b), b);
+  EXPECT_EQ(node_named(g, "grouped").attr<std::string>("template"), "group_conv2d_NCHWc.x86");
+  EXPECT_TRUE(blocked(g, node_named(g, "grouped").inputs[0]));
+  EXPECT_TRUE(blocked(g, node_named(g, "expand").inputs[0]));
+  for (const graph::Node& n : g.nodes)
+    if (n.op_type == "kiln.LayoutTransform" && n.outputs[0] != y)
+      EXPECT_NE(n.attr<int64_t>("dst_block").value_or(0), 0) << n.name << " goes back to NCHW";
+  expect_nothing_dead(g);
+}
+
+// ResNeXt's own bottleneck (8 groups of 4 channels, equal widths): the lanes
+// template keeps the 1x1 convs' block of 16, so the only transforms are into
+// the first conv and out of the last.
+TEST(PropagateLayout, ResNeXtBlockWithNarrowGroupsNeedsNoInnerTransform) {
+  GraphBuilder b(30);
   std::string x = b.input("x", {1, 32, 6, 6});
   std::string y = conv(b, "reduce", x, 32, 32, 1);
   y = b.node("Relu", {y}, {}, "relu1");
@@ -229,12 +253,8 @@ TEST(PropagateLayout, ResNeXtBlockKeepsBlockedLayoutsAcrossGroupBlocks) {
   y = conv(b, "expand", y, 32, 32, 1);
   b.output(y);
   Graph g = propagated(applied(b), b);
-  EXPECT_EQ(node_named(g, "grouped").attr<std::string>("template"), "group_conv2d_NCHWc.x86");
-  EXPECT_TRUE(blocked(g, node_named(g, "grouped").inputs[0]));
-  EXPECT_TRUE(blocked(g, node_named(g, "expand").inputs[0]));
-  for (const graph::Node& n : g.nodes)
-    if (n.op_type == "kiln.LayoutTransform" && n.outputs[0] != y)
-      EXPECT_NE(n.attr<int64_t>("dst_block").value_or(0), 0) << n.name << " goes back to NCHW";
+  EXPECT_EQ(node_named(g, "grouped").attr<std::string>("template"), "group_conv2d_lanes_NCHWc.x86");
+  EXPECT_EQ(count_transforms(g), 2);
   expect_nothing_dead(g);
 }
 

@@ -55,8 +55,10 @@ TEST(SelectTemplates, PlainDepthwiseAndGroupedConvs) {
 
 // ResNeXt's and RegNet's grouped convs (4..32 channels per group, strides 1
 // and 2), and a channel multiplier > 1 (groups = C, OC = 2C: not depthwise),
-// take group_conv2d_NCHWc.x86 on every ISA row; the table's first matching
-// row wins, so a depthwise conv still takes the depthwise template.
+// take a group template on every ISA row: groups of 4 with equal widths the
+// lanes template (its untuned default, several groups per block), 16 per
+// group and the multiplier group_conv2d_NCHWc.x86; the table's first
+// matching row wins, so a depthwise conv still takes the depthwise template.
 TEST(SelectTemplates, GroupedConvsTakeTheGroupTemplate) {
   GraphBuilder b;
   std::string x = b.input("x", {1, 128, 8, 8});
@@ -73,7 +75,7 @@ TEST(SelectTemplates, GroupedConvsTakeTheGroupTemplate) {
                          Isa{"aarch64-neon", 128, 32, 2}}) {
     auto s = graph::select_templates(b.graph(), isa);
     ASSERT_EQ(s.size(), 4u) << isa.isa_class;
-    EXPECT_EQ(s[0].template_name, "group_conv2d_NCHWc.x86");
+    EXPECT_EQ(s[0].template_name, "group_conv2d_lanes_NCHWc.x86");
     EXPECT_EQ(s[0].workload.get("kernel"), (std::vector<int64_t>{128, 4, 3, 3}));
     EXPECT_EQ(s[1].template_name, "group_conv2d_NCHWc.x86");
     EXPECT_EQ(s[1].workload.get("strides"), (std::vector<int64_t>{2, 2}));

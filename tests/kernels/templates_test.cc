@@ -30,6 +30,7 @@
 #include "ops/depthwise_conv2d.h"
 #include "ops/depthwise_conv2d_int8.h"
 #include "ops/group_conv2d.h"
+#include "ops/group_conv2d_lanes.h"
 #include "ops/op_template.h"
 #include "ops/reference.h"
 #include "ops/winograd_conv2d.h"
@@ -68,11 +69,13 @@ const char* const kKnownNames[] = {"conv2d_NCHWc.x86",
                                    "batch_matmul_int8_amx.x86",
                                    "dense_bf16.x86",
                                    "dense_bf16_amx.x86",
-                                   "conv2d_NCHWc_bf16.x86"};
+                                   "conv2d_NCHWc_bf16.x86",
+                                   "group_conv2d_lanes_NCHWc.x86"};
 
 bool is_conv(const std::string& name) {
   return name == "conv2d_NCHWc.x86" || name == "depthwise_conv2d_NCHWc.x86" ||
-         name == "group_conv2d_NCHWc.x86" || name == "conv2d_winograd_NCHWc.x86";
+         name == "group_conv2d_NCHWc.x86" || name == "conv2d_winograd_NCHWc.x86" ||
+         name == "group_conv2d_lanes_NCHWc.x86";
 }
 
 // The logical attributes of a conv template's workload.
@@ -80,7 +83,8 @@ Conv2DAttrs conv_attrs(const Workload& w) {
   if (w.template_name == "depthwise_conv2d_NCHWc.x86" ||
       w.template_name == "depthwise_conv2d_NCHWc_int8.x86")
     return ops::conv2d_attrs(w, ops::ConvKind::kDepthwise);
-  if (w.template_name == "group_conv2d_NCHWc.x86")
+  if (w.template_name == "group_conv2d_NCHWc.x86" ||
+      w.template_name == "group_conv2d_lanes_NCHWc.x86")
     return ops::conv2d_attrs(w, ops::ConvKind::kGrouped);
   return ops::conv2d_attrs(w, ops::ConvKind::kDense);
 }
@@ -165,6 +169,16 @@ std::vector<Workload> workloads_of(const std::string& name) {
             group_conv(2, 12, 7, 7, 24, 4, 3, 3, {2, 2}, {1, 0, 2, 1}, {1, 1}),
             group_conv(1, 64, 5, 11, 64, 2, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}),
             group_conv(1, 6, 8, 10, 12, 6, 3, 2, {1, 2}, {2, 1, 2, 1}, {2, 1})};
+  // Groups of 2, 4 and 8 channels, several per block; widths the ow tile
+  // does not divide, stride 2, dilation, asymmetric pads (group_conv2d_lanes_test.cc has more).
+  if (name == "group_conv2d_lanes_NCHWc.x86") {
+    std::vector<Workload> w = {
+        group_conv(1, 32, 9, 13, 32, 8, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}),
+        group_conv(2, 16, 7, 7, 16, 2, 3, 3, {2, 2}, {1, 0, 2, 1}, {1, 1}),
+        group_conv(1, 48, 8, 10, 48, 24, 3, 2, {1, 2}, {2, 1, 2, 1}, {2, 1})};
+    for (Workload& x : w) x.template_name = name;
+    return w;
+  }
   if (name == "dense_pack.x86" || name == "dense_nopack.x86")
     return {dense(name.c_str(), 1, 1000, 96), dense(name.c_str(), 7, 5, 13),
             dense(name.c_str(), 33, 17, 29), dense(name.c_str(), 64, 48, 40)};
@@ -256,7 +270,7 @@ Inputs make_inputs(const OpTemplate& t, const Workload& w, const Config& cfg,
   const std::string name = t.name();
   if (is_conv(name)) {
     Conv2DAttrs a = conv_attrs(w);
-    int64_t icb = shapes[0][4], ocb = shapes[1][5];
+    int64_t icb = shapes[0][4], ocb = t.output_shape(w, cfg).back();
     int64_t wic = a.in_channels / a.groups;
     in.logical = {random_floats(a.batch * a.in_channels * a.height * a.width, rng),
                   random_floats(a.out_channels * wic * a.kernel_h * a.kernel_w, rng)};
@@ -265,6 +279,11 @@ Inputs make_inputs(const OpTemplate& t, const Workload& w, const Config& cfg,
       in.physical = {
           ops::nchw_to_nchwc(in.logical[0].data(), a.batch, a.in_channels, a.height, a.width, icb),
           ops::winograd_pack_weight(w, cfg, in.logical[1].data())};
+    else if (name == "group_conv2d_lanes_NCHWc.x86")
+      in.physical = {
+          ops::nchw_to_nchwc(in.logical[0].data(), a.batch, a.in_channels, a.height, a.width, icb),
+          ops::group_conv2d_lanes_pack_weight(in.logical[1].data(), a.in_channels, wic, a.kernel_h,
+                                              a.kernel_w, icb)};
     else
       in.physical = {
           ops::nchw_to_nchwc(in.logical[0].data(), a.batch, a.in_channels, a.height, a.width, icb),

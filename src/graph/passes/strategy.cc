@@ -9,6 +9,7 @@
 #include "ops/conv2d_int8_amx.h"
 #include "ops/dense_int8.h"
 #include "ops/group_conv2d.h"
+#include "ops/group_conv2d_lanes.h"
 #include "ops/int8_weight_range.h"
 #include "ops/winograd_conv2d.h"
 
@@ -103,6 +104,24 @@ std::vector<float> pack_grouped(const ops::Workload& w, const schedule::Config&,
                                 int64_t ocb, const float* oihw) {
   const auto &x = w.get("data"), &k = w.get("kernel");
   return ops::group_conv2d_pack_weight(oihw, x[1] / k[1], k[0], k[1], k[2], k[3], icb, ocb);
+}
+
+// Groups narrower than a channel block, several per vector
+// (group_conv2d_lanes.h): equal group widths, whole groups per block.
+std::optional<WorkloadParams> group_lanes_row(const Graph& g, const Node& n, const Isa&) {
+  std::optional<WorkloadParams> p = match_conv(g, n, ConvKind::kGrouped);
+  if (!p) return std::nullopt;
+  ops::Workload w{"group_conv2d_lanes_NCHWc.x86", *p};
+  if (!ops::group_conv2d_lanes_applies(ops::conv2d_attrs(w, ops::ConvKind::kGrouped)))
+    return std::nullopt;
+  return p;
+}
+
+// [C, Cg, KH, KW] -> [C/cb, Cg, KH, KW, cb] (group_conv2d_lanes.h).
+std::vector<float> pack_group_lanes(const ops::Workload& w, const schedule::Config&, int64_t,
+                                    int64_t cb, const float* oihw) {
+  const auto& k = w.get("kernel");
+  return ops::group_conv2d_lanes_pack_weight(oihw, k[0], k[1], k[2], k[3], cb);
 }
 
 // U = G g G^T, [alpha, alpha, OC/ocb, C/icb, icb, ocb] (winograd_conv2d.h).
@@ -411,6 +430,11 @@ const std::vector<Strategy>& strategies() {
        pack_depthwise},
       {"Conv", "group_conv2d_NCHWc.x86", conv_row<ConvKind::kGrouped>, Rewrite::kBlockedConv,
        pack_grouped},
+      // Groups narrower than a channel block, several whole groups per
+      // vector: both are tuned, the faster record is built, and untuned it
+      // is this one (full vectors where the first row's are Cg lanes wide).
+      {"Conv", "group_conv2d_lanes_NCHWc.x86", group_lanes_row, Rewrite::kBlockedConv,
+       pack_group_lanes, /*alternative=*/true, /*untuned_default=*/true},
       {"Gemm", "dense_pack.x86", dense_row, Rewrite::kDense},
       // A MatMul dense does not cover (a non-constant B) may still be a batch_matmul.
       {"MatMul", "dense_pack.x86", dense_row, Rewrite::kDense},

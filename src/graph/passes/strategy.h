@@ -11,6 +11,8 @@
 //           (an alternative)              C and OC >= 16
 //   Conv    depthwise_conv2d_NCHWc.x86    groups = C = OC, multiplier 1             kBlockedConv
 //   Conv    group_conv2d_NCHWc.x86        1 < groups, not depthwise                 kBlockedConv
+//   Conv    group_conv2d_lanes_NCHWc.x86  as above, C = OC, block(C) holds >= 2      kBlockedConv
+//           (an alternative)              whole groups
 //   Gemm    dense_pack.x86                transA 0, constant 2-D B                  kDense
 //   MatMul  dense_pack.x86                constant 2-D B (A flattened to [M, K])    kDense
 //   MatMul  batch_matmul.x86              two activations, batch dims match or none kPlain
