@@ -105,6 +105,28 @@ void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
   tile->vectorize(tile->axis(4));
 }
 
+void schedule_lane_window_conv(schedule::Schedule& sch, const TemplateInstance& inst,
+                               const Tensor& output, const Config& cfg,
+                               const std::string& template_name) {
+  auto [tile, out] = prepare_anchor(sch, inst.anchor, output, template_name);
+  for (auto& t : input_tensors(inst.anchor))
+    if (!t->is_placeholder) sch[t]->compute_inline();
+  auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
+  out->parallel(out->fuse({out->axis(0), out->axis(1), out->axis(2)}));
+  out->vectorize(out->axis(4));
+  tile->compute_at(out, ow[0]);
+  std::vector<IterVar> order;
+  const size_t reduce_axes = tile->op->reduce_axis.size();
+  for (size_t r = 0; r < reduce_axes; ++r) order.push_back(tile->reduce_axis(r));
+  order.push_back(tile->axis(3));
+  order.push_back(tile->axis(4));
+  tile->reorder(order);
+  if (cfg.knob("unroll_kw")) tile->unroll(tile->reduce_axis(1));
+  for (size_t r = 2; r < reduce_axes; ++r) tile->unroll(tile->reduce_axis(r));
+  tile->unroll(tile->axis(3));
+  tile->vectorize(tile->axis(4));
+}
+
 }  // namespace detail
 
 namespace {

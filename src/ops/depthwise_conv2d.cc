@@ -69,23 +69,7 @@ class DepthwiseConv2dNCHWc final : public OpTemplate {
 
   void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
                 const Config& cfg) const override {
-    auto [tile, out] = detail::prepare_anchor(sch, inst.anchor, output, name());
-    // The padding stage is inlined: each tap reads a clamped address and
-    // selects zero outside the image, instead of a whole padded copy of the
-    // input written and read back first (a memory-bound layer's traffic
-    // doubled: MobileNetV2's 96-channel 112x112 stride-2 layer, the int8
-    // twin's measurements in depthwise_conv2d_int8.h).
-    for (auto& t : input_tensors(inst.anchor))
-      if (!t->is_placeholder) sch[t]->compute_inline();
-    auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
-    out->parallel(out->fuse({out->axis(0), out->axis(1), out->axis(2)}));
-    out->vectorize(out->axis(4));
-
-    tile->compute_at(out, ow[0]);
-    tile->reorder({tile->reduce_axis(0), tile->reduce_axis(1), tile->axis(3), tile->axis(4)});
-    if (cfg.knob("unroll_kw")) tile->unroll(tile->reduce_axis(1));
-    tile->unroll(tile->axis(3));
-    tile->vectorize(tile->axis(4));
+    detail::schedule_lane_window_conv(sch, inst, output, cfg, name());
   }
 
   double flops(const Workload& w) const override {

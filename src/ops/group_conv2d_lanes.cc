@@ -86,23 +86,9 @@ class GroupConv2dLanesNCHWc final : public OpTemplate {
 
   void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
                 const Config& cfg) const override {
-    auto [tile, out] = detail::prepare_anchor(sch, inst.anchor, output, name());
-    // The padding inlined, as in depthwise_conv2d_NCHWc.x86: a copy of the
-    // input would double a memory-bound layer's traffic.
-    for (auto& t : input_tensors(inst.anchor))
-      if (!t->is_placeholder) sch[t]->compute_inline();
-    auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
-    out->parallel(out->fuse({out->axis(0), out->axis(1), out->axis(2)}));
-    out->vectorize(out->axis(4));
-    tile->compute_at(out, ow[0]);
-    tile->reorder({tile->reduce_axis(0), tile->reduce_axis(1), tile->reduce_axis(2), tile->axis(3),
-                   tile->axis(4)});
-    if (cfg.knob("unroll_kw")) tile->unroll(tile->reduce_axis(1));
-    // The group's channels unrolled: each j's lane permutation is then a
-    // constant shuffle of the same pixel's block.
-    tile->unroll(tile->reduce_axis(2));
-    tile->unroll(tile->axis(3));
-    tile->vectorize(tile->axis(4));
+    // The group's channels (the third reduce axis) are unrolled: each j's
+    // lane permutation is then a constant shuffle of the same pixel's block.
+    detail::schedule_lane_window_conv(sch, inst, output, cfg, name());
   }
 
   double flops(const Workload& w) const override {
