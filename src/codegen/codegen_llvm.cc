@@ -517,13 +517,15 @@ class CodeGenLLVM {
     if (*max_it - start >= lanes) return nullptr;
     llvm::Type* vt = vec(st, lanes);
     Value* first = b_.CreateAdd(emit_index(lo->base, i64()), b_.getInt64(start));
-    Value* p = b_.CreateInBoundsGEP(st, base, first);
     llvm::Align align = elem_align(op->buffer->dtype.element_of());
     Value* window;
     if ((*min_it == start && *max_it == start + lanes - 1) ||
         (is_multiple_of(lo->base, lanes) && whole_blocks(op->buffer, lanes))) {
-      window = b_.CreateAlignedLoad(vt, p, align);
+      window = b_.CreateAlignedLoad(vt, b_.CreateInBoundsGEP(st, base, first), align);
     } else {
+      // The window's start may lie before the buffer (only lanes from the
+      // lowest offset on are read): a plain GEP, not an inbounds one.
+      Value* p = b_.CreateGEP(st, base, first);
       std::vector<llvm::Constant*> bits;
       for (int i = 0; i < lanes; ++i)
         bits.push_back(b_.getInt1(i >= *min_it - start && i <= *max_it - start));
