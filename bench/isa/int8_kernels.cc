@@ -76,6 +76,19 @@ Workload dw_i8(int64_t c, int64_t hw, int64_t k, int64_t stride) {
 Workload dw_i8_whole(int64_t c, int64_t hw, int64_t k, int64_t stride) {
   return kiln::ops::depthwise_conv2d_int8_workload(dw_attrs(c, hw, k, stride), 3, true);
 }
+// A network's first conv: 7x7 stride 2 over 3 channels (ResNet's stem), with
+// 7-bit weights as `kiln quantize --reduce-range` writes them; `fold` packs
+// the dot over (kw, c) pairs (fold_kw=[1], ops/conv2d_int8.h).
+kiln::ops::Conv2DAttrs stem_attrs(int64_t hw) {
+  return {1, 3, hw, hw, 64, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1};
+}
+Workload stem_i8(int64_t hw, bool fold) {
+  Workload w = kiln::ops::conv2d_int8_workload(stem_attrs(hw), 3, /*narrow_weights=*/true);
+  return fold ? kiln::ops::with_folded_kw(w) : w;
+}
+Workload stem_f32(int64_t hw) {
+  return kiln::ops::conv2d_workload("conv2d_NCHWc.x86", stem_attrs(hw));
+}
 Workload dense_f32(int64_t m, int64_t n, int64_t k) {
   return kiln::ops::dense_workload("dense_pack.x86", {m, n, k});
 }
@@ -93,6 +106,10 @@ const std::vector<Case>& cases() {
        conv_i8(12, 9, 20, 3), conv_f32(12, 9, 20, 3)},
       {"conv 1x1 256->64 56x56", conv_i8(256, 56, 64, 1), conv_f32(256, 56, 64, 1),
        conv_i8(32, 7, 24, 1), conv_f32(32, 7, 24, 1)},
+      {"stem 7x7/2 3->64 224x224", stem_i8(224, false), stem_f32(224), stem_i8(13, false),
+       stem_f32(13)},
+      {"stem 7x7/2 3->64 224x224, fold_kw", stem_i8(224, true), stem_f32(224), stem_i8(13, true),
+       stem_f32(13)},
       {"dense 1024x1024x1024", kiln::ops::dense_int8_workload(1024, 1024, 1024),
        dense_f32(1024, 1024, 1024), kiln::ops::dense_int8_workload(31, 17, 41),
        dense_f32(31, 17, 41)},
@@ -147,7 +164,7 @@ Candidate compile_config(const Workload& w, const Config& cfg, const Target& tar
     int64_t n = 1;
     for (int64_t d : shapes[i]) n *= d;
     c.buffers.emplace_back(size_t(n) * types[i].bytes());
-    kiln::ops::fill_random(types[i], c.buffers.back().data(), n, rng);
+    t.fill_random_input(w, i, types[i], c.buffers.back().data(), n, rng);
     in_ptrs.push_back(c.buffers.back().data());
   }
   int64_t out_n = 1;

@@ -22,11 +22,47 @@ int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
 // 255 * 128 * C * KH * KW must stay below 2^31.
 constexpr int64_t kMaxReduction = 65792;
 
+constexpr const char* kFoldParam = "fold_kw";
+
 struct Attrs {
   Conv2DAttrs a;
   int64_t pad_value;
   bool narrow;  // weight_range=[7]: weights within [-64, 64] (ops/int8_weight_range.h)
+  bool fold;    // fold_kw=[1]: the dot runs over (kw, c) pairs (conv2d_int8.h)
 };
+
+// The channels of the folded conv: the C * KW bytes of a window row, in
+// whole 4-byte words.
+int64_t folded_channels(const Conv2DAttrs& a) { return round_up(a.in_channels * a.kernel_w, 4); }
+
+// The weight's shape: [OCo, ICo, KH, KW, icb/4, ocb, 4], or folded
+// [OCo, 1, KH, 1, Kp/4, ocb, 4].
+std::vector<int64_t> weight_shape(const Attrs& at, int64_t icb, int64_t ocb) {
+  const Conv2DAttrs& a = at.a;
+  int64_t OCo = ceil_div(a.out_channels, ocb);
+  if (at.fold) return {OCo, 1, a.kernel_h, 1, folded_channels(a) / 4, ocb, 4};
+  return {OCo, ceil_div(a.in_channels, icb), a.kernel_h, a.kernel_w, icb / 4, ocb, 4};
+}
+
+// fold_kw's gather: cols[n, 0, hp, ow, k] = the padded input at row hp, column
+// ow * sw + kw * dw, channel c (k = kw * C + c), or pad_value past C * KW. It
+// reads the padded stage, whose bounds hold for every k: the lanes past
+// C * KW read the last column's address, and the conv then reads cols without
+// bounds tests.
+Tensor gather_window_columns(const Tensor& padded, const Attrs& at) {
+  const Conv2DAttrs& a = at.a;
+  int64_t C = a.in_channels;
+  return compute(
+      {a.batch, 1, a.height + a.pad_top + a.pad_bottom, a.out_width(), folded_channels(a)},
+      [&](const std::vector<Var>& i) {
+        Expr kw = min(floordiv(i[4], make_int(C)), make_int(a.kernel_w - 1));
+        Expr w = i[3] * a.stride_w + kw * a.dilation_w;
+        return select(i[4] < C * a.kernel_w,
+                      read(padded, {i[0], make_int(0), i[2], w, floormod(i[4], make_int(C))}),
+                      make_int(at.pad_value, DataType::u8()));
+      },
+      "data_cols");
+}
 
 class Conv2dNCHWcInt8 final : public OpTemplate {
  public:
@@ -82,16 +118,19 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
     auto [icb, ocb] = blocks(w, cfg);
     int64_t ICo = ceil_div(a.in_channels, icb), OCo = ceil_div(a.out_channels, ocb);
     Tensor data = placeholder({a.batch, ICo, a.height, a.width, icb}, DataType::u8(), "data");
-    Tensor weight =
-        placeholder({OCo, ICo, a.kernel_h, a.kernel_w, icb / 4, ocb, 4}, DataType::i8(), "weight");
+    std::vector<int64_t> ws = weight_shape(at_, icb, ocb);
+    Tensor weight = placeholder({ws.begin(), ws.end()}, DataType::i8(), "weight");
+    // Folded: the window's columns are channels of the gathered stage, so the
+    // conv reads it at column ow and window column 0 (one kw, Kp/4 words).
     Tensor pad = detail::pad_u8_with_value(data, a, at_.pad_value);
-    IterVar ico = reduce_axis(ICo, "ico"), kh = reduce_axis(a.kernel_h, "kh"),
-            kw = reduce_axis(a.kernel_w, "kw"), icw = reduce_axis(icb / 4, "icw");
+    if (at_.fold) pad = gather_window_columns(pad, at_);
+    IterVar ico = reduce_axis(ws[1], "ico"), kh = reduce_axis(a.kernel_h, "kh"),
+            kw = reduce_axis(ws[3], "kw"), icw = reduce_axis(ws[4], "icw");
     Tensor out = ir::compute(
         {a.batch, OCo, a.out_height(), a.out_width(), ocb},
         [&](const std::vector<Var>& i) {
           Expr h = i[2] * a.stride_h + kh->var * a.dilation_h;
-          Expr x = i[3] * a.stride_w + kw->var * a.dilation_w;
+          Expr x = at_.fold ? Expr(i[3]) : i[3] * a.stride_w + kw->var * a.dilation_w;
           std::vector<Expr> da, wb;
           for (int j = 0; j < 4; ++j) {
             da.push_back(at(pad, i[0], ico->var, h, x, icw->var * 4 + j));
@@ -109,6 +148,7 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
   void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
                 const Config& cfg) const override {
     detail::schedule_conv_nchwc(sch, inst, output, cfg, name(), 0);
+    schedule_folded_stages(sch, inst);
   }
 
   bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {
@@ -140,11 +180,11 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
 
   std::vector<std::vector<int64_t>> input_shapes(const Workload& w,
                                                  const Config& cfg) const override {
-    Conv2DAttrs a = attrs(w).a;
+    Attrs at_ = attrs(w);
+    const Conv2DAttrs& a = at_.a;
     auto [icb, ocb] = blocks(w, cfg);
-    int64_t ICo = ceil_div(a.in_channels, icb), OCo = ceil_div(a.out_channels, ocb);
-    return {{a.batch, ICo, a.height, a.width, icb},
-            {OCo, ICo, a.kernel_h, a.kernel_w, icb / 4, ocb, 4}};
+    return {{a.batch, ceil_div(a.in_channels, icb), a.height, a.width, icb},
+            weight_shape(at_, icb, ocb)};
   }
 
   std::vector<int64_t> output_shape(const Workload& w, const Config& cfg) const override {
@@ -176,6 +216,7 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
     auto* data = static_cast<const uint8_t*>(in[0]);
     auto* weight = static_cast<const int8_t*>(in[1]);
     auto* out = static_cast<int32_t*>(output);
+    if (at_.fold) return reference_folded(at_, icb, ocb, data, weight, out);
     int64_t ICo = ceil_div(a.in_channels, icb), OCo = ceil_div(a.out_channels, ocb);
     int64_t OH = a.out_height(), OW = a.out_width();
     for (int64_t n = 0; n < a.batch; ++n)
@@ -205,6 +246,51 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
             }
   }
 
+  // fold_kw's two stages, at root with rows in parallel: the padding
+  // vectorized over its channel block, and the gather unrolled over its Kp
+  // bytes (constant offsets once unrolled; as one vector its lanes were a
+  // 24-lane gather, which made the stem slower than the unfolded conv).
+  static void schedule_folded_stages(schedule::Schedule& sch, const TemplateInstance& inst) {
+    for (const Tensor& cols : input_tensors(inst.anchor)) {
+      if (cols->is_placeholder || cols->name != "data_cols") continue;
+      sch[cols]->unroll(sch[cols]->axis(4));
+      for (const Tensor& pad : input_tensors(cols)) {
+        if (pad->is_placeholder) continue;
+        auto sp = sch[pad];
+        sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)}));
+        sp->vectorize(sp->axis(4));
+      }
+    }
+  }
+
+  // fold_kw: word k of a window row is channel k % C of column k / C, or
+  // pad_value past C * KW, as gather_window_columns reads it.
+  static void reference_folded(const Attrs& at, int64_t icb, int64_t ocb, const uint8_t* data,
+                               const int8_t* weight, int32_t* out) {
+    const Conv2DAttrs& a = at.a;
+    int64_t C = a.in_channels, Kp = folded_channels(a), OCo = ceil_div(a.out_channels, ocb);
+    int64_t OH = a.out_height(), OW = a.out_width();
+    for (int64_t n = 0; n < a.batch; ++n)
+      for (int64_t oco = 0; oco < OCo; ++oco)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow)
+            for (int64_t oci = 0; oci < ocb; ++oci) {
+              int64_t acc = 0;
+              for (int64_t kh = 0; kh < a.kernel_h; ++kh)
+                for (int64_t k = 0; k < Kp; ++k) {
+                  int64_t ih = oh * a.stride_h + kh * a.dilation_h - a.pad_top;
+                  int64_t iw = ow * a.stride_w + (k / C) * a.dilation_w - a.pad_left;
+                  bool inside =
+                      k < C * a.kernel_w && ih >= 0 && ih < a.height && iw >= 0 && iw < a.width;
+                  int64_t v = inside ? data[((n * a.height + ih) * a.width + iw) * icb + k % C]
+                                     : at.pad_value;
+                  acc += v * weight[((oco * a.kernel_h + kh) * Kp / 4 + k / 4) * ocb * 4 +
+                                    oci * 4 + k % 4];
+                }
+              out[(((n * OCo + oco) * OH + oh) * OW + ow) * ocb + oci] = static_cast<int32_t>(acc);
+            }
+  }
+
   Attrs attrs(const Workload& w) const {
     if (w.template_name != name()) detail::bad_workload(w, "is not a " + name() + " workload");
     if (w.dtype != "uint8")
@@ -216,7 +302,10 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
     if (a.in_channels * a.kernel_h * a.kernel_w > kMaxReduction)
       detail::bad_workload(
           w, "C * KH * KW > " + std::to_string(kMaxReduction) + " could overflow the int32 sum");
-    return {a, pv[0], narrow_weights(w)};
+    bool fold = conv2d_int8_folds_kw(w);
+    if (fold && !conv2d_int8_can_fold_kw(a))
+      detail::bad_workload(w, "fold_kw needs fewer than 4 input channels and a window wider than 1");
+    return {a, pv[0], narrow_weights(w), fold};
   }
 
   std::pair<int64_t, int64_t> blocks(const Workload& w, const Config& cfg) const {
@@ -262,6 +351,48 @@ std::vector<int8_t> pack_conv2d_int8_weight(const int8_t* w, int64_t oc, int64_t
           out[dst] = w[((o * ic + i) * kh + y) * kw + x];
         }
   return out;
+}
+
+bool conv2d_int8_folds_kw(const Workload& w) {
+  for (const auto& [name, values] : w.params) {
+    if (name != kFoldParam) continue;
+    if (values.size() != 1 || values[0] != 1)
+      detail::bad_workload(w, std::string(kFoldParam) + " must be [1] when present");
+    return true;
+  }
+  return false;
+}
+
+bool conv2d_int8_can_fold_kw(const Conv2DAttrs& a) {
+  return a.groups == 1 && a.in_channels < 4 && a.kernel_w > 1;
+}
+
+Workload with_folded_kw(Workload w) {
+  if (!conv2d_int8_folds_kw(w)) w.params.push_back({kFoldParam, {1}});
+  return w;
+}
+
+std::vector<int8_t> pack_conv2d_int8_weight_folded_kw(const int8_t* w, int64_t oc, int64_t ic,
+                                                      int64_t kh, int64_t kw, int64_t ocb) {
+  // [OC, ic, KH, KW] -> [OC, KW * ic, KH, 1] (k = x * ic + c), then the plain
+  // packing with one block of Kp channels.
+  std::vector<int8_t> rows(static_cast<size_t>(oc * ic * kw * kh));
+  for (int64_t o = 0; o < oc; ++o)
+    for (int64_t c = 0; c < ic; ++c)
+      for (int64_t y = 0; y < kh; ++y)
+        for (int64_t x = 0; x < kw; ++x)
+          rows[static_cast<size_t>((o * ic * kw + x * ic + c) * kh + y)] =
+              w[((o * ic + c) * kh + y) * kw + x];
+  return pack_conv2d_int8_weight(rows.data(), oc, ic * kw, kh, 1, round_up(ic * kw, 4), ocb);
+}
+
+std::vector<int8_t> pack_conv2d_int8_weight(const int8_t* w, const Workload& wl,
+                                            const schedule::Config& cfg) {
+  const std::vector<int64_t>& k = wl.get("kernel");
+  int64_t icb = cfg.knob("ic_bn"), ocb = cfg.knob("oc_bn");
+  if (conv2d_int8_folds_kw(wl))
+    return pack_conv2d_int8_weight_folded_kw(w, k[0], k[1], k[2], k[3], ocb);
+  return pack_conv2d_int8_weight(w, k[0], k[1], k[2], k[3], icb, ocb);
 }
 
 std::vector<uint8_t> nchw_to_nchwc_u8(const uint8_t* x, int64_t n, int64_t c, int64_t h, int64_t w,

@@ -10,7 +10,7 @@
 // into the bias stays exact at the borders too); optionally weight_range=[7]
 // (every weight within [-64, 64]: the dot is pmaddubsw + pmaddwd on x86 without
 // VNNI, ops/int8_weight_range.h; the tuner draws its random weights from that
-// range); dtype "uint8"; groups 1.
+// range); optionally fold_kw=[1] (below); dtype "uint8"; groups 1.
 //
 // Inputs: data uint8 [N, ceil(C/ic_bn), H, W, ic_bn] (ic_bn a multiple of 4;
 // channels past C, if any, are read and meet zero weights), weight int8
@@ -40,6 +40,19 @@
 // window outside the input-channel blocks: the other order spilled the tile of
 // 3x3 convolutions, see the fallback).
 // The sum is exact in int32 for C * KH * KW <= 65792.
+//
+// fold_kw=[1], for C < 4 (a network's RGB or grayscale input): a 4-byte dot
+// over 3 real channels and one padding channel wastes a quarter of every
+// multiply (the ResNet stem ran at 75 % of the other convs' rate). Folded, the
+// dot runs over (kw, c) pairs instead: a stage of the kernel gathers, per
+// padded input row and output column, the C * KW bytes the window row reads,
+// k = kw * C + c, padded to Kp = C * KW rounded up to 4 with pad_value; the
+// conv is then KH x 1 over Kp channels (21 of 24 lanes used for 7x7 RGB).
+// The data input is unchanged (NCHW[ic_bn]c, ic_bn = 4); the weight is
+// [ceil(OC/oc_bn), 1, KH, 1, Kp/4, oc_bn, 4]
+// (pack_conv2d_int8_weight_folded_kw). The graph sets it for every int8 conv
+// with C < 4 and KW > 1 (graph/passes/strategy.cc); being a workload
+// parameter, it keys its own tuning records.
 #pragma once
 
 #include <cstdint>
@@ -57,9 +70,23 @@ const OpTemplate& conv2d_nchwc_int8_template();
 // checked that every weight is within [-64, 64]).
 Workload conv2d_int8_workload(const Conv2DAttrs& a, int64_t pad_value, bool narrow_weights = false);
 
+// Whether w carries fold_kw=[1]; absent: false, any other value a bad workload.
+bool conv2d_int8_folds_kw(const Workload& w);
+// Whether fold_kw applies to a conv of these attributes: C < 4, KW > 1, groups 1.
+bool conv2d_int8_can_fold_kw(const Conv2DAttrs& a);
+// w with fold_kw=[1] appended.
+Workload with_folded_kw(Workload w);
+
 // OIHW int8 weight -> [ceil(OC/ocb), ceil(IC/icb), KH, KW, icb/4, ocb, 4], zero filled.
 std::vector<int8_t> pack_conv2d_int8_weight(const int8_t* w, int64_t oc, int64_t ic, int64_t kh,
                                             int64_t kw, int64_t icb, int64_t ocb);
+// OIHW int8 weight -> the folded form [ceil(OC/ocb), 1, KH, 1, Kp/4, ocb, 4],
+// k = kw * IC + c, Kp = IC * KW rounded up to 4, zero filled.
+std::vector<int8_t> pack_conv2d_int8_weight_folded_kw(const int8_t* w, int64_t oc, int64_t ic,
+                                                      int64_t kh, int64_t kw, int64_t ocb);
+// The weight packing of workload w under cfg: folded or not.
+std::vector<int8_t> pack_conv2d_int8_weight(const int8_t* w, const Workload& wl,
+                                            const schedule::Config& cfg);
 // NCHW uint8 -> [N, ceil(C/cb), H, W, cb]; channels past C are `fill`.
 std::vector<uint8_t> nchw_to_nchwc_u8(const uint8_t* x, int64_t n, int64_t c, int64_t h, int64_t w,
                                       int64_t cb, uint8_t fill);

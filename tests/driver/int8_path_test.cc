@@ -328,7 +328,8 @@ void expect_eight_bit_note(const std::string& model) {
 // whose constant weight lies entirely within [-64, 64] gets weight_range=[7] on
 // a target without a dot instruction (haswell), and its kernel is pmaddubsw +
 // pmaddwd; a weight of 65 or -65 keeps the exact vpmaddwd sequence; a target
-// with VNNI never gets the parameter. Built for haswell (which this machine
+// with VNNI never gets the parameter. A conv of 3 channels gets fold_kw=[1] on
+// haswell only. Built for haswell (which this machine
 // runs) and for this machine, both bit-exact against the interpreter.
 TEST(Int8Path, SevenBitWeightsTakeThePmaddubswPathOnlyWhenInRange) {
   if (!codegen::Target::host().has_feature("avx2")) GTEST_SKIP() << "the host has no AVX2";
@@ -395,11 +396,16 @@ TEST(Int8Path, SevenBitWeightsTakeThePmaddubswPathOnlyWhenInRange) {
       // conv1 (cin channels in) and the MatMul are in range, conv2 (mid in) is not.
       bool conv2 = key.find("data=[1," + std::to_string(mid) + ",") != std::string::npos;
       EXPECT_EQ(has, !conv2) << key;
+      // Case 0's conv1 reads 3 channels: its dot runs over (kw, c) pairs.
+      bool three_in = key.find("data=[1,3,") != std::string::npos;
+      EXPECT_EQ(key.find("fold_kw=[1]") != std::string::npos, three_in) << key;
     }
     EXPECT_EQ(narrow, 2);
     EXPECT_EQ(exact, 1);
-    for (const std::string& key : driver::template_workloads(g, icx.isa()))
+    for (const std::string& key : driver::template_workloads(g, icx.isa())) {
       EXPECT_EQ(key.find("weight_range"), std::string::npos) << "VNNI: " << key;
+      EXPECT_EQ(key.find("fold_kw"), std::string::npos) << "VNNI: " << key;
+    }
     if (c == 0) expect_eight_bit_note(path);
 
     std::string asm_dir = dir.file("kernels");

@@ -339,13 +339,22 @@ struct ConvShape {
   std::vector<int64_t> strides, pads, dilation;
 };
 
+ops::Conv2DAttrs conv_attrs(const ConvShape& s) {
+  return {s.n,       s.c,       s.h,       s.w,           s.oc,          s.kh,
+          s.kw,      s.strides[0], s.strides[1], s.pads[0], s.pads[1], s.pads[2],
+          s.pads[3], s.dilation[0], s.dilation[1], 1};
+}
+
+// fold: the workload's fold_kw=[1] (the dot over (kw, c) pairs): the same
+// plain convolution must come out, from the folded weight packing.
 void check_conv(const ConvShape& s, int64_t pad_value, const Config& cfg, const IsaRow& row,
-                std::mt19937_64& rng, bool narrow = false) {
+                std::mt19937_64& rng, bool narrow = false, bool fold = false) {
   const ops::OpTemplate& t = ops::conv2d_nchwc_int8_template();
   ops::Conv2DAttrs a{s.n,       s.c,           s.h,           s.w,       s.oc,      s.kh,
                      s.kw,      s.strides[0],  s.strides[1],  s.pads[0], s.pads[1], s.pads[2],
                      s.pads[3], s.dilation[0], s.dilation[1], 1};
   Workload w = ops::conv2d_int8_workload(a, pad_value, narrow);
+  if (fold) w = ops::with_folded_kw(w);
   SCOPED_TRACE(row.what + ": " + w.key() + " " + cfg.to_json());
   int64_t icb = cfg.knob("ic_bn"), ocb = cfg.knob("oc_bn");
   int64_t OH = a.out_height(), OW = a.out_width(), OCo = (s.oc + ocb - 1) / ocb;
@@ -361,7 +370,7 @@ void check_conv(const ConvShape& s, int64_t pad_value, const Config& cfg, const 
   }
   // Channels past C hold 77: they meet zero weights.
   std::vector<uint8_t> xb = ops::nchw_to_nchwc_u8(x.data(), s.n, s.c, s.h, s.w, icb, 77);
-  std::vector<int8_t> wb = ops::pack_conv2d_int8_weight(wt.data(), s.oc, s.c, s.kh, s.kw, icb, ocb);
+  std::vector<int8_t> wb = ops::pack_conv2d_int8_weight(wt.data(), w, cfg);
   auto shapes = t.input_shapes(w, cfg);
   ASSERT_EQ(int64_t(xb.size()), product(shapes[0]));
   ASSERT_EQ(int64_t(wb.size()), product(shapes[1]));
@@ -454,6 +463,58 @@ TEST(Conv2dNCHWcInt8, SevenBitWeightsBitExactOnEveryLowering) {
       for (int i = 0; i < configs_per_shape(2); ++i) configs.push_back(t.space(w).random(rng));
       for (const Config& cfg : configs) check_conv(s, pad_value, cfg, row, rng, true);
     }
+}
+
+// fold_kw (C < 4): RGB and grayscale inputs, windows of 2 to 7 columns, so
+// that C * KW leaves 0 to 3 padding bytes in its last word; strides, uneven
+// pads, dilation in either axis, widths no tile divides, batch 2; exact and
+// 7-bit weights; the fallback and random configs, on every lowering.
+TEST(Conv2dNCHWcInt8, FoldedWindowColumnsBitExactOnEveryLowering) {
+  const ops::OpTemplate& t = ops::conv2d_nchwc_int8_template();
+  std::mt19937_64 rng(29);
+  const ConvShape shapes[] = {
+      {1, 3, 23, 21, 20, 7, 7, {2, 2}, {3, 3, 3, 3}, {1, 1}},  // ResNet's stem, small
+      {1, 3, 11, 13, 16, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}},  // MobileNet's stem: 9 -> 12
+      {2, 1, 9, 10, 8, 5, 5, {1, 1}, {2, 0, 1, 2}, {1, 1}},    // grayscale, 5 -> 8
+      {1, 2, 8, 15, 12, 3, 4, {1, 3}, {0, 2, 1, 1}, {2, 2}},   // 8 of 8, dilated
+      {1, 3, 6, 7, 4, 2, 2, {1, 1}, {0, 0, 0, 0}, {1, 1}},     // 6 -> 8, no padding
+  };
+  for (const IsaRow& row : isa_rows())
+    for (const ConvShape& s : shapes)
+      for (bool narrow : {false, true}) {
+        int64_t pad_value = std::uniform_int_distribution<int64_t>(0, 255)(rng);
+        Workload w = ops::with_folded_kw(ops::conv2d_int8_workload(conv_attrs(s), pad_value, narrow));
+        std::vector<Config> configs = {t.fallback(w, row.target.isa())};
+        for (int i = 0; i < configs_per_shape(2); ++i) configs.push_back(t.space(w).random(rng));
+        for (const Config& cfg : configs) check_conv(s, pad_value, cfg, row, rng, narrow, true);
+      }
+}
+
+// fold_kw is part of the key, only [1] and C < 4 with KW > 1 are accepted, and
+// the folded weight holds Kp = C * KW rounded up to 4 bytes per window row.
+TEST(Conv2dNCHWcInt8, FoldedWindowColumnsWorkload) {
+  const ops::OpTemplate& t = ops::conv2d_nchwc_int8_template();
+  ops::Conv2DAttrs a{1, 3, 224, 224, 64, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1};
+  Workload w = ops::with_folded_kw(ops::conv2d_int8_workload(a, 5));
+  EXPECT_EQ(w.key(),
+            "conv2d_NCHWc_int8.x86(data=[1,3,224,224],kernel=[64,3,7,7],strides=[2,2],"
+            "pads=[3,3,3,3],dilation=[1,1],pad_value=[5],fold_kw=[1],dtype=uint8)");
+  EXPECT_TRUE(ops::conv2d_int8_folds_kw(w));
+  Config cfg = t.fallback(w, Isa{});
+  EXPECT_EQ(t.input_shapes(w, cfg)[1],
+            (std::vector<int64_t>{64 / cfg.knob("oc_bn"), 1, 7, 1, 6, cfg.knob("oc_bn"), 4}));
+  EXPECT_EQ(t.input_shapes(w, cfg)[0], (std::vector<int64_t>{1, 1, 224, 224, 4}));
+  Workload bad = w;
+  bad.params.back().second = {2};
+  EXPECT_THROW(t.space(bad), std::invalid_argument);
+  ops::Conv2DAttrs four = a;
+  four.in_channels = 4;
+  EXPECT_FALSE(ops::conv2d_int8_can_fold_kw(four));
+  Workload w4 = ops::conv2d_int8_workload(four, 5);
+  EXPECT_THROW(t.space(ops::with_folded_kw(w4)), std::invalid_argument);
+  ops::Conv2DAttrs narrow_window = a;
+  narrow_window.kernel_w = 1;
+  EXPECT_FALSE(ops::conv2d_int8_can_fold_kw(narrow_window));
 }
 
 // weight_range is part of the key, only [7] is accepted, the tuner's random
