@@ -284,8 +284,8 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
                       k < C * a.kernel_w && ih >= 0 && ih < a.height && iw >= 0 && iw < a.width;
                   int64_t v = inside ? data[((n * a.height + ih) * a.width + iw) * icb + k % C]
                                      : at.pad_value;
-                  acc += v * weight[((oco * a.kernel_h + kh) * Kp / 4 + k / 4) * ocb * 4 +
-                                    oci * 4 + k % 4];
+                  acc += v * weight[((oco * a.kernel_h + kh) * Kp / 4 + k / 4) * ocb * 4 + oci * 4 +
+                                    k % 4];
                 }
               out[(((n * OCo + oco) * OH + oh) * OW + ow) * ocb + oci] = static_cast<int32_t>(acc);
             }
@@ -304,7 +304,8 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
           w, "C * KH * KW > " + std::to_string(kMaxReduction) + " could overflow the int32 sum");
     bool fold = conv2d_int8_folds_kw(w);
     if (fold && !conv2d_int8_can_fold_kw(a))
-      detail::bad_workload(w, "fold_kw needs fewer than 4 input channels and a window wider than 1");
+      detail::bad_workload(w,
+                           "fold_kw needs fewer than 4 input channels and a window wider than 1");
     return {a, pv[0], narrow_weights(w), fold};
   }
 

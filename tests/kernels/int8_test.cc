@@ -340,8 +340,8 @@ struct ConvShape {
 };
 
 ops::Conv2DAttrs conv_attrs(const ConvShape& s) {
-  return {s.n,       s.c,       s.h,       s.w,           s.oc,          s.kh,
-          s.kw,      s.strides[0], s.strides[1], s.pads[0], s.pads[1], s.pads[2],
+  return {s.n,       s.c,           s.h,           s.w,       s.oc,      s.kh,
+          s.kw,      s.strides[0],  s.strides[1],  s.pads[0], s.pads[1], s.pads[2],
           s.pads[3], s.dilation[0], s.dilation[1], 1};
 }
 
@@ -483,7 +483,8 @@ TEST(Conv2dNCHWcInt8, FoldedWindowColumnsBitExactOnEveryLowering) {
     for (const ConvShape& s : shapes)
       for (bool narrow : {false, true}) {
         int64_t pad_value = std::uniform_int_distribution<int64_t>(0, 255)(rng);
-        Workload w = ops::with_folded_kw(ops::conv2d_int8_workload(conv_attrs(s), pad_value, narrow));
+        Workload w =
+            ops::with_folded_kw(ops::conv2d_int8_workload(conv_attrs(s), pad_value, narrow));
         std::vector<Config> configs = {t.fallback(w, row.target.isa())};
         for (int i = 0; i < configs_per_shape(2); ++i) configs.push_back(t.space(w).random(rng));
         for (const Config& cfg : configs) check_conv(s, pad_value, cfg, row, rng, narrow, true);

@@ -211,8 +211,7 @@ std::vector<Workload> workloads_of(const std::string& name) {
             c8(conv(2, 8, 10, 13, 20, 3, 3, {1, 1}, {2, 2, 2, 2}, {2, 2}), 255),
             c8(conv(1, 32, 3, 3, 100, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}), 0),
             // fold_kw: the dot over (kw, c) pairs, 3 x 7 -> 24 bytes
-            ops::with_folded_kw(
-                c8(conv(1, 3, 17, 15, 20, 7, 7, {2, 2}, {3, 3, 3, 3}, {1, 1}), 9))};
+            ops::with_folded_kw(c8(conv(1, 3, 17, 15, 20, 7, 7, {2, 2}, {3, 3, 3, 3}, {1, 1}), 9))};
   }
   // Whole-channel blocks (C 3 -> 4, OC 30 -> 32): the stem's 7x7, a strided 3x3
   // with a 64-byte K tail, a 1x1 (the direct path). amx_conv_template_test.cc has more.

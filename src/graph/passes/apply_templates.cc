@@ -287,10 +287,10 @@ void Rewriter::rewrite_qlinear_conv(const Node& n, const ops::OpTemplate& t, con
   // The AMX template packs [K, OC] by 16 columns, whatever its blocks.
   bool depthwise = &t == &ops::depthwise_conv2d_nchwc_int8_template();
   bool amx = &t == &ops::conv2d_nchwc_int8_amx_template();
-  std::vector<int8_t> packed =
-      depthwise ? ops::pack_depthwise_int8_weight(wv.data(), OC, KH, KW, ocb)
-      : amx     ? ops::pack_conv2d_int8_amx_weight(wv.data(), OC, C, KH, KW)
-                : ops::pack_conv2d_int8_weight(wv.data(), w, cfg);
+  std::vector<int8_t> packed = depthwise
+                                   ? ops::pack_depthwise_int8_weight(wv.data(), OC, KH, KW, ocb)
+                               : amx ? ops::pack_conv2d_int8_amx_weight(wv.data(), OC, C, KH, KW)
+                                     : ops::pack_conv2d_int8_weight(wv.data(), w, cfg);
   std::string w_packed = add_constant(n.name + "/weight_packed",
                                       typed_tensor<int8_t>("int8", in_shapes.at(1), packed));
 
