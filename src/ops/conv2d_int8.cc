@@ -216,34 +216,49 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
     auto* data = static_cast<const uint8_t*>(in[0]);
     auto* weight = static_cast<const int8_t*>(in[1]);
     auto* out = static_cast<int32_t*>(output);
-    if (at_.fold) return reference_folded(at_, icb, ocb, data, weight, out);
     int64_t ICo = ceil_div(a.in_channels, icb), OCo = ceil_div(a.out_channels, ocb);
     int64_t OH = a.out_height(), OW = a.out_width();
+    // The value a tap reads: the image, or pad_value outside it.
+    auto value = [&](int64_t n, int64_t ico, int64_t ih, int64_t iw, int64_t ici) -> int64_t {
+      bool inside = ih >= 0 && ih < a.height && iw >= 0 && iw < a.width;
+      return inside ? data[(((n * ICo + ico) * a.height + ih) * a.width + iw) * icb + ici]
+                    : at_.pad_value;
+    };
+    // The plain form: every channel of the padded blocks, window by window.
+    auto plain = [&](int64_t n, int64_t oco, int64_t oh, int64_t ow, int64_t oci) {
+      int64_t acc = 0;
+      for (int64_t ico = 0; ico < ICo; ++ico)
+        for (int64_t kh = 0; kh < a.kernel_h; ++kh)
+          for (int64_t kw = 0; kw < a.kernel_w; ++kw) {
+            int64_t ih = oh * a.stride_h + kh * a.dilation_h - a.pad_top;
+            int64_t iw = ow * a.stride_w + kw * a.dilation_w - a.pad_left;
+            const int8_t* k =
+                weight + (((oco * ICo + ico) * a.kernel_h + kh) * a.kernel_w + kw) * icb * ocb;
+            for (int64_t ici = 0; ici < icb; ++ici)
+              acc += value(n, ico, ih, iw, ici) * k[((ici / 4) * ocb + oci) * 4 + ici % 4];
+          }
+      return acc;
+    };
+    // fold_kw: word k of a window row is channel k % C of column k / C, or
+    // pad_value past C * KW, as gather_window_columns reads it.
+    auto folded = [&](int64_t n, int64_t oco, int64_t oh, int64_t ow, int64_t oci) {
+      int64_t C = a.in_channels, Kp = folded_channels(a), acc = 0;
+      for (int64_t kh = 0; kh < a.kernel_h; ++kh)
+        for (int64_t k = 0; k < Kp; ++k) {
+          int64_t ih = oh * a.stride_h + kh * a.dilation_h - a.pad_top;
+          int64_t iw = ow * a.stride_w + (k / C) * a.dilation_w - a.pad_left;
+          int64_t v = k < C * a.kernel_w ? value(n, 0, ih, iw, k % C) : at_.pad_value;
+          acc += v * weight[(((oco * a.kernel_h + kh) * (Kp / 4) + k / 4) * ocb + oci) * 4 + k % 4];
+        }
+      return acc;
+    };
     for (int64_t n = 0; n < a.batch; ++n)
       for (int64_t oco = 0; oco < OCo; ++oco)
         for (int64_t oh = 0; oh < OH; ++oh)
           for (int64_t ow = 0; ow < OW; ++ow)
-            for (int64_t oci = 0; oci < ocb; ++oci) {
-              int64_t acc = 0;
-              for (int64_t ico = 0; ico < ICo; ++ico)
-                for (int64_t kh = 0; kh < a.kernel_h; ++kh)
-                  for (int64_t kw = 0; kw < a.kernel_w; ++kw) {
-                    int64_t ih = oh * a.stride_h + kh * a.dilation_h - a.pad_top;
-                    int64_t iw = ow * a.stride_w + kw * a.dilation_w - a.pad_left;
-                    bool inside = ih >= 0 && ih < a.height && iw >= 0 && iw < a.width;
-                    const uint8_t* x =
-                        inside ? data + (((n * ICo + ico) * a.height + ih) * a.width + iw) * icb
-                               : nullptr;
-                    const int8_t* k =
-                        weight +
-                        (((oco * ICo + ico) * a.kernel_h + kh) * a.kernel_w + kw) * icb * ocb;
-                    for (int64_t ici = 0; ici < icb; ++ici) {
-                      int64_t v = inside ? x[ici] : at_.pad_value;
-                      acc += v * k[((ici / 4) * ocb + oci) * 4 + ici % 4];
-                    }
-                  }
-              out[(((n * OCo + oco) * OH + oh) * OW + ow) * ocb + oci] = static_cast<int32_t>(acc);
-            }
+            for (int64_t oci = 0; oci < ocb; ++oci)
+              out[(((n * OCo + oco) * OH + oh) * OW + ow) * ocb + oci] = static_cast<int32_t>(
+                  at_.fold ? folded(n, oco, oh, ow, oci) : plain(n, oco, oh, ow, oci));
   }
 
   // fold_kw's two stages, at root with rows in parallel: the padding
@@ -261,34 +276,6 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
         sp->vectorize(sp->axis(4));
       }
     }
-  }
-
-  // fold_kw: word k of a window row is channel k % C of column k / C, or
-  // pad_value past C * KW, as gather_window_columns reads it.
-  static void reference_folded(const Attrs& at, int64_t icb, int64_t ocb, const uint8_t* data,
-                               const int8_t* weight, int32_t* out) {
-    const Conv2DAttrs& a = at.a;
-    int64_t C = a.in_channels, Kp = folded_channels(a), OCo = ceil_div(a.out_channels, ocb);
-    int64_t OH = a.out_height(), OW = a.out_width();
-    for (int64_t n = 0; n < a.batch; ++n)
-      for (int64_t oco = 0; oco < OCo; ++oco)
-        for (int64_t oh = 0; oh < OH; ++oh)
-          for (int64_t ow = 0; ow < OW; ++ow)
-            for (int64_t oci = 0; oci < ocb; ++oci) {
-              int64_t acc = 0;
-              for (int64_t kh = 0; kh < a.kernel_h; ++kh)
-                for (int64_t k = 0; k < Kp; ++k) {
-                  int64_t ih = oh * a.stride_h + kh * a.dilation_h - a.pad_top;
-                  int64_t iw = ow * a.stride_w + (k / C) * a.dilation_w - a.pad_left;
-                  bool inside =
-                      k < C * a.kernel_w && ih >= 0 && ih < a.height && iw >= 0 && iw < a.width;
-                  int64_t v = inside ? data[((n * a.height + ih) * a.width + iw) * icb + k % C]
-                                     : at.pad_value;
-                  acc += v * weight[((oco * a.kernel_h + kh) * Kp / 4 + k / 4) * ocb * 4 + oci * 4 +
-                                    k % 4];
-                }
-              out[(((n * OCo + oco) * OH + oh) * OW + ow) * ocb + oci] = static_cast<int32_t>(acc);
-            }
   }
 
   Attrs attrs(const Workload& w) const {
