@@ -655,9 +655,10 @@ int wait_exit_code(pid_t pid) {
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
 }
 
-TEST_F(RecordsTest, TwoWriterProcessesLoseNothing) {
+// Two writer processes of 500 transactions each lose nothing, and returns how
+// often the commit order switched between them (1: one ran after the other).
+int run_two_writers(const std::string& path) {
   namespace w = kiln::tuner::records_testing;
-  std::string path = file("shared.db");  // created by whichever child comes first
   auto t0 = std::chrono::steady_clock::now();
   Child a = spawn_writer(path, 500, "a");
   Child b = spawn_writer(path, 500, "b");
@@ -681,19 +682,30 @@ TEST_F(RecordsTest, TwoWriterProcessesLoseNothing) {
   for (const char* tag : {"a", "b"})
     for (int i = 0; i < 500; ++i) {
       Record r = w::writer_record(tag, i);
-      ASSERT_TRUE(db.has_config(r.workload_key, r.target_key, r.config_json)) << tag << i;
+      EXPECT_TRUE(db.has_config(r.workload_key, r.target_key, r.config_json)) << tag << i;
     }
   Record a7 = w::writer_record("a", 7);
   std::vector<Record> same = db.records(a7.workload_key, a7.target_key);
   EXPECT_NE(std::find(same.begin(), same.end(), a7), same.end());
   RawDB raw(path);
   EXPECT_EQ(raw.one("PRAGMA integrity_check"), "ok");
-  // How often the commit order switches between the writers (1: one ran after the other).
   std::vector<std::string> order = raw.column("SELECT workload_key FROM records ORDER BY id");
   int switches = 0;
   for (size_t i = 1; i < order.size(); ++i) switches += order[i][7] != order[i - 1][7];
   std::printf("commit order switched writers %d times\n", switches);
-  EXPECT_GE(switches, 2) << "the writers ran one after the other: nothing concurrent was tested";
+  return switches;
+}
+
+// Every run must lose nothing. The writers must also interleave, or nothing
+// concurrent was tested: on a loaded 2-core machine (ctest -j2 beside the
+// heaviest tests) one writer was once descheduled for all of the other's 0.3 s,
+// so a run without interleaving is repeated, up to 3 times, on a fresh database.
+TEST_F(RecordsTest, TwoWriterProcessesLoseNothing) {
+  int switches = 0;
+  for (int attempt = 0; attempt < 3 && switches < 2 && !HasFailure(); ++attempt)
+    switches = run_two_writers(file("shared" + std::to_string(attempt) + ".db"));
+  EXPECT_GE(switches, 2) << "the writers ran one after the other 3 times: nothing concurrent "
+                            "was tested";
 }
 
 TEST_F(RecordsTest, WriterKilledMidwayKeepsEveryCommittedRecord) {
