@@ -211,7 +211,9 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
                        void* output) const override {
     Attrs at_ = attrs(w);
     const Conv2DAttrs& a = at_.a;
-    auto [icb, ocb] = blocks(w, cfg);
+    // Plain names, not a structured binding: C++17 lambdas cannot capture one.
+    const std::pair<int64_t, int64_t> block = blocks(w, cfg);
+    const int64_t icb = block.first, ocb = block.second;
     if (in.size() != 2) detail::bad_workload(w, "reference needs data and weight");
     auto* data = static_cast<const uint8_t*>(in[0]);
     auto* weight = static_cast<const int8_t*>(in[1]);
