@@ -754,25 +754,29 @@ class CodeGenLLVM {
     return b_.CreateShuffleVector(two, two, idx);
   }
 
-  static const CallNode* zero_acc_dot2_bf16(const Expr& e) {
+  // A pair dot product (dot2_bf16 or dot2_i16) whose accumulator is zero.
+  static const CallNode* zero_acc_dot2(const Expr& e) {
     auto* c = e.as<CallNode>();
-    if (!c || c->op != Intrinsic::DotBF16) return nullptr;
+    if (!c || (c->op != Intrinsic::DotBF16 && c->op != Intrinsic::DotI16)) return nullptr;
     const Expr* acc = &c->args[0];
     if (auto* bc = acc->as<BroadcastNode>()) acc = &bc->value;
-    auto* f = acc->as<FloatImmNode>();
-    return f && f->value == 0.0 ? c : nullptr;
+    if (auto* f = acc->as<FloatImmNode>()) return f->value == 0.0 ? c : nullptr;
+    return is_zero(*acc) ? c : nullptr;
   }
-  Value* emit_dot2_bf16_call(const CallNode* op, Value* acc_override = nullptr) {
+  Value* emit_pair_dot(const CallNode* op, Value* acc, Value* a, Value* bb) {
+    if (op->op == Intrinsic::DotI16) return emit_dot2_i16(b_, target_, acc, a, bb);
+    return emit_dot2_bf16(b_, target_, acc, a, bb);
+  }
+  // dot2_bf16 and dot2_i16: pairs of 16-bit elements.
+  Value* emit_dot2_call(const CallNode* op, Value* acc_override = nullptr) {
     Value* acc = acc_override ? acc_override : emit(op->args[0]);
-    if (op->args.size() == 3)
-      return emit_dot2_bf16(b_, target_, acc, emit(op->args[1]), emit(op->args[2]));
+    if (op->args.size() == 3) return emit_pair_dot(op, acc, emit(op->args[1]), emit(op->args[2]));
     // The element form: interleave a0, a1 (and b0, b1) into <2N x i16> pairs,
     // broadcasting a one-lane argument (dot2_pairs: one load where they are
     // neighbours in memory).
     int n = op->dtype.lanes;
     if (Value* a = dot2_pairs(op->args[1], op->args[2], n))
-      if (Value* bb = dot2_pairs(op->args[3], op->args[4], n))
-        return emit_dot2_bf16(b_, target_, acc, a, bb);
+      if (Value* bb = dot2_pairs(op->args[3], op->args[4], n)) return emit_pair_dot(op, acc, a, bb);
     auto lanes = [&](int i) {
       Value* v = emit(op->args[i]);
       if (op->args[i].dtype().lanes == 1) v = b_.CreateVectorSplat(n, v);
@@ -790,7 +794,7 @@ class CodeGenLLVM {
     };
     Value* a = pair(lanes(1), lanes(2));
     Value* bb = pair(lanes(3), lanes(4));
-    return emit_dot2_bf16(b_, target_, acc, a, bb);
+    return emit_pair_dot(op, acc, a, bb);
   }
 
   Value* emit_binary(const BinaryNode* op) {
@@ -801,8 +805,9 @@ class CodeGenLLVM {
       // The same for dot2_bf16: x + dot2_bf16(0, a, b) becomes dot2_bf16(x, a, b),
       // one vdpbf16ps. In float this reassociates (x + p1) + p0 for x + (p1 + p0):
       // the accumulation order of a reduction, which templates tolerate anyway.
-      if (auto* c = zero_acc_dot2_bf16(op->b)) return emit_dot2_bf16_call(c, emit(op->a));
-      if (auto* c = zero_acc_dot2_bf16(op->a)) return emit_dot2_bf16_call(c, emit(op->b));
+      // And for dot2_i16 (exact: wrapping int32 adds associate).
+      if (auto* c = zero_acc_dot2(op->b)) return emit_dot2_call(c, emit(op->a));
+      if (auto* c = zero_acc_dot2(op->a)) return emit_dot2_call(c, emit(op->b));
     }
     if (op->b.dtype() != t)
       fail(std::string("binary operands of different types: ") + t.str() + " and " +
@@ -989,7 +994,7 @@ class CodeGenLLVM {
   Value* emit_call(const CallNode* op) {
     DataType t = op->dtype;
     if (is_dot4_u8i8(op->op)) return emit_dot4(op);
-    if (op->op == Intrinsic::DotBF16) return emit_dot2_bf16_call(op);
+    if (op->op == Intrinsic::DotBF16 || op->op == Intrinsic::DotI16) return emit_dot2_call(op);
     if (op->op == Intrinsic::AmxGemm) return emit_amx_gemm_call(op);
     if (!t.is_float()) fail(std::string(intrinsic_name(op->op)) + " on " + t.str());
     std::vector<Value*> args;
@@ -1018,6 +1023,7 @@ class CodeGenLLVM {
       case Intrinsic::DotU8I8: break;         // emit_call handles it
       case Intrinsic::DotU8I8NarrowB: break;  // emit_call handles it
       case Intrinsic::DotBF16: break;         // emit_call handles it
+      case Intrinsic::DotI16: break;          // emit_call handles it
       case Intrinsic::AmxGemm: break;         // emit_call handles it
       case Intrinsic::Pow: return llvm_intrin(llvm::Intrinsic::pow);
       case Intrinsic::Rsqrt:

@@ -257,4 +257,81 @@ Value* emit_dot4_u8i8(llvm::IRBuilderBase& b, const Target& target, Value* acc, 
   return scalar ? b.CreateExtractElement(result, uint64_t(0)) : result;
 }
 
+// ---- DotI16: int16 pairs ------------------------------------------------------------
+
+namespace {
+
+struct PairChoice {
+  const char* name;
+  llvm::Intrinsic::ID id;  // not_intrinsic: generic
+  bool accumulates;        // vpdpwssd adds acc itself; pmaddwd needs an add
+  int lanes;
+};
+
+std::vector<PairChoice> pair_choices(const Target& t) {
+  namespace I = llvm::Intrinsic;
+  std::vector<PairChoice> c;
+  std::string arch = t.arch();
+  if (arch != "x86_64" && arch != "i386" && arch != "x86") return c;
+  bool vnni = t.has_feature("avx512vnni"), vl = t.has_feature("avx512vl");
+  if (vnni && t.has_feature("avx512f"))
+    c.push_back({"vpdpwssd.512", I::x86_avx512_vpdpwssd_512, true, 16});
+  if ((vnni && vl) || t.has_feature("avxvnni")) {
+    c.push_back({"vpdpwssd.256", I::x86_avx512_vpdpwssd_256, true, 8});
+    c.push_back({"vpdpwssd.128", I::x86_avx512_vpdpwssd_128, true, 4});
+  }
+  if (t.has_feature("avx512bw"))
+    c.push_back({"pmaddwd.512", I::x86_avx512_pmaddw_d_512, false, 16});
+  if (t.has_feature("avx2")) c.push_back({"pmaddwd.256", I::x86_avx2_pmadd_wd, false, 8});
+  if (t.has_feature("sse2")) c.push_back({"pmaddwd.128", I::x86_sse2_pmadd_wd, false, 4});
+  return c;
+}
+
+PairChoice choose_pair(const std::vector<PairChoice>& c, int lanes) {
+  for (const PairChoice& x : c)
+    if (x.lanes <= lanes) return x;
+  return {"generic", llvm::Intrinsic::not_intrinsic, false, lanes};
+}
+
+}  // namespace
+
+std::string dot2_i16_lowering(const Target& target, int lanes) {
+  return choose_pair(pair_choices(target), lanes).name;
+}
+
+Value* emit_dot2_i16(llvm::IRBuilderBase& b, const Target& target, Value* acc, Value* a,
+                     Value* bb) {
+  Emitter e(b);
+  bool scalar = !acc->getType()->isVectorTy();
+  if (scalar) acc = b.CreateVectorSplat(1, acc);
+  int n = int(llvm::cast<llvm::FixedVectorType>(acc->getType())->getNumElements());
+  std::vector<PairChoice> avail = pair_choices(target);
+  Value* result = nullptr;
+  for (int o = 0; o < n;) {
+    PairChoice c = choose_pair(avail, n - o);
+    Value* ac = e.slice(acc, o, c.lanes);
+    Value* xa = e.slice(a, 2 * o, 2 * c.lanes);
+    Value* xb = e.slice(bb, 2 * o, 2 * c.lanes);
+    Value* r;
+    if (c.id == llvm::Intrinsic::not_intrinsic) {
+      llvm::Type* wide = e.vec(e.i32(), 2 * c.lanes);
+      Value* p = b.CreateMul(b.CreateSExt(xa, wide), b.CreateSExt(xb, wide));
+      r = ac;
+      for (int j = 0; j < 2; ++j) {
+        std::vector<int> mask;
+        for (int i = 0; i < c.lanes; ++i) mask.push_back(2 * i + j);
+        r = b.CreateAdd(r, b.CreateShuffleVector(p, mask));
+      }
+    } else if (c.accumulates) {
+      llvm::Type* words = e.vec(e.i32(), c.lanes);  // vpdpwssd takes the pairs as i32 words
+      r = b.CreateIntrinsic(c.id, {}, {ac, b.CreateBitCast(xa, words), b.CreateBitCast(xb, words)});
+    } else {
+      r = b.CreateAdd(ac, b.CreateIntrinsic(c.id, {}, {xa, xb}));
+    }
+    result = result ? e.concat(result, r) : r;
+    o += c.lanes;
+  }
+  return scalar ? b.CreateExtractElement(result, uint64_t(0)) : result;
+}
+
 }  // namespace kiln::codegen::detail

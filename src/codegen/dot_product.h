@@ -60,4 +60,20 @@ llvm::Value* emit_dot4_u8i8(llvm::IRBuilderBase& b, const Target& target, llvm::
 // debugging).
 std::string dot4_u8i8_lowering(const Target& target, int lanes, bool b_narrow = false);
 
+// r[i] = acc[i] + a[2i] b[2i] + a[2i+1] b[2i+1], wrapping in int32 (ir::Intrinsic::DotI16):
+// a and b <2N x i16>, acc i32 or <N x i32>. Chunks of the widest instruction the
+// target has (features, never the host):
+//   x86 avx512vnni (+avx512f)            vpdpwssd zmm, 16 lanes
+//   x86 avxvnni or avx512vnni+vl         vpdpwssd ymm / xmm, 8 / 4 lanes
+//   x86 avx512bw / avx2 / sse2           pmaddwd + vpaddd, 16 / 8 / 4 lanes
+//   otherwise                            widen to int32, multiply, add the pairs
+//       (aarch64: LLVM's smull, uzp and adds).
+llvm::Value* emit_dot2_i16(llvm::IRBuilderBase& b, const Target& target, llvm::Value* acc,
+                           llvm::Value* a, llvm::Value* bb);
+
+// The lowering emit_dot2_i16 uses for a full vector of `lanes` int32 lanes on
+// target: "vpdpwssd.512", "vpdpwssd.256", "vpdpwssd.128", "pmaddwd.512",
+// "pmaddwd.256", "pmaddwd.128" or "generic".
+std::string dot2_i16_lowering(const Target& target, int lanes);
+
 }  // namespace kiln::codegen::detail

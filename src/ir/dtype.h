@@ -25,6 +25,7 @@ struct DataType {
   static constexpr DataType f64(int lanes = 1) { return {TypeCode::Float, 64, lanes}; }
   static constexpr DataType i8(int lanes = 1) { return {TypeCode::Int, 8, lanes}; }
   static constexpr DataType u8(int lanes = 1) { return {TypeCode::UInt, 8, lanes}; }
+  static constexpr DataType i16(int lanes = 1) { return {TypeCode::Int, 16, lanes}; }
   static constexpr DataType i32(int lanes = 1) { return {TypeCode::Int, 32, lanes}; }
   static constexpr DataType i64(int lanes = 1) { return {TypeCode::Int, 64, lanes}; }
   static constexpr DataType boolean(int lanes = 1) { return {TypeCode::Bool, 1, lanes}; }

@@ -47,6 +47,7 @@ const char* intrinsic_name(Intrinsic op) {
     case Intrinsic::DotU8I8: return "dot4_u8i8";
     case Intrinsic::DotU8I8NarrowB: return "dot4_u8i8_narrow_b";
     case Intrinsic::DotBF16: return "dot2_bf16";
+    case Intrinsic::DotI16: return "dot2_i16";
     case Intrinsic::AmxGemm: return "amx_gemm";
   }
   return "?";
@@ -169,9 +170,10 @@ Expr make_binary(ExprKind k, Expr a, Expr b) {
     KILN_CASE(Sub)
     KILN_CASE(Mul)
     KILN_CASE(Div)
-    KILN_CASE(Mod) KILN_CASE(FloorDiv) KILN_CASE(FloorMod) KILN_CASE(Min) KILN_CASE(Max)
-        KILN_CASE(EQ) KILN_CASE(NE) KILN_CASE(LT) KILN_CASE(LE) KILN_CASE(GT) KILN_CASE(GE)
-            KILN_CASE(And) KILN_CASE(Or)
+    KILN_CASE(Mod)
+    KILN_CASE(FloorDiv) KILN_CASE(FloorMod) KILN_CASE(Min) KILN_CASE(Max) KILN_CASE(EQ)
+        KILN_CASE(NE) KILN_CASE(LT) KILN_CASE(LE) KILN_CASE(GT) KILN_CASE(GE) KILN_CASE(And)
+            KILN_CASE(Or)
 #undef KILN_CASE
                 default : throw std::invalid_argument("make_binary: not a binary kind");
   }
@@ -225,24 +227,30 @@ DataType check_dot4(std::vector<Expr>& args) {
   return DataType::i32(n);
 }
 
-// Checks a dot2_bf16 call and returns its type (float32xN).
-DataType check_dot2_bf16(std::vector<Expr>& args) {
-  auto fail = [](const std::string& what) { throw std::invalid_argument("dot2_bf16: " + what); };
+// Checks a pair dot product call (dot2_bf16: float32 += bfloat16 pairs; dot2_i16:
+// int32 += int16 pairs) and returns its type (acc_type x N).
+DataType check_dot2(std::vector<Expr>& args, const char* name, DataType acc_type,
+                    DataType pair_type) {
+  auto fail = [&](const std::string& what) {
+    throw std::invalid_argument(std::string(name) + ": " + what);
+  };
   if (args.size() != 3 && args.size() != 5)
     fail("takes 3 (acc, a, b) or 5 (acc, a0, a1, b0, b1) arguments, got " +
          std::to_string(args.size()));
-  if (args[0].dtype().element_of() != DataType::f32())
-    fail("the accumulator must be float32, got " + args[0].dtype().str());
+  if (args[0].dtype().element_of() != acc_type)
+    fail("the accumulator must be " + acc_type.str() + ", got " + args[0].dtype().str());
   for (size_t i = 1; i < args.size(); ++i)
-    if (args[i].dtype().element_of() != DataType::bf16())
-      fail("argument " + std::to_string(i) + " must be bfloat16, got " + args[i].dtype().str());
+    if (args[i].dtype().element_of() != pair_type)
+      fail("argument " + std::to_string(i) + " must be " + pair_type.str() + ", got " +
+           args[i].dtype().str());
   int n = 1;
   if (args.size() == 3) {
     n = args[1].dtype().lanes / 2;
     if (args[1].dtype().lanes % 2 != 0 || args[2].dtype().lanes != 2 * n ||
         (args[0].dtype().lanes != 1 && args[0].dtype().lanes != n))
       fail("lanes do not fit: acc " + args[0].dtype().str() + ", a " + args[1].dtype().str() +
-           ", b " + args[2].dtype().str() + " (want float32xN, bfloat16x2N, bfloat16x2N)");
+           ", b " + args[2].dtype().str() + " (want " + acc_type.str() + "xN, " + pair_type.str() +
+           "x2N, " + pair_type.str() + "x2N)");
   } else {
     for (auto& a : args) n = std::max<int>(n, a.dtype().lanes);
     for (auto& a : args)
@@ -251,7 +259,7 @@ DataType check_dot2_bf16(std::vector<Expr>& args) {
              " lanes");
   }
   if (n > 1 && args[0].dtype().lanes == 1) args[0] = broadcast(args[0], n);
-  return DataType::f32(n);
+  return acc_type.with_lanes(n);
 }
 
 // Checks an amx_gemm call (see expr.h); its type is int32.
@@ -311,6 +319,22 @@ float dot2_bf16_value(float acc, const uint16_t a[2], const uint16_t b[2]) {
   return std::fma(bf16_to_f32_value(a[0]), bf16_to_f32_value(b[0]), r);
 }
 
+Expr dot2_i16(Expr acc, Expr a, Expr b) {
+  return call(Intrinsic::DotI16, {std::move(acc), std::move(a), std::move(b)});
+}
+
+Expr dot2_i16(Expr acc, Expr a0, Expr a1, Expr b0, Expr b1) {
+  return call(Intrinsic::DotI16,
+              {std::move(acc), std::move(a0), std::move(a1), std::move(b0), std::move(b1)});
+}
+
+int32_t dot2_i16_value(int32_t acc, const int16_t a[2], const int16_t b[2]) {
+  uint32_t r = static_cast<uint32_t>(acc);
+  for (int j = 0; j < 2; ++j)
+    r += static_cast<uint32_t>(int32_t(a[j]) * int32_t(b[j]));  // wraps like the instructions
+  return static_cast<int32_t>(r);
+}
+
 Expr dot2_bf16(Expr acc, Expr a, Expr b) {
   return call(Intrinsic::DotBF16, {std::move(acc), std::move(a), std::move(b)});
 }
@@ -367,7 +391,11 @@ Expr call(Intrinsic op, std::vector<Expr> args) {
     return make_expr<CallNode>(t, op, std::move(args));
   }
   if (op == Intrinsic::DotBF16) {
-    DataType t = check_dot2_bf16(args);
+    DataType t = check_dot2(args, "dot2_bf16", DataType::f32(), DataType::bf16());
+    return make_expr<CallNode>(t, op, std::move(args));
+  }
+  if (op == Intrinsic::DotI16) {
+    DataType t = check_dot2(args, "dot2_i16", DataType::i32(), DataType::i16());
     return make_expr<CallNode>(t, op, std::move(args));
   }
   if (op == Intrinsic::AmxGemm) {

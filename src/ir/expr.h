@@ -237,6 +237,15 @@ enum class Intrinsic : uint8_t {
   // the instruction does. Denormal inputs/results are flushed by the instruction
   // and not by the generic lowering: templates tolerate that difference.
   DotBF16,
+  // The int16 pair dot product accumulate (x86 pmaddwd + add, vpdpwssd with VNNI):
+  //   r[i] = acc[i] + int32(a[2i]) * int32(b[2i]) + int32(a[2i+1]) * int32(b[2i+1])
+  // (wrapping int32), a and b int16. The same two forms as DotBF16:
+  // dot2_i16(acc, a, b) with acc int32xN (or a scalar), a and b int16x(2N), and
+  // dot2_i16(acc, a0, a1, b0, b1), element j of lane i being aj[i] / bj[i]. The
+  // GEMM of integer Winograd (ops/winograd_conv2d_int8.h) multiplies its
+  // transformed tiles, which outgrow 8 bits, with it. pmaddwd's one inexact
+  // case (both pairs -32768 * -32768 = 2^31) wraps to -2^31, as the definition does.
+  DotI16,
   // A whole tile GEMM on x86 AMX (Advanced Matrix Extensions), a statement:
   // Evaluate(amx_gemm(...)) (see amx_gemm() below; result int32 0, never a value
   // anything reads). The only intrinsic with side effects: it writes C. Its
@@ -421,6 +430,12 @@ Expr dot2_bf16(Expr acc, Expr a, Expr b);
 Expr dot2_bf16(Expr acc, Expr a0, Expr a1, Expr b0, Expr b1);
 // The scalar definition of DotBF16 on bf16 bit patterns (generic lowering, bit for bit).
 float dot2_bf16_value(float acc, const uint16_t a[2], const uint16_t b[2]);
+// Intrinsic::DotI16 in its two forms; throws std::invalid_argument on types or lanes
+// that do not fit.
+Expr dot2_i16(Expr acc, Expr a, Expr b);
+Expr dot2_i16(Expr acc, Expr a0, Expr a1, Expr b0, Expr b1);
+// The scalar definition of DotI16: acc + a[0] b[0] + a[1] b[1], wrapping in int32.
+int32_t dot2_i16_value(int32_t acc, const int16_t a[2], const int16_t b[2]);
 // bfloat16 bits <-> float32: widening is exact; narrowing rounds to nearest even
 // (a NaN becomes the quiet NaN 0x7fc0), as codegen's cast to bfloat16 does.
 float bf16_to_f32_value(uint16_t h);

@@ -24,6 +24,7 @@
 #include "ops/group_conv2d_lanes.h"
 #include "ops/reference.h"
 #include "ops/winograd_conv2d.h"
+#include "ops/winograd_conv2d_int8.h"
 
 namespace kiln::ops {
 
@@ -50,6 +51,7 @@ const std::vector<const OpTemplate*>& registry() {
       &dense_bf16_amx_template(),
       &conv2d_nchwc_bf16_template(),
       &group_conv2d_lanes_nchwc_template(),
+      &conv2d_winograd_nchwc_int8_template(),
   };
   return all;
 }
@@ -107,6 +109,10 @@ void fill_random(ir::DataType t, void* data, int64_t n, std::mt19937_64& rng) {
     std::uniform_real_distribution<float> d(-1.0f, 1.0f);
     auto* p = static_cast<uint16_t*>(data);
     for (int64_t i = 0; i < n; ++i) p[i] = ir::f32_to_bf16_value(d(rng));
+  } else if (t == ir::DataType::i16()) {
+    std::uniform_int_distribution<int> d(-32768, 32767);
+    auto* p = static_cast<int16_t*>(data);
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int16_t>(d(rng));
   } else if (t == ir::DataType::i32()) {
     std::uniform_int_distribution<int32_t> d(-(1 << 20), 1 << 20);
     auto* p = static_cast<int32_t*>(data);
@@ -128,6 +134,7 @@ std::string graph_dtype_name(ir::DataType t) {
   if (t == ir::DataType::f32()) return "float32";
   if (t == ir::DataType::u8()) return "uint8";
   if (t == ir::DataType::i8()) return "int8";
+  if (t == ir::DataType::i16()) return "int16";
   if (t == ir::DataType::i32()) return "int32";
   if (t == ir::DataType::bf16()) return "bfloat16";
   throw std::invalid_argument("element type " + t.str() + " has no graph dtype");
@@ -135,10 +142,10 @@ std::string graph_dtype_name(ir::DataType t) {
 
 ir::DataType dtype_from_graph_name(const std::string& name) {
   for (ir::DataType t : {ir::DataType::f32(), ir::DataType::u8(), ir::DataType::i8(),
-                         ir::DataType::i32(), ir::DataType::bf16()})
+                         ir::DataType::i16(), ir::DataType::i32(), ir::DataType::bf16()})
     if (graph_dtype_name(t) == name) return t;
   throw std::invalid_argument("dtype '" + name +
-                              "' is none of float32, uint8, int8, int32, bfloat16");
+                              "' is none of float32, uint8, int8, int16, int32, bfloat16");
 }
 
 std::pair<int64_t, int64_t> layout_blocks(const OpTemplate& t, const Workload& w,

@@ -5,6 +5,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "ops/winograd_common.h"
+
 namespace kiln::ops {
 
 using namespace kiln::ir;
@@ -14,79 +16,10 @@ using schedule::SplitPolicy;
 
 namespace {
 
-// The transform matrices of F(m x m, 3 x 3) with interpolation points 0, +-1,
-// +-2 (m = 4) and 0, +-1 (m = 2): Y = A^T [(G g G^T) .* (B^T d B)] A computes
-// the m x m correlation outputs of an alpha x alpha input tile d.
-struct Transforms {
-  int m, alpha;
-  std::vector<std::vector<double>> BT;  // alpha x alpha
-  std::vector<std::vector<double>> G;   // alpha x 3
-  std::vector<std::vector<double>> AT;  // m x alpha
-};
-
-const Transforms& transforms(int64_t m) {
-  static const Transforms f2{2,
-                             4,
-                             {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}},
-                             {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}},
-                             {{1, 1, 1, 0}, {0, 1, -1, -1}}};
-  static const Transforms f4{
-      4,
-      6,
-      {{4, 0, -5, 0, 1, 0},
-       {0, -4, -4, 1, 1, 0},
-       {0, 4, -4, -1, 1, 0},
-       {0, -2, -1, 2, 1, 0},
-       {0, 2, -1, -2, 1, 0},
-       {0, 4, 0, -5, 0, 1}},
-      {{1.0 / 4, 0, 0},
-       {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-       {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-       {1.0 / 24, 1.0 / 12, 1.0 / 6},
-       {1.0 / 24, -1.0 / 12, 1.0 / 6},
-       {0, 0, 1}},
-      {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}}};
-  if (m == 2) return f2;
-  if (m == 4) return f4;
-  throw std::invalid_argument("winograd: tile size m must be 2 or 4, not " + std::to_string(m));
-}
-
-// sum_k row[k] * x(k) over the row's non-zero coefficients, with +-1 as a
-// plain add or subtract: the transforms' constants become a few adds and
-// multiplies once the tile indices are constants.
-Expr linear_combination(const std::vector<double>& row, const std::function<Expr(int)>& x) {
-  // Positive terms first, so that a row like (0, -4, -4, 1, 1) starts with an
-  // add rather than a negation.
-  std::vector<size_t> order;
-  for (size_t k = 0; k < row.size(); ++k)
-    if (row[k] > 0) order.push_back(k);
-  for (size_t k = 0; k < row.size(); ++k)
-    if (row[k] < 0) order.push_back(k);
-  Expr acc;
-  for (size_t k : order) {
-    double c = row[k];
-    Expr term = x(static_cast<int>(k));
-    if (!acc) {
-      acc = c == 1 ? term : c == -1 ? -term : make_float(c) * term;
-    } else if (c == 1) {
-      acc = acc + term;
-    } else if (c == -1) {
-      acc = acc - term;
-    } else {
-      acc = acc + make_float(c) * term;
-    }
-  }
-  return acc ? acc : make_float(0.0);
-}
-
-// rows[index](...) for a symbolic row index: a chain of selects on the index
-// that simplification folds away once the index is an unrolled constant.
-Expr select_row(const Expr& index, size_t rows, const std::function<Expr(int)>& row_expr) {
-  Expr e = row_expr(static_cast<int>(rows - 1));
-  for (int r = static_cast<int>(rows) - 2; r >= 0; --r)
-    e = select(eq(index, make_int(r)), row_expr(r), e);
-  return e;
-}
+using winograd::linear_combination;
+using winograd::select_row;
+using winograd::Transforms;
+using winograd::transforms;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -210,57 +143,8 @@ class Conv2dWinogradNCHWc final : public OpTemplate {
 
   void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
                 const Config& cfg) const override {
-    const Tensor& Y = inst.anchor;
-    if (output != Y && detail::const_shape(output) != detail::const_shape(Y))
-      throw std::invalid_argument(name() + ": epilogue '" + output->name +
-                                  "' must have the shape of the anchor '" + Y->name + "'");
-    Tensor M = input_tensors(Y).at(0);
-    Tensor V = input_tensors(M).at(0);
-    Tensor pad;
-    for (const Tensor& t : input_tensors(V))
-      if (!t->is_placeholder) pad = t;
-    inline_epilogue_stages(sch, Y, output);
-    if (output != Y) sch[Y]->compute_inline();
-
-    if (pad) {  // at root, rows in parallel
-      auto sp = sch[pad];
-      sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)}));
-      sp->vectorize(sp->axis(4));
-    }
-
-    // V: tiles in parallel, the alpha x alpha tile unrolled, channels vectorized.
-    auto sv = sch[V];
-    sv->reorder({sv->axis(2), sv->axis(3), sv->axis(0), sv->axis(1), sv->axis(4)});
-    sv->parallel(sv->fuse(sv->axis(2), sv->axis(3)));
-    sv->unroll(sv->axis(0));
-    sv->unroll(sv->axis(1));
-    sv->vectorize(sv->axis(4));
-
-    // M: a register tile of p_tile rows x oc_bn, reduced over the channels.
-    Tensor MC = sch.cache_write(M, MemScope::Local);
-    auto sm = sch[M];
-    int64_t rows = cfg.knob("p_tile");
-    IterVar po = sm->split(sm->axis(3), rows).first;
-    IterVar tiles = sm->fuse({sm->axis(0), sm->axis(1), sm->axis(2), po});
-    sm->parallel(tiles);
-    sm->vectorize(sm->axis(4));
-    auto sc = sch[MC];
-    sc->compute_at(sm, tiles);
-    sc->reorder({sc->reduce_axis(0), sc->reduce_axis(1), sc->axis(3), sc->axis(4)});
-    if (cfg.knob("unroll_ci")) sc->unroll(sc->reduce_axis(1));
-    sc->unroll(sc->axis(3));
-    sc->vectorize(sc->axis(4));
-
-    // Y (inlined into the output): tiles of m x m outputs, unrolled.
-    auto so = sch[output];
-    int64_t m = winograd_tile(cfg);
-    auto [tho, r1] = so->split(so->axis(2), m);
-    auto [two, r2] = so->split(so->axis(3), m);
-    so->reorder({so->axis(0), so->axis(1), tho, two, r1, r2, so->axis(4)});
-    so->parallel(so->fuse({so->axis(0), so->axis(1), tho}));
-    so->unroll(r1);
-    so->unroll(r2);
-    so->vectorize(so->axis(4));
+    winograd::schedule_stages(sch, inst, output, name(), winograd_tile(cfg), cfg.knob("p_tile"),
+                              cfg.knob("unroll_ci") != 0);
   }
 
   double flops(const Workload& w) const override {
@@ -375,22 +259,6 @@ class Conv2dWinogradNCHWc final : public OpTemplate {
     if (!winograd_applies(a))
       detail::bad_workload(w, "Winograd needs a 3x3 kernel, stride 1 and dilation 1");
     return a;
-  }
-
-  // Inlines every stage that is not the template's own or the output (bias,
-  // activation, residual inputs of the epilogue), as detail::prepare_anchor
-  // does for the direct templates.
-  void inline_epilogue_stages(schedule::Schedule& sch, const Tensor& Y,
-                              const Tensor& output) const {
-    std::set<const TensorNode*> own;
-    for (auto& t : post_order({Y})) own.insert(t.get());
-    for (const schedule::Stage& s : sch.stages()) {
-      if (s->is_placeholder() || s->origin == output || own.count(s->origin.get())) continue;
-      if (!s->op->reduce_axis.empty())
-        throw std::invalid_argument(name() + ": epilogue stage '" + s->op->name +
-                                    "' is a reduction; only injective epilogues can be fused");
-      s->compute_inline();
-    }
   }
 };
 

@@ -734,4 +734,82 @@ TEST(Int8Path, MobileNetBlockTunedConfigsStayBitExact) {
 }
 
 }  // namespace
+bool runs_winograd_int8(const nlohmann::json& k) {
+  for (const auto& t : k.at("op_types"))
+    if (t.get<std::string>() == "conv2d_winograd_NCHWc_int8.x86") return true;
+  return false;
+}
+
+// Integer Winograd (ops/winograd_conv2d_int8.h): on haswell the 3x3 stride-1
+// QLinearConvs with >= 16 channels and >= 32 output tiles get it as a second
+// task beside the direct conv and, untuned, run on it (pmaddwd); a VNNI target
+// never gets it; the 3x3 conv with 8 input channels and the stride-2 one keep
+// the direct conv. Bit-exact against the interpreter untuned (u8 and s8
+// activations, per-channel and per-tensor weights, the full int8 range) and
+// with random configs of every task.
+TEST(Int8Path, WinogradOnX86WithoutADotInstruction) {
+  if (!codegen::Target::host().has_feature("avx2")) GTEST_SKIP() << "the host has no AVX2";
+  const codegen::Target hsw = codegen::Target::parse("llvm -mcpu=haswell");
+  const codegen::Target icx =
+      codegen::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=icelake-server");
+  std::mt19937 rng(seed(151));
+  for (int c = 0; c < 2; ++c) {
+    bool s8 = c == 1;
+    SCOPED_TRACE(std::string("case ") + (s8 ? "s8" : "u8"));
+    OnnxBuilder b;
+    b.input("x", {"1", "8", "13", "17"});
+    QAct qx = act(s8, 2.f / 255.f, rng);
+    std::string xf = quantize(b, "qx", "x", qx);
+    QConvSpec s0{8, 16, 3, 1, 1};  // 8 channels in: direct
+    std::string y0 = qdq_conv(b, "conv0", xf, qx.scale, s0, rng);
+    QAct q0 = act(s8, output_scale(qx.scale, 8 * 9), rng);
+    std::string y0f = quantize(b, "q0", y0, q0);
+    QConvSpec s1{16, 20, 3, 1, 1};  // Winograd: 7 x 9 tiles
+    s1.per_channel = c == 0;
+    std::string y1 = qdq_conv(b, "conv1", y0f, q0.scale, s1, rng);
+    QAct q1 = act(s8, output_scale(q0.scale, 16 * 9), rng);
+    std::string y1f = quantize(b, "q1", y1, q1);
+    QConvSpec s2{20, 16, 3, 2, 1};  // stride 2: direct
+    std::string y2 = qdq_conv(b, "conv2", y1f, q1.scale, s2, rng);
+    QAct q2 = act(s8, output_scale(q1.scale, 20 * 9), rng);
+    init_qparams(b, "q2", q2);
+    b.node("QuantizeLinear", "q2.q", {y2, "q2.scale", "q2.zp"}, {"y"});
+    output_any(b, "y", 4, s8 ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+
+    ScratchDir dir;
+    std::string path = dir.file("m.onnx");
+    write_bytes(path, b.bytes());
+    graph::Graph g = frontend::import_onnx(path, {});
+    std::vector<std::string> keys = driver::template_workloads(g, hsw.isa());
+    int winograd = 0;
+    for (const std::string& key : keys)
+      if (key.rfind("conv2d_winograd_NCHWc_int8.x86(", 0) == 0) {
+        ++winograd;
+        EXPECT_NE(key.find("data=[1,16,13,17]"), std::string::npos) << key;
+      }
+    EXPECT_EQ(winograd, 1);
+    EXPECT_EQ(keys.size(), 4u);  // three direct convs and the Winograd alternative
+    for (const std::string& key : driver::template_workloads(g, icx.isa()))
+      EXPECT_EQ(key.find("winograd"), std::string::npos) << "VNNI: " << key;
+
+    std::string asm_dir = dir.file("kernels");
+    Built h = check_bit_exact(b, "winograd_hsw" + std::to_string(c), seed(29) + unsigned(c), {},
+                              &hsw, asm_dir);
+    size_t on_winograd = 0;
+    for (const auto& k : h.mod.at("kernels")) on_winograd += runs_winograd_int8(k);
+    EXPECT_EQ(on_winograd, 1u) << h.mod.at("kernels").dump();
+    EXPECT_EQ(h.int8_kernels, 2u) << h.mod.at("kernels").dump();
+    EXPECT_GE(files_with(asm_dir, "vpmaddwd"), 1);
+
+    // Random configs of every task, the Winograd one among them.
+    std::mt19937_64 pick(seed(31) + unsigned(c));
+    std::map<std::string, std::string> configs;
+    for (const std::string& key : keys) {
+      ops::Workload w = ops::Workload::parse(key);
+      configs[key] = ops::get_template(w.template_name).space(w).random(pick).to_json();
+    }
+    check_bit_exact(b, "winograd_cfg" + std::to_string(c), seed(37) + unsigned(c), configs, &hsw);
+  }
+}
+
 }  // namespace kiln::test

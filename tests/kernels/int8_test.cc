@@ -19,6 +19,7 @@
 #include "ops/int8_registers.h"
 #include "ops/int8_weight_range.h"
 #include "ops/op_template.h"
+#include "ops/winograd_conv2d_int8.h"
 #include "schedule/lower.h"
 
 namespace kiln::test {
@@ -347,14 +348,19 @@ ops::Conv2DAttrs conv_attrs(const ConvShape& s) {
 
 // fold: the workload's fold_kw=[1] (the dot over (kw, c) pairs): the same
 // plain convolution must come out, from the folded weight packing.
+// winograd: the same convolution on conv2d_winograd_NCHWc_int8.x86, from its
+// transformed int16 weight.
 void check_conv(const ConvShape& s, int64_t pad_value, const Config& cfg, const IsaRow& row,
-                std::mt19937_64& rng, bool narrow = false, bool fold = false) {
-  const ops::OpTemplate& t = ops::conv2d_nchwc_int8_template();
+                std::mt19937_64& rng, bool narrow = false, bool fold = false, bool winograd = false,
+                bool extreme = false) {
+  const ops::OpTemplate& t =
+      winograd ? ops::conv2d_winograd_nchwc_int8_template() : ops::conv2d_nchwc_int8_template();
   ops::Conv2DAttrs a{s.n,       s.c,           s.h,           s.w,       s.oc,      s.kh,
                      s.kw,      s.strides[0],  s.strides[1],  s.pads[0], s.pads[1], s.pads[2],
                      s.pads[3], s.dilation[0], s.dilation[1], 1};
   Workload w = ops::conv2d_int8_workload(a, pad_value, narrow);
   if (fold) w = ops::with_folded_kw(w);
+  if (winograd) w = ops::winograd_int8_workload(w);
   SCOPED_TRACE(row.what + ": " + w.key() + " " + cfg.to_json());
   int64_t icb = cfg.knob("ic_bn"), ocb = cfg.knob("oc_bn");
   int64_t OH = a.out_height(), OW = a.out_width(), OCo = (s.oc + ocb - 1) / ocb;
@@ -368,12 +374,22 @@ void check_conv(const ConvShape& s, int64_t pad_value, const Config& cfg, const 
     for (auto& v : x)
       if (byte(rng) < 64) v = 255;
   }
+  if (extreme) {  // the largest sums: 255 everywhere, weights -128 (and some 127)
+    std::fill(x.begin(), x.end(), uint8_t(255));
+    for (auto& v : wt) v = byte(rng) < 224 ? int8_t(-128) : int8_t(127);
+  }
   // Channels past C hold 77: they meet zero weights.
   std::vector<uint8_t> xb = ops::nchw_to_nchwc_u8(x.data(), s.n, s.c, s.h, s.w, icb, 77);
-  std::vector<int8_t> wb = ops::pack_conv2d_int8_weight(wt.data(), w, cfg);
+  std::vector<int8_t> wb;
+  std::vector<int16_t> wu;
+  if (winograd)
+    wu = ops::winograd_int8_pack_weight(w, cfg, wt.data());
+  else
+    wb = ops::pack_conv2d_int8_weight(wt.data(), w, cfg);
+  void* weight = winograd ? static_cast<void*>(wu.data()) : static_cast<void*>(wb.data());
   auto shapes = t.input_shapes(w, cfg);
   ASSERT_EQ(int64_t(xb.size()), product(shapes[0]));
-  ASSERT_EQ(int64_t(wb.size()), product(shapes[1]));
+  ASSERT_EQ(int64_t(winograd ? wu.size() : wb.size()), product(shapes[1]));
   // Plain integer convolution, NCHW; taps outside the image read pad_value.
   int64_t nout = product(t.output_shape(w, cfg));
   std::vector<int32_t> want(nout, 0);  // channels past OC: zero weights, zero sums
@@ -394,13 +410,13 @@ void check_conv(const ConvShape& s, int64_t pad_value, const Config& cfg, const 
           want[(((b * OCo + o / ocb) * OH + oh) * OW + ow) * ocb + o % ocb] = int32_t(acc);
         }
   std::vector<int32_t> ref(nout);
-  t.reference_typed(w, cfg, {xb.data(), wb.data()}, ref.data());
+  t.reference_typed(w, cfg, {xb.data(), weight}, ref.data());
   EXPECT_EQ(ref, want);
 
   int64_t zp = std::uniform_int_distribution<int64_t>(-128, 127)(rng);
   Kernels k = build(t, w, cfg, row.target, zp, DataType::i8());
   std::vector<int32_t> got(nout, 0x5a5a5a5a);
-  std::vector<void*> args = {xb.data(), wb.data(), got.data()};
+  std::vector<void*> args = {xb.data(), weight, got.data()};
   ASSERT_EQ(k.mod->get_function("plain")(args.data()), 0);
   EXPECT_EQ(got, want);
 
@@ -413,10 +429,11 @@ void check_conv(const ConvShape& s, int64_t pad_value, const Config& cfg, const 
     int64_t ch = (i / (OH * OW * ocb)) % OCo * ocb + i % ocb;
     qwant[i] = requant_value<int8_t>(want[i], bias[ch], scale[ch], zp);
   }
-  args = {xb.data(), wb.data(), bias.data(), scale.data(), q.data()};
+  args = {xb.data(), weight, bias.data(), scale.data(), q.data()};
   ASSERT_EQ(k.mod->get_function("fused")(args.data()), 0);
   EXPECT_EQ(q, qwant);
-  expect_fused(k, cfg.split("tile_ow").back() * ocb * cfg.knob("oc_reg") * cfg.knob("oh_reg"));
+  if (!winograd)  // Winograd's anchor (A^T M A) is inlined into the epilogue
+    expect_fused(k, cfg.split("tile_ow").back() * ocb * cfg.knob("oc_reg") * cfg.knob("oh_reg"));
 }
 
 TEST(Conv2dNCHWcInt8, BitExactOnEveryLoweringWithAndWithoutRequant) {
@@ -516,6 +533,52 @@ TEST(Conv2dNCHWcInt8, FoldedWindowColumnsWorkload) {
   ops::Conv2DAttrs narrow_window = a;
   narrow_window.kernel_w = 1;
   EXPECT_FALSE(ops::conv2d_int8_can_fold_kw(narrow_window));
+}
+
+// conv2d_winograd_NCHWc_int8.x86 (F(2x2, 3x3) in integers) against the plain
+// integer convolution: output sizes the 2x2 tile does not divide (a partial
+// last tile row and column), asymmetric and zero pads, batch 2, channels that
+// are no multiple of the blocks (padding channels read 77 and meet zero
+// weights), GEMM row tiles that do not divide the tile count; exact and 7-bit
+// weights, every weight at -128 (the largest transformed values) and inputs at
+// 255; the fallback and random configs on every lowering (pmaddwd zmm / ymm,
+// vpdpwssd where the host has VNNI, generic), with and without the requantizing
+// epilogue.
+TEST(Conv2dWinogradNCHWcInt8, BitExactOnEveryLowering) {
+  const ops::OpTemplate& t = ops::conv2d_winograd_nchwc_int8_template();
+  std::mt19937_64 rng(41);
+  const ConvShape shapes[] = {
+      {1, 16, 8, 8, 16, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}},  // ResNet's, small
+      {1, 12, 7, 9, 20, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}},  // odd sides, OC 20
+      {2, 8, 5, 6, 8, 3, 3, {1, 1}, {0, 1, 2, 0}, {1, 1}},    // uneven pads, batch 2
+      {1, 20, 6, 5, 36, 3, 3, {1, 1}, {0, 0, 0, 0}, {1, 1}},  // no padding: 4x3 out
+      {1, 3, 9, 9, 8, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}},    // C 3 in a block of 4
+  };
+  for (const IsaRow& row : isa_rows())
+    for (const ConvShape& s : shapes)
+      for (bool narrow : {false, true}) {
+        int64_t pad_value = std::uniform_int_distribution<int64_t>(0, 255)(rng);
+        Workload w = ops::winograd_int8_workload(
+            ops::conv2d_int8_workload(conv_attrs(s), pad_value, narrow));
+        std::vector<Config> configs = {t.fallback(w, row.target.isa())};
+        for (int i = 0; i < configs_per_shape(2); ++i) configs.push_back(t.space(w).random(rng));
+        for (const Config& cfg : configs)
+          check_conv(s, pad_value, cfg, row, rng, narrow, false, true);
+      }
+}
+
+// The largest values: inputs 255 (pad_value 255), weights -128 with a few
+// 127: transformed weights near +-1152, transformed tiles near +-1020, sums
+// of 9 * 144 * 255 * 128 (4x that before the final /4): exact on every lowering.
+TEST(Conv2dWinogradNCHWcInt8, ExtremeValuesBitExact) {
+  const ops::OpTemplate& t = ops::conv2d_winograd_nchwc_int8_template();
+  std::mt19937_64 rng(43);
+  const ConvShape s{1, 144, 6, 7, 16, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}};
+  for (const IsaRow& row : isa_rows()) {
+    Workload w = ops::winograd_int8_workload(ops::conv2d_int8_workload(conv_attrs(s), 255));
+    std::vector<Config> configs = {t.fallback(w, row.target.isa()), t.space(w).random(rng)};
+    for (const Config& cfg : configs) check_conv(s, 255, cfg, row, rng, false, false, true, true);
+  }
 }
 
 // weight_range is part of the key, only [7] is accepted, the tuner's random

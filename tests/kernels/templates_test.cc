@@ -34,6 +34,7 @@
 #include "ops/op_template.h"
 #include "ops/reference.h"
 #include "ops/winograd_conv2d.h"
+#include "ops/winograd_conv2d_int8.h"
 #include "ops/workload.h"
 
 namespace kiln::test {
@@ -212,6 +213,16 @@ std::vector<Workload> workloads_of(const std::string& name) {
             c8(conv(1, 32, 3, 3, 100, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}), 0),
             // fold_kw: the dot over (kw, c) pairs, 3 x 7 -> 24 bytes
             ops::with_folded_kw(c8(conv(1, 3, 17, 15, 20, 7, 7, {2, 2}, {3, 3, 3, 3}, {1, 1}), 9))};
+  }
+  // Integer Winograd F(2x2): odd output sides (partial tiles), OC 40 in blocks
+  // of 16, C 3 in a block of 4, batch 2.
+  if (name == "conv2d_winograd_NCHWc_int8.x86") {
+    auto w8 = [](const Workload& f, int64_t pad_value) {
+      return ops::winograd_int8_workload(ops::conv2d_int8_workload(conv_attrs(f), pad_value));
+    };
+    return {w8(conv(1, 16, 7, 7, 40, 3, 3, {1, 1}, {0, 1, 2, 1}, {1, 1}), 7),
+            w8(conv(2, 8, 10, 13, 20, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}), 255),
+            w8(conv(1, 3, 5, 9, 24, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}), 128)};
   }
   // Whole-channel blocks (C 3 -> 4, OC 30 -> 32): the stem's 7x7, a strided 3x3
   // with a 64-byte K tail, a 1x1 (the direct path). amx_conv_template_test.cc has more.

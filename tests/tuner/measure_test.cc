@@ -28,6 +28,7 @@
 #include "ops/dense_int8.h"
 #include "ops/dense_int8_amx_template.h"
 #include "ops/op_template.h"
+#include "ops/winograd_conv2d_int8.h"
 #include "ops/workload.h"
 #include "tuner/measure_worker.h"
 
@@ -236,6 +237,15 @@ TEST(Measure, RandomConfigsOfEveryTemplateVerify) {
                     {{"data", {1, 12, 7, 9}},
                      {"kernel", {20, 12, 3, 3}},
                      {"strides", {1, 2}},
+                     {"pads", {1, 1, 0, 1}},
+                     {"dilation", {1, 1}},
+                     {"pad_value", {3}}},
+                    "uint8"},
+      // Integer Winograd: an int16 transformed weight, int32 output.
+      ops::Workload{"conv2d_winograd_NCHWc_int8.x86",
+                    {{"data", {1, 12, 7, 9}},
+                     {"kernel", {20, 12, 3, 3}},
+                     {"strides", {1, 1}},
                      {"pads", {1, 1, 0, 1}},
                      {"dilation", {1, 1}},
                      {"pad_value", {3}}},

@@ -14,6 +14,7 @@
 #include "ops/dense_int8.h"
 #include "ops/depthwise_conv2d_int8.h"
 #include "ops/op_template.h"
+#include "ops/winograd_conv2d_int8.h"
 
 namespace kiln::graph {
 namespace {
@@ -287,12 +288,22 @@ void Rewriter::rewrite_qlinear_conv(const Node& n, const ops::OpTemplate& t, con
   // The AMX template packs [K, OC] by 16 columns, whatever its blocks.
   bool depthwise = &t == &ops::depthwise_conv2d_nchwc_int8_template();
   bool amx = &t == &ops::conv2d_nchwc_int8_amx_template();
-  std::vector<int8_t> packed = depthwise
-                                   ? ops::pack_depthwise_int8_weight(wv.data(), OC, KH, KW, ocb)
-                               : amx ? ops::pack_conv2d_int8_amx_weight(wv.data(), OC, C, KH, KW)
-                                     : ops::pack_conv2d_int8_weight(wv.data(), w, cfg);
-  std::string w_packed = add_constant(n.name + "/weight_packed",
-                                      typed_tensor<int8_t>("int8", in_shapes.at(1), packed));
+  // Integer Winograd takes its transformed int16 weight (U = G2 g G2^T).
+  bool winograd = &t == &ops::conv2d_winograd_nchwc_int8_template();
+  std::string w_packed;
+  if (winograd) {
+    w_packed =
+        add_constant(n.name + "/weight_winograd",
+                     typed_tensor<int16_t>("int16", in_shapes.at(1),
+                                           ops::winograd_int8_pack_weight(w, cfg, wv.data())));
+  } else {
+    std::vector<int8_t> packed = depthwise
+                                     ? ops::pack_depthwise_int8_weight(wv.data(), OC, KH, KW, ocb)
+                                 : amx ? ops::pack_conv2d_int8_amx_weight(wv.data(), OC, C, KH, KW)
+                                       : ops::pack_conv2d_int8_weight(wv.data(), w, cfg);
+    w_packed = add_constant(n.name + "/weight_packed",
+                            typed_tensor<int8_t>("int8", in_shapes.at(1), packed));
+  }
 
   float xs = g.initializers.at(n.inputs[1]).as<float>().at(0);
   std::vector<float> ws = g.initializers.at(n.inputs[4]).as<float>();

@@ -12,6 +12,7 @@
 #include "ops/group_conv2d_lanes.h"
 #include "ops/int8_weight_range.h"
 #include "ops/winograd_conv2d.h"
+#include "ops/winograd_conv2d_int8.h"
 
 namespace kiln::graph {
 namespace {
@@ -298,6 +299,31 @@ std::optional<WorkloadParams> qconv_row(const Graph& g, const Node& n, const Isa
   return p;
 }
 
+// Integer Winograd F(2x2, 3x3) (ops/winograd_conv2d_int8.h) beside the direct
+// int8 conv, for the 3x3 stride-1 QLinearConvs with at least 16 channels on
+// each side, on x86 targets without a dot instruction: there the direct
+// conv's pmaddubsw + pmaddwd multiply 16 byte pairs per instruction and
+// pmaddwd as many int16 pairs, so the 2.25x fewer multiplies of F(2x2) are a
+// gain; with vpdpbusd (64 per instruction) the direct conv stays. Exact, so
+// the tuner may pick either. Not below 32 output tiles: there the int16
+// weight, 16/9 x 2 the bytes of the direct one, is read for few tiles
+// (ResNet-18's 7x7 x 512 layers, 16 tiles: 0.55 ms against the direct 0.52;
+// its 14x14 x 256 ones, 49 tiles: 0.36 against 0.49; haswell code, Zen 5).
+constexpr int64_t kWinogradInt8MinTiles = 32;
+
+std::optional<WorkloadParams> qwinograd_row(const Graph& g, const Node& n, const Isa& isa) {
+  if (isa.int8_dot_instruction || isa.isa_class.rfind("x86_64", 0) != 0) return std::nullopt;
+  std::optional<WorkloadParams> p = match_qconv(g, n, /*depthwise=*/false);
+  if (!p) return std::nullopt;
+  ops::Workload w{"conv2d_winograd_NCHWc_int8.x86", *p, "uint8"};
+  ops::Conv2DAttrs a = ops::conv2d_attrs(w, ops::ConvKind::kDense);
+  int64_t tiles = a.batch * ((a.out_height() + 1) / 2) * ((a.out_width() + 1) / 2);
+  if (!ops::winograd_int8_applies(a) || a.in_channels < kWinogradMinChannels ||
+      a.out_channels < kWinogradMinChannels || tiles < kWinogradInt8MinTiles)
+    return std::nullopt;
+  return p;
+}
+
 // The same convolutions (groups 1) on a target with AMX (amx-tile and
 // amx-int8, from the target's features: Isa::amx_int8): tdpbusd tiles with
 // whole-channel blocks (ops/conv2d_int8_amx.h). Any C, OC, kernel, stride,
@@ -460,6 +486,10 @@ const std::vector<Strategy>& strategies() {
        /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
       {"QLinearConv", "conv2d_NCHWc_int8.x86", qconv_row, Rewrite::kQLinearConv, nullptr,
        /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
+      // Integer Winograd beside it on x86 without a dot instruction: both are
+      // tuned, the faster record is built, and untuned it is Winograd.
+      {"QLinearConv", "conv2d_winograd_NCHWc_int8.x86", qwinograd_row, Rewrite::kQLinearConv,
+       nullptr, /*alternative=*/true, /*untuned_default=*/true, /*dtype=*/"uint8"},
       // (On AMX targets in the AMX convolutions' whole-channel block.)
       {"QLinearConv", "depthwise_conv2d_NCHWc_int8.x86", qdepthwise_row, Rewrite::kQLinearConv,
        nullptr, /*alternative=*/false, /*untuned_default=*/false, /*dtype=*/"uint8"},
