@@ -72,13 +72,7 @@ class Conv2dNCHWcInt8 final : public OpTemplate {
   ConfigSpace space(const Workload& w) const override {
     Conv2DAttrs a = attrs(w).a;
     ConfigSpace space;
-    std::vector<int64_t> icbs, ocbs;
-    for (int64_t v : {4, 8, 16, 32, 64})
-      if (v <= round_up(a.in_channels, 4)) icbs.push_back(v);
-    for (int64_t v : {4, 8, 16, 32, 48, 64})
-      if (v <= round_up(a.out_channels, 4)) ocbs.push_back(v);
-    space.define_knob("ic_bn", icbs);
-    space.define_knob("oc_bn", ocbs);
+    detail::define_int8_channel_blocks(space, a);
     space.define_split("tile_ow", a.out_width(), 2, SplitPolicy::All, 32);
     space.define_knob("unroll_kw", {0, 1});
     space.define_knob("oc_reg", {1, 2, 4});
@@ -396,6 +390,16 @@ std::vector<uint8_t> nchw_to_nchwc_u8(const uint8_t* x, int64_t n, int64_t c, in
           out[((((b * C + ch / cb) * h + y) * w + z) * cb) + ch % cb] =
               x[((b * c + ch) * h + y) * w + z];
   return out;
+}
+
+void detail::define_int8_channel_blocks(ConfigSpace& space, const Conv2DAttrs& a) {
+  std::vector<int64_t> icbs, ocbs;
+  for (int64_t v : {4, 8, 16, 32, 64})
+    if (v <= round_up(a.in_channels, 4)) icbs.push_back(v);
+  for (int64_t v : {4, 8, 16, 32, 48, 64})
+    if (v <= round_up(a.out_channels, 4)) ocbs.push_back(v);
+  space.define_knob("ic_bn", icbs);
+  space.define_knob("oc_bn", ocbs);
 }
 
 // Coordinates are clamped so that the unselected load of the select stays in

@@ -107,6 +107,11 @@ ir::Tensor pad_u8_with_value(const ir::Tensor& data, const Conv2DAttrs& a, int64
 // MobileNetV2's 24-channel stage ran a Slice and layout transforms around each
 // of its convs (16c out, 8c in), 10 % of its time (Zen 4).
 int64_t int8_fallback_channel_block(int64_t channels);
+
+// The channel-block knobs of the int8 convolutions (conv2d_NCHWc_int8.x86 and
+// its Winograd sibling, so that their layouts agree): ic_bn of 4, 8, 16, 32,
+// 64 and oc_bn of 4, 8, 16, 32, 48, 64, each at most its channels rounded up to 4.
+void define_int8_channel_blocks(schedule::ConfigSpace& space, const Conv2DAttrs& a);
 }  // namespace detail
 
 }  // namespace kiln::ops

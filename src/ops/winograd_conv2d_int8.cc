@@ -27,7 +27,6 @@ constexpr int kMaxTransformedWeight = 1152;
 constexpr int64_t kM = 2, kAlpha = 4;  // F(2x2, 3x3)
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 const std::vector<int64_t>& p_tile_values() {
   static const std::vector<int64_t> v = {2, 4, 6, 8, 12, 16};
@@ -54,15 +53,8 @@ class Conv2dWinogradNCHWcInt8 final : public OpTemplate {
   bool channel_blocked() const override { return true; }
 
   ConfigSpace space(const Workload& w) const override {
-    Conv2DAttrs a = attrs(w).first;
     ConfigSpace space;
-    std::vector<int64_t> icbs, ocbs;
-    for (int64_t v : {4, 8, 16, 32, 64})
-      if (v <= round_up(a.in_channels, 4)) icbs.push_back(v);
-    for (int64_t v : {4, 8, 16, 32, 48, 64})
-      if (v <= round_up(a.out_channels, 4)) ocbs.push_back(v);
-    space.define_knob("ic_bn", icbs);
-    space.define_knob("oc_bn", ocbs);
+    detail::define_int8_channel_blocks(space, attrs(w).first);
     space.define_knob("p_tile", p_tile_values());
     space.define_knob("unroll_ci", {0, 1});
     return space;
