@@ -1,14 +1,14 @@
 // kiln_bench_int8: the integer templates (dense_int8.x86, conv2d_NCHWc_int8.x86,
-// depthwise_conv2d_NCHWc_int8.x86) beside the float32 templates on the same shapes, on this CPU's
-// widest ISA (or --target's, which this CPU must be able to run). Each kernel is checked first
-// (integer: bit-exact against the template's reference; float: relative error), then timed
-// (medians). GOP/s count one multiply and one add per product (2 M N K), for both, and are reported
-// (depthwise: 2 C OH OW KH KW, which no dot product serves, so its "% int8 peak" only says how far
-// it is from the dense kernels' roof) against the int8 peak (independent vpdpbusd chains) and the
-// fp32 peak (independent FMA chains) measured in the same run. On a target without a dot
-// instruction (AVX2: --target "llvm -mcpu=haswell") the int8 peak is that of kiln's exact AVX2 dot
-// sequence (two vpmaddwd on int16 pairs), printed beside vpmaddubsw + vpmaddwd's (bench/peak.h) and
-// the 256-bit FMA peak.
+// conv2d_winograd_NCHWc_int8.x86, depthwise_conv2d_NCHWc_int8.x86) beside the float32 templates on
+// the same shapes, on this CPU's widest ISA (or --target's, which this CPU must be able to run).
+// Each kernel is checked first (integer: bit-exact against the template's reference; float:
+// relative error), then timed (medians). GOP/s count one multiply and one add per product (2 M N
+// K), for both, and are reported (depthwise: 2 C OH OW KH KW, which no dot product serves, so its
+// "% int8 peak" only says how far it is from the dense kernels' roof) against the int8 peak
+// (independent vpdpbusd chains) and the fp32 peak (independent FMA chains) measured in the same
+// run. On a target without a dot instruction (AVX2: --target "llvm -mcpu=haswell") the int8 peak is
+// that of kiln's exact AVX2 dot sequence (two vpmaddwd on int16 pairs), printed beside vpmaddubsw +
+// vpmaddwd's (bench/peak.h) and the 256-bit FMA peak.
 //
 //   kiln_bench_int8 [--threads N] [--repeat N] [--search N] [--target T] [--smoke]
 //                   [--depthwise-blocks]
@@ -43,6 +43,7 @@
 #include "ops/dense_int8.h"
 #include "ops/depthwise_conv2d_int8.h"
 #include "ops/op_template.h"
+#include "ops/winograd_conv2d_int8.h"
 #include "runtime/c_runtime_api.h"
 #include "schedule/lower.h"
 
@@ -89,6 +90,15 @@ Workload stem_i8(int64_t hw, bool fold) {
 Workload stem_f32(int64_t hw) {
   return kiln::ops::conv2d_workload("conv2d_NCHWc.x86", stem_attrs(hw));
 }
+// The same 3x3 convolutions by Winograd: int8 F(2x2) in integers
+// (ops/winograd_conv2d_int8.h) beside float F(4x4)/F(2x2); both count the
+// direct convolution's operations (effective GOP/s, which may pass the peak).
+Workload wino_i8(int64_t c, int64_t hw, int64_t oc) {
+  return kiln::ops::winograd_int8_workload(conv_i8(c, hw, oc, 3));
+}
+Workload wino_f32(int64_t c, int64_t hw, int64_t oc) {
+  return kiln::ops::conv2d_workload("conv2d_winograd_NCHWc.x86", conv_attrs(c, hw, oc, 3));
+}
 Workload dense_f32(int64_t m, int64_t n, int64_t k) {
   return kiln::ops::dense_workload("dense_pack.x86", {m, n, k});
 }
@@ -104,6 +114,10 @@ const std::vector<Case>& cases() {
   static const std::vector<Case> c = {
       {"conv 3x3 64->64 56x56", conv_i8(64, 56, 64, 3), conv_f32(64, 56, 64, 3),
        conv_i8(12, 9, 20, 3), conv_f32(12, 9, 20, 3)},
+      {"Winograd 3x3 64->64 56x56 (effective)", wino_i8(64, 56, 64), wino_f32(64, 56, 64),
+       wino_i8(12, 9, 20), wino_f32(12, 9, 20)},
+      {"Winograd 3x3 256->256 14x14 (effective)", wino_i8(256, 14, 256), wino_f32(256, 14, 256),
+       wino_i8(16, 7, 16), wino_f32(16, 7, 16)},
       {"conv 1x1 256->64 56x56", conv_i8(256, 56, 64, 1), conv_f32(256, 56, 64, 1),
        conv_i8(32, 7, 24, 1), conv_f32(32, 7, 24, 1)},
       {"stem 7x7/2 3->64 224x224", stem_i8(224, false), stem_f32(224), stem_i8(13, false),
