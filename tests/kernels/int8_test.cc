@@ -662,6 +662,62 @@ TEST(Conv2dNCHWcInt8, WorkloadErrorsAndFallback) {
   EXPECT_THROW(t.space(no_pad), std::invalid_argument);
 }
 
+// conv2d_winograd_NCHWc_int8.x86: the key (the direct workload's params, fold_kw
+// dropped), the refusals naming the workload, the int16 weight shape, the
+// fallback per ISA row (the direct conv's blocks; p_tile 6 on AVX2, 16 on
+// AVX-512; unroll_ci 0) and fits().
+TEST(Conv2dWinogradNCHWcInt8, WorkloadErrorsAndFallback) {
+  const ops::OpTemplate& t = ops::conv2d_winograd_nchwc_int8_template();
+  ops::Conv2DAttrs a{1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  Workload w = ops::winograd_int8_workload(ops::conv2d_int8_workload(a, 5, true));
+  EXPECT_EQ(w.key(),
+            "conv2d_winograd_NCHWc_int8.x86(data=[1,64,56,56],kernel=[64,64,3,3],strides=[1,1],"
+            "pads=[1,1,1,1],dilation=[1,1],pad_value=[5],weight_range=[7],dtype=uint8)");
+  EXPECT_EQ(t.input_dtypes(w), (std::vector<DataType>{DataType::u8(), DataType::i16()}));
+  EXPECT_EQ(t.output_dtype(w), DataType::i32());
+  EXPECT_EQ(t.flops(w), 2.0 * 64 * 64 * 9 * 56 * 56);  // the direct convolution's count
+  Isa hsw = codegen::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell").isa();
+  Isa skx = codegen::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512").isa();
+  Config fh = t.fallback(w, hsw), fs = t.fallback(w, skx);
+  EXPECT_EQ(fh.knob("p_tile"), 6);
+  EXPECT_EQ(fs.knob("p_tile"), 16);
+  EXPECT_EQ(fh.knob("unroll_ci"), 0);
+  EXPECT_EQ(ops::layout_blocks(t, w, fh), (std::pair<int64_t, int64_t>{16, 16}));
+  EXPECT_EQ(t.input_shapes(w, fh).at(1), (std::vector<int64_t>{4, 4, 4, 4, 8, 16, 2}));
+  EXPECT_EQ(t.output_shape(w, fh), (std::vector<int64_t>{1, 4, 56, 56, 16}));
+  EXPECT_TRUE(t.fits(w, fh, hsw));
+  EXPECT_FALSE(t.fits(w, fs, hsw));  // 16 rows x 2 ymm accumulators
+  // The direct template's blocks for the same conv: chained convs need no transform.
+  const ops::OpTemplate& direct = ops::conv2d_nchwc_int8_template();
+  Workload dw = ops::conv2d_int8_workload(a, 5, true);
+  EXPECT_EQ(ops::layout_blocks(direct, dw, direct.fallback(dw, hsw)), ops::layout_blocks(t, w, fh));
+  // Refusals, each naming the workload.
+  auto refused = [&](ops::Conv2DAttrs b, int64_t pad_value, const std::string& what) {
+    Workload bad = ops::winograd_int8_workload(ops::conv2d_int8_workload(b, pad_value));
+    try {
+      t.space(bad);
+      ADD_FAILURE() << "accepted " << bad.key();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(bad.key()), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  ops::Conv2DAttrs s2 = a;
+  s2.stride_h = s2.stride_w = 2;
+  refused(s2, 0, "stride 1");
+  ops::Conv2DAttrs k5 = a;
+  k5.kernel_h = k5.kernel_w = 5;
+  refused(k5, 0, "3x3");
+  ops::Conv2DAttrs wide = a;
+  wide.in_channels = 1828;
+  refused(wide, 0, "1827");
+  refused(a, 256, "pad_value");
+  EXPECT_FALSE(ops::winograd_int8_applies(wide));
+  EXPECT_TRUE(ops::winograd_int8_applies(a));
+  // Only conv2d_NCHWc_int8.x86 workloads have a Winograd form.
+  EXPECT_THROW(ops::winograd_int8_workload(w), std::invalid_argument);
+}
+
 // Vector registers of `reg` ("%zmm", "%ymm") stored to the stack in the assembly:
 // spills (kernels have no other reason to store a vector there).
 int stack_stores(const std::string& as, const std::string& reg, std::string* first) {
@@ -796,6 +852,37 @@ TEST(Conv2dNCHWcInt8, Avx2FallbackTileLeavesTheDotItsRegisters) {
   EXPECT_FALSE(t.fits(w, wide, hsw.isa()));
   auto [stores, madds] = hot_loop_spills_and_madds(compile(w, wide));
   EXPECT_GT(4 * stores, madds) << stores << " ymm spill stores, " << madds << " vpmaddwd";
+}
+
+// The integer Winograd's AVX2 fallback: its GEMM loop multiplies with
+// vpmaddwd and keeps its 12 accumulators in registers; the same tile with the
+// channel loop unrolled spills more (LLVM reassociates the exact int32 adds
+// into trees of products), which is why the fallback does not unroll it.
+TEST(Conv2dWinogradNCHWcInt8, Avx2FallbackGemmKeepsItsRegisters) {
+  const ops::OpTemplate& t = ops::conv2d_winograd_nchwc_int8_template();
+  codegen::Target hsw = codegen::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell");
+  ops::Conv2DAttrs a{1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  Workload w = ops::winograd_int8_workload(ops::conv2d_int8_workload(a, 3));
+  Config cfg = t.fallback(w, hsw.isa());
+  auto spills = [&](const Config& c) {
+    ops::Kernel k = ops::make_kernel(t, w, c);
+    std::string as = codegen::emit_assembly({schedule::lower(k.sch, k.args, "wino")}, hsw);
+    EXPECT_EQ(as.find("vpmaddubsw"), std::string::npos);
+    return hot_loop_spills_and_madds(as);
+  };
+  auto [stores, madds] = spills(cfg);
+  ASSERT_GT(madds, 0);
+  EXPECT_LE(4 * stores, madds) << stores << " ymm spill stores, " << madds << " vpmaddwd";
+  Config unrolled = ops::detail::KnobValues()
+                        .knob("ic_bn", 16)
+                        .knob("oc_bn", 16)
+                        .knob("p_tile", cfg.knob("p_tile"))
+                        .knob("unroll_ci", 1)
+                        .in(t.space(w));
+  auto [ustores, umadds] = spills(unrolled);
+  std::printf("winograd AVX2 GEMM: fallback %d spill stores / %d vpmaddwd, unrolled %d / %d\n",
+              stores, madds, ustores, umadds);
+  EXPECT_GT(ustores * madds, stores * umadds);
 }
 
 // The AVX2 fallback's tile (ow tiles of 4 for 16 output channels) on shapes it
