@@ -12,6 +12,9 @@ medians of the rounds' medians as a markdown table.
 
 --target builds both kiln packages for that target (e.g. AVX2 code, vpmaddwd for int8, on
 an AVX-512 machine that can run it); ONNX Runtime picks its kernels from the CPU as always.
+--isa avx2 holds both sides to AVX2: kiln builds for `llvm -mcpu=znver3` (unless --target) and
+ONNX Runtime runs with AVX-512, VNNI and AMX hidden from its CPUID checks
+(bench/peers/peer_isa.py), so its int8 column is its AVX2 (vpmaddubsw) code.
 
 Exit 77 (the tests' skip code) when node or onnxruntime-node is missing.
 """
@@ -22,6 +25,9 @@ import statistics
 import sys
 
 from qdq_check import HERE, median_ms, run
+
+sys.path.insert(0, os.path.join(HERE, "..", "peers"))
+import peer_isa  # noqa: E402
 
 
 def main():
@@ -35,6 +41,8 @@ def main():
     p.add_argument("--shipped-logs", action="store_true",
                    help="let kiln build use the shipped logs (logs/); by default both sides are "
                         "untuned, since the logs hold fp32 records only and would tune one side")
+    p.add_argument("--isa", choices=peer_isa.ISAS, default="native",
+                   help="avx2: kiln and ONNX Runtime both on their AVX2 code (see above)")
     args = p.parse_args()
     if not shutil.which("node") or not os.path.isdir(os.path.join(HERE, "node_modules",
                                                                    "onnxruntime-node")):
@@ -43,8 +51,14 @@ def main():
     tune = ["--tuning-log", args.tuning_log] if args.tuning_log else []
     if not args.shipped_logs:
         tune.append("--no-shipped-logs")
-    if args.target:
-        tune += ["--target", args.target]
+    target = args.target or peer_isa.kiln_target(args.isa)
+    if target:
+        tune += ["--target", target]
+    work = os.path.join(os.path.dirname(os.path.abspath(args.model_dirs[0])), "peers")
+    try:
+        ort_env = peer_isa.peer_env(args.isa, os.environ, work, kiln=args.kiln)
+    except peer_isa.PeerIsaError as e:
+        sys.exit(f"int8_bench: --isa {args.isa}: {e}")
     rows = []
     for d in args.model_dirs:
         name = os.path.basename(os.path.normpath(d))
@@ -57,17 +71,17 @@ def main():
         first = report.splitlines()[0] if report else ""
         times = {k: [] for k in ("kiln int8", "kiln fp32", "ORT int8", "ORT fp32")}
         for _ in range(args.rounds):
-            for key, cmd in (
+            for key, cmd, env in (
                 ("kiln int8", [args.kiln, "run", pk8, "--inputs", inputs, "--repeat",
-                               str(args.repeat), "--print-time"]),
+                               str(args.repeat), "--print-time"], None),
                 ("kiln fp32", [args.kiln, "run", pk32, "--inputs", inputs, "--repeat",
-                               str(args.repeat), "--print-time"]),
+                               str(args.repeat), "--print-time"], None),
                 ("ORT int8", ["node", os.path.join(HERE, "ort_bench.js"), qdq, inputs,
-                              "--repeat", str(args.repeat), "--warmup", "3"]),
+                              "--repeat", str(args.repeat), "--warmup", "3"], ort_env),
                 ("ORT fp32", ["node", os.path.join(HERE, "ort_bench.js"), flt, inputs,
-                              "--repeat", str(args.repeat), "--warmup", "3"]),
+                              "--repeat", str(args.repeat), "--warmup", "3"], ort_env),
             ):
-                times[key].append(median_ms(run(cmd)))
+                times[key].append(median_ms(run(cmd, env=env)))
         med = {k: statistics.median(v) for k, v in times.items()}
         rows.append((name, med, times, first))
     print("| model | kiln int8 | kiln fp32 | ORT int8 | ORT fp32 | kiln int8 / kiln fp32 "

@@ -5,7 +5,7 @@ Usage:
   run_bench.py [--kiln build/kiln] [--models resnet18,...] [--models-dir DIR] [--work DIR]
                [--rounds 3] [--repeat 30] [--warmup 5] [--threads 2] [--out results.md]
                [--kiln-build-args "..."] [--skip kiln,torch,ort] [--peers-spin]
-               [--tuning-log DB] [--shipped-logs]
+               [--tuning-log DB] [--shipped-logs] [--isa native|avx2]
 
 For each model (generated into --models-dir by generate.py when missing): `kiln build` with
 the fallback configs (no tuning log, --no-shipped-logs) and, with --tuning-log DB, a second
@@ -21,6 +21,12 @@ Every engine runs with --threads threads (kiln through KILN_NUM_THREADS). The pe
 threads sleep rather than spin when idle (ORT allow_spinning=0, OMP_WAIT_POLICY=passive), their
 faster setting on this busy shared machine (see ort_bench.js and torch_bench.py); --peers-spin
 gives them their spinning defaults, for a quiet machine.
+
+--isa avx2 times every engine's AVX2 code on a CPU that also has AVX-512: kiln builds for
+`llvm -mcpu=znver3` (the AMD EPYC Zen 3 of MACHINE.md; unless --kiln-build-args names a
+--target), ONNX Runtime runs with AVX-512, VNNI and AMX hidden from its CPUID checks and PyTorch
+with ATen's and oneDNN's ISA capped at AVX2 (bench/peers/peer_isa.py). It is a proxy for an
+AVX2-only machine: like-for-like code, not that machine's clock, caches or absolute times.
 """
 
 import argparse
@@ -35,6 +41,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = "/usr/bin/python3"
+sys.path.insert(0, os.path.join(HERE, "..", "peers"))
+import peer_isa  # noqa: E402  (bench/peers: the peers held to one ISA)
 DEFAULT_MODELS = "resnet18,resnet50,mobilenet_v2,squeezenet1_1,encoder"
 UNITS_MS = {"s": 1e3, "ms": 1.0, "us": 1e-3, "µs": 1e-3}
 ENGINES = ["kiln", "kiln_tuned", "ort", "torch"]
@@ -95,6 +103,9 @@ class Bench:
         self.env = dict(os.environ, KILN_NUM_THREADS=str(args.threads),
                         OMP_NUM_THREADS=str(args.threads))
         self.tuned_counts = {}
+        # The peers' environment: the same, or held to --isa (bench/peers/peer_isa.py).
+        self.peer_env = peer_isa.peer_env(args.isa, self.env, os.path.join(args.work, "peers"),
+                                          kiln=args.kiln)
 
     def model_dir(self, name):
         return os.path.join(self.args.models_dir, name)
@@ -120,7 +131,10 @@ class Bench:
             cmd += ["--no-shipped-logs"]
         if tuned and self.args.tuning_log:
             cmd += ["--tuning-log", self.args.tuning_log]
-        cmd += shlex.split(self.args.kiln_build_args)
+        extra = shlex.split(self.args.kiln_build_args)
+        if peer_isa.kiln_target(self.args.isa) and "--target" not in extra:
+            extra += ["--target", peer_isa.kiln_target(self.args.isa)]
+        cmd += extra
         ok, out = run(cmd, self.args.timeout, self.env)
         if not ok:
             log(f"  {name}: kiln build ({variant}) failed:\n{last_lines(out)}")
@@ -157,7 +171,7 @@ class Bench:
             cmd = [PYTHON, os.path.join(HERE, "torch_bench.py"), d, "--threads", str(a.threads),
                    "--warmup", str(a.warmup), "--repeat", str(a.repeat),
                    "--omp-wait-policy", "active" if a.peers_spin else "passive"]
-        ok, out = run(cmd, a.timeout, self.env)
+        ok, out = run(cmd, a.timeout, self.env if engine.startswith("kiln") else self.peer_env)
         ms = parse_median_ms(out) if ok else None
         if ms is None:
             log(f"  {name}/{engine}: no time ({'no median in output' if ok else 'failed'}):\n"
@@ -194,6 +208,9 @@ def main():
     p.add_argument("--shipped-logs", action="store_true",
                    help="the tuned build uses kiln's shipped logs (logs/<isa class>.jsonl, with "
                         "--tuning-log DB after DB): what a user gets without tuning")
+    p.add_argument("--isa", choices=peer_isa.ISAS, default="native",
+                   help="avx2: every engine's AVX2 code on this CPU (kiln for znver3, the peers "
+                        "with AVX-512 hidden or capped); see above")
     p.add_argument("--out", help="also write the markdown table here")
     args = p.parse_args()
     args.work = args.work or os.path.join(args.models_dir, "kiln")
@@ -206,7 +223,10 @@ def main():
         p.error(f"no kiln executable at {args.kiln} (pass --kiln PATH, or --skip kiln)")
     names = [m for m in args.models.split(",") if m]
 
-    bench = Bench(args)
+    try:
+        bench = Bench(args)
+    except peer_isa.PeerIsaError as e:
+        p.error(f"--isa {args.isa}: {e}")
     bench.ensure_models(names)
     packages, status = {}, {}
     if "kiln" not in skip:
@@ -246,7 +266,8 @@ def main():
     lines = [
         f"kiln vs ONNX Runtime vs PyTorch, {args.threads} threads, median of {args.rounds} "
         f"rounds x {args.repeat} runs, peer threads "
-        f"{'spinning' if args.peers_spin else 'not spinning'}; "
+        f"{'spinning' if args.peers_spin else 'not spinning'}, "
+        f"{'each engine AVX2 code (--isa avx2)' if args.isa == 'avx2' else 'native ISA'}; "
         f"{datetime.datetime.now():%Y-%m-%d %H:%M}, "
         f"{platform.node()}, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}",
         "",
