@@ -213,6 +213,32 @@ TEST_F(Passes, SimplifyRemovesNoOpNodes) {
   EXPECT_FALSE(after.value_info.count(y));
 }
 
+// DenseNet's transition pools come out of the exporter as Pad(pads = 0) ->
+// AveragePool: that Pad goes (as an input of opset 11 or the older attribute,
+// in any mode); a Pad that moves the data without changing the shape stays.
+TEST_F(Passes, SimplifyRemovesPadsOfZero) {
+  GraphBuilder b(10);
+  std::string x = b.input("x", {1, 4, 6, 6});
+  std::string p1 = b.node("Pad", {x, b.ints("zero_pads", {0, 0, 0, 0, 0, 0, 0, 0})},
+                          {{"mode", std::string("constant")}});
+  std::string p2 = b.node("Pad", {p1}, {{"pads", std::vector<int64_t>{0, 0, 0, 0, 0, 0, 0, 0}}});
+  std::string p3 = b.node("Pad", {p2, b.ints("zero_pads_2", {0, 0, 0, 0, 0, 0, 0, 0})},
+                          {{"mode", std::string("reflect")}});
+  std::string pool = b.node(
+      "AveragePool", {p3},
+      {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}});
+  // Same shape, data shifted one column left: real work.
+  std::string shifted = b.node("Pad", {x, b.ints("shift", {0, 0, 0, -1, 0, 0, 0, 1})},
+                               {{"mode", std::string("edge")}});
+  b.output(pool);
+  b.output(b.node("Relu", {shifted}));
+  Graph after = check_pass_preserves(b.graph(), b.inputs(),
+                                     [](Graph& g) { EXPECT_EQ(passes::simplify(g), 3); });
+  EXPECT_EQ(count_op(after, "Pad"), 1);
+  EXPECT_EQ(after.nodes[0].op_type, "AveragePool");
+  EXPECT_EQ(after.nodes[0].inputs[0], x);
+}
+
 TEST_F(Passes, SimplifyKeepsGraphOutputNamesAndRealWork) {
   GraphBuilder b(9);
   std::string x = b.input("x", {3, 3});
