@@ -418,6 +418,32 @@ TEST(ShapeCompute, ReshapeLikeSweep) {
   check_node(make_node("Squeeze", 1), {&one});
 }
 
+// Reshapes whose axes split into several groups (compute_reshape maps each
+// group on its own): a channel shuffle's split and merge, axes kept at either
+// end, unit axes inside and around groups, a group whose both sides have
+// several axes, and one group covering everything.
+TEST(ShapeCompute, ReshapeByGroupsOfAxes) {
+  std::mt19937_64 rng(12);
+  struct Case {
+    std::vector<int64_t> in, out;
+  };
+  for (const Case& c : std::vector<Case>{{{1, 48, 7, 5}, {1, 2, 24, 7, 5}},
+                                         {{1, 24, 2, 7, 5}, {1, 48, 7, 5}},
+                                         {{2, 6, 10}, {2, 3, 2, 10}},
+                                         {{2, 6, 10}, {2, 6, 2, 5}},
+                                         {{4, 6, 1, 3}, {1, 4, 3, 2, 3, 1}},
+                                         {{6, 4}, {4, 6}},
+                                         {{6, 4}, {2, 12}},
+                                         {{3, 1, 4, 1}, {1, 3, 4}},
+                                         {{2, 3, 4, 5}, {6, 20}},
+                                         {{1, 1}, {1}}}) {
+    SCOPED_TRACE(::testing::PrintToString(c.in) + " -> " + ::testing::PrintToString(c.out));
+    Initializer x = random_tensor("float32", c.in, rng);
+    Initializer shape = ints(c.out);
+    check_node(make_node("Reshape", 2), {&x, &shape});
+  }
+}
+
 TEST(ShapeCompute, TransposeConcatSplitSweep) {
   std::mt19937_64 rng(12);
   Initializer x = random_tensor("float32", {2, 3, 5, 17}, rng);
