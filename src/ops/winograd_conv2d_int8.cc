@@ -6,6 +6,7 @@
 
 #include "ops/conv2d_int8.h"
 #include "ops/winograd_common.h"
+#include "ops/winograd_conv2d.h"
 
 namespace kiln::ops {
 
@@ -334,9 +335,9 @@ const OpTemplate& conv2d_winograd_nchwc_int8_template() {
   return t;
 }
 
+// The float template's shapes, with few enough channels that 4 |conv| fits int32.
 bool winograd_int8_applies(const Conv2DAttrs& a) {
-  return a.kernel_h == 3 && a.kernel_w == 3 && a.stride_h == 1 && a.stride_w == 1 &&
-         a.dilation_h == 1 && a.dilation_w == 1 && a.groups == 1 && a.in_channels <= kMaxChannels;
+  return winograd_applies(a) && a.in_channels <= kMaxChannels;
 }
 
 Workload winograd_int8_workload(const Workload& direct) {
