@@ -253,6 +253,15 @@ class CodeGenLLVM {
     b_.SetInsertPoint(ok);
   }
 
+  // A distinct loop id (its first operand itself) carrying llvm.loop.unroll.disable.
+  llvm::MDNode* unroll_disabled_loop_id() {
+    llvm::MDNode* disable =
+        llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.disable")});
+    llvm::TempMDTuple self = llvm::MDNode::getTemporary(ctx_, {});
+    llvm::MDNode* id = llvm::MDNode::getDistinct(ctx_, {self.get(), disable});
+    id->replaceOperandWith(0, id);
+    return id;
+  }
   llvm::MDNode* unlikely() { return llvm::MDBuilder(ctx_).createBranchWeights(1, 1 << 20); }
 
   llvm::FunctionCallee workspace_alloc() {
@@ -312,10 +321,11 @@ class CodeGenLLVM {
     llvm::Type* ty = value_type(op->var.dtype());
     Value* lo = emit_index(op->min, ty);
     Value* hi = b_.CreateAdd(lo, emit_index(op->extent, ty));
-    emit_serial_loop(op->var, lo, hi, op->body);
+    emit_serial_loop(op->var, lo, hi, op->body, op->for_kind == ForKind::Rolled);
   }
 
-  void emit_serial_loop(const Var& var, Value* lo, Value* hi, const Stmt& body) {
+  void emit_serial_loop(const Var& var, Value* lo, Value* hi, const Stmt& body,
+                        bool keep_rolled = false) {
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, "for." + var.name(), state_.fn);
     auto* loop = llvm::BasicBlock::Create(ctx_, "for.body." + var.name(), state_.fn);
@@ -329,7 +339,8 @@ class CodeGenLLVM {
     with_var(var, i, [&] { emit(body); });
     Value* next = b_.CreateAdd(i, llvm::ConstantInt::get(i->getType(), 1), "", false, true);
     i->addIncoming(next, b_.GetInsertBlock());
-    b_.CreateBr(header);
+    llvm::BranchInst* back = b_.CreateBr(header);
+    if (keep_rolled) back->setMetadata(llvm::LLVMContext::MD_loop, unroll_disabled_loop_id());
     b_.SetInsertPoint(exit);
   }
 

@@ -8,6 +8,7 @@ const char* for_kind_name(ForKind k) {
     case ForKind::Parallel: return "parallel";
     case ForKind::Vectorized: return "vectorized";
     case ForKind::Unrolled: return "unrolled";
+    case ForKind::Rolled: return "rolled";
   }
   return "?";
 }

@@ -57,7 +57,9 @@ Stmt make_stmt(Args&&... args) {
 // Serial runs in order; Parallel becomes a task per iteration block on the
 // runtime's thread pool; Vectorized becomes one vector operation per statement
 // (extent = lanes); Unrolled is replicated extent times.
-enum class ForKind : uint8_t { Serial, Parallel, Vectorized, Unrolled };
+// Rolled: a serial loop LLVM must not unroll either (a schedule's reduction
+// chunk, whose full unrolling would hoist a whole weight panel into spills).
+enum class ForKind : uint8_t { Serial, Parallel, Vectorized, Unrolled, Rolled };
 const char* for_kind_name(ForKind k);
 
 struct ForNode : StmtNode {

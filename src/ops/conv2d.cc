@@ -69,6 +69,14 @@ bool conv_tile_fits(const ConvRegisterTile& rt, int64_t ow_tile, int64_t ocb, co
   return rt.oc * rt.oh * ow_tile * vectors_per_column <= isa.vector_registers;
 }
 
+int64_t ic_chunk_blocks(const Config& cfg, int64_t ic_blocks) {
+  if (!cfg.has_knob("ic_chunk") || cfg.knob("ic_chunk") == 0) return 0;
+  int64_t icb = cfg.split("tile_ic").back();
+  int64_t chunk =
+      largest_divisor_at_most(ic_blocks, std::max<int64_t>(1, cfg.knob("ic_chunk") / icb));
+  return chunk < ic_blocks ? chunk : 0;
+}
+
 void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
                          const Tensor& output, const Config& cfg, const std::string& name,
                          int64_t oc_blocks_per_tile) {
@@ -87,9 +95,35 @@ void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
   auto [oh_outer, oh_inner] = out->split(out->axis(2), rt.oh);
   auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
   out->reorder({out->axis(0), oc_outer, oh_outer, ow[0], oc_inner, oh_inner, ow[1], out->axis(4)});
-  out->parallel(out->fuse({out->axis(0), oc_outer, oh_outer}));
+  IterVar rows = out->fuse({out->axis(0), oc_outer, oh_outer});
+  out->parallel(rows);
   out->vectorize(out->axis(4));
 
+  int64_t chunk = ic_chunk_blocks(cfg, *ir::as_const_int(tile->reduce_axis(0)->dom.extent));
+  if (chunk > 0) {
+    // Reduction blocking: the tile covers whole rows, and the input-channel
+    // blocks are split into chunks outside the ow tiles, so that one chunk's
+    // weights (chunk x window x rt.oc x ocb floats) stay in L1 across every
+    // ow tile of the rows, instead of the whole reduction's weights streaming
+    // from L2 for each ow tile (MLAS's pointwise kernels batch 128 channels
+    // the same way). The accumulators go through the row buffer between chunks.
+    tile->compute_at(out, rows);
+    auto tw = apply_split(tile, tile->axis(3), cfg.split("tile_ow"));
+    auto [ico_o, ico_i] = tile->split(tile->reduce_axis(0), chunk);
+    // Unrolled by LLVM, these loops put several tiles' accumulators, or a
+    // whole chunk's weights, in registers at once: spills.
+    for (const IterVar& loop : {ico_o, tw[0], ico_i}) tile->keep_rolled(loop);
+    std::vector<IterVar> window = {ico_i, tile->reduce_axis(1), tile->reduce_axis(2)};
+    if (cfg.knob("kernel_outer")) window = {tile->reduce_axis(1), tile->reduce_axis(2), ico_i};
+    tile->reorder({ico_o, tw[0], window[0], window[1], window[2], tile->reduce_axis(3),
+                   tile->axis(1), tile->axis(2), tw[1], tile->axis(4)});
+    if (cfg.knob("unroll_kw")) tile->unroll(tile->reduce_axis(2));
+    tile->unroll(tile->axis(1));
+    tile->unroll(tile->axis(2));
+    tile->unroll(tw[1]);
+    tile->vectorize(tile->axis(4));
+    return;
+  }
   // The tile: one register tile of rt.oc x rt.oh x ow[1] vectors, reduced over
   // the input channels and the window.
   tile->compute_at(out, ow[0]);
@@ -154,7 +188,7 @@ class Conv2dNCHWc final : public OpTemplate {
     ConfigSpace space;
     space.define_split("tile_ic", a.in_channels, 2, SplitPolicy::Factors, 64);
     space.define_split("tile_oc", a.out_channels, 2, SplitPolicy::Factors, 64);
-    space.define_split("tile_ow", a.out_width(), 2, SplitPolicy::All, 32);
+    space.define_split("tile_ow", a.out_width(), 2, SplitPolicy::RegisterTile, 32);
     space.define_knob("unroll_kw", {0, 1});
     // Register tile beyond the width: output-channel blocks and rows computed
     // together (more accumulators per weight and input load; what narrow
@@ -166,6 +200,8 @@ class Conv2dNCHWc final : public OpTemplate {
     // Reduction order: input-channel blocks outermost (0) or the kernel
     // window outermost (1).
     space.define_knob("kernel_outer", {0, 1});
+    // Reduction blocking, in input channels (0: none; schedule_conv_nchwc).
+    space.define_knob("ic_chunk", {0, 64, 128, 256}, schedule::KnobOrigin::AddedLater);
     return space;
   }
 
@@ -182,6 +218,7 @@ class Conv2dNCHWc final : public OpTemplate {
         .knob("oc_reg", 1)
         .knob("oh_reg", 1)
         .knob("kernel_outer", 0)
+        .knob("ic_chunk", 0)
         .in(space(w));
   }
 
@@ -219,7 +256,12 @@ class Conv2dNCHWc final : public OpTemplate {
     auto [icb, ocb] = blocks(w, a, cfg);
     detail::ConvRegisterTile rt =
         detail::conv_register_tile(a.out_channels / ocb, a.out_height(), ocb, cfg);
-    return detail::conv_tile_fits(rt, cfg.split("tile_ow").back(), ocb, isa);
+    const auto& ow = cfg.split("tile_ow");
+    // A chunked reduction's row buffer lives on the worker's stack.
+    constexpr int64_t kMaxRowBufferBytes = 256 * 1024;
+    bool chunked = detail::ic_chunk_blocks(cfg, a.in_channels / icb) > 0;
+    bool row_fits = !chunked || rt.oc * rt.oh * ow[0] * ow[1] * ocb * 4 <= kMaxRowBufferBytes;
+    return row_fits && detail::conv_tile_fits(rt, ow.back(), ocb, isa);
   }
 
   double flops(const Workload& w) const override {

@@ -108,13 +108,19 @@ ConvRegisterTile conv_register_tile(int64_t oc_blocks, int64_t oh, int64_t ocb,
 // Whether the tile (oc x oh x ow_tile columns of ocb channels) fits the ISA's
 // vector registers, counted in the ISA's vectors.
 bool conv_tile_fits(const ConvRegisterTile& rt, int64_t ow_tile, int64_t ocb, const Isa& isa);
+// The input-channel blocks of one reduction chunk (the config's ic_chunk
+// channels, brought down to a divisor of ic_blocks), or 0 for none: no such
+// knob, 0, or a chunk that would hold every block.
+int64_t ic_chunk_blocks(const schedule::Config& cfg, int64_t ic_blocks);
 // The schedule of the blocked conv templates (conv2d, group_conv2d): the
 // padding stage by rows in parallel; the output by batch x oc blocks x rows
 // in parallel, its register tile (conv_register_tile over
 // `oc_blocks_per_tile` oc blocks, 0 = all of them; group_conv2d passes the
 // blocks of one group) x the ow tile, reduced over the input-channel blocks
 // and the window in the config's order, unrolled and vectorized over the
-// channel block.
+// channel block. With reduction chunks (ic_chunk_blocks), the tile stage
+// covers the register tile's rows whole and loops chunk, ow tile, then the
+// chunk's reduction.
 void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
                          const ir::Tensor& output, const schedule::Config& cfg,
                          const std::string& name, int64_t oc_blocks_per_tile);

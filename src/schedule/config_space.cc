@@ -23,6 +23,9 @@ struct Knob {
   std::vector<int64_t> values;
   std::vector<std::vector<int>> orders;
   std::vector<std::vector<Annotation>> annotations;
+  // A knob added to a template after configs were stored: config JSON that
+  // lacks it takes its first candidate, the behaviour from before it existed.
+  bool first_when_absent = false;
 
   int64_t size() const {
     switch (kind) {
@@ -88,6 +91,9 @@ std::vector<int64_t> powers_of_two_upto(int64_t n) {
   return out;
 }
 
+// SplitPolicy::RegisterTile's small counts: 1 .. this.
+constexpr int64_t kMaxRegisterTileCount = 8;
+
 // Ascending candidate values for each inner factor f1..f_{n-1}.
 std::vector<int64_t> inner_factor_candidates(int64_t extent, SplitPolicy policy,
                                              int64_t max_factor) {
@@ -95,6 +101,12 @@ std::vector<int64_t> inner_factor_candidates(int64_t extent, SplitPolicy policy,
   if (policy != SplitPolicy::Power2) c = divisors(extent);
   if (policy != SplitPolicy::Factors) {
     std::vector<int64_t> p2 = powers_of_two_upto(extent), merged;
+    if (policy == SplitPolicy::RegisterTile) {
+      for (int64_t f = 3; f <= std::min<int64_t>(extent, kMaxRegisterTileCount); ++f)
+        p2.push_back(f);
+      std::sort(p2.begin(), p2.end());
+      p2.erase(std::unique(p2.begin(), p2.end()), p2.end());
+    }
     std::set_union(c.begin(), c.end(), p2.begin(), p2.end(), std::back_inserter(merged));
     c = std::move(merged);
   }
@@ -221,13 +233,15 @@ void ConfigSpace::define_split(const std::string& name, int64_t extent, int num_
   add_knob(std::move(k));
 }
 
-void ConfigSpace::define_knob(const std::string& name, std::vector<int64_t> candidates) {
+void ConfigSpace::define_knob(const std::string& name, std::vector<int64_t> candidates,
+                              KnobOrigin origin) {
   std::vector<int64_t> sorted = candidates;
   std::sort(sorted.begin(), sorted.end());
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
     fail_define(name, "repeated candidate in " + list_to_string(candidates));
   Knob k{name, KnobKind::Knob};
   k.values = std::move(candidates);
+  k.first_when_absent = origin == KnobOrigin::AddedLater;
   add_knob(std::move(k));
 }
 
@@ -482,6 +496,10 @@ Config Config::from_json(const ConfigSpace& space, const std::string& text) {
                                   value.dump() + ")");
   std::vector<int64_t> choices;
   for (const Knob& k : data.knobs) {
+    if (!knobs.contains(k.name) && k.first_when_absent) {
+      choices.push_back(0);
+      continue;
+    }
     if (!knobs.contains(k.name))
       throw std::invalid_argument("config JSON: missing knob " + quoted(k.name));
     choices.push_back(parse_choice(k, knobs[k.name]));

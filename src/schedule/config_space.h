@@ -39,6 +39,10 @@ enum class SplitPolicy {
   // of two up to extent; f0 = ceil(extent / P). Extent 7, n = 2 gives inner
   // factors {1, 2, 4, 7}: (7,1) (4,2) (2,4) (1,7).
   All,
+  // All's inner factors and every count up to 8: a register tile's width,
+  // where 3 or 6 columns (12 accumulators of 16 registers) fit best and a
+  // partial last tile is peeled off by the lowering (peel_tail_loops.h).
+  RegisterTile,
 };
 
 // Policies of define_reorder. A reorder value is a permutation `perm` of
@@ -60,6 +64,9 @@ enum class AnnotatePolicy {
 };
 
 enum class KnobKind { Split, Knob, Reorder, Annotate };
+
+// Whether a knob was in its template's space from the start (see define_knob).
+enum class KnobOrigin { Original, AddedLater };
 
 // "none", "unroll", "vec": the spelling used in JSON.
 const char* annotation_name(Annotation a);
@@ -138,7 +145,12 @@ class ConfigSpace {
                     SplitPolicy policy = SplitPolicy::Factors, int64_t max_factor = 0,
                     const SplitFilter& filter = {});
   // A plain integer knob; candidates are kept in the given order, no repeats.
-  void define_knob(const std::string& name, std::vector<int64_t> candidates);
+  // AddedLater: a knob new to a template whose configs are already stored
+  // (tuning databases, kiln's shipped logs): config JSON without it takes the
+  // first candidate, which must keep the template's old behaviour. Define it
+  // last, so that old configs also keep their flat index.
+  void define_knob(const std::string& name, std::vector<int64_t> candidates,
+                   KnobOrigin origin = KnobOrigin::Original);
   // Loop orders of `num_axes` axes (All is limited to 8 axes: 40320 orders).
   void define_reorder(const std::string& name, int num_axes,
                       ReorderPolicy policy = ReorderPolicy::All);

@@ -8,6 +8,7 @@
 #include "ir/printer.h"
 #include "ir/simplify.h"
 #include "schedule/code_size.h"
+#include "schedule/peel_tail_loops.h"
 #include "schedule/schedule_ops.h"
 #include "schedule/storage_flatten.h"
 #include "schedule/unroll_loops.h"
@@ -90,6 +91,8 @@ LoweredFunc lower(const Schedule& sch, const std::vector<Tensor>& args, const st
     trace("unroll_loops", s);
     s = simplify(s);
     trace("simplify", s);
+    s = peel_tail_loops(s);
+    trace("peel_tail_loops", s);
   }
   f.body = s;
   return f;

@@ -149,6 +149,10 @@ void StageNode::unroll(const IterVar& iv) {
   leaf_position(iv);
   annotations[iv.get()] = IterAnnotation::Unroll;
 }
+void StageNode::keep_rolled(const IterVar& iv) {
+  leaf_position(iv);
+  annotations[iv.get()] = IterAnnotation::KeepRolled;
+}
 void StageNode::parallel(const IterVar& iv) {
   leaf_position(iv);
   if (iv->kind == IterKind::Reduce) fail(*this, "a reduce loop cannot be parallel");

@@ -24,7 +24,7 @@ using ir::IterVar;
 using ir::MemScope;
 using ir::Tensor;
 
-enum class IterAnnotation { None, Parallel, Vectorize, Unroll };
+enum class IterAnnotation { None, Parallel, Vectorize, Unroll, KeepRolled };
 
 // parent = outer * factor + inner (Split), or fused = outer * |inner| + inner (Fuse).
 struct IterRelation {
@@ -68,6 +68,8 @@ struct StageNode {
   IterVar fuse(const std::vector<IterVar>& adjacent);
   void vectorize(const IterVar& iv);
   void unroll(const IterVar& iv);
+  // A serial loop that the code generator asks LLVM not to unroll.
+  void keep_rolled(const IterVar& iv);
   void parallel(const IterVar& iv);
   // Computes this stage inside `parent`'s loop `ivar`, for the region that
   // iteration needs.

@@ -18,6 +18,7 @@ ForKind for_kind_of(const StageNode& s, const IterVar& iv) {
     case IterAnnotation::Parallel: return ForKind::Parallel;
     case IterAnnotation::Vectorize: return ForKind::Vectorized;
     case IterAnnotation::Unroll: return ForKind::Unrolled;
+    case IterAnnotation::KeepRolled: return ForKind::Rolled;
     default: return ForKind::Serial;
   }
 }

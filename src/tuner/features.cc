@@ -192,7 +192,8 @@ class Walker : public ir::IRVisitor {
     LoopRec rec;
     int64_t mn = ev_.eval(op->min);
     rec.extent = std::max<int64_t>(1, ev_.eval(op->extent));
-    rec.kind = op->for_kind;
+    // Rolled is serial to the cost model (its one-hot slots are the first four kinds).
+    rec.kind = op->for_kind == ForKind::Rolled ? ForKind::Serial : op->for_kind;
     rec.depth = static_cast<int>(stack_.size());
     rec.parent = stack_.empty() ? -1 : stack_.back();
     rec.trip = trip() * static_cast<double>(rec.extent);

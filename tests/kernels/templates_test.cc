@@ -14,6 +14,8 @@
 
 #include "codegen/target.h"
 #include "harness.h"
+#include "ir/functor.h"
+#include "ir/printer.h"
 #include "ir/stmt.h"
 #include "ops/batch_matmul.h"
 #include "ops/batch_matmul_int8.h"
@@ -524,6 +526,11 @@ void check_config(const OpTemplate& t, const Workload& w, const Config& cfg, std
   // rows (at most: the template brings them down to divisors).
   if (t.name() == "conv2d_NCHWc.x86" || t.name() == "group_conv2d_NCHWc.x86")
     tile *= cfg.knob("oc_reg") * cfg.knob("oh_reg");
+  // A chunked reduction keeps whole rows' accumulators between chunks.
+  if (t.name() == "conv2d_NCHWc.x86" &&
+      ops::detail::ic_chunk_blocks(cfg, w.get("data")[1] / cfg.split("tile_ic").back()) > 0)
+    tile = tile / cfg.split("tile_ow").back() * cfg.split("tile_ow").back() *
+           cfg.split("tile_ow").front();
   for (auto& [name, size] : allocs) {
     EXPECT_GT(size, 0) << name;
     if (name == b.anchor->name) {
@@ -884,6 +891,71 @@ TEST(Templates, PartialTilesWithEpilogue) {
                                             R"("oh_reg": 1, "kernel_outer": 0)");
   std::mt19937_64 rng(7);
   check_config(t, w, cfg, rng);
+}
+
+}  // namespace
+}  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+// Counts rolled loops and the If statements inside any of them.
+struct RolledLoopGuards : ir::IRVisitor {
+  int rolled = 0, guards_inside = 0, depth = 0;
+  void visit_for(const ir::ForNode* op) override {
+    bool is_rolled = op->for_kind == ir::ForKind::Rolled;
+    rolled += is_rolled;
+    depth += is_rolled;
+    ir::IRVisitor::visit_for(op);
+    depth -= is_rolled;
+  }
+  void visit_if(const ir::IfThenElseNode* op) override {
+    guards_inside += depth > 0;
+    ir::IRVisitor::visit_if(op);
+  }
+};
+
+// conv2d_NCHWc.x86's reduction chunks (ic_chunk: the input-channel blocks
+// split outside the ow tiles, the accumulators kept in a row buffer between
+// chunks) with register tiles that do not divide the row (3 of 7, 5 of 13:
+// the last tile peeled off by peel_tail_loops), against the reference: both
+// window orders, output-channel and row register tiles, chunks that do not
+// divide the channel blocks' count evenly into the knob (96 channels in
+// blocks of 8 and chunks of 64: 6 blocks a chunk; in blocks of 4: 12),
+// strides, padding, batch 2.
+TEST(Templates, ReductionChunksWithPeeledTailsMatchTheReference) {
+  const OpTemplate& t = ops::get_template("conv2d_NCHWc.x86");
+  struct Case {
+    Workload w;
+    const char* knobs;
+  };
+  const Case cases[] = {
+      {conv(1, 96, 7, 7, 32, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}),
+       R"("tile_ic": [12, 8], "tile_oc": [2, 16], "tile_ow": [3, 3], "unroll_kw": 1, )"
+       R"("oc_reg": 2, "oh_reg": 1, "kernel_outer": 0, "ic_chunk": 64)"},
+      {conv(2, 96, 9, 13, 16, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}),
+       R"("tile_ic": [24, 4], "tile_oc": [2, 8], "tile_ow": [3, 5], "unroll_kw": 0, )"
+       R"("oc_reg": 2, "oh_reg": 2, "kernel_outer": 1, "ic_chunk": 64)"},
+      {conv(1, 128, 11, 11, 24, 3, 3, {2, 2}, {1, 0, 1, 0}, {1, 1}),
+       R"("tile_ic": [8, 16], "tile_oc": [3, 8], "tile_ow": [2, 3], "unroll_kw": 1, )"
+       R"("oc_reg": 4, "oh_reg": 1, "kernel_outer": 0, "ic_chunk": 64)"},
+      {conv(1, 256, 14, 14, 32, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}),
+       R"("tile_ic": [16, 16], "tile_oc": [1, 32], "tile_ow": [5, 3], "unroll_kw": 1, )"
+       R"("oc_reg": 1, "oh_reg": 1, "kernel_outer": 1, "ic_chunk": 128)"},
+  };
+  std::mt19937_64 rng(29);
+  for (const Case& c : cases) {
+    Config cfg = ops::detail::config_from_knobs(t.space(c.w), c.knobs);
+    check_config(t, c.w, cfg, rng);
+    // The chunked reduction and the peeled tile: no guard is left inside the
+    // kernel's rolled loops (the chunks, the ow tiles, a chunk's blocks).
+    Built b = build(t, c.w, cfg, false);
+    SCOPED_TRACE(c.w.key() + "\n" + ir::to_string(b.plain.body));
+    RolledLoopGuards found;
+    found.visit(b.plain.body);
+    EXPECT_GT(found.rolled, 0);
+    EXPECT_EQ(found.guards_inside, 0);
+  }
 }
 
 }  // namespace

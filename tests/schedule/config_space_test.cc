@@ -147,6 +147,35 @@ TEST(ConfigSpace, AllPolicyCoversExtentAndMixesDivisorsAndPowersOfTwo) {
   EXPECT_TRUE(seen.count({2, 16, 1}));  // 16 does not divide 24: two tiles, one partial
 }
 
+TEST(ConfigSpace, RegisterTilePolicyAddsEverySmallCount) {
+  ConfigSpace s;
+  s.define_split("t", 14, 2, SplitPolicy::RegisterTile);  // {1, 2, 7, 14} U {4, 8} U 1..8
+  std::vector<int64_t> inner;
+  for (const auto& t : split_candidates(s, "t")) {
+    inner.push_back(t[1]);
+    EXPECT_EQ(t[0], (14 + t[1] - 1) / t[1]);
+  }
+  EXPECT_EQ(inner, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 14}));
+  ConfigSpace small;
+  small.define_split("t", 5, 2, SplitPolicy::RegisterTile);  // no count past the extent
+  EXPECT_EQ(split_candidates(small, "t"), (Tuples{{5, 1}, {3, 2}, {2, 3}, {2, 4}, {1, 5}}));
+}
+
+TEST(ConfigSpace, KnobAddedLaterDefaultsToItsFirstCandidateInOldJson) {
+  ConfigSpace s;
+  s.define_knob("a", {10, 20});
+  s.define_knob("chunk", {0, 64, 128}, KnobOrigin::AddedLater);
+  Config old = Config::from_json(s, R"({"index": 1, "knobs": {"a": 20}})");
+  EXPECT_EQ(old.knob("chunk"), 0);
+  EXPECT_EQ(old.index(), 1);  // defined last: an old config keeps its index
+  EXPECT_EQ(Config::from_json(s, R"({"knobs": {"a": 20, "chunk": 128}})").knob("chunk"), 128);
+  ConfigSpace plain;
+  plain.define_knob("a", {10, 20});
+  plain.define_knob("chunk", {0, 64});
+  expect_throw_naming<std::invalid_argument>(
+      [&] { Config::from_json(plain, R"({"knobs": {"a": 20}})"); }, {"missing", "'chunk'"});
+}
+
 TEST(ConfigSpace, SplitFilterSeesFullTuple) {
   ConfigSpace s;
   s.define_split("t", 64, 3, SplitPolicy::Factors, 0,
