@@ -103,6 +103,16 @@ int64_t fallback_ow_tile(int64_t out_width, int64_t channel_block, const Isa& is
 struct ConvRegisterTile {
   int64_t oc = 1, oh = 1;
 };
+// conv2d_NCHWc's fallback register tile: output-channel blocks (oc_reg) and
+// columns (tile_ow) within the ISA's accumulator budget. The widest divisor
+// of the width when it has 8 columns or more (or is the width), else the
+// tile of 1 or 2 blocks, its columns balanced over the width, that loads the
+// least per multiply.
+struct ConvFallbackTile {
+  int64_t oc_blocks = 1, columns = 1;
+};
+ConvFallbackTile conv_fallback_tile(int64_t out_width, int64_t oc_blocks, int64_t ocb,
+                                    const Isa& isa);
 ConvRegisterTile conv_register_tile(int64_t oc_blocks, int64_t oh, int64_t ocb,
                                     const schedule::Config& cfg);
 // Whether the tile (oc x oh x ow_tile columns of ocb channels) fits the ISA's

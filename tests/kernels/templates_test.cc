@@ -778,8 +778,18 @@ TEST(Templates, FallbackRegisterTilesFollowTheIsa) {
   Workload c = conv(1, 64, 56, 56, 64, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1});
   const OpTemplate& ct = ops::get_template(c.template_name);
   EXPECT_EQ(ct.fallback(c, avx512).split("tile_ow").back(), 14);  // 14 of 24 accumulators
-  EXPECT_EQ(ct.fallback(c, avx2).split("tile_ow").back(), 4);     // 8 of 12 (56 = 4 x 14)
-  EXPECT_EQ(ct.fallback(c, neon).split("tile_ow").back(), 4);     // 16 of 24
+  EXPECT_EQ(ct.fallback(c, avx512).knob("oc_reg"), 1);
+  // No divisor of 56 fills AVX2's 12 or NEON's 24: tiles of 3 columns x 2
+  // blocks (7 loads per 12 FMAs; 6 x 1 would load 8) and of 6 columns x 1
+  // block (10 per 24; 3 x 2: 11), the last tile peeled (56 = 18 x 3 + 2).
+  EXPECT_EQ(ct.fallback(c, avx2).split("tile_ow"), (std::vector<int64_t>{19, 3}));
+  EXPECT_EQ(ct.fallback(c, avx2).knob("oc_reg"), 2);
+  EXPECT_EQ(ct.fallback(c, neon).split("tile_ow"), (std::vector<int64_t>{10, 6}));
+  EXPECT_EQ(ct.fallback(c, neon).knob("oc_reg"), 1);
+  // A short reduction (16 channels, a 1x1 window) keeps the old rule: ow 4.
+  Workload shallow = conv(1, 16, 112, 112, 96, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(shallow, avx2).split("tile_ow").back(), 4);
+  EXPECT_EQ(ct.fallback(shallow, avx2).knob("oc_reg"), 1);
   for (const Isa& isa : {avx512, avx2, neon})
     EXPECT_EQ(ops::layout_blocks(ct, c, ct.fallback(c, isa)), ops::fallback_layout_blocks(ct, c));
   // A transformer's dense layer: columns in 2 vectors, rows within the budget.
