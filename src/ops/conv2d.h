@@ -17,8 +17,13 @@
 //   reads that tile while it is hot.
 //   Knobs: tile_ic (2 levels, exact factors <= 64; ic_bn = inner), tile_oc (2
 //   levels, exact factors <= 64; oc_bn = inner), tile_ow (2 levels over OW,
-//   divisors and powers of two <= 32, a partial last tile is guarded),
-//   unroll_kw (0/1).
+//   SplitPolicy::RegisterTile: divisors, powers of two and 1..8, <= 32; a
+//   partial last tile is peeled off, schedule/peel_tail_loops.h), unroll_kw
+//   (0/1), oc_reg and oh_reg (channel blocks and rows in the register tile),
+//   kernel_outer (window loops outside the ic blocks), ic_chunk (0, 64, 128,
+//   256 input channels: the reduction split into chunks outside the ow tiles,
+//   whole rows' accumulators kept between chunks, so that a chunk's weights
+//   stay in L1; added later, so stored configs without it mean 0).
 //   Fallback rule, for the target's ISA row (L float32 lanes, R vector
 //   registers; AVX-512 16 and 32, AVX2 8 and 16, NEON 4 and 32):
 //     block(X) = 16 if 16 | X, else 8 if 8 | X, else the largest divisor of X <= 16
@@ -27,8 +32,11 @@
 //     ic_bn = block(C), oc_bn = block(OC);
 //     cap = min(OW, (3R/4) / ceil(oc_bn / L)) accumulators (24 zmm with AVX-512,
 //     12 ymm with AVX2: 2 per column of 16 channels, so 6 columns);
-//     ow_tile = the largest divisor d of OW with d <= cap if d >= 8 or d == OW,
-//     else the largest power of two <= cap (a partial last tile);
+//     ow_tile = the largest divisor d of OW with d <= cap if d >= 8 or d == OW;
+//     else, for a reduction C*KH*KW >= 256, conv_fallback_tile's 1 or 2 channel
+//     blocks (oc_reg) and balanced columns, whichever loads least per FMA
+//     (AVX2, 56 columns: 2 blocks x 3), and for a shorter one the largest
+//     power of two <= cap (a partial last tile); ic_chunk = 0;
 //     unroll_kw = 1 if KW <= 3 else 0.
 #pragma once
 
