@@ -115,6 +115,14 @@ int64_t ic_chunk_blocks(const Config& cfg, int64_t ic_blocks) {
   return chunk < ic_blocks ? chunk : 0;
 }
 
+// Pixel tiles are offered for 1x1 stride-1 convs on planes of at most this
+// many rows: the whole plane's accumulators live in the row buffer.
+constexpr int64_t kMaxPixelTilePlane = 14;
+
+bool pixel_tiles(const Config& cfg) {
+  return cfg.has_knob("pixel_tiles") && cfg.knob("pixel_tiles") == 1;
+}
+
 void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
                          const Tensor& output, const Config& cfg, const std::string& name,
                          int64_t oc_blocks_per_tile) {
@@ -129,6 +137,8 @@ void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
   auto extent = [&](size_t d) { return *ir::as_const_int(anchor_out->axis(d)->dom.extent); };
   ConvRegisterTile rt = conv_register_tile(oc_blocks_per_tile > 0 ? oc_blocks_per_tile : extent(1),
                                            extent(2), extent(4), cfg);
+  const bool plane = pixel_tiles(cfg);
+  if (plane) rt.oh = extent(2);  // the whole plane: tiles run over its pixels
   auto [oc_outer, oc_inner] = out->split(out->axis(1), rt.oc);
   auto [oh_outer, oh_inner] = out->split(out->axis(2), rt.oh);
   auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
@@ -137,7 +147,9 @@ void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
   out->parallel(rows);
   out->vectorize(out->axis(4));
 
-  int64_t chunk = ic_chunk_blocks(cfg, *ir::as_const_int(tile->reduce_axis(0)->dom.extent));
+  const int64_t ic_blocks = *ir::as_const_int(tile->reduce_axis(0)->dom.extent);
+  int64_t chunk = ic_chunk_blocks(cfg, ic_blocks);
+  if (plane && chunk == 0) chunk = ic_blocks;  // one chunk: the whole reduction
   if (chunk > 0) {
     // Reduction blocking: the tile covers whole rows, and the input-channel
     // blocks are split into chunks outside the ow tiles, so that one chunk's
@@ -146,20 +158,29 @@ void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
     // from L2 for each ow tile (MLAS's pointwise kernels batch 128 channels
     // the same way). The accumulators go through the row buffer between chunks.
     tile->compute_at(out, rows);
-    auto tw = apply_split(tile, tile->axis(3), cfg.split("tile_ow"));
+    // Pixel tiles: the plane's rows and columns fused, so that a tile of 3
+    // columns covers 49 pixels in 16 full tiles and one of 1, where per row
+    // (7 = 3 + 3 + 1) a seventh of the work ran in a 1-column tile.
+    IterVar columns = plane ? tile->fuse(tile->axis(2), tile->axis(3)) : tile->axis(3);
+    auto tw = apply_split(tile, columns, cfg.split("tile_ow"));
     auto [ico_o, ico_i] = tile->split(tile->reduce_axis(0), chunk);
     // Unrolled by LLVM, these loops put several tiles' accumulators, or a
     // whole chunk's weights, in registers at once: spills.
     for (const IterVar& loop : {ico_o, tw[0], ico_i}) tile->keep_rolled(loop);
     std::vector<IterVar> window = {ico_i, tile->reduce_axis(1), tile->reduce_axis(2)};
     if (cfg.knob("kernel_outer")) window = {tile->reduce_axis(1), tile->reduce_axis(2), ico_i};
-    tile->reorder({ico_o, tw[0], window[0], window[1], window[2], tile->reduce_axis(3),
-                   tile->axis(1), tile->axis(2), tw[1], tile->axis(4)});
+    std::vector<IterVar> inner = {tile->axis(1)};
+    if (!plane) inner.push_back(tile->axis(2));
+    inner.push_back(tw[1]);
+    std::vector<IterVar> order = {ico_o,     tw[0],     window[0],
+                                  window[1], window[2], tile->reduce_axis(3)};
+    order.insert(order.end(), inner.begin(), inner.end());
+    IterVar lanes = tile->axis(4);
+    order.push_back(lanes);
+    tile->reorder(order);
     if (cfg.knob("unroll_kw")) tile->unroll(tile->reduce_axis(2));
-    tile->unroll(tile->axis(1));
-    tile->unroll(tile->axis(2));
-    tile->unroll(tw[1]);
-    tile->vectorize(tile->axis(4));
+    for (const IterVar& v : inner) tile->unroll(v);
+    tile->vectorize(lanes);
     return;
   }
   // The tile: one register tile of rt.oc x rt.oh x ow[1] vectors, reduced over
@@ -240,6 +261,11 @@ class Conv2dNCHWc final : public OpTemplate {
     space.define_knob("kernel_outer", {0, 1});
     // Reduction blocking, in input channels (0: none; schedule_conv_nchwc).
     space.define_knob("ic_chunk", {0, 64, 128, 256}, schedule::KnobOrigin::AddedLater);
+    // 1: the register tile's columns run over the whole plane's pixels, rows
+    // and columns fused (small planes: 7x7, 14x14), not row by row.
+    if (a.kernel_h == 1 && a.kernel_w == 1 && a.stride_h == 1 && a.stride_w == 1 &&
+        a.out_height() <= detail::kMaxPixelTilePlane)
+      space.define_knob("pixel_tiles", {0, 1}, schedule::KnobOrigin::AddedLater);
     return space;
   }
 
@@ -304,8 +330,12 @@ class Conv2dNCHWc final : public OpTemplate {
     const auto& ow = cfg.split("tile_ow");
     // A chunked reduction's row buffer lives on the worker's stack.
     constexpr int64_t kMaxRowBufferBytes = 256 * 1024;
-    bool chunked = detail::ic_chunk_blocks(cfg, a.in_channels / icb) > 0;
-    bool row_fits = !chunked || rt.oc * rt.oh * ow[0] * ow[1] * ocb * 4 <= kMaxRowBufferBytes;
+    bool plane = detail::pixel_tiles(cfg);
+    bool chunked = plane || detail::ic_chunk_blocks(cfg, a.in_channels / icb) > 0;
+    int64_t pixels = a.out_height() * a.out_width();
+    int64_t buffer_floats = plane ? rt.oc * ((pixels + ow[1] - 1) / ow[1]) * ow[1] * ocb
+                                  : rt.oc * rt.oh * ow[0] * ow[1] * ocb;
+    bool row_fits = !chunked || buffer_floats * 4 <= kMaxRowBufferBytes;
     return row_fits && detail::conv_tile_fits(rt, ow.back(), ocb, isa);
   }
 

@@ -130,6 +130,10 @@ bool conv_tile_fits(const ConvRegisterTile& rt, int64_t ow_tile, int64_t ocb, co
 // channels, brought down to a divisor of ic_blocks), or 0 for none: no such
 // knob, 0, or a chunk that would hold every block.
 int64_t ic_chunk_blocks(const schedule::Config& cfg, int64_t ic_blocks);
+// Whether the config's register tiles run over the plane's pixels (the knob
+// pixel_tiles, offered for small 1x1 stride-1 convs): the tile stage covers
+// every row, fuses rows and columns and splits the pixels by tile_ow.
+bool pixel_tiles(const schedule::Config& cfg);
 // The schedule of the blocked conv templates (conv2d, group_conv2d): the
 // padding stage by rows in parallel; the output by batch x oc blocks x rows
 // in parallel, its register tile (conv_register_tile over

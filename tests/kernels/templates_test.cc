@@ -526,11 +526,19 @@ void check_config(const OpTemplate& t, const Workload& w, const Config& cfg, std
   // rows (at most: the template brings them down to divisors).
   if (t.name() == "conv2d_NCHWc.x86" || t.name() == "group_conv2d_NCHWc.x86")
     tile *= cfg.knob("oc_reg") * cfg.knob("oh_reg");
-  // A chunked reduction keeps whole rows' accumulators between chunks.
-  if (t.name() == "conv2d_NCHWc.x86" &&
-      ops::detail::ic_chunk_blocks(cfg, w.get("data")[1] / cfg.split("tile_ic").back()) > 0)
-    tile = tile / cfg.split("tile_ow").back() * cfg.split("tile_ow").back() *
-           cfg.split("tile_ow").front();
+  // A chunked reduction keeps whole rows' accumulators between chunks, pixel
+  // tiles the whole plane's (every row, the pixels in whole tiles).
+  if (t.name() == "conv2d_NCHWc.x86") {
+    const auto& ow = cfg.split("tile_ow");
+    int64_t per_column = tile / ow.back() / cfg.knob("oh_reg");
+    if (ops::detail::pixel_tiles(cfg)) {
+      int64_t pixels = shape[2] * shape[3];
+      tile = per_column * ((pixels + ow.back() - 1) / ow.back()) * ow.back();
+    } else if (ops::detail::ic_chunk_blocks(cfg, w.get("data")[1] / cfg.split("tile_ic").back()) >
+               0) {
+      tile = per_column * cfg.knob("oh_reg") * ow.front() * ow.back();
+    }
+  }
   for (auto& [name, size] : allocs) {
     EXPECT_GT(size, 0) << name;
     if (name == b.anchor->name) {
@@ -952,6 +960,14 @@ TEST(Templates, ReductionChunksWithPeeledTailsMatchTheReference) {
       {conv(1, 256, 14, 14, 32, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}),
        R"("tile_ic": [16, 16], "tile_oc": [1, 32], "tile_ow": [5, 3], "unroll_kw": 1, )"
        R"("oc_reg": 1, "oh_reg": 1, "kernel_outer": 1, "ic_chunk": 128)"},
+      // Pixel tiles: 7 x 7 = 49 pixels in tiles of 3 (the last of 1), with
+      // and without chunks; 5 x 6 = 30 in tiles of 4 (the last of 2), batch 2.
+      {conv(1, 96, 7, 7, 32, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}),
+       R"("tile_ic": [12, 8], "tile_oc": [2, 16], "tile_ow": [3, 3], "unroll_kw": 1, )"
+       R"("oc_reg": 2, "oh_reg": 1, "kernel_outer": 0, "ic_chunk": 64, "pixel_tiles": 1)"},
+      {conv(2, 48, 5, 6, 24, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}),
+       R"("tile_ic": [6, 8], "tile_oc": [3, 8], "tile_ow": [2, 4], "unroll_kw": 0, )"
+       R"("oc_reg": 4, "oh_reg": 2, "kernel_outer": 0, "ic_chunk": 0, "pixel_tiles": 1)"},
   };
   std::mt19937_64 rng(29);
   for (const Case& c : cases) {
