@@ -48,15 +48,20 @@ int64_t product(const std::vector<int64_t>& s) {
 }
 
 // Evicts the kernel's data from the caches by writing every line of a buffer
-// larger than the last-level cache (at least 64 MB, twice the LLC if larger).
+// larger than the last-level cache: twice the LLC, at least 64 MiB and at most
+// 256 MiB. The cap matters: a VM on a many-CCD EPYC reports the whole socket's
+// L3 (508 MiB seen), and zeroing 1 GiB took longer than a measurement's
+// timeout. The buffer is allocated on the first flush, so a worker that does
+// not flush (flush-cache 0) never pays for it.
 class CacheFlusher {
  public:
-  CacheFlusher() {
-    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    size_t bytes = std::max<size_t>(size_t(64) << 20, llc > 0 ? size_t(llc) * 2 : 0);
-    buf_.assign(bytes / sizeof(uint64_t), 0);
+  static size_t buffer_bytes(long llc) {
+    constexpr size_t kMin = size_t(64) << 20, kMax = size_t(256) << 20;
+    return std::clamp<size_t>(llc > 0 ? size_t(llc) * 2 : 0, kMin, kMax);
   }
   void flush() {
+    if (buf_.empty())
+      buf_.assign(buffer_bytes(sysconf(_SC_LEVEL3_CACHE_SIZE)) / sizeof(uint64_t), 0);
     ++round_;
     for (size_t i = 0; i < buf_.size(); i += 8) buf_[i] = round_ + i;  // one store per 64 B line
     sink_ = buf_[buf_.size() / 2];
