@@ -119,6 +119,11 @@ int64_t ic_chunk_blocks(const Config& cfg, int64_t ic_blocks) {
 // many rows: the whole plane's accumulators live in the row buffer.
 constexpr int64_t kMaxPixelTilePlane = 14;
 
+bool pixel_tile_plane(const Conv2DAttrs& a) {
+  return a.kernel_h == 1 && a.kernel_w == 1 && a.stride_h == 1 && a.stride_w == 1 &&
+         a.out_height() <= kMaxPixelTilePlane;
+}
+
 bool pixel_tiles(const Config& cfg) {
   return cfg.has_knob("pixel_tiles") && cfg.knob("pixel_tiles") == 1;
 }
@@ -263,8 +268,7 @@ class Conv2dNCHWc final : public OpTemplate {
     space.define_knob("ic_chunk", {0, 64, 128, 256}, schedule::KnobOrigin::AddedLater);
     // 1: the register tile's columns run over the whole plane's pixels, rows
     // and columns fused (small planes: 7x7, 14x14), not row by row.
-    if (a.kernel_h == 1 && a.kernel_w == 1 && a.stride_h == 1 && a.stride_w == 1 &&
-        a.out_height() <= detail::kMaxPixelTilePlane)
+    if (detail::pixel_tile_plane(a))
       space.define_knob("pixel_tiles", {0, 1}, schedule::KnobOrigin::AddedLater);
     return space;
   }
@@ -281,16 +285,19 @@ class Conv2dNCHWc final : public OpTemplate {
         reduction >= kMinReductionForWideTile
             ? detail::conv_fallback_tile(a.out_width(), a.out_channels / ocb, ocb, isa)
             : detail::ConvFallbackTile{1, detail::fallback_ow_tile(a.out_width(), ocb, isa)};
-    return detail::KnobValues()
-        .split("tile_ic", a.in_channels, {icb})
+    detail::KnobValues knobs;
+    knobs.split("tile_ic", a.in_channels, {icb})
         .split("tile_oc", a.out_channels, {ocb})
         .split("tile_ow", a.out_width(), {ft.columns})
         .knob("unroll_kw", a.kernel_w <= 3)
         .knob("oc_reg", ft.oc_blocks)
         .knob("oh_reg", 1)
         .knob("kernel_outer", 0)
-        .knob("ic_chunk", 0)
-        .in(space(w));
+        .knob("ic_chunk", 0);
+    // Columns that leave a partial tile in every row of a small plane (7 =
+    // 3 + 3 + 1) run over its pixels instead (49 = 16 x 3 + 1).
+    if (detail::pixel_tile_plane(a)) knobs.knob("pixel_tiles", a.out_width() % ft.columns != 0);
+    return knobs.in(space(w));
   }
 
   TemplateInstance compute(const Workload& w, const Config& cfg) const override {

@@ -37,6 +37,9 @@
 //     blocks (oc_reg) and balanced columns, whichever loads least per FMA
 //     (AVX2, 56 columns: 2 blocks x 3), and for a shorter one the largest
 //     power of two <= cap (a partial last tile); ic_chunk = 0;
+//     pixel_tiles (1x1 stride-1 convs on planes of at most 14 rows) = 1 when
+//     ow_tile does not divide OW: a 7x7 plane in tiles of 3 runs 16 full
+//     tiles and one of 1 pixel, not a 1-column tile in every row;
 //     unroll_kw = 1 if KW <= 3 else 0.
 #pragma once
 
@@ -134,6 +137,9 @@ int64_t ic_chunk_blocks(const schedule::Config& cfg, int64_t ic_blocks);
 // pixel_tiles, offered for small 1x1 stride-1 convs): the tile stage covers
 // every row, fuses rows and columns and splits the pixels by tile_ow.
 bool pixel_tiles(const schedule::Config& cfg);
+// Whether a conv offers pixel tiles: 1x1, stride 1, a plane of at most
+// kMaxPixelTilePlane rows.
+bool pixel_tile_plane(const Conv2DAttrs& a);
 // The schedule of the blocked conv templates (conv2d, group_conv2d): the
 // padding stage by rows in parallel; the output by batch x oc blocks x rows
 // in parallel, its register tile (conv_register_tile over

@@ -800,6 +800,24 @@ TEST(Templates, FallbackRegisterTilesFollowTheIsa) {
   EXPECT_EQ(ct.fallback(shallow, avx2).knob("oc_reg"), 1);
   for (const Isa& isa : {avx512, avx2, neon})
     EXPECT_EQ(ops::layout_blocks(ct, c, ct.fallback(c, isa)), ops::fallback_layout_blocks(ct, c));
+  // ResNeXt-50's 1x1 1024->2048 on 7x7: AVX2's 2 blocks x 3 columns leave a
+  // 1-column tile in every row, so its tiles run over the plane's 49 pixels;
+  // AVX-512's 7 columns fill each row and keep row tiles.
+  Workload small = conv(1, 1024, 7, 7, 2048, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(small, avx2).split("tile_ow").back(), 3);
+  EXPECT_EQ(ct.fallback(small, avx2).knob("pixel_tiles"), 1);
+  EXPECT_TRUE(ct.fits(small, ct.fallback(small, avx2), avx2));
+  EXPECT_EQ(ct.fallback(small, avx512).split("tile_ow").back(), 7);
+  EXPECT_EQ(ct.fallback(small, avx512).knob("pixel_tiles"), 0);
+  // 14x14 planes too (14 = 4 x 3 + 2).
+  Workload mid = conv(1, 512, 14, 14, 1024, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(mid, avx2).split("tile_ow").back(), 3);
+  EXPECT_EQ(ct.fallback(mid, avx2).knob("pixel_tiles"), 1);
+  // A width the columns divide keeps row tiles (6 = 2 x 3).
+  Workload even = conv(1, 512, 6, 6, 1024, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(even, avx2).knob("pixel_tiles"), 0);
+  // Planes taller than 14 rows do not offer the knob at all.
+  EXPECT_FALSE(ct.fallback(c, avx2).has_knob("pixel_tiles"));
   // A transformer's dense layer: columns in 2 vectors, rows within the budget.
   Workload d = dense("dense_pack.x86", 128, 1024, 256);
   const OpTemplate& dt = ops::get_template(d.template_name);
