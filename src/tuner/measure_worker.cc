@@ -49,14 +49,15 @@ int64_t product(const std::vector<int64_t>& s) {
 
 // Evicts the kernel's data from the caches by writing every line of a buffer
 // larger than the last-level cache: twice the LLC, at least 64 MiB and at most
-// 256 MiB. The cap matters: a VM on a many-CCD EPYC reports the whole socket's
-// L3 (508 MiB seen), and zeroing 1 GiB took longer than a measurement's
-// timeout. The buffer is allocated on the first flush, so a worker that does
+// 128 MiB (what Sapphire Rapids' L3 acts like for one VM, MACHINE.md). The
+// cap matters: a VM on a many-CCD EPYC reports the whole socket's L3 (508 MiB
+// seen, where one CCD has 32), and zeroing 1 GiB took longer than a
+// measurement's timeout. The buffer is allocated on the first flush, so a worker that does
 // not flush (flush-cache 0) never pays for it.
 class CacheFlusher {
  public:
   static size_t buffer_bytes(long llc) {
-    constexpr size_t kMin = size_t(64) << 20, kMax = size_t(256) << 20;
+    constexpr size_t kMin = size_t(64) << 20, kMax = size_t(128) << 20;
     return std::clamp<size_t>(llc > 0 ? size_t(llc) * 2 : 0, kMin, kMax);
   }
   void flush() {

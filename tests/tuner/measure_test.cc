@@ -51,7 +51,9 @@ MeasureOptions base_options() {
   o.worker_path = KILN_MEASURE_WORKER_PATH;
   o.number = 2;
   o.repeat = 2;
-  o.timeout_s = 3;
+  // Room for a good candidate under AddressSanitizer beside another test
+  // (ctest -j2 on 2 cores); the planted hang takes this long.
+  o.timeout_s = 5;
   return o;
 }
 
