@@ -14,6 +14,20 @@ using schedule::SplitPolicy;
 
 namespace detail {
 
+int64_t row_tiles_per_task(int64_t M, int64_t rows, int64_t cap) {
+  const int64_t tiles = (M + rows - 1) / rows;
+  int64_t best = 1;
+  double best_use = 0;
+  for (int64_t y1 = std::min(cap, tiles); y1 >= std::max<int64_t>(1, cap / 4); --y1) {
+    // The split's inner factors are divisors of M or powers of two.
+    bool candidate = M % y1 == 0 || (y1 & (y1 - 1)) == 0;
+    if (!candidate || y1 * rows > M) continue;
+    double use = double(tiles) / double((tiles + y1 - 1) / y1 * y1);
+    if (use > best_use + 1e-9) best = y1, best_use = use;
+  }
+  return best;
+}
+
 void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, const Isa& isa,
                           KnobValues& knobs) {
   // Column blocks in vectors of the ISA: 2, 3, 2.5, 1.5 or 1 vectors wide
@@ -51,16 +65,12 @@ void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, c
   if (M > 1)
     x1 = N % bn == 0 ? largest_divisor_at_most(N / bn, std::max<int64_t>(1, 256 / bn))
                      : pow2_at_most(std::min<int64_t>(N, 256) / bn);
-  // Row tiles per parallel task: a divisor of the tile count where one is
-  // near the power of two, so that the static split across threads gets
-  // equal tasks (a partial last task of 4 rows in 64 left one thread 2x the
-  // work of the other on a 196-row GEMM).
-  int64_t y1 = pow2_at_most(std::min<int64_t>(M, 64) / rows);
-  if (M % rows == 0 && (M / rows) % y1 != 0) {
-    int64_t d =
-        largest_divisor_at_most(M / rows, std::max<int64_t>(1, std::min<int64_t>(M, 64) / rows));
-    if (2 * d >= y1) y1 = d;
-  }
+  // Row tiles per parallel task: the count, between a quarter of the cap and
+  // the cap, that wastes the fewest task slots, the larger on a tie, so that
+  // the static split across threads gets tasks of equal work. ConvNeXt's and
+  // ViT's 196 rows (49 tiles of 4) in tasks of 16 tiles made 16 + 16 + 16 +
+  // 1: one thread had 32 tiles, the other 17; tasks of 7 tiles divide 49.
+  int64_t y1 = row_tiles_per_task(M, rows, std::max<int64_t>(1, std::min<int64_t>(M, 64) / rows));
   int64_t kk = largest_divisor_at_most(K, M == 1 ? 16 : 4);
   knobs.split("tile_y", M, {y1, rows}).split("tile_x", N, {x1, bn}).split("tile_k", K, {kk});
 }

@@ -30,9 +30,9 @@
 //        (AVX-512: 32, 48, 40, 24, 16), else (dense_pack) 2L if N >= 2L, L if
 //        N >= L, else N; (exact column splits) the largest divisor of N <= 4L;
 //   rows = tile_y[2] = M if M <= cap, else the largest divisor of M <= cap if it
-//        is >= cap / 2, else the largest divisor of M or power of two <= cap, where cap = min(8, (3R/4) / ceil(bn / L)) keeps the
-//        accumulators in registers (AVX-512 bn 32: 8 rows x 2 zmm; AVX2 bn 16:
-//        6 or 4 rows x 2 ymm);
+//        is >= cap / 2, else the largest divisor of M or power of two <= cap, where cap = min(8,
+//        (3R/4) / ceil(bn / L)) keeps the accumulators in registers (AVX-512 bn 32: 8 rows x 2 zmm;
+//        AVX2 bn 16: 6 or 4 rows x 2 ymm);
 //   tile_x[1] = 1 if M = 1 (GEMV: many column tasks), else (bn | N) the largest
 //        divisor p of N / bn with p * bn <= 256, or (bn does not divide N) the
 //        largest power of two p with p * bn <= min(N, 256); tile_y[1] = the largest power of two p
@@ -77,6 +77,11 @@ int64_t dense_pack_block(const schedule::Config& cfg);
 std::vector<float> pack_dense_weight(const float* B, int64_t K, int64_t N, int64_t bn);
 
 namespace detail {
+// Row tiles per parallel task for M rows in tiles of `rows`: the count in
+// [cap / 4, cap] (a divisor of M or a power of two, as tile_y's split allows)
+// whose tasks leave the fewest slots empty (the larger on a tie), so that a
+// static split of the tasks over threads gives equal work.
+int64_t row_tiles_per_task(int64_t M, int64_t rows, int64_t cap);
 // Adds the fallback values of tile_y, tile_x, tile_k (rule above) to knobs.
 // exact_columns: tile_x is an exact-factor split (dense_nopack, batch_matmul).
 void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, const Isa& isa,

@@ -8,12 +8,14 @@
 #include "ir/printer.h"
 #include "ir/simplify.h"
 #include "schedule/code_size.h"
+#include "schedule/hoist_guards.h"
 #include "schedule/peel_tail_loops.h"
 #include "schedule/schedule_ops.h"
 #include "schedule/storage_flatten.h"
 #include "schedule/unroll_loops.h"
 #include "schedule/unswitch_selects.h"
 #include "schedule/vectorize_loops.h"
+#include "schedule/version_guarded_loops.h"
 
 namespace kiln::schedule {
 
@@ -93,6 +95,16 @@ LoweredFunc lower(const Schedule& sch, const std::vector<Tensor>& args, const st
     trace("simplify", s);
     s = peel_tail_loops(s);
     trace("peel_tail_loops", s);
+    // After unrolling only: the tuner's features read the loop nest as
+    // scheduled (unroll off), one version of it.
+    Stmt unversioned = s;
+    s = version_guarded_loops(s, options.code_budget, options.vector_bits);
+    trace("version_guarded_loops", s);
+    // The report's estimate then counts the second versions too.
+    if (options.report && !s.same_as(unversioned))
+      options.report->code_size = estimate_code_size(s, options.vector_bits);
+    s = hoist_guards(s);
+    trace("hoist_guards", s);
   }
   f.body = s;
   return f;

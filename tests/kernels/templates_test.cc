@@ -1004,3 +1004,89 @@ TEST(Templates, ReductionChunksWithPeeledTailsMatchTheReference) {
 
 }  // namespace
 }  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+// Counts the if/else statements whose then-case holds a loop, and the guards
+// inside loops of those then-cases: version_guarded_loops' full versions.
+struct FullVersions : ir::IRVisitor {
+  int versions = 0, guards_in_full_loops = 0;
+  int loop_depth = 0, full_depth = 0;
+  void visit_for(const ir::ForNode* op) override {
+    ++loop_depth;
+    ir::IRVisitor::visit_for(op);
+    --loop_depth;
+  }
+  void visit_if(const ir::IfThenElseNode* op) override {
+    if (full_depth > 0 && loop_depth > 0) ++guards_in_full_loops;
+    if (op->else_case) {
+      ++versions;
+      int saved = loop_depth;
+      loop_depth = 0;
+      ++full_depth;
+      visit(op->then_case);
+      --full_depth;
+      loop_depth = saved;
+      visit(op->else_case);
+      return;
+    }
+    ir::IRVisitor::visit_if(op);
+  }
+};
+
+// dense_pack.x86 whose last parallel task holds fewer row tiles than the
+// others, or whose last row tile is partial (197 rows in tiles of 4): the
+// guards on the row sit inside the k loop of every task, so
+// version_guarded_loops gives each tile a second, guard-free version. Both
+// versions against the reference, alone and with the epilogue.
+TEST(Templates, PartialRowTasksAreVersionedAndMatchTheReference) {
+  const OpTemplate& t = ops::get_template("dense_pack.x86");
+  struct Case {
+    int64_t m, n, k;
+    const char* knobs;
+  };
+  const Case cases[] = {
+      {197, 48, 24,
+       R"("tile_y": [4, 16, 4], "tile_x": [1, 3, 16], "tile_k": [6, 4], "tile_order": 1)"},
+      {196, 32, 16,
+       R"("tile_y": [4, 16, 4], "tile_x": [1, 2, 16], "tile_k": [4, 4], "tile_order": 0)"},
+      {13, 40, 9, R"("tile_y": [2, 2, 4], "tile_x": [1, 5, 8], "tile_k": [3, 3], "tile_order": 1)"},
+  };
+  std::mt19937_64 rng(41);
+  for (const Case& c : cases) {
+    Workload w = dense("dense_pack.x86", c.m, c.n, c.k);
+    Config cfg = ops::detail::config_from_knobs(t.space(w), c.knobs);
+    check_config(t, w, cfg, rng);
+    Built b = build(t, w, cfg, true);
+    for (const ir::LoweredFunc* f : {&b.plain, &b.fused}) {
+      SCOPED_TRACE(w.key() + "\n" + ir::to_string(f->body));
+      FullVersions found;
+      found.visit(f->body);
+      EXPECT_GT(found.versions, 0);
+      EXPECT_EQ(found.guards_in_full_loops, 0);
+    }
+  }
+}
+
+// The fallback's row tiles per task leave no task short where a count the
+// split allows does so (196 rows = 49 tiles of 4: tasks of 7), and stay a
+// power of two or a divisor of M.
+TEST(Templates, DenseRowTasksSplitTheTilesEvenly) {
+  using ops::detail::row_tiles_per_task;
+  EXPECT_EQ(row_tiles_per_task(196, 4, 16), 7);
+  EXPECT_EQ(row_tiles_per_task(128, 4, 16), 16);
+  EXPECT_EQ(row_tiles_per_task(197, 4, 16), 4);  // 50 tiles; 10 is no candidate of 197
+  EXPECT_EQ(row_tiles_per_task(3, 4, 16), 1);
+  for (int64_t m : {1, 7, 50, 196, 197, 384, 1000})
+    for (int64_t rows : {1, 2, 4, 6, 8})
+      for (int64_t cap : {1, 4, 16, 64}) {
+        int64_t y1 = row_tiles_per_task(m, rows, cap);
+        EXPECT_GE(y1, 1);
+        EXPECT_LE(y1, std::max<int64_t>(1, cap));
+        EXPECT_TRUE(m % y1 == 0 || (y1 & (y1 - 1)) == 0) << m << " " << rows << " " << cap;
+      }
+}
+
+}  // namespace
+}  // namespace kiln::test
