@@ -10,24 +10,28 @@ using schedule::Config;
 using schedule::ConfigSpace;
 using schedule::SplitPolicy;
 
-schedule::ConfigSpace detail::batch_matmul_space(int64_t M, int64_t N, int64_t k_steps) {
+schedule::ConfigSpace detail::batch_matmul_space(int64_t M, int64_t N, int64_t k_steps,
+                                                 bool exact_columns) {
   auto innermost_at_most = [](int64_t cap) {
     return [cap](const std::vector<int64_t>& f) { return f.back() <= cap; };
   };
   ConfigSpace space;
   space.define_split("tile_y", M, 3, SplitPolicy::All, 0, innermost_at_most(kMaxTileRows));
-  // Exact column factors: no per-lane guard in the output tile (a packed B is
-  // only padded to whole column blocks).
-  space.define_split("tile_x", N, 3, SplitPolicy::Factors, 0, innermost_at_most(kMaxTileCols));
+  // Column tiles need not divide N: a partial one runs per-lane loops, and
+  // version_guarded_loops gives every whole tile a version without them
+  // (ViT's attention scores have 197 columns: exact factors left 1 or 197).
+  // The int8 template keeps exact factors (its b's K-quad packing).
+  space.define_split("tile_x", N, 3, exact_columns ? SplitPolicy::Factors : SplitPolicy::All, 0,
+                     innermost_at_most(kMaxTileCols));
   space.define_split("tile_k", k_steps, 2, SplitPolicy::Factors, 0, innermost_at_most(kMaxTileK));
   return space;
 }
 
 schedule::Config detail::batch_matmul_fallback(int64_t M, int64_t N, int64_t k_steps,
-                                               const Isa& isa) {
+                                               const Isa& isa, bool exact_columns) {
   KnobValues knobs;
-  dense_fallback_knobs(M, N, k_steps, true, isa, knobs);
-  return knobs.in(batch_matmul_space(M, N, k_steps));
+  dense_fallback_knobs(M, N, k_steps, exact_columns, isa, knobs);
+  return knobs.in(batch_matmul_space(M, N, k_steps, exact_columns));
 }
 
 void detail::schedule_batch_matmul_tiles(schedule::Schedule& sch, const TemplateInstance& inst,
@@ -64,12 +68,12 @@ class BatchMatmul final : public OpTemplate {
 
   ConfigSpace space(const Workload& w) const override {
     BatchMatmulShape s = shape(w);
-    return detail::batch_matmul_space(s.M, s.N, s.K);
+    return detail::batch_matmul_space(s.M, s.N, s.K, false);
   }
 
   Config fallback(const Workload& w, const Isa& isa) const override {
     BatchMatmulShape s = shape(w);
-    return detail::batch_matmul_fallback(s.M, s.N, s.K, isa);
+    return detail::batch_matmul_fallback(s.M, s.N, s.K, isa, false);
   }
 
   bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {

@@ -27,8 +27,11 @@ namespace detail {
 // batch_matmul.x86's space, fallback and schedule over k_steps reduction
 // steps (K, or K's 4-byte words for batch_matmul_int8.x86): the batched
 // templates share them so that a config means the same loop nest in each.
-schedule::ConfigSpace batch_matmul_space(int64_t M, int64_t N, int64_t k_steps);
-schedule::Config batch_matmul_fallback(int64_t M, int64_t N, int64_t k_steps, const Isa& isa);
+// exact_columns: column tiles divide N (batch_matmul_int8, whose b is packed
+// in K-quads); otherwise any column tile, a partial last one included.
+schedule::ConfigSpace batch_matmul_space(int64_t M, int64_t N, int64_t k_steps, bool exact_columns);
+schedule::Config batch_matmul_fallback(int64_t M, int64_t N, int64_t k_steps, const Isa& isa,
+                                       bool exact_columns);
 void schedule_batch_matmul_tiles(schedule::Schedule& sch, const TemplateInstance& inst,
                                  const ir::Tensor& output, const schedule::Config& cfg,
                                  const std::string& template_name);

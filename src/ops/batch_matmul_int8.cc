@@ -29,12 +29,12 @@ class BatchMatmulInt8Template final : public OpTemplate {
   // lanes are the ISA's float lanes, so the float rule's register tile fits.
   ConfigSpace space(const Workload& w) const override {
     Shape s = shape(w);
-    return detail::batch_matmul_space(s.M, s.N, s.words());
+    return detail::batch_matmul_space(s.M, s.N, s.words(), true);
   }
 
   Config fallback(const Workload& w, const Isa& isa) const override {
     Shape s = shape(w);
-    return detail::batch_matmul_fallback(s.M, s.N, s.words(), isa);
+    return detail::batch_matmul_fallback(s.M, s.N, s.words(), isa, true);
   }
 
   bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {

@@ -81,11 +81,12 @@ std::vector<Expr> loop_guards(const Stmt& body) {
     }
     bool guards_accumulator = false;
     void visit_if(const IfThenElseNode* op) override {
-      if (loop_depth > 0 && !op->else_case && op->cond.dtype().is_bool() &&
-          op->cond.dtype().is_scalar() && invariant(op->cond, inner)) {
+      if (loop_depth > 0 && op->cond.dtype().is_bool() && op->cond.dtype().is_scalar() &&
+          invariant(op->cond, inner)) {
         add_unique(guards, op->cond);
         too_many |= guards.size() > static_cast<size_t>(kMaxVersionedGuards);
-        guards_accumulator |= stores_local(op->then_case);
+        guards_accumulator |=
+            stores_local(op->then_case) || (op->else_case && stores_local(op->else_case));
       }
       IRVisitor::visit_if(op);
     }
@@ -96,16 +97,15 @@ std::vector<Expr> loop_guards(const Stmt& body) {
   return f.guards;
 }
 
-// s with every `if` on one of `conds` (no else) replaced by its then-case.
+// s with every `if` on one of `conds` replaced by its then-case.
 class DropGuards : public IRMutator {
  public:
   explicit DropGuards(const std::vector<Expr>& conds) : conds_(conds) {}
 
  protected:
   Stmt mutate_if(const Stmt& s, const IfThenElseNode* op) override {
-    if (!op->else_case)
-      for (const Expr& c : conds_)
-        if (arith::struct_equal(c, op->cond)) return mutate(op->then_case);
+    for (const Expr& c : conds_)
+      if (arith::struct_equal(c, op->cond)) return mutate(op->then_case);
     return IRMutator::mutate_if(s, op);
   }
 

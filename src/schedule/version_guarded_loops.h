@@ -11,9 +11,15 @@
 // has no guard left, and only a partial one runs the original (how MLAS and
 // oneDNN keep a full-tile kernel beside the tail's).
 //
-// A body is versioned when some guard (an `if` without else, whose test reads
-// no memory and no variable bound inside the body) sits inside a loop nested
-// in it and guards a store to a Local buffer (an accumulator); the outermost
+// The same holds for vectorize_loops' `if (whole vector) vector statement
+// else per-lane loop`, which a column tile that does not divide the row
+// leaves around every accumulator update: the first version takes the
+// vector arm of each.
+//
+// A body is versioned when some test (an `if`, with or without else, whose
+// test reads no memory and no variable bound inside the body) sits inside a
+// loop nested in it and guards a store to a Local buffer (an accumulator);
+// the first version takes every such test's then-case; the outermost
 // such body is versioned, once, where the copy keeps the kernel within
 // `code_budget` (estimate_code_size, schedule/code_size.h; <= 0: no limit).
 #pragma once

@@ -1008,26 +1008,45 @@ TEST(Templates, ReductionChunksWithPeeledTailsMatchTheReference) {
 namespace kiln::test {
 namespace {
 
-// Counts the if/else statements whose then-case holds a loop, and the guards
-// inside loops of those then-cases: version_guarded_loops' full versions.
+bool holds_loop(const ir::Stmt& s) {
+  struct Find : ir::IRVisitor {
+    bool found = false;
+    void visit_for(const ir::ForNode*) override { found = true; }
+  } f;
+  f.visit(s);
+  return f.found;
+}
+
+bool stores_local(const ir::Stmt& s) {
+  struct Find : ir::IRVisitor {
+    bool found = false;
+    void visit_store(const ir::StoreNode* op) override {
+      found |= op->buffer->scope == ir::MemScope::Local;
+    }
+  } f;
+  f.visit(s);
+  return f.found;
+}
+
+// Counts the if/else statements whose then-case holds a loop, and the tests
+// inside those then-cases' accumulating loops (loops that store to a Local
+// buffer: the reduction over k): version_guarded_loops' full versions.
 struct FullVersions : ir::IRVisitor {
   int versions = 0, guards_in_full_loops = 0;
-  int loop_depth = 0, full_depth = 0;
+  int accumulating_depth = 0, full_depth = 0;
   void visit_for(const ir::ForNode* op) override {
-    ++loop_depth;
+    bool accumulating = full_depth > 0 && stores_local(op->body);
+    accumulating_depth += accumulating;
     ir::IRVisitor::visit_for(op);
-    --loop_depth;
+    accumulating_depth -= accumulating;
   }
   void visit_if(const ir::IfThenElseNode* op) override {
-    if (full_depth > 0 && loop_depth > 0) ++guards_in_full_loops;
-    if (op->else_case) {
+    if (accumulating_depth > 0) ++guards_in_full_loops;
+    if (op->else_case && holds_loop(op->then_case) && full_depth == 0) {
       ++versions;
-      int saved = loop_depth;
-      loop_depth = 0;
       ++full_depth;
       visit(op->then_case);
       --full_depth;
-      loop_depth = saved;
       visit(op->else_case);
       return;
     }
@@ -1035,27 +1054,34 @@ struct FullVersions : ir::IRVisitor {
   }
 };
 
-// dense_pack.x86 whose last parallel task holds fewer row tiles than the
-// others, or whose last row tile is partial (197 rows in tiles of 4): the
-// guards on the row sit inside the k loop of every task, so
-// version_guarded_loops gives each tile a second, guard-free version. Both
-// versions against the reference, alone and with the epilogue.
+// dense_pack.x86 and batch_matmul.x86 whose last parallel task holds fewer
+// row tiles than the others, whose last row tile is partial (197 rows in
+// tiles of 4), or whose last column tile is (200 or 13 columns in tiles of
+// 16 or 8: per-lane loops beside each vector statement): the tests sit
+// inside the k loop of every tile, so version_guarded_loops gives each tile
+// a second version without them. Both versions against the reference, alone
+// and with the epilogue.
 TEST(Templates, PartialRowTasksAreVersionedAndMatchTheReference) {
-  const OpTemplate& t = ops::get_template("dense_pack.x86");
   struct Case {
-    int64_t m, n, k;
+    Workload w;
     const char* knobs;
   };
   const Case cases[] = {
-      {197, 48, 24,
+      {dense("dense_pack.x86", 197, 48, 24),
        R"("tile_y": [4, 16, 4], "tile_x": [1, 3, 16], "tile_k": [6, 4], "tile_order": 1)"},
-      {196, 32, 16,
+      {dense("dense_pack.x86", 196, 32, 16),
        R"("tile_y": [4, 16, 4], "tile_x": [1, 2, 16], "tile_k": [4, 4], "tile_order": 0)"},
-      {13, 40, 9, R"("tile_y": [2, 2, 4], "tile_x": [1, 5, 8], "tile_k": [3, 3], "tile_order": 1)"},
+      {dense("dense_pack.x86", 13, 40, 9),
+       R"("tile_y": [2, 2, 4], "tile_x": [1, 5, 8], "tile_k": [3, 3], "tile_order": 1)"},
+      {dense("dense_pack.x86", 24, 200, 8),
+       R"("tile_y": [3, 2, 4], "tile_x": [2, 8, 16], "tile_k": [2, 4], "tile_order": 1)"},
+      {bmm(3, 10, 12, 3, 13), R"("tile_y": [1, 2, 5], "tile_x": [2, 1, 8], "tile_k": [3, 4])"},
+      {bmm(2, 7, 8, 1, 37), R"("tile_y": [2, 1, 4], "tile_x": [3, 1, 16], "tile_k": [2, 4])"},
   };
   std::mt19937_64 rng(41);
   for (const Case& c : cases) {
-    Workload w = dense("dense_pack.x86", c.m, c.n, c.k);
+    const Workload& w = c.w;
+    const OpTemplate& t = ops::get_template(w.template_name);
     Config cfg = ops::detail::config_from_knobs(t.space(w), c.knobs);
     check_config(t, w, cfg, rng);
     Built b = build(t, w, cfg, true);
