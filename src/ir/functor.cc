@@ -372,4 +372,24 @@ bool uses_var(const Stmt& s, const Var& v) {
   return found;
 }
 
+std::set<const VarNode*> vars_bound_in(const Stmt& s) {
+  struct Collect : IRVisitor {
+    std::set<const VarNode*> vars;
+    void visit_for(const ForNode* op) override {
+      vars.insert(op->var.get());
+      IRVisitor::visit_for(op);
+    }
+    void visit_let_stmt(const LetStmtNode* op) override {
+      vars.insert(op->var.get());
+      IRVisitor::visit_let_stmt(op);
+    }
+    void visit_let(const LetNode* op) override {
+      vars.insert(op->var.get());
+      IRVisitor::visit_let(op);
+    }
+  } c;
+  c.visit(s);
+  return c.vars;
+}
+
 }  // namespace kiln::ir

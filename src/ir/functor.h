@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 
 #include "ir/expr.h"
 #include "ir/stmt.h"
@@ -95,5 +96,9 @@ Expr replace_tensor_reads(const Expr& e, const Tensor& t,
 // Whether e (or s) mentions v.
 bool uses_var(const Expr& e, const Var& v);
 bool uses_var(const Stmt& s, const Var& v);
+
+// The variables bound inside s: loop variables and let variables (statement
+// and expression lets).
+std::set<const VarNode*> vars_bound_in(const Stmt& s);
 
 }  // namespace kiln::ir

@@ -56,27 +56,6 @@ Expr scalar_condition(const Expr& cond) {
   return make_binary(cond.kind(), base, bound->value);
 }
 
-// Variables bound inside s: loop and let variables.
-std::set<const VarNode*> bound_inside(const Stmt& s) {
-  struct Collect : IRVisitor {
-    std::set<const VarNode*> vars;
-    void visit_for(const ForNode* op) override {
-      vars.insert(op->var.get());
-      IRVisitor::visit_for(op);
-    }
-    void visit_let_stmt(const LetStmtNode* op) override {
-      vars.insert(op->var.get());
-      IRVisitor::visit_let_stmt(op);
-    }
-    void visit_let(const LetNode* op) override {
-      vars.insert(op->var.get());
-      IRVisitor::visit_let(op);
-    }
-  } c;
-  c.visit(s);
-  return c.vars;
-}
-
 bool contains_loop(const Stmt& s) {
   struct Find : IRVisitor {
     bool found = false;
@@ -116,7 +95,7 @@ Expr find_condition(const Stmt& body, const Var& v) {
     }
   } f;
   f.v = &v;
-  f.inner = bound_inside(body);
+  f.inner = vars_bound_in(body);
   f.visit(body);
   return f.found;
 }

@@ -12,27 +12,6 @@ using namespace kiln::ir;
 
 namespace {
 
-// Variables bound inside s: loop and let variables.
-std::set<const VarNode*> bound_inside(const Stmt& s) {
-  struct Collect : IRVisitor {
-    std::set<const VarNode*> vars;
-    void visit_for(const ForNode* op) override {
-      vars.insert(op->var.get());
-      IRVisitor::visit_for(op);
-    }
-    void visit_let_stmt(const LetStmtNode* op) override {
-      vars.insert(op->var.get());
-      IRVisitor::visit_let_stmt(op);
-    }
-    void visit_let(const LetNode* op) override {
-      vars.insert(op->var.get());
-      IRVisitor::visit_let(op);
-    }
-  } c;
-  c.visit(s);
-  return c.vars;
-}
-
 // Whether cond reads no memory and none of `inner`.
 bool invariant(const Expr& cond, const std::set<const VarNode*>& inner) {
   bool ok = true;
@@ -91,7 +70,7 @@ std::vector<Expr> loop_guards(const Stmt& body) {
       IRVisitor::visit_if(op);
     }
   } f;
-  f.inner = bound_inside(body);
+  f.inner = vars_bound_in(body);
   f.visit(body);
   if (f.too_many || !f.guards_accumulator) return {};
   return f.guards;
