@@ -35,10 +35,9 @@
 //        AVX2 bn 16: 6 or 4 rows x 2 ymm);
 //   tile_x[1] = 1 if M = 1 (GEMV: many column tasks), else (bn | N) the largest
 //        divisor p of N / bn with p * bn <= 256, or (bn does not divide N) the
-//        largest power of two p with p * bn <= min(N, 256); tile_y[1] = the largest power of two p
-//        with p * rows <= min(M, 64), or where rows divides M and p does not divide
-//        the M / rows row tiles, their largest divisor d with d * rows <= min(M, 64)
-//        if 2d >= p (equal parallel tasks; a task covers <= 64 x 256 of C);
+//        largest power of two p with p * bn <= min(N, 256); tile_y[1] =
+//        row_tiles_per_task(M, rows, min(M, 64) / rows) (below: equal parallel
+//        tasks; a task covers <= 64 x 256 of C);
 //   tile_k[1] = the largest divisor of K <= 16 if M = 1 (many loads in flight),
 //        else <= 4;
 //   tile_order = 1.

@@ -57,9 +57,9 @@ class GuardHoister : public IRMutator {
     Stmt body = mutate(op->body);
     // The test reads no memory, so not the buffer either.
     if (const IfThenElseNode* guard = movable_guard(body))
-      return make_if(guard->cond, rebuild(s, op, guard->then_case));
+      return make_if(guard->cond, rebuild(op, guard->then_case));
     if (body.same_as(op->body)) return s;
-    return rebuild(s, op, body);
+    return rebuild(op, body);
   }
 
   Stmt mutate_let_stmt(const Stmt& s, const LetStmtNode* op) override {
@@ -73,7 +73,7 @@ class GuardHoister : public IRMutator {
 
  private:
   // The allocation of `op` around a new body.
-  static Stmt rebuild(const Stmt&, const AllocateNode* op, Stmt body) {
+  static Stmt rebuild(const AllocateNode* op, Stmt body) {
     return make_stmt<AllocateNode>(op->buffer, op->size, std::move(body));
   }
 };

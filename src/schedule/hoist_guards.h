@@ -5,9 +5,11 @@
 // ViT's 197 or ConvNeXt's 196 rows: 49 row tiles in tasks of 16), the test
 // reads the parallel variable, so peel_tail_loops cannot peel it, and after
 // unrolling every accumulator update of the register tile's k loop sits in
-// its own `if`. LLVM then keeps the accumulators in memory (a conditional
-// store cannot live in a register): dense ran at 128 GFLOP/s there against
-// 186 for 200 rows. This pass merges neighbouring statements guarded by the
+// its own `if`, and LLVM may keep the accumulators in memory (a conditional
+// store cannot live in a register). version_guarded_loops.h gives whole
+// tiles a copy without guards; in the copy that keeps them (the partial
+// tile) and wherever versioning did not apply, this pass merges neighbouring
+// statements guarded by the
 // same test into one `if`, and moves an `if` that is a loop's (or an
 // allocation's, or a let's) whole body above it when the test does not read
 // that loop's variable: the whole register tile is then guarded once.
