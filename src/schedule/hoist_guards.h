@@ -9,10 +9,10 @@
 // store cannot live in a register). version_guarded_loops.h gives whole
 // tiles a copy without guards; in the copy that keeps them (the partial
 // tile) and wherever versioning did not apply, this pass merges neighbouring
-// statements guarded by the
-// same test into one `if`, and moves an `if` that is a loop's (or an
-// allocation's, or a let's) whole body above it when the test does not read
-// that loop's variable: the whole register tile is then guarded once.
+// statements guarded by the same test into one `if`, and moves an `if` that
+// is a loop's (or an allocation's, or a let's) whole body above it when the
+// test does not read that loop's variable: the whole register tile is then
+// guarded once.
 //
 // Only tests that read no memory are moved (they read loop variables and
 // constants, so nothing inside can change them).
