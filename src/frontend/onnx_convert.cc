@@ -2,7 +2,9 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cstdint>
 #include <cstring>
+#include <stdexcept>
 
 #include "frontend/onnx_import.h"
 
@@ -57,10 +59,27 @@ void copy_typed_data(const onnx::TensorProto& t, size_t elem, std::vector<uint8_
 
 }  // namespace
 
+static void check_byte_size(const graph::TensorType& type, const std::string& what) {
+  const std::string too_large = what + ": shape " + graph::shape_str(type.shape) + " of " +
+                                type.dtype + " is too large (its size overflows int64)";
+  int64_t n = 0;
+  try {
+    n = type.num_elements();
+  } catch (const std::overflow_error&) {
+    throw ImportError(too_large);
+  }
+  const auto elem = static_cast<int64_t>(graph::dtype_size(type.dtype));
+  if (n > INT64_MAX / elem || -n > INT64_MAX / elem) throw ImportError(too_large);
+}
+
 graph::Initializer convert_tensor(const onnx::TensorProto& t, const std::string& what) {
   graph::Initializer init;
   init.type.dtype = dtype_name(t.data_type(), what);
   init.type.shape.assign(t.dims().begin(), t.dims().end());
+  for (int64_t d : init.type.shape)
+    if (d < 0)
+      throw ImportError(what + ": shape " + graph::shape_str(init.type.shape) +
+                        " has a negative dim");
   if (t.data_location() == onnx::TensorProto::EXTERNAL)
     throw ImportError(what + ": external tensor data is not supported yet");
   const size_t elem = graph::dtype_size(init.type.dtype);
@@ -69,6 +88,7 @@ graph::Initializer convert_tensor(const onnx::TensorProto& t, const std::string&
   } else {
     copy_typed_data(t, elem, &init.data);
   }
+  check_byte_size(init.type, what);
   const size_t want = static_cast<size_t>(init.type.num_elements()) * elem;
   if (init.data.size() != want)
     throw ImportError(what + ": holds " + std::to_string(init.data.size()) + " bytes, shape " +
@@ -87,6 +107,7 @@ bool convert_type(const onnx::TypeProto& t, const std::string& what, graph::Tens
     if (!d.has_dim_value()) return false;
     type.shape.push_back(d.dim_value());
   }
+  check_byte_size(type, what);
   *out = std::move(type);
   return true;
 }

@@ -20,11 +20,13 @@ namespace kiln::frontend {
 std::string dtype_name(int onnx_elem_type, const std::string& what);
 
 // A constant tensor with its data copied out of raw_data or the typed fields.
-// External data is not read yet: an ImportError naming the tensor.
+// External data is not read yet: an ImportError naming the tensor. So is a
+// negative dim, or a shape whose size in bytes overflows int64.
 graph::Initializer convert_tensor(const onnx::TensorProto& t, const std::string& what);
 
 // The type of a value when it is a tensor with a known dtype and a fully
-// static shape; false otherwise (left for the graph's own inference).
+// static shape; false otherwise (left for the graph's own inference). A shape
+// whose size in bytes overflows int64 is an ImportError naming the value.
 bool convert_type(const onnx::TypeProto& t, const std::string& what, graph::TensorType* out);
 
 // A node with its attributes; `name` is the (unique) name kiln gives it.

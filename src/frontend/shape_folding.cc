@@ -68,8 +68,8 @@ int fold_small_constants(onnx::ModelProto* model, std::vector<std::string>* name
     if (auto it = values.find(v); it != values.end()) return &it->second;
     auto p = protos.find(v);
     if (p == protos.end()) return nullptr;
-    int64_t n = 1;
-    for (int64_t d : p->second->dims()) n *= d;
+    const int64_t n =
+        graph::checked_num_elements({p->second->dims().begin(), p->second->dims().end()});
     if (n > kMaxFoldElements) return nullptr;
     return &(values[v] = convert_tensor(*p->second, "initializer '" + v + "'"));
   };

@@ -5,9 +5,14 @@
 
 namespace kiln::graph {
 
-int64_t TensorType::num_elements() const {
+int64_t TensorType::num_elements() const { return checked_num_elements(shape); }
+
+int64_t checked_num_elements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw std::overflow_error("shape " + shape_str(shape) +
+                                " has more elements than int64 holds");
   return n;
 }
 

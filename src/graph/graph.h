@@ -22,6 +22,8 @@ struct TensorType {
   std::string dtype;
   std::vector<int64_t> shape;
 
+  // Throws std::overflow_error where the product of the shape overflows int64
+  // (only a malformed model's shape can: the importer turns it into its error).
   int64_t num_elements() const;
   bool operator==(const TensorType&) const = default;
 };
@@ -82,6 +84,9 @@ size_t dtype_size(const std::string& dtype);
 
 // "[1, 3, 224, 224]" for messages.
 std::string shape_str(const std::vector<int64_t>& shape);
+
+// The product of the dims; throws std::overflow_error when it overflows int64.
+int64_t checked_num_elements(const std::vector<int64_t>& shape);
 
 // ---- template definitions ---------------------------------------------------
 

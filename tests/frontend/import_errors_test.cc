@@ -115,6 +115,53 @@ TEST(ImportErrors, ExternalDataIsNamed) {
                     HasSubstr("'weights.bin'"), HasSubstr("save_as_external_data=False")));
 }
 
+// Shapes whose element count overflows int64 (found by the fuzzer: a signed
+// overflow in TensorType::num_elements) are one ImportError, never UB.
+TEST(ImportErrors, ShapesWhoseSizeOverflowsAreNamed) {
+  const int64_t huge = int64_t{1} << 40;
+  {
+    OnnxBuilder b(17);
+    b.input("x", {"1", "4"});
+    b.output("y", {"1", "4"});
+    onnx::TensorProto* w = b.init_f32("w", {1, 4}, {1, 2, 3, 4});
+    w->clear_dims();
+    for (int64_t d : {huge, huge, int64_t{4}}) w->add_dims(d);
+    b.node("Mul", "scale", {"x", "w"}, {"y"});
+    const std::string path = b.write("huge_initializer.onnx");
+    // ONNX's checker sees the count wrap to 0 first.
+    EXPECT_THAT(import_error(path), AllOf(HasSubstr(path), HasSubstr("tensor name: w")));
+  }
+  {
+    OnnxBuilder b(17);
+    b.input("x", {std::to_string(huge), std::to_string(huge), "4"});
+    b.output("y", {std::to_string(huge), std::to_string(huge), "4"});
+    b.node("Relu", "relu", {"x"}, {"y"});
+    const std::string path = b.write("huge_input.onnx");
+    EXPECT_THAT(import_error(path),
+                AllOf(HasSubstr(path), HasSubstr("'x'"), HasSubstr("too large")));
+  }
+  {
+    OnnxBuilder b(17);
+    b.input("x", {"1", "4"});
+    b.output("y", {"-1", "-1", "4"});
+    b.init_i64("shape", {3}, {huge, huge, 4});
+    b.node("Expand", "expand", {"x", "shape"}, {"y"});
+    const std::string path = b.write("huge_expand.onnx");
+    EXPECT_THAT(import_error(path), AllOf(HasSubstr(path), HasSubstr("too large")));
+  }
+  {
+    OnnxBuilder b(17);
+    b.input("x", {"1", "4"});
+    b.output("y", {"1", "4"});
+    onnx::TensorProto* w = b.init_f32("w", {1, 4}, {1, 2, 3, 4});
+    w->clear_dims();
+    for (int64_t d : {int64_t{-1}, int64_t{-4}}) w->add_dims(d);
+    b.node("Mul", "scale", {"x", "w"}, {"y"});
+    const std::string path = b.write("negative_initializer.onnx");
+    EXPECT_THAT(import_error(path), AllOf(HasSubstr(path), HasSubstr("scale")));
+  }
+}
+
 // Window attributes ONNX's shape inference divides by: a zero stride,
 // dilation or kernel size, or group, is one ImportError naming the node, not
 // SIGFPE inside libonnx (found by fuzz/onnx_import_fuzzer.cc); a negative pad
