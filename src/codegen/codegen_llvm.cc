@@ -548,7 +548,49 @@ class CodeGenLLVM {
     return b_.CreateShuffleVector(window, window, mask);
   }
 
+  // A predicated load or store (the vectorizer's partial vector): only the
+  // lanes of the mask touch memory, so the address is a plain GEP (the
+  // first lane's may lie past the buffer when no lane is on).
+  Value* emit_mask(const Expr& predicate, int lanes, const std::string& buffer) {
+    if (predicate.dtype().lanes != lanes || lanes == 1)
+      fail("predicated access to '" + buffer + "': the predicate has " +
+           std::to_string(predicate.dtype().lanes) + " lanes, the access " + std::to_string(lanes));
+    return emit(predicate);
+  }
+
+  Value* emit_predicated_load(const LoadNode* op) {
+    DataType elem = op->buffer->dtype.element_of();
+    llvm::Type* st = storage_type(elem);
+    llvm::Type* vt = vec(st, op->dtype.lanes);
+    Value* mask = emit_mask(op->predicate, op->dtype.lanes, op->buffer->name);
+    Value* zero = llvm::Constant::getNullValue(vt);
+    Value* base = buffer_ptr(op->buffer);
+    Value* v;
+    if (const Expr* rb = dense_base(op->index))
+      v = b_.CreateMaskedLoad(vt, b_.CreateGEP(st, base, emit_index(*rb, i64())), elem_align(elem),
+                              mask, zero);
+    else
+      v = b_.CreateMaskedGather(
+          vt, b_.CreateGEP(st, base, emit_index(op->index, vec(i64(), op->dtype.lanes))),
+          elem_align(elem), mask, zero);
+    return elem.is_bool() ? b_.CreateICmpNE(v, zero) : v;
+  }
+
+  void emit_predicated_store(const StoreNode* op, Value* v, int lanes) {
+    DataType elem = op->buffer->dtype.element_of();
+    llvm::Type* st = storage_type(elem);
+    Value* mask = emit_mask(op->predicate, lanes, op->buffer->name);
+    Value* base = buffer_ptr(op->buffer);
+    if (const Expr* rb = dense_base(op->index))
+      b_.CreateMaskedStore(v, b_.CreateGEP(st, base, emit_index(*rb, i64())), elem_align(elem),
+                           mask);
+    else
+      b_.CreateMaskedScatter(v, b_.CreateGEP(st, base, emit_index(op->index, vec(i64(), lanes))),
+                             elem_align(elem), mask);
+  }
+
   Value* emit_load(const LoadNode* op) {
+    if (op->predicate) return emit_predicated_load(op);
     DataType t = op->dtype;
     DataType elem = op->buffer->dtype.element_of();
     llvm::Type* st = storage_type(elem);
@@ -580,7 +622,9 @@ class CodeGenLLVM {
     Value* base = buffer_ptr(op->buffer);
     Value* v = emit(op->value);
     if (elem.is_bool()) v = b_.CreateZExt(v, vec(i8(), lanes));
-    if (lanes == 1) {
+    if (op->predicate) {
+      emit_predicated_store(op, v, lanes);
+    } else if (lanes == 1) {
       Value* p = b_.CreateInBoundsGEP(st, base, emit_index(op->index, i64()));
       b_.CreateAlignedStore(v, p, elem_align(elem));
     } else if (const Expr* rb = dense_base(op->index)) {
@@ -735,7 +779,7 @@ class CodeGenLLVM {
   Value* dot2_pairs(const Expr& x0, const Expr& x1, int n) {
     auto* l0 = x0.as<LoadNode>();
     auto* l1 = x1.as<LoadNode>();
-    if (!l0 || !l1 || l0->buffer != l1->buffer) return nullptr;
+    if (!l0 || !l1 || l0->buffer != l1->buffer || l0->predicate || l1->predicate) return nullptr;
     bool scalar = x0.dtype().lanes == 1 && x1.dtype().lanes == 1;
     const Expr *b0 = nullptr, *b1 = nullptr;
     if (scalar) {
@@ -923,6 +967,7 @@ class CodeGenLLVM {
     *splat = scalar;
     int len = scalar ? 4 : 4 * n;
     auto* l0 = parts[0].as<LoadNode>();
+    if (l0 && l0->predicate) l0 = nullptr;
     const Expr* base0 = nullptr;
     if (l0 && scalar) base0 = &l0->index;
     if (auto* r0 = l0 ? l0->index.as<RampNode>() : nullptr)
@@ -931,7 +976,7 @@ class CodeGenLLVM {
     for (int j = 1; j < 4 && adjacent; ++j) {
       auto* lj = parts[j].as<LoadNode>();
       const Expr* bj = nullptr;
-      if (lj && lj->buffer == l0->buffer) {
+      if (lj && lj->buffer == l0->buffer && !lj->predicate) {
         if (scalar) bj = &lj->index;
         if (auto* r = lj->index.as<RampNode>())
           if (r->lanes == n && is_const_int(r->stride, 4)) bj = &r->base;

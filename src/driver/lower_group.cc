@@ -324,8 +324,9 @@ struct RowEpilogue {
       }
       // acc[row * N + n] of the whole output is task_acc[(row - row0) * N + n].
       ir::Expr mutate_load(const ir::Expr& ex, const ir::LoadNode* op) override {
-        ir::Expr i = mutate(op->index);
-        if (op->buffer != e_.acc) return i.same_as(op->index) ? ex : ir::load(op->buffer, i);
+        ir::Expr i = mutate(op->index), p = mutate(op->predicate);
+        if (op->buffer != e_.acc)
+          return i.same_as(op->index) && p.same_as(op->predicate) ? ex : ir::load(op->buffer, i, p);
         ir::Expr shift = row0_ * ir::make_int(e_.N);
         if (const auto* ramp = i.as<ir::RampNode>())
           i = ir::ramp(ramp->base - shift, ramp->stride, ramp->lanes);
@@ -333,7 +334,7 @@ struct RowEpilogue {
           i = i - ir::broadcast(shift, i.dtype().lanes);
         else
           i = i - shift;
-        return ir::load(task_acc_, i);
+        return ir::load(task_acc_, i, p);
       }
 
      private:

@@ -65,7 +65,7 @@ int compare_same_kind(const Expr& a, const Expr& b) {
     case ExprKind::Load: {
       auto *x = a.as<LoadNode>(), *y = b.as<LoadNode>();
       if (int c = compare_named(x->buffer.get(), y->buffer.get())) return c;
-      return struct_compare(x->index, y->index);
+      return compare_list({x->index, x->predicate}, {y->index, y->predicate});
     }
     case ExprKind::Ramp: {
       auto *x = a.as<RampNode>(), *y = b.as<RampNode>();

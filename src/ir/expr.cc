@@ -62,10 +62,11 @@ Buffer make_buffer(std::string name, DataType dtype, std::vector<Expr> shape, Me
   return b;
 }
 
-LoadNode::LoadNode(Buffer buf, Expr idx)
+LoadNode::LoadNode(Buffer buf, Expr idx, Expr pred)
     : ExprNode(kKind, buf->dtype.with_lanes(idx.dtype().lanes)),
       buffer(std::move(buf)),
-      index(std::move(idx)) {}
+      index(std::move(idx)),
+      predicate(std::move(pred)) {}
 
 RampNode::RampNode(Expr b, Expr s, int l)
     : ExprNode(kKind, b.dtype().with_lanes(l)),
@@ -171,11 +172,11 @@ Expr make_binary(ExprKind k, Expr a, Expr b) {
     KILN_CASE(Mul)
     KILN_CASE(Div)
     KILN_CASE(Mod)
-    KILN_CASE(FloorDiv) KILN_CASE(FloorMod) KILN_CASE(Min) KILN_CASE(Max) KILN_CASE(EQ)
-        KILN_CASE(NE) KILN_CASE(LT) KILN_CASE(LE) KILN_CASE(GT) KILN_CASE(GE) KILN_CASE(And)
-            KILN_CASE(Or)
+    KILN_CASE(FloorDiv)
+    KILN_CASE(FloorMod) KILN_CASE(Min) KILN_CASE(Max) KILN_CASE(EQ) KILN_CASE(NE) KILN_CASE(LT)
+        KILN_CASE(LE) KILN_CASE(GT) KILN_CASE(GE) KILN_CASE(And) KILN_CASE(Or)
 #undef KILN_CASE
-                default : throw std::invalid_argument("make_binary: not a binary kind");
+            default : throw std::invalid_argument("make_binary: not a binary kind");
   }
 }
 
@@ -424,7 +425,9 @@ Expr broadcast(Expr value, int lanes) {
   return make_expr<BroadcastNode>(std::move(value), lanes);
 }
 
-Expr load(Buffer buf, Expr index) { return make_expr<LoadNode>(std::move(buf), std::move(index)); }
+Expr load(Buffer buf, Expr index, Expr predicate) {
+  return make_expr<LoadNode>(std::move(buf), std::move(index), std::move(predicate));
+}
 
 Expr operator+(Expr a, Expr b) { return make_binary(ExprKind::Add, std::move(a), std::move(b)); }
 Expr operator-(Expr a, Expr b) { return make_binary(ExprKind::Sub, std::move(a), std::move(b)); }

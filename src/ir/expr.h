@@ -291,11 +291,15 @@ Buffer make_buffer(std::string name, DataType dtype, std::vector<Expr> shape,
                    MemScope scope = MemScope::Global);
 
 // Reads buffer[index]; a vector index (a Ramp or any vector int) reads lanes.
+// A predicate (a bool vector of the index's lanes; null: every lane) reads
+// only the lanes where it holds, the others are 0 and touch no memory: the
+// vectorizer's partial vectors (schedule/vectorize_loops.cc).
 struct LoadNode : ExprNode {
   static constexpr ExprKind kKind = ExprKind::Load;
   Buffer buffer;
   Expr index;
-  LoadNode(Buffer buf, Expr idx);
+  Expr predicate;
+  LoadNode(Buffer buf, Expr idx, Expr pred = Expr());
 };
 
 // The vector base, base + stride, ..., base + (lanes-1) * stride.
@@ -375,7 +379,7 @@ Expr select(Expr cond, Expr t, Expr f);
 Expr call(Intrinsic op, std::vector<Expr> args);
 Expr ramp(Expr base, Expr stride, int lanes);
 Expr broadcast(Expr value, int lanes);
-Expr load(Buffer buf, Expr index);
+Expr load(Buffer buf, Expr index, Expr predicate = Expr());
 
 Expr operator+(Expr a, Expr b);
 Expr operator-(Expr a, Expr b);

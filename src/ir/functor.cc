@@ -61,7 +61,10 @@ void IRVisitor::visit_let(const LetNode* op) {
   visit(op->value);
   visit(op->body);
 }
-void IRVisitor::visit_load(const LoadNode* op) { visit(op->index); }
+void IRVisitor::visit_load(const LoadNode* op) {
+  visit(op->index);
+  visit(op->predicate);
+}
 void IRVisitor::visit_ramp(const RampNode* op) {
   visit(op->base);
   visit(op->stride);
@@ -83,6 +86,7 @@ void IRVisitor::visit_for(const ForNode* op) {
 void IRVisitor::visit_store(const StoreNode* op) {
   visit(op->value);
   visit(op->index);
+  visit(op->predicate);
 }
 void IRVisitor::visit_allocate(const AllocateNode* op) {
   visit(op->size);
@@ -187,8 +191,8 @@ Expr IRMutator::mutate_let(const Expr& e, const LetNode* op) {
   return make_expr<LetNode>(op->var, v, b);
 }
 Expr IRMutator::mutate_load(const Expr& e, const LoadNode* op) {
-  Expr i = mutate(op->index);
-  return i.same_as(op->index) ? e : load(op->buffer, i);
+  Expr i = mutate(op->index), p = mutate(op->predicate);
+  return i.same_as(op->index) && p.same_as(op->predicate) ? e : load(op->buffer, i, p);
 }
 Expr IRMutator::mutate_ramp(const Expr& e, const RampNode* op) {
   Expr b = mutate(op->base), s = mutate(op->stride);
@@ -223,9 +227,9 @@ Stmt IRMutator::mutate_for(const Stmt& s, const ForNode* op) {
   return make_for(op->var, mn, ext, op->for_kind, b);
 }
 Stmt IRMutator::mutate_store(const Stmt& s, const StoreNode* op) {
-  Expr v = mutate(op->value), i = mutate(op->index);
-  if (v.same_as(op->value) && i.same_as(op->index)) return s;
-  return make_store(op->buffer, v, i);
+  Expr v = mutate(op->value), i = mutate(op->index), p = mutate(op->predicate);
+  if (v.same_as(op->value) && i.same_as(op->index) && p.same_as(op->predicate)) return s;
+  return make_store(op->buffer, v, i, p);
 }
 Stmt IRMutator::mutate_allocate(const Stmt& s, const AllocateNode* op) {
   Expr sz = mutate(op->size);

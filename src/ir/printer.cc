@@ -253,7 +253,15 @@ class Printer {
   void print_load(const LoadNode* op) {
     os_ << op->buffer->name << "[";
     print(op->index);
+    print_predicate(op->predicate);
     os_ << "]";
+  }
+
+  // " if p" inside the brackets of a predicated load or store.
+  void print_predicate(const Expr& p) {
+    if (!p) return;
+    os_ << " if ";
+    print(p);
   }
 
   void print_ramp(const RampNode* op) {
@@ -315,6 +323,7 @@ class Printer {
     indent();
     os_ << op->buffer->name << "[";
     print(op->index);
+    print_predicate(op->predicate);
     os_ << "] = ";
     print(op->value);
     os_ << "\n";

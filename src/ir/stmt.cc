@@ -17,8 +17,9 @@ Stmt make_for(Var v, Expr min, Expr extent, ForKind kind, Stmt body) {
   return make_stmt<ForNode>(std::move(v), std::move(min), std::move(extent), kind, std::move(body));
 }
 
-Stmt make_store(Buffer buf, Expr value, Expr index) {
-  return make_stmt<StoreNode>(std::move(buf), std::move(value), std::move(index));
+Stmt make_store(Buffer buf, Expr value, Expr index, Expr predicate) {
+  return make_stmt<StoreNode>(std::move(buf), std::move(value), std::move(index),
+                              std::move(predicate));
 }
 
 Stmt make_if(Expr cond, Stmt then_case, Stmt else_case) {

@@ -78,12 +78,18 @@ struct ForNode : StmtNode {
 };
 
 // buffer[index] = value; a vector index writes lanes.
+// buffer[index] = value; with a predicate (as LoadNode's) only the lanes
+// where it holds are written.
 struct StoreNode : StmtNode {
   static constexpr StmtKind kKind = StmtKind::Store;
   Buffer buffer;
-  Expr value, index;
-  StoreNode(Buffer buf, Expr v, Expr i)
-      : StmtNode(kKind), buffer(std::move(buf)), value(std::move(v)), index(std::move(i)) {}
+  Expr value, index, predicate;
+  StoreNode(Buffer buf, Expr v, Expr i, Expr pred = Expr())
+      : StmtNode(kKind),
+        buffer(std::move(buf)),
+        value(std::move(v)),
+        index(std::move(i)),
+        predicate(std::move(pred)) {}
 };
 
 // Memory for `buffer` (size elements) live during body. Local scope is meant
@@ -153,7 +159,7 @@ struct RealizeNode : StmtNode {
 };
 
 Stmt make_for(Var v, Expr min, Expr extent, ForKind kind, Stmt body);
-Stmt make_store(Buffer buf, Expr value, Expr index);
+Stmt make_store(Buffer buf, Expr value, Expr index, Expr predicate = Expr());
 Stmt make_if(Expr cond, Stmt then_case, Stmt else_case = Stmt());
 // Flattens nested sequences and drops null statements; one statement stays itself.
 Stmt make_seq(std::vector<Stmt> stmts);

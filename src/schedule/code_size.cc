@@ -91,7 +91,7 @@ class Estimator {
       }
       case ExprKind::Load: {
         auto* n = static_cast<const LoadNode*>(e.get());
-        return add(width(e.dtype()), expr(n->index));
+        return add(width(e.dtype()), add(expr(n->index), expr(n->predicate)));
       }
       case ExprKind::Ramp: {
         // The lanes' offsets are constants of the address: the base's cost.
@@ -140,7 +140,8 @@ class Estimator {
       }
       case StmtKind::Store: {
         auto* n = s.as<StoreNode>();
-        return add(width(n->value.dtype()), add(expr(n->value), expr(n->index)));
+        return add(width(n->value.dtype()),
+                   add(expr(n->value), add(expr(n->index), expr(n->predicate))));
       }
       case StmtKind::Allocate: {
         auto* n = s.as<AllocateNode>();

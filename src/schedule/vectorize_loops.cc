@@ -40,11 +40,61 @@ std::optional<Expr> all_lanes_true(const Expr& c) {
   return make_binary(c.kind(), extreme, make_int(0));
 }
 
+// The scalar condition under which some lane of the comparison c (linear in
+// the lane, as all_lanes_true takes) is true: the other extreme lane's.
+std::optional<Expr> some_lane_true(const Expr& c) {
+  if (c.dtype().lanes == 1) return c;
+  if (auto* b = c.as<BroadcastNode>()) return b->value;
+  if (!is_comparison(c.kind()) || c.kind() == ExprKind::EQ || c.kind() == ExprKind::NE)
+    return std::nullopt;
+  auto* cmp = static_cast<const BinaryNode*>(c.get());
+  if (!cmp->a.dtype().is_integer()) return std::nullopt;
+  Expr d = simplify(cmp->a - cmp->b);
+  auto* r = d.as<RampNode>();
+  const int64_t* stride = r ? as_const_int(r->stride) : nullptr;
+  if (!stride) return std::nullopt;
+  Expr first = r->base, last = simplify(r->base + make_int(*stride * (r->lanes - 1)));
+  bool upper = c.kind() == ExprKind::LT || c.kind() == ExprKind::LE;
+  Expr extreme = (*stride >= 0) == upper ? first : last;
+  return make_binary(c.kind(), extreme, make_int(0));
+}
+
+// The conjuncts of c, split into those that are the same for every lane
+// (scalars, broadcasts) and those that vary by lane.
+void split_conjuncts(const Expr& c, std::vector<Expr>* uniform, std::vector<Expr>* varying) {
+  if (auto* a = c.as<AndNode>()) {
+    split_conjuncts(a->a, uniform, varying);
+    split_conjuncts(a->b, uniform, varying);
+  } else if (c.dtype().lanes == 1) {
+    uniform->push_back(c);
+  } else if (auto* b = c.as<BroadcastNode>()) {
+    uniform->push_back(b->value);
+  } else {
+    varying->push_back(c);
+  }
+}
+
+Expr conjunction(const std::vector<Expr>& terms) {
+  Expr all = terms[0];
+  for (size_t i = 1; i < terms.size(); ++i) all = logical_and(all, terms[i]);
+  return all;
+}
+
 // Rewrites one loop body with the loop variable replaced by a ramp.
+//
+// Unmasked (the default), a lane-dependent guard is hoisted out (see
+// mutate_if). Masked, the body is the one for the lanes a guard leaves
+// partial (the tail of a split that does not divide): each guard's
+// lane-dependent conjuncts become the predicate of the loads and stores of
+// Global buffers under it, so only the lanes inside touch memory; its
+// uniform conjuncts, and the test that some lane is inside, stay an `if`.
+// Local buffers (register tiles, indexed inside their allocation) are read
+// and written on every lane, so that they stay in registers: a lane outside
+// computes a value nothing reads.
 class Vectorizer : public IRMutator {
  public:
-  Vectorizer(Var var, Expr ramp, int lanes)
-      : var_(std::move(var)), ramp_(std::move(ramp)), lanes_(lanes) {}
+  Vectorizer(Var var, Expr ramp, int lanes, bool masked = false)
+      : var_(std::move(var)), ramp_(std::move(ramp)), lanes_(lanes), masked_(masked) {}
 
  protected:
   Expr mutate_var(const Expr& e, const VarNode* op) override {
@@ -58,6 +108,15 @@ class Vectorizer : public IRMutator {
   Expr mutate_let(const Expr& e, const LetNode* op) override {
     if (uses_var(e, var_)) throw CannotVectorize();
     return e;
+  }
+  Expr mutate_load(const Expr& e, const LoadNode* op) override {
+    Expr r = IRMutator::mutate_load(e, op);
+    if (bool(predicate_) && op->buffer->scope != MemScope::Local && r.dtype().lanes == lanes_) {
+      auto* l = r.as<LoadNode>();
+      if (bool(l->predicate)) throw CannotVectorize();
+      return load(l->buffer, l->index, predicate_);
+    }
+    return r;
   }
 
   Stmt mutate_store(const Stmt& s, const StoreNode* op) override {
@@ -74,6 +133,8 @@ class Vectorizer : public IRMutator {
     const int64_t* stride = r ? as_const_int(r->stride) : nullptr;
     if (!stride || *stride == 0 || index.dtype().lanes != lanes_) throw CannotVectorize();
     if (value.dtype().lanes == 1) value = broadcast(value, lanes_);
+    if (bool(predicate_) && op->buffer->scope != MemScope::Local)
+      return make_store(op->buffer, value, index, predicate_);
     return make_store(op->buffer, value, index);
   }
 
@@ -83,11 +144,31 @@ class Vectorizer : public IRMutator {
   Stmt mutate_if(const Stmt& s, const IfThenElseNode* op) override {
     Expr c = simplify(mutate(op->cond));
     if (c.dtype().lanes == 1) return IRMutator::mutate_if(s, op);
+    if (masked_) return masked_if(c, op);
     auto all = all_lanes_true(c);
     if (op->else_case || !all || uses_inner_var(*all)) throw CannotVectorize();
     hoisted_guards.push_back(*all);
     return mutate(op->then_case);
   }
+  // The partial vector's guard: `if (uniform && some lane inside) then`, the
+  // then-case under the predicate of its varying conjuncts.
+  Stmt masked_if(const Expr& c, const IfThenElseNode* op) {
+    if (op->else_case) throw CannotVectorize();
+    std::vector<Expr> uniform, varying;
+    split_conjuncts(c, &uniform, &varying);
+    for (const Expr& v : varying) {
+      auto some = some_lane_true(v);
+      if (!some) throw CannotVectorize();
+      uniform.push_back(*some);
+    }
+    Expr outer = predicate_;
+    Expr lanes = conjunction(varying);
+    predicate_ = bool(outer) ? logical_and(outer, lanes) : lanes;
+    Stmt then_case = mutate(op->then_case);
+    predicate_ = outer;
+    return make_if(simplify(conjunction(uniform)), then_case);
+  }
+
   Stmt mutate_for(const Stmt& s, const ForNode* op) override {
     if (uses_var(op->min, var_) || uses_var(op->extent, var_)) throw CannotVectorize();
     inner_vars_.push_back(op->var);
@@ -124,6 +205,8 @@ class Vectorizer : public IRMutator {
   Var var_;
   Expr ramp_;
   int lanes_;
+  bool masked_;
+  Expr predicate_;  // masked: the lanes the enclosing guards leave inside
   std::vector<std::pair<Var, Expr>> lets_;
 };
 
@@ -142,10 +225,20 @@ class LoopVectorizer : public IRMutator {
       Vectorizer v(op->var, ramp(op->min, make_int(1), lanes), lanes);
       Stmt vec = v.mutate(body);
       if (v.hoisted_guards.empty()) return vec;
-      Expr all = v.hoisted_guards[0];
-      for (size_t i = 1; i < v.hoisted_guards.size(); ++i)
-        all = logical_and(all, v.hoisted_guards[i]);
-      return make_if(simplify(all), vec, serial);
+      return make_if(simplify(conjunction(v.hoisted_guards)), vec,
+                     partial_vector(op, body, serial));
+    } catch (const CannotVectorize&) {
+      return serial;
+    }
+  }
+
+  // The statement for the iterations where some guard leaves lanes out: the
+  // masked vector body, or the serial loop where it cannot be had.
+  static Stmt partial_vector(const ForNode* op, const Stmt& body, const Stmt& serial) {
+    try {
+      Vectorizer m(op->var, ramp(op->min, make_int(1), static_cast<int>(*as_const_int(op->extent))),
+                   static_cast<int>(*as_const_int(op->extent)), /*masked=*/true);
+      return m.mutate(body);
     } catch (const CannotVectorize&) {
       return serial;
     }

@@ -124,9 +124,11 @@ class Interpreter {
     if (auto* b = e.as<BroadcastNode>()) return Value(lanes, eval(b->value)[0]);
     if (auto* ld = e.as<LoadNode>()) {
       Value idx = eval(ld->index);
+      Value on = ld->predicate ? eval(ld->predicate) : Value(lanes, 1.0);
       float* base = mem_.at(ld->buffer.get());
-      Value v(lanes);
-      for (int l = 0; l < lanes; ++l) v[l] = base[check(ld->buffer, idx[l])];
+      Value v(lanes, 0.0);  // a lane the predicate leaves out reads 0 and no memory
+      for (int l = 0; l < lanes; ++l)
+        if (on[l] != 0) v[l] = base[check(ld->buffer, idx[l])];
       return v;
     }
     throw std::logic_error("interpreter: unsupported expression");
@@ -151,8 +153,10 @@ class Interpreter {
       vars_.erase(f->var.get());
     } else if (auto* st = s.as<StoreNode>()) {
       Value idx = eval(st->index), v = eval(st->value);
+      Value on = st->predicate ? eval(st->predicate) : Value(idx.size(), 1.0);
       float* base = mem_.at(st->buffer.get());
-      for (size_t l = 0; l < idx.size(); ++l) base[check(st->buffer, idx[l])] = float(v[l]);
+      for (size_t l = 0; l < idx.size(); ++l)
+        if (on[l] != 0) base[check(st->buffer, idx[l])] = float(v[l]);
     } else if (auto* a = s.as<AllocateNode>()) {
       int64_t n = int64_t(eval(a->size)[0]);
       std::vector<float> storage(n, NAN);  // NaN: reading before writing shows up
