@@ -16,10 +16,11 @@ schedule::ConfigSpace detail::batch_matmul_space(int64_t M, int64_t N, int64_t k
     return [cap](const std::vector<int64_t>& f) { return f.back() <= cap; };
   };
   ConfigSpace space;
-  space.define_split("tile_y", M, 3, SplitPolicy::All, 0, innermost_at_most(kMaxTileRows));
-  // Column tiles need not divide N: a partial one runs per-lane loops, and
-  // version_guarded_loops gives every whole tile a version without them
-  // (ViT's attention scores have 197 columns: exact factors left 1 or 197).
+  space.define_split("tile_y", M, 3, SplitPolicy::RegisterTile, 0, innermost_at_most(kMaxTileRows));
+  // Column tiles need not divide N: a partial one runs predicated vectors
+  // (vectorize_loops), and version_guarded_loops gives every whole tile a
+  // version without the test (ViT's attention scores have 197 columns: exact
+  // factors left 1 or 197).
   // The int8 template keeps exact factors (its b's K-quad packing).
   space.define_split("tile_x", N, 3, exact_columns ? SplitPolicy::Factors : SplitPolicy::All, 0,
                      innermost_at_most(kMaxTileCols));

@@ -10,11 +10,11 @@
 // tile_y[1] x tile_x[1]; a register tile of tile_y[2] x tile_x[2] accumulates
 // over k (rows and the inner k unrolled, columns vectorized); an epilogue
 // output is applied per tile.
-// Knobs: tile_y (3 levels over M, innermost <= 16; divisors and powers of two,
-// a partial last row tile is guarded), tile_x (3 levels, exact factors of N,
-// innermost <= 64), tile_k (2 levels, exact factors of K, inner <= 32): as
-// dense_nopack, no partial column tiles (per-lane guards in the register tile).
-// Fallback rule: dense's rule (dense.h) with exact column splits, on M, N, K.
+// Knobs: tile_y (3 levels over M, innermost <= 16; divisors, powers of two and
+// every count up to 8, a partial last row tile is guarded), tile_x (3 levels,
+// divisors and powers of two of N, innermost <= 64: a partial column tile
+// runs predicated vectors), tile_k (2 levels, exact factors of K, inner <= 32).
+// Fallback rule: dense's rule (dense.h) on M, N, K.
 #pragma once
 
 #include "ops/op_template.h"

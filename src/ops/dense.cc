@@ -42,19 +42,19 @@ void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, c
   if (!bn)
     bn = exact_columns ? largest_divisor_at_most(N, 4 * L) : N >= 2 * L ? 2 * L : N >= L ? L : N;
   // Rows of the register tile: at most 8, and the accumulators (rows x
-  // vectors per row) within the register budget, so that nothing spills; a
-  // row count the split can take (a divisor of M or a power of two).
+  // vectors per row) within the register budget, so that nothing spills.
   int64_t vectors_per_row = (bn + L - 1) / L;
   int64_t cap =
       std::min<int64_t>(8, std::max<int64_t>(1, isa.accumulator_budget() / vectors_per_row));
-  // A divisor of M of at least half the cap first: a row count that leaves a
-  // partial last tile guards every row of the tile's k loop (ConvNeXt's
-  // 196-row Linear layers ran at half the speed with 8-row tiles, 7 divides).
+  // A divisor of M of at least half the cap first (ConvNeXt's 196 rows: 7),
+  // then the cap itself: the partial last tile it leaves gets a guard-free
+  // version for the others (version_guarded_loops), and the row split takes
+  // any count up to 8 (SplitPolicy::RegisterTile). ViT's 197 rows as AVX2
+  // code: 6-row tiles (12 accumulators) where a power of two gave 4 (8).
   int64_t rows = M;
   if (M > cap) {
     rows = largest_divisor_at_most(M, cap);
-    if (2 * rows < cap)
-      for (rows = cap; rows > 1 && M % rows != 0 && (rows & (rows - 1)) != 0;) --rows;
+    if (2 * rows < cap) rows = cap;
   }
   auto pow2_at_most = [](int64_t limit) {
     int64_t p = 1;
@@ -108,8 +108,8 @@ namespace {
 // The knobs of both dense templates. `limit` (the registered templates):
 // bounded register tiles, exact k splits, and exact column splits unless B is
 // packed (zero-padded, so a partial column tile reads in bounds and needs no
-// per-lane guard inside the register tile). Otherwise (the legacy spaces) the
-// policy alone.
+// guard inside the register tile). Otherwise (the legacy spaces) the policy
+// alone.
 ConfigSpace dense_space(const DenseWorkload& w, SplitPolicy policy, bool limit, bool packed) {
   using detail::kMaxTileCols, detail::kMaxTileK, detail::kMaxTileRows;
   auto innermost_at_most = [limit](int64_t cap) -> schedule::SplitFilter {
@@ -117,7 +117,10 @@ ConfigSpace dense_space(const DenseWorkload& w, SplitPolicy policy, bool limit, 
     return [cap](const std::vector<int64_t>& f) { return f.back() <= cap; };
   };
   ConfigSpace space;
-  space.define_split("tile_y", w.M, 3, policy, 0, innermost_at_most(kMaxTileRows));
+  // Row tiles of any count up to 8 (the registered spaces): a partial last
+  // one is versioned (version_guarded_loops).
+  space.define_split("tile_y", w.M, 3, limit ? SplitPolicy::RegisterTile : policy, 0,
+                     innermost_at_most(kMaxTileRows));
   SplitPolicy exact = limit ? SplitPolicy::Factors : policy;
   space.define_split("tile_x", w.N, 3, packed ? policy : exact, 0, innermost_at_most(kMaxTileCols));
   space.define_split("tile_k", w.K, 2, exact, 0, innermost_at_most(kMaxTileK));

@@ -16,12 +16,11 @@
 // packed column panel stays hot in cache); a register tile of
 // tile_y[2] x tile_x[2] accumulates over k in registers, rows and the inner k
 // unrolled, columns vectorized; an epilogue output is applied per tile.
-// Knobs: tile_y (3 levels over M, innermost <= 16; divisors and powers of two,
-// a partial last row tile is guarded), tile_x (3 levels over N, innermost <= 64;
-// dense_pack: divisors and powers of two, since the zero-padded packed B keeps a
-// partial column tile's reads in bounds; dense_nopack: exact factors of N, since
-// a partial tile would need a per-lane guard on every statement of the unrolled
-// register tile, slow to compile and to run), tile_k (2 levels, exact factors of
+// Knobs: tile_y (3 levels over M, innermost <= 16; divisors, powers of two and
+// every count up to 8, a partial last row tile is guarded and versioned),
+// tile_x (3 levels over N, innermost <= 64; dense_pack: divisors and powers of
+// two, since the zero-padded packed B keeps a partial column tile's reads in
+// bounds; dense_nopack: exact factors of N), tile_k (2 levels, exact factors of
 // K, inner <= 32), tile_order (0/1).
 //
 // Fallback rule, for the target's ISA row (L float32 lanes, R vector
@@ -30,9 +29,9 @@
 //        (AVX-512: 32, 48, 40, 24, 16), else (dense_pack) 2L if N >= 2L, L if
 //        N >= L, else N; (exact column splits) the largest divisor of N <= 4L;
 //   rows = tile_y[2] = M if M <= cap, else the largest divisor of M <= cap if it
-//        is >= cap / 2, else the largest divisor of M or power of two <= cap, where cap = min(8,
-//        (3R/4) / ceil(bn / L)) keeps the accumulators in registers (AVX-512 bn 32: 8 rows x 2 zmm;
-//        AVX2 bn 16: 6 or 4 rows x 2 ymm);
+//        is >= cap / 2, else cap, where cap = min(8, (3R/4) / ceil(bn / L)) keeps
+//        the accumulators in registers (AVX-512 bn 32: 8 rows x 2 zmm; AVX2 bn 16:
+//        6 rows x 2 ymm);
 //   tile_x[1] = 1 if M = 1 (GEMV: many column tasks), else (bn | N) the largest
 //        divisor p of N / bn with p * bn <= 256, or (bn does not divide N) the
 //        largest power of two p with p * bn <= min(N, 256); tile_y[1] =

@@ -12,9 +12,9 @@
 // oneDNN keep a full-tile kernel beside the tail's).
 //
 // The same holds for vectorize_loops' `if (whole vector) vector statement
-// else per-lane loop`, which a column tile that does not divide the row
-// leaves around every accumulator update: the first version takes the
-// vector arm of each.
+// else predicated vector statement`, which a column tile that does not
+// divide the row leaves around every accumulator update: the first version
+// takes the unpredicated arm of each.
 //
 // A body is versioned when some test (an `if`, with or without else, whose
 // test reads no memory and no variable bound inside the body) sits inside a

@@ -1114,5 +1114,26 @@ TEST(Templates, DenseRowTasksSplitTheTilesEvenly) {
       }
 }
 
+// The fallback's row count fills the register budget when M has no divisor
+// of at least half the cap: ViT's 197 rows as AVX2 code get 6-row tiles (12
+// ymm accumulators; a power of two gave 4), as AVX-512 code 8; a divisor
+// near the cap still wins (196: 7 or 4).
+TEST(Templates, DenseFallbackRowsFillTheRegisterBudget) {
+  const Isa avx2 = codegen::Target::parse("llvm -mcpu=haswell").isa();
+  const Isa avx512 = codegen::Target::parse("llvm -mcpu=skylake-avx512").isa();
+  auto rows = [](const char* name, ops::DenseWorkload mnk, const Isa& isa) {
+    ops::Workload w = ops::dense_workload(name, mnk);
+    const ops::OpTemplate& t = ops::get_template(w.template_name);
+    schedule::Config cfg = t.fallback(w, isa);
+    EXPECT_TRUE(t.fits(w, cfg, isa)) << w.key();
+    return cfg.split("tile_y").back();
+  };
+  EXPECT_EQ(rows("dense_pack.x86", {197, 768, 3072}, avx2), 6);
+  EXPECT_EQ(rows("dense_pack.x86", {197, 768, 3072}, avx512), 8);
+  EXPECT_EQ(rows("dense_pack.x86", {196, 768, 3072}, avx2), 4);
+  EXPECT_EQ(rows("dense_pack.x86", {196, 768, 3072}, avx512), 7);
+  EXPECT_EQ(rows("dense_pack.x86", {5, 64, 64}, avx2), 5);
+}
+
 }  // namespace
 }  // namespace kiln::test
