@@ -13,50 +13,38 @@ namespace {
 
 struct CannotVectorize {};
 
-// The scalar condition under which every lane of the vector condition c is
-// true, for conjunctions of comparisons that are linear in the lane: a ramp
-// d = base + stride * lane against 0 is decided by its first or last lane.
-std::optional<Expr> all_lanes_true(const Expr& c) {
+// For a comparison c of an integer linear in the lane (a ramp d = base +
+// stride * lane against 0), the scalar condition under which it holds on
+// every lane (every) or on some lane: that of its first or last lane. d < 0
+// and d <= 0 hold on every lane when the largest lane does, on some lane when
+// the smallest does; d > 0 and d >= 0 the other way round.
+std::optional<Expr> comparison_on_lanes(const Expr& c, bool every) {
   if (c.dtype().lanes == 1) return c;
   if (auto* b = c.as<BroadcastNode>()) return b->value;
-  if (auto* a = c.as<AndNode>()) {
+  if (!is_comparison(c.kind()) || c.kind() == ExprKind::EQ || c.kind() == ExprKind::NE)
+    return std::nullopt;
+  auto* cmp = static_cast<const BinaryNode*>(c.get());
+  if (!cmp->a.dtype().is_integer()) return std::nullopt;
+  Expr d = simplify(cmp->a - cmp->b);
+  auto* r = d.as<RampNode>();
+  const int64_t* stride = r ? as_const_int(r->stride) : nullptr;
+  if (!stride) return std::nullopt;
+  Expr first = r->base, last = simplify(r->base + make_int(*stride * (r->lanes - 1)));
+  bool upper = c.kind() == ExprKind::LT || c.kind() == ExprKind::LE;
+  bool largest = (*stride >= 0) == upper;  // the extreme lane is the largest d
+  Expr extreme = largest == every ? last : first;
+  return make_binary(c.kind(), extreme, make_int(0));
+}
+
+// The scalar condition under which every lane of the vector condition c is
+// true, for conjunctions of comparisons that are linear in the lane.
+std::optional<Expr> all_lanes_true(const Expr& c) {
+  if (auto* a = c.as<AndNode>(); a && c.dtype().lanes > 1) {
     auto x = all_lanes_true(a->a), y = all_lanes_true(a->b);
     if (!x || !y) return std::nullopt;
     return logical_and(*x, *y);
   }
-  if (!is_comparison(c.kind()) || c.kind() == ExprKind::EQ || c.kind() == ExprKind::NE)
-    return std::nullopt;
-  auto* cmp = static_cast<const BinaryNode*>(c.get());
-  if (!cmp->a.dtype().is_integer()) return std::nullopt;
-  Expr d = simplify(cmp->a - cmp->b);
-  auto* r = d.as<RampNode>();
-  const int64_t* stride = r ? as_const_int(r->stride) : nullptr;
-  if (!stride) return std::nullopt;
-  Expr first = r->base, last = simplify(r->base + make_int(*stride * (r->lanes - 1)));
-  // d < 0 and d <= 0 hold for all lanes when the largest lane does; d > 0 and
-  // d >= 0 when the smallest does.
-  bool upper = c.kind() == ExprKind::LT || c.kind() == ExprKind::LE;
-  Expr extreme = (*stride >= 0) == upper ? last : first;
-  return make_binary(c.kind(), extreme, make_int(0));
-}
-
-// The scalar condition under which some lane of the comparison c (linear in
-// the lane, as all_lanes_true takes) is true: the other extreme lane's.
-std::optional<Expr> some_lane_true(const Expr& c) {
-  if (c.dtype().lanes == 1) return c;
-  if (auto* b = c.as<BroadcastNode>()) return b->value;
-  if (!is_comparison(c.kind()) || c.kind() == ExprKind::EQ || c.kind() == ExprKind::NE)
-    return std::nullopt;
-  auto* cmp = static_cast<const BinaryNode*>(c.get());
-  if (!cmp->a.dtype().is_integer()) return std::nullopt;
-  Expr d = simplify(cmp->a - cmp->b);
-  auto* r = d.as<RampNode>();
-  const int64_t* stride = r ? as_const_int(r->stride) : nullptr;
-  if (!stride) return std::nullopt;
-  Expr first = r->base, last = simplify(r->base + make_int(*stride * (r->lanes - 1)));
-  bool upper = c.kind() == ExprKind::LT || c.kind() == ExprKind::LE;
-  Expr extreme = (*stride >= 0) == upper ? first : last;
-  return make_binary(c.kind(), extreme, make_int(0));
+  return comparison_on_lanes(c, /*every=*/true);
 }
 
 // The conjuncts of c, split into those that are the same for every lane
@@ -157,7 +145,7 @@ class Vectorizer : public IRMutator {
     std::vector<Expr> uniform, varying;
     split_conjuncts(c, &uniform, &varying);
     for (const Expr& v : varying) {
-      auto some = some_lane_true(v);
+      auto some = comparison_on_lanes(v, /*every=*/false);
       if (!some) throw CannotVectorize();
       uniform.push_back(*some);
     }

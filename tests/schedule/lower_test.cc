@@ -50,6 +50,24 @@ double run_dense(const schedule::Schedule& sch, const Dense& d, int64_t M, int64
   return ops::reference::max_relative_error(C.data(), ref.data(), C.size());
 }
 
+// C's register tile: rows x cols of C computed at C's tile loop into a Local
+// buffer, accumulating over k with its rows unrolled and columns vectorized;
+// C's own tile copies it out, its columns vectorized (and rows unrolled if
+// asked).
+void schedule_register_tile(schedule::Schedule& sch, const Dense& d, int64_t rows, int64_t cols,
+                            bool unroll_copy_rows) {
+  Tensor CC = sch.cache_write(d.C, MemScope::Local);
+  auto s = sch[d.C];
+  auto t = s->tile(s->axis(0), s->axis(1), rows, cols);
+  if (unroll_copy_rows) s->unroll(t[2]);
+  s->vectorize(t[3]);
+  auto sc = sch[CC];
+  sc->compute_at(s, t[1]);
+  sc->reorder({sc->reduce_axis(0), sc->axis(0), sc->axis(1)});
+  sc->unroll(sc->axis(0));
+  sc->vectorize(sc->axis(1));
+}
+
 int count_loads_with_ramp(const Stmt& s) {
   int n = 0;
   post_order_visit(s, [&](const Expr& e) {
@@ -80,15 +98,7 @@ TEST(Lower, NonDividingSplitsStayInBounds) {
 TEST(Lower, CacheWriteTileIsAllocatedAtItsRegion) {
   auto d = make_dense(32, 64, 16);
   auto sch = create_schedule({d.C});
-  Tensor CC = sch.cache_write(d.C, MemScope::Local);
-  auto s = sch[d.C];
-  auto t = s->tile(s->axis(0), s->axis(1), 4, 16);
-  s->vectorize(t[3]);
-  auto sc = sch[CC];
-  sc->compute_at(s, t[1]);
-  sc->reorder({sc->reduce_axis(0), sc->axis(0), sc->axis(1)});
-  sc->unroll(sc->axis(0));
-  sc->vectorize(sc->axis(1));
+  schedule_register_tile(sch, d, 4, 16, /*unroll_copy_rows=*/false);
   LoweredFunc f = lower(sch, {d.A, d.B, d.C}, "dense");
   // The local tile holds exactly 4 x 16 elements and the kernel has no guard.
   int64_t local_size = -1;
@@ -304,16 +314,7 @@ TEST(Lower, PartialVectorsOfARegisterTileArePredicated) {
     SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K));
     auto d = make_dense(M, N, K);
     auto sch = create_schedule({d.C});
-    Tensor CC = sch.cache_write(d.C, MemScope::Local);
-    auto s = sch[d.C];
-    auto t = s->tile(s->axis(0), s->axis(1), rows, cols);
-    s->unroll(t[2]);
-    s->vectorize(t[3]);
-    auto sc = sch[CC];
-    sc->compute_at(s, t[1]);
-    sc->reorder({sc->reduce_axis(0), sc->axis(0), sc->axis(1)});
-    sc->unroll(sc->axis(0));
-    sc->vectorize(sc->axis(1));
+    schedule_register_tile(sch, d, rows, cols, /*unroll_copy_rows=*/true);
     LoweredFunc f = lower(sch, {d.A, d.B, d.C}, "dense");
     int local_predicated = 0, global_predicated = 0, lane_loops = 0;
     post_order_visit(f.body, [&](const Expr& e) {
