@@ -150,8 +150,10 @@ class Vectorizer : public IRMutator {
       uniform.push_back(*some);
     }
     Expr outer = predicate_;
-    Expr lanes = conjunction(varying);
-    predicate_ = bool(outer) ? logical_and(outer, lanes) : lanes;
+    if (!varying.empty()) {  // a vector condition of uniform terms only needs no predicate
+      Expr lanes = conjunction(varying);
+      predicate_ = bool(outer) ? logical_and(outer, lanes) : lanes;
+    }
     Stmt then_case = mutate(op->then_case);
     predicate_ = outer;
     return make_if(simplify(conjunction(uniform)), then_case);
