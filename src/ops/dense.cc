@@ -28,8 +28,7 @@ int64_t row_tiles_per_task(int64_t M, int64_t rows, int64_t cap) {
   return best;
 }
 
-void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, const Isa& isa,
-                          KnobValues& knobs) {
+DenseTile dense_fallback_tile(int64_t M, int64_t N, bool exact_columns, const Isa& isa) {
   // Column blocks in vectors of the ISA: 2, 3, 2.5, 1.5 or 1 vectors wide
   // (32, 48, 40, 24, 16 with AVX-512; 16, 24, 20, 12, 8 with AVX2).
   const int64_t L = isa.lanes();
@@ -56,11 +55,22 @@ void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, c
     rows = largest_divisor_at_most(M, cap);
     if (2 * rows < cap) rows = cap;
   }
-  auto pow2_at_most = [](int64_t limit) {
-    int64_t p = 1;
-    while (p * 2 <= limit) p *= 2;
-    return p;
-  };
+  return {rows, bn};
+}
+
+namespace {
+
+int64_t pow2_at_most(int64_t limit) {
+  int64_t p = 1;
+  while (p * 2 <= limit) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, const Isa& isa,
+                          KnobValues& knobs) {
+  const auto [rows, bn] = dense_fallback_tile(M, N, exact_columns, isa);
   int64_t x1 = 1;
   if (M > 1)
     x1 = N % bn == 0 ? largest_divisor_at_most(N / bn, std::max<int64_t>(1, 256 / bn))
@@ -75,9 +85,89 @@ void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, c
   knobs.split("tile_y", M, {y1, rows}).split("tile_x", N, {x1, bn}).split("tile_k", K, {kk});
 }
 
+bool dense_blocked_fallback_knobs(int64_t M, int64_t N, int64_t K, const Isa& isa,
+                                  KnobValues& knobs) {
+  const auto [rows, bn] = dense_fallback_tile(M, N, false, isa);
+  const int64_t kk = largest_divisor_at_most(K, 4);
+  const int64_t block = kk * largest_divisor_at_most(K / kk, kFallbackKBlock / kk);
+  // One row tile reuses nothing across rows; a short or indivisible
+  // reduction has no block worth the task buffer's traffic; weights that fit
+  // a core's L2 are not streamed from further away in the first place (a
+  // 128 x 1024 x 256 encoder layer ran 6 % slower blocked).
+  const bool weights_beyond_l2 = K * N * 4 > kBlockedWeightBytes;
+  if (M <= rows || block < kFallbackKBlock / 4 || block >= K || !weights_beyond_l2) return false;
+  // A task of up to 8 row tiles (AVX2: 48 rows; 48 x 256 floats of A, 48 KiB)
+  // by up to 128 columns (its accumulators: 24 KiB).
+  const int64_t y1 = std::min<int64_t>(8, (M + rows - 1) / rows);
+  const int64_t x1 = N % bn == 0 ? largest_divisor_at_most(N / bn, std::max<int64_t>(1, 128 / bn))
+                                 : pow2_at_most(std::min<int64_t>(N, 128) / bn);
+  knobs.split("tile_y", M, {y1, rows})
+      .split("tile_x", N, {x1, bn})
+      .split("tile_k", K, {kk})
+      .knob("tile_order", 0)
+      .knob("k_block", kFallbackKBlock);
+  return true;
+}
+
+int64_t dense_k_block(const Config& cfg, int64_t K) {
+  if (!cfg.has_knob("k_block") || cfg.knob("k_block") == 0) return 0;
+  const int64_t kk = cfg.split("tile_k").back();
+  const int64_t block =
+      kk * largest_divisor_at_most(K / kk, std::max<int64_t>(1, cfg.knob("k_block") / kk));
+  return block < K ? block : 0;
+}
+
+namespace {
+
+// Reduction blocking (k_block): the accumulators of a whole parallel task
+// (tile_y[1] x tile_x[1] register tiles) live in a task buffer, and k runs in
+// blocks outside the register tiles, so that one block of a packed column
+// panel (block x bn floats, 16 KiB for 256 x 16) stays in L1 across every row
+// tile of the task and one block of the task's rows of A stays in L2, where
+// the unblocked tile streams the whole panel (K x bn) from L2 or L3 for each
+// row tile. Between blocks each register tile's accumulators go through the
+// task buffer (LLVM keeps them in registers across the block's k loop, as in
+// conv2d's ic_chunk), as MLAS's kernels do through C every 256 k. The tasks
+// are fused columns first: consecutive tasks of a thread share a column
+// block, whose panels are then still in cache, and a partial last row block
+// (197 = 4 x 48 + 5) is spread over both threads instead of one thread
+// getting every short task.
+void schedule_dense_blocked(const TileStages& st, const Config& cfg, int64_t block) {
+  auto& sc = st.out;
+  auto y = apply_split(sc, sc->axis(0), cfg.split("tile_y"));
+  auto x = apply_split(sc, sc->axis(1), cfg.split("tile_x"));
+  bool columns_outer = cfg.knob("tile_order") == 1;
+  sc->reorder({x[0], y[0], y[1], x[1], y[2], x[2]});
+  IterVar task = sc->fuse(x[0], y[0]);
+  sc->parallel(task);
+  sc->vectorize(x[2]);
+
+  auto& scc = st.tile;
+  scc->compute_at(sc, task);
+  const int64_t rows = cfg.split("tile_y").back(), cols = cfg.split("tile_x").back();
+  auto [cyo, cyi] = scc->split(scc->axis(0), rows);
+  auto [cxo, cxi] = scc->split(scc->axis(1), cols);
+  auto k = apply_split(scc, scc->reduce_axis(0), cfg.split("tile_k"));
+  auto [kb, ki] = scc->split(k[0], block / cfg.split("tile_k").back());
+  if (columns_outer)
+    scc->reorder({kb, cxo, cyo, ki, k[1], cyi, cxi});
+  else
+    scc->reorder({kb, cyo, cxo, ki, k[1], cyi, cxi});
+  // Unrolled by LLVM, these would put several tiles' accumulators in
+  // registers at once: spills.
+  for (const IterVar& loop : {kb, cyo, cxo, ki}) scc->keep_rolled(loop);
+  scc->unroll(k[1]);
+  scc->unroll(cyi);
+  scc->vectorize(cxi);
+}
+
+}  // namespace
+
 // out's outer tiles fused and parallel, the register tile tile_y[2] x
 // tile_x[2] of `tile` computed at out's tile loop, accumulating over k.
 void schedule_dense_tiles(const TileStages& st, const Config& cfg) {
+  const int64_t K = *ir::as_const_int(st.tile->reduce_axis(0)->dom.extent);
+  if (int64_t block = dense_k_block(cfg, K)) return schedule_dense_blocked(st, cfg, block);
   auto& sc = st.out;
   auto y = apply_split(sc, sc->axis(0), cfg.split("tile_y"));
   auto x = apply_split(sc, sc->axis(1), cfg.split("tile_x"));
@@ -110,7 +200,8 @@ namespace {
 // packed (zero-padded, so a partial column tile reads in bounds and needs no
 // guard inside the register tile). Otherwise (the legacy spaces) the policy
 // alone.
-ConfigSpace dense_space(const DenseWorkload& w, SplitPolicy policy, bool limit, bool packed) {
+ConfigSpace dense_space(const DenseWorkload& w, SplitPolicy policy, bool limit, bool packed,
+                        bool k_blocks) {
   using detail::kMaxTileCols, detail::kMaxTileK, detail::kMaxTileRows;
   auto innermost_at_most = [limit](int64_t cap) -> schedule::SplitFilter {
     if (!limit) return {};
@@ -128,6 +219,10 @@ ConfigSpace dense_space(const DenseWorkload& w, SplitPolicy policy, bool limit, 
   // across all column panels, 1 keeps one packed column panel hot in cache
   // while it walks the row blocks.
   space.define_knob("tile_order", {0, 1});
+  // Reduction blocking in k steps (0: none; schedule_dense_blocked). The
+  // float templates only: dense_int8 and dense_bf16 share their space
+  // without it (packed_dense_space).
+  if (k_blocks) space.define_knob("k_block", {0, 128, 256, 512}, schedule::KnobOrigin::AddedLater);
   return space;
 }
 
@@ -145,7 +240,7 @@ Tensor dense_compute(const DenseWorkload& w, const Tensor& A, const Tensor& B, i
 }  // namespace
 
 schedule::ConfigSpace detail::packed_dense_space(int64_t M, int64_t N, int64_t k_steps) {
-  return dense_space(DenseWorkload{M, N, k_steps}, SplitPolicy::All, true, true);
+  return dense_space(DenseWorkload{M, N, k_steps}, SplitPolicy::All, true, true, false);
 }
 
 schedule::Config detail::packed_dense_fallback(int64_t M, int64_t N, int64_t k_steps,
@@ -164,18 +259,26 @@ class DenseTemplate final : public OpTemplate {
   std::string name() const override { return pack_ ? "dense_pack.x86" : "dense_nopack.x86"; }
 
   ConfigSpace space(const Workload& w) const override {
-    return dense_space(shape(w), SplitPolicy::All, true, pack_);
+    return dense_space(shape(w), SplitPolicy::All, true, pack_, true);
   }
 
   Config fallback(const Workload& w, const Isa& isa) const override {
     DenseWorkload d = shape(w);
     detail::KnobValues knobs;
+    if (pack_ && detail::dense_blocked_fallback_knobs(d.M, d.N, d.K, isa, knobs))
+      return knobs.in(space(w));
     detail::dense_fallback_knobs(d.M, d.N, d.K, !pack_, isa, knobs);
     return knobs.knob("tile_order", 1).in(space(w));
   }
 
   bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {
-    return detail::dense_tile_fits(cfg.split("tile_y").back(), cfg.split("tile_x").back(), isa);
+    const auto &ty = cfg.split("tile_y"), &tx = cfg.split("tile_x");
+    // A blocked task's accumulators live on the worker's stack (see
+    // codegen's Local buffers).
+    constexpr int64_t kMaxTaskBufferBytes = 256 * 1024;
+    bool buffer_fits = !detail::dense_k_block(cfg, shape(w).K) ||
+                       ty[1] * ty[2] * tx[1] * tx[2] * 4 <= kMaxTaskBufferBytes;
+    return buffer_fits && detail::dense_tile_fits(ty.back(), tx.back(), isa);
   }
 
   TemplateInstance compute(const Workload& w, const Config& cfg) const override {
@@ -262,7 +365,7 @@ std::vector<float> pack_weight(const Workload& w, const Config& cfg, const float
 }
 
 ConfigSpace dense_nopack_space(const DenseWorkload& w, SplitPolicy policy) {
-  return dense_space(w, policy, false, false);
+  return dense_space(w, policy, false, false, false);
 }
 
 Kernel dense_nopack(const DenseWorkload& w, const Config& cfg) {
@@ -272,7 +375,7 @@ Kernel dense_nopack(const DenseWorkload& w, const Config& cfg) {
 }
 
 ConfigSpace dense_pack_space(const DenseWorkload& w, SplitPolicy policy) {
-  return dense_space(w, policy, false, false);
+  return dense_space(w, policy, false, false, false);
 }
 
 int64_t dense_pack_block(const Config& cfg) { return cfg.split("tile_x").back(); }

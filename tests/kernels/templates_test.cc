@@ -539,6 +539,13 @@ void check_config(const OpTemplate& t, const Workload& w, const Config& cfg, std
       tile = per_column * cfg.knob("oh_reg") * ow.front() * ow.back();
     }
   }
+  // A dense reduction in blocks keeps the whole task's accumulators between
+  // blocks.
+  if ((t.name() == "dense_pack.x86" || t.name() == "dense_nopack.x86") &&
+      ops::detail::dense_k_block(cfg, w.get("weight")[0]) > 0) {
+    const auto &ty = cfg.split("tile_y"), &tx = cfg.split("tile_x");
+    tile = ty[1] * ty[2] * tx[1] * tx[2];
+  }
   for (auto& [name, size] : allocs) {
     EXPECT_GT(size, 0) << name;
     if (name == b.anchor->name) {
@@ -742,9 +749,27 @@ TEST(Templates, FallbackRules) {
   // ConvNeXt-T's 196- and 49-row Linear layers: 7 rows divide M where 8 would
   // leave a guarded partial tile, and the parallel tasks split the row tiles
   // evenly (28 = 4 x 7, 7 = 1 x 7) instead of a last task of 4 rows in 64.
-  Config r196 = cfg(dense("dense_pack.x86", 196, 384, 1536));
+  Config r196 = cfg(dense("dense_pack.x86", 196, 384, 256));
   EXPECT_EQ(r196.split("tile_y"), (std::vector<int64_t>{4, 7, 7}));
   EXPECT_EQ(r196.split("tile_x").back(), 32);
+  EXPECT_EQ(r196.knob("k_block"), 0);  // K = 256: one block
+  // The same rows blocked (K = 1536, 2.25 MiB of weights): 7-row tiles, 8 per task.
+  Config r196b = cfg(dense("dense_pack.x86", 196, 384, 1536));
+  EXPECT_EQ(r196b.split("tile_y"), (std::vector<int64_t>{4, 8, 7}));
+  EXPECT_EQ(r196b.knob("k_block"), 256);
+  // Weights beyond L2 (9 MiB): blocks of 256 k steps, tasks of 8 row tiles
+  // (64 rows: 64 x 256 floats of A) by 128 columns, a row tile walking the
+  // task's panels within a block.
+  Config blocked = cfg(dense("dense_pack.x86", 197, 768, 3072));
+  EXPECT_EQ(blocked.knob("k_block"), 256);
+  EXPECT_EQ(blocked.knob("tile_order"), 0);
+  EXPECT_EQ(blocked.split("tile_y"), (std::vector<int64_t>{4, 8, 8}));
+  EXPECT_EQ(blocked.split("tile_x"), (std::vector<int64_t>{6, 4, 32}));
+  EXPECT_EQ(blocked.split("tile_k"), (std::vector<int64_t>{768, 4}));
+  EXPECT_EQ(ops::detail::dense_k_block(blocked, 3072), 256);
+  // 1 MiB of weights (the encoder's 128 x 1024 x 256) fit L2: not blocked.
+  EXPECT_EQ(cfg(dense("dense_pack.x86", 128, 256, 1024)).knob("k_block"), 0);
+  EXPECT_EQ(cfg(dense("dense_pack.x86", 4, 768, 3072)).knob("k_block"), 0);  // one row tile
   Config r49 = cfg(dense("dense_pack.x86", 49, 3072, 768));
   EXPECT_EQ(r49.split("tile_y"), (std::vector<int64_t>{1, 7, 7}));
   // 100 rows: no divisor in [4, 8] but 5 (5 rows x 2 zmm); 20 tiles, 10 per task.
@@ -1092,6 +1117,63 @@ TEST(Templates, PartialRowTasksAreVersionedAndMatchTheReference) {
       EXPECT_GT(found.versions, 0);
       EXPECT_EQ(found.guards_in_full_loops, 0);
     }
+  }
+}
+
+// Reduction blocks (k_block): a task's accumulators in a buffer between
+// blocks of k, on shapes that no tile divides (197 or 37 rows, 40 or 24
+// columns of a packed panel of 16, K = 300 in blocks of 75), alone and with
+// the epilogue, against the reference; the block loop is a rolled loop
+// outside the register tiles, and a full row tile runs without guards.
+TEST(Templates, DenseReductionBlocksMatchTheReference) {
+  struct Case {
+    Workload w;
+    const char* knobs;
+    int64_t block;
+  };
+  const Case cases[] = {
+      {dense("dense_pack.x86", 197, 40, 512),
+       R"("tile_y": [5, 8, 6], "tile_x": [2, 2, 16], "tile_k": [128, 4], "tile_order": 0, )"
+       R"("k_block": 128)",
+       128},
+      {dense("dense_pack.x86", 37, 24, 300),
+       R"("tile_y": [3, 2, 7], "tile_x": [2, 1, 16], "tile_k": [100, 3], "tile_order": 1, )"
+       R"("k_block": 128)",
+       75},
+      {dense("dense_nopack.x86", 50, 64, 256),
+       R"("tile_y": [2, 4, 8], "tile_x": [2, 2, 16], "tile_k": [64, 4], "tile_order": 0, )"
+       R"("k_block": 128)",
+       128},
+      {dense("dense_pack.x86", 16, 32, 1024),
+       R"("tile_y": [1, 2, 8], "tile_x": [1, 1, 32], "tile_k": [256, 4], "tile_order": 1, )"
+       R"("k_block": 512)",
+       512},
+  };
+  std::mt19937_64 rng(43);
+  for (const Case& c : cases) {
+    const OpTemplate& t = ops::get_template(c.w.template_name);
+    Config cfg = ops::detail::config_from_knobs(t.space(c.w), c.knobs);
+    const int64_t K = c.w.get("weight")[0];
+    EXPECT_EQ(ops::detail::dense_k_block(cfg, K), c.block) << c.w.key();
+    check_config(t, c.w, cfg, rng);
+    Built b = build(t, c.w, cfg, true);
+    for (const ir::LoweredFunc* f : {&b.plain, &b.fused}) {
+      SCOPED_TRACE(c.w.key() + "\n" + ir::to_string(f->body));
+      std::string text = ir::to_string(f->body);
+      // The blocks: a rolled loop of K / block iterations, outside the tiles.
+      EXPECT_NE(text.find("rolled (k.o.o, 0, " + std::to_string(K / c.block) + ")"),
+                std::string::npos);
+    }
+  }
+  // No block: k_block 0, or one block as long as K.
+  Workload w = dense("dense_pack.x86", 64, 32, 128);
+  const OpTemplate& t = ops::get_template(w.template_name);
+  for (const char* kb : {"0", "128", "512"}) {
+    Config cfg = ops::detail::config_from_knobs(
+        t.space(w), std::string(R"("tile_y": [2, 4, 8], "tile_x": [1, 1, 32], )"
+                                R"("tile_k": [32, 4], "tile_order": 0, "k_block": )") +
+                        kb);
+    EXPECT_EQ(ops::detail::dense_k_block(cfg, 128), 0) << kb;
   }
 }
 
