@@ -85,11 +85,21 @@ void dense_fallback_knobs(int64_t M, int64_t N, int64_t K, bool exact_columns, c
   knobs.split("tile_y", M, {y1, rows}).split("tile_x", N, {x1, bn}).split("tile_k", K, {kk});
 }
 
+namespace {
+
+// The k steps of a block of about `target` steps: a multiple of the unrolled
+// kk that divides K, at most `target` (at least kk).
+int64_t k_block_steps(int64_t K, int64_t kk, int64_t target) {
+  return kk * largest_divisor_at_most(K / kk, std::max<int64_t>(1, target / kk));
+}
+
+}  // namespace
+
 bool dense_blocked_fallback_knobs(int64_t M, int64_t N, int64_t K, const Isa& isa,
                                   KnobValues& knobs) {
   const auto [rows, bn] = dense_fallback_tile(M, N, false, isa);
   const int64_t kk = largest_divisor_at_most(K, 4);
-  const int64_t block = kk * largest_divisor_at_most(K / kk, kFallbackKBlock / kk);
+  const int64_t block = k_block_steps(K, kk, kFallbackKBlock);
   // One row tile reuses nothing across rows; a short or indivisible
   // reduction has no block worth the task buffer's traffic; weights that fit
   // a core's L2 are not streamed from further away in the first place (a
@@ -111,9 +121,7 @@ bool dense_blocked_fallback_knobs(int64_t M, int64_t N, int64_t K, const Isa& is
 
 int64_t dense_k_block(const Config& cfg, int64_t K) {
   if (!cfg.has_knob("k_block") || cfg.knob("k_block") == 0) return 0;
-  const int64_t kk = cfg.split("tile_k").back();
-  const int64_t block =
-      kk * largest_divisor_at_most(K / kk, std::max<int64_t>(1, cfg.knob("k_block") / kk));
+  const int64_t block = k_block_steps(K, cfg.split("tile_k").back(), cfg.knob("k_block"));
   return block < K ? block : 0;
 }
 
