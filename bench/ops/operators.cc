@@ -397,6 +397,7 @@ int main(int argc, char** argv) {
              flatten({1, 5, 1, 1})};
   } else {
     cases = {softmax({1, 4, 128, 128}),
+             softmax({1, 12, 197, 197}),
              layer_norm({1, 128, 256}),
              decomposed_layer_norm({1, 128, 256}),
              gelu({1, 128, 1024}),

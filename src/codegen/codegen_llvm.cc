@@ -431,8 +431,7 @@ class CodeGenLLVM {
     const int64_t* n = as_const_int(op->size);
     // Local tiles live on the stack; large or dynamic ones would overflow
     // thread stacks, so they go to the workspace allocator like global ones.
-    constexpr int64_t kMaxStackBytes = 256 * 1024;
-    if (buf->scope == MemScope::Local && n && *n * elem_bytes <= kMaxStackBytes) {
+    if (buf->scope == MemScope::Local && n && *n * elem_bytes <= ir::kMaxLocalStackBytes) {
       int64_t bytes = std::max<int64_t>(*n, 1) * elem_bytes;
       auto align = llvm::Align(bytes >= 64 ? 64 : 16);
       Value* p = entry_alloca(elem, b_.getInt64(std::max<int64_t>(*n, 1)), align, buf->name);

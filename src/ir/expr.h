@@ -278,6 +278,13 @@ struct LetNode : ExprNode {
 
 enum class MemScope : uint8_t { Global, Local };
 
+// The largest Local buffer codegen places on a worker's stack; larger or
+// dynamically sized ones go to the workspace allocator. Templates whose
+// accumulators live in a Local buffer (conv2d's row buffer, dense's task
+// buffer) reject configs beyond it, so such buffers stay on the stack where
+// LLVM can promote them to registers.
+constexpr int64_t kMaxLocalStackBytes = 256 * 1024;
+
 // A flat array of elements. Kernel arguments and allocations are buffers;
 // identity (the node pointer) names the memory.
 struct BufferNode {

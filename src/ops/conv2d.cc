@@ -336,13 +336,12 @@ class Conv2dNCHWc final : public OpTemplate {
         detail::conv_register_tile(a.out_channels / ocb, a.out_height(), ocb, cfg);
     const auto& ow = cfg.split("tile_ow");
     // A chunked reduction's row buffer lives on the worker's stack.
-    constexpr int64_t kMaxRowBufferBytes = 256 * 1024;
     bool plane = detail::pixel_tiles(cfg);
     bool chunked = plane || detail::ic_chunk_blocks(cfg, a.in_channels / icb) > 0;
     int64_t pixels = a.out_height() * a.out_width();
     int64_t buffer_floats = plane ? rt.oc * ((pixels + ow[1] - 1) / ow[1]) * ow[1] * ocb
                                   : rt.oc * rt.oh * ow[0] * ow[1] * ocb;
-    bool row_fits = !chunked || buffer_floats * 4 <= kMaxRowBufferBytes;
+    bool row_fits = !chunked || buffer_floats * 4 <= ir::kMaxLocalStackBytes;
     return row_fits && detail::conv_tile_fits(rt, ow.back(), ocb, isa);
   }
 

@@ -281,11 +281,9 @@ class DenseTemplate final : public OpTemplate {
 
   bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {
     const auto &ty = cfg.split("tile_y"), &tx = cfg.split("tile_x");
-    // A blocked task's accumulators live on the worker's stack (see
-    // codegen's Local buffers).
-    constexpr int64_t kMaxTaskBufferBytes = 256 * 1024;
+    // A blocked task's accumulators live on the worker's stack.
     bool buffer_fits = !detail::dense_k_block(cfg, shape(w).K) ||
-                       ty[1] * ty[2] * tx[1] * tx[2] * 4 <= kMaxTaskBufferBytes;
+                       ty[1] * ty[2] * tx[1] * tx[2] * 4 <= ir::kMaxLocalStackBytes;
     return buffer_fits && detail::dense_tile_fits(ty.back(), tx.back(), isa);
   }
 

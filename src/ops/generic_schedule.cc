@@ -212,13 +212,56 @@ size_t row_dims(const Stage& out, const std::vector<Stage>& stats) {
   return D;
 }
 
+// Whether an expression calls an intrinsic (exp, erf, tanh, ...).
+bool calls_intrinsic(const ir::Expr& e) {
+  class Finder : public ir::IRVisitor {
+   public:
+    bool found = false;
+
+   protected:
+    void visit_call(const ir::CallNode* op) override {
+      found = true;
+      ir::IRVisitor::visit_call(op);
+    }
+  } f;
+  f.visit(e);
+  return f.found;
+}
+
+// A full-size injective stage of a row kernel that a row statistic and at
+// least one other stage read, and that calls an intrinsic: Softmax's
+// exp(x - max), read by the row sum and by the scaling. Inlined, its
+// intrinsic would run once per reader, and once per lane of a row
+// reduction's combine loop (whose select evaluates both sides); computed
+// once per row into a row buffer, it runs once per element.
+bool is_shared_row_stage(const schedule::Schedule& sch, const Stage& s,
+                         const std::vector<Stage>& reductions) {
+  if (!calls_intrinsic(s->op->body)) return false;
+  int readers = 0;
+  bool read_by_reduction = false;
+  for (const Stage& t : sch.stages()) {
+    if (t->is_placeholder()) continue;
+    for (const ir::Tensor& in : ir::input_tensors(t->op)) {
+      if (in != s->op) continue;
+      ++readers;
+      read_by_reduction = read_by_reduction ||
+                          std::find(reductions.begin(), reductions.end(), t) != reductions.end();
+      break;
+    }
+  }
+  return read_by_reduction && readers >= 2;
+}
+
 // Softmax, LayerNorm, ReduceMean and global pooling as one row kernel: the
 // output's D row dims fused into one parallel loop, and every statistic
 // (row maxima, sums, their vector partials, mean and 1/std) computed inside
 // it for the current row only. A row is read by each pass while it is still
 // in L1, instead of one full pass over the tensor per statistic with a
 // parallel launch each; 1/std is computed once per row, not per element.
-bool schedule_rows(const Stage& out, const std::vector<Stage>& stats, int64_t vector_lanes) {
+// at_row: the stages computed inside the row loop, in producer order: the
+// statistics and the shared row stages (is_shared_row_stage).
+bool schedule_rows(const Stage& out, const std::vector<Stage>& stats,
+                   const std::vector<Stage>& at_row, int64_t vector_lanes) {
   if (!out->op->reduce_axis.empty() || stats.empty()) return false;
   const size_t D = row_dims(out, stats);
   if (D == 0) return false;
@@ -235,7 +278,7 @@ bool schedule_rows(const Stage& out, const std::vector<Stage>& stats, int64_t ve
   int64_t n_rows = 1;
   for (size_t d = 0; d < D; ++d) n_rows *= extent_of(axis[d]);
   if (spatial_elements(out) >= kMinParallelElements && n_rows > 1) out->parallel(row);
-  for (const Stage& s : stats) {
+  for (const Stage& s : at_row) {
     schedule_loops_impl(s, vector_lanes, false);
     s->compute_at(out, row);
   }
@@ -328,24 +371,34 @@ schedule::Schedule schedule_generic(const std::vector<ir::Tensor>& outputs, int6
   // A row kernel also keeps the per-row stages between the reductions (mean,
   // 1/std) as stages of their own inside the row loop.
   if (outs.size() == 1 && !reductions.empty()) {
-    std::vector<Stage> stats = reductions, row_injective, inlined;
+    std::vector<Stage> stats = reductions, row_injective, inlined, shared;
     const std::vector<int64_t> o = static_shape_of(outs[0]);
     for (const Stage& s : injective) {
       std::vector<int64_t> sh = static_shape_of(s);
-      bool is_stat = sh.size() == o.size() && sh != o;
-      (is_stat ? row_injective : inlined).push_back(s);
+      if (sh.size() == o.size() && sh != o)
+        row_injective.push_back(s);
+      else if (sh == o && is_shared_row_stage(sch, s, reductions))
+        shared.push_back(s);
+      else
+        inlined.push_back(s);
     }
     std::vector<Stage> all = stats;
     all.insert(all.end(), row_injective.begin(), row_injective.end());
     // Stage order (producers first) decides the order inside the row loop.
-    std::vector<Stage> ordered;
-    for (const Stage& s : sch.stages())
-      if (std::find(all.begin(), all.end(), s) != all.end()) ordered.push_back(s);
+    auto in_stage_order = [&](const std::vector<Stage>& set) {
+      std::vector<Stage> ordered;
+      for (const Stage& s : sch.stages())
+        if (std::find(set.begin(), set.end(), s) != set.end()) ordered.push_back(s);
+      return ordered;
+    };
+    std::vector<Stage> ordered = in_stage_order(all);
+    all.insert(all.end(), shared.begin(), shared.end());
     if (row_dims(outs[0], ordered) > 0) {
       for (const Stage& s : inlined) s->compute_inline();
-      schedule_rows(outs[0], ordered, vector_lanes);
+      schedule_rows(outs[0], ordered, in_stage_order(all), vector_lanes);
       return sch;
     }
+    inlined.insert(inlined.end(), shared.begin(), shared.end());
     std::vector<int> kinds = pixel_row_kinds(outs[0], ordered);
     if (!kinds.empty()) {
       for (const Stage& s : inlined) s->compute_inline();

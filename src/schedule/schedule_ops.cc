@@ -1,5 +1,6 @@
 #include "schedule/schedule_ops.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "ir/functor.h"
@@ -94,10 +95,26 @@ class NestBuilder {
       scope =
           s->attach == AttachKind::At && bytes <= 32 * 1024 ? MemScope::Local : MemScope::Global;
     }
+    if (scope == MemScope::Local && !bounds.empty()) pad_for_vector_tail(s, bounds.back());
     return make_stmt<RealizeNode>(s->origin, std::move(bounds), scope, std::move(body));
   }
 
  private:
+  // A vectorized loop whose split does not divide the extent writes a Local
+  // buffer on every lane of its last vector (vectorize_loops: Local buffers
+  // are not predicated), so the innermost dim is padded to a whole number of
+  // vectors: Softmax's row buffer of 197 floats takes 208.
+  void pad_for_vector_tail(const Stage& s, Range& innermost) const {
+    const StageLoops& L = ctx_.loops.at(s.get());
+    int64_t lanes = 1;
+    for (const IterVar& iv : s->leaf_iter_vars)
+      if (for_kind_of(*s, iv) == ForKind::Vectorized)
+        lanes = std::max(lanes, L.extent.at(iv.get()));
+    const int64_t* extent = as_const_int(innermost.extent);
+    if (lanes > 1 && extent && *extent % lanes != 0)
+      innermost.extent = make_int((*extent + lanes - 1) / lanes * lanes);
+  }
+
   // Stages computed at the start of loop iv of s, each realized around the rest.
   Stmt with_attached(const Stage& s, const IterVar& iv, Stmt body) {
     auto it = attached_.find({s.get(), iv.get()});

@@ -96,19 +96,26 @@ TEST(RowReduce, GlobalPools) {
 
 // The schedule's shape for Softmax over [4, 128]: the output's row loop is
 // the only root loop nest, every statistic (maxima, sums, their partials,
-// 1 / sum) is attached inside it, and each partial stage runs its partial
-// axis as vectors inside its reduction loop.
+// 1 / sum) and the row's exponentials are attached inside it, and each
+// partial stage runs its partial axis as vectors inside its reduction loop.
 TEST(RowReduce, SoftmaxIsOneRowKernelWithVectorPartials) {
   std::mt19937_64 rng(35);
   Initializer x = random_tensor("float32", {4, 128}, rng);
   Compiled c = compute_of(make_node("Softmax", 1), {&x});
   for (int64_t lanes : {8, 16}) {
     schedule::Schedule sch = ops::schedule_generic(c.outs, lanes);
-    int attached = 0, vector_partials = 0;
+    int attached = 0, vector_partials = 0, exp_rows = 0;
     for (const schedule::Stage& s : sch.stages()) {
       if (s->is_placeholder() || s->is_output) continue;
       EXPECT_EQ(s->attach, schedule::AttachKind::At) << s->op->name;
       attached += s->attach == schedule::AttachKind::At;
+      // exp(x - max) is a row buffer of its own, stored as vectors, that the
+      // sum and the output both read: exp runs once per element.
+      if (s->op->name.size() > 4 && s->op->name.substr(s->op->name.size() - 4) == ".exp") {
+        ++exp_rows;
+        auto a = s->annotations.find(s->leaf_iter_vars.back().get());
+        EXPECT_TRUE(a != s->annotations.end() && a->second == schedule::IterAnnotation::Vectorize);
+      }
       if (s->op->name.find(".partials") == std::string::npos) continue;
       // [row, ko, (lane group,) lanes]: the vectorized leaf is innermost and
       // follows the reduction loop.
@@ -124,8 +131,9 @@ TEST(RowReduce, SoftmaxIsOneRowKernelWithVectorPartials) {
       EXPECT_TRUE(reduce_before_lanes);
       ++vector_partials;
     }
-    EXPECT_EQ(attached, 5);  // max, max partials, sum, sum partials, 1 / sum
+    EXPECT_EQ(attached, 6);  // max, max partials, exp, sum, sum partials, 1 / sum
     EXPECT_EQ(vector_partials, 2);
+    EXPECT_EQ(exp_rows, 1);
   }
 }
 

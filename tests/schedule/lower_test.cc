@@ -226,9 +226,6 @@ TEST(Lower, ComputeAtProducerCoversConsumerWindow) {
   }
 }
 
-}  // namespace
-}  // namespace kiln::test
-
 namespace kiln::test {
 namespace {
 
@@ -428,6 +425,61 @@ TEST(Lower, NonDividingVectorLoopRunsFullTilesAsVectors) {
     std::vector<float> b(n, NAN);
     Interpreter().run(f, {a.data(), b.data()});
     for (int64_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(b[i], a[i] * 3.0f) << n << " " << i;
+  }
+}
+
+}  // namespace
+}  // namespace kiln::test
+
+// A row buffer computed per row with vector stores (Softmax's exp(x - max):
+// a Local stage at the row loop, read by the row's sum and by the output),
+// whose row length the lanes do not divide: the last vector is stored on
+// every lane (Local buffers are not predicated), so the allocation is padded
+// to whole vectors. The interpreter checks every access against it.
+TEST(Lower, VectorizedRowBufferIsPaddedToWholeVectors) {
+  for (auto [rows, n, lanes] : std::vector<std::array<int64_t, 3>>{
+           {3, 197, 16}, {2, 13, 8}, {4, 5, 4}, {2, 32, 16}, {3, 1, 4}}) {
+    SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(n) + " lanes " +
+                 std::to_string(lanes));
+    Tensor X = placeholder({rows, n}, DataType::f32(), "X");
+    Tensor E = compute(
+        {rows, n}, [&](const std::vector<Var>& i) { return exp(at(X, i[0], i[1])); }, "E");
+    IterVar k = reduce_axis(n, "k");
+    Tensor S = compute(
+        {rows, 1}, [&](const std::vector<Var>& i) { return sum(at(E, i[0], k->var), {k}); }, "S");
+    Tensor Y = compute(
+        {rows, n}, [&](const std::vector<Var>& i) { return at(E, i[0], i[1]) / at(S, i[0], 0); },
+        "Y");
+    auto sch = create_schedule({Y});
+    auto y = sch[Y];
+    auto [yo, yi] = y->split(y->axis(1), lanes);
+    y->vectorize(yi);
+    auto e = sch[E];
+    auto [eo, ei] = e->split(e->axis(1), lanes);
+    e->vectorize(ei);
+    e->compute_at(y, y->axis(0));
+    sch[S]->compute_at(y, y->axis(0));
+    LoweredFunc f = lower(sch, {X, Y}, "rows");
+    class Allocations : public IRVisitor {
+     public:
+      int64_t e_size = -1;
+      void visit_allocate(const AllocateNode* op) override {
+        if (op->buffer->name == "E") e_size = *as_const_int(op->size);
+        IRVisitor::visit_allocate(op);
+      }
+    } allocations;
+    allocations.visit(f.body);
+    int64_t e_size = allocations.e_size;
+    EXPECT_EQ(e_size, (n + lanes - 1) / lanes * lanes) << to_string(f);
+    auto x = ops::reference::random_uniform(rows * n, 7);
+    std::vector<float> out(static_cast<size_t>(rows * n));
+    Interpreter().run(f, {x.data(), out.data()});
+    for (int64_t r = 0; r < rows; ++r) {
+      double total = 0;
+      for (int64_t j = 0; j < n; ++j) total += std::exp(double(x[r * n + j]));
+      for (int64_t j = 0; j < n; ++j)
+        EXPECT_NEAR(out[r * n + j], std::exp(double(x[r * n + j])) / total, 1e-6);
+    }
   }
 }
 

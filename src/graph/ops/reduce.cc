@@ -302,17 +302,24 @@ std::vector<Tensor> softmax_compute(const Node& node, const ComputeInputs& in,
   // max and the sum run as row reductions with vector partials.
   bool innermost = true;
   for (size_t d = axis + 1; d < shape.size(); ++d) innermost = innermost && shape[d] == 1;
-  Tensor mx, sum;
+  Tensor mx, sum, e;
   if (innermost) {
     mx = row_reduce(
         ir::ReduceOp::Max, row_shape, shape[axis],
         [&](const std::vector<Var>& i, const Expr& k) { return ir::read(x, along(i, k)); },
         node.name + ".max");
+    // exp(x - max) once per element: the row kernel computes this stage per
+    // row into a row buffer (schedule_generic's shared row stages), which
+    // both the sum and the scaling read.
+    e = ir::compute(
+        shape_exprs(shape),
+        [&](const std::vector<Var>& i) {
+          return ir::exp(ir::read(x, {i.begin(), i.end()}) - ir::read(mx, along(i, int64_t{0})));
+        },
+        node.name + ".exp");
     sum = row_reduce(
         ir::ReduceOp::Sum, row_shape, shape[axis],
-        [&](const std::vector<Var>& i, const Expr& k) {
-          return ir::exp(ir::read(x, along(i, k)) - ir::read(mx, along(i, int64_t{0})));
-        },
+        [&](const std::vector<Var>& i, const Expr& k) { return ir::read(e, along(i, k)); },
         node.name + ".sum");
   } else {
     IterVar k1 = ir::reduce_axis(shape[axis], "k");
@@ -346,10 +353,9 @@ std::vector<Tensor> softmax_compute(const Node& node, const ComputeInputs& in,
       shape_exprs(shape),
       [&](const std::vector<Var>& i) {
         std::vector<Expr> idx(i.begin(), i.end());
+        if (innermost) return ir::read(e, idx) * ir::read(inv, along(i, int64_t{0}));
         Expr m = ir::read(mx, along(i, int64_t{0}));
-        Expr e = ir::exp(ir::read(x, idx) - m);
-        if (innermost) return e * ir::read(inv, along(i, int64_t{0}));
-        return e / ir::read(sum, along(i, int64_t{0}));
+        return ir::exp(ir::read(x, idx) - m) / ir::read(sum, along(i, int64_t{0}));
       },
       node.name + ".softmax");
   return {y};
