@@ -161,22 +161,61 @@ struct TensorTable {
   }
 };
 
-// A view group (graph::storage_alias): no kernel; its output lives in its
-// input's storage. `position`: the number of kernels that run before it.
+// A view group: no kernel. A reshape (graph::storage_alias) has one input,
+// in whose storage its output lives; a concat (graph::concat_view) has its
+// inputs written in place inside its output's storage, at `offsets`.
+// `position`: the number of kernels that run before it.
 struct ViewAlias {
   size_t position = 0;
-  std::string output, input;
+  std::string output;
+  std::vector<std::string> inputs;
+  std::vector<size_t> offsets;  // concat only
+  bool concat = false;
 };
+
+// The concats whose inputs can be written in place: each input produced by
+// a kernel (not a graph input, weight or output, nor a reshape's or another
+// concat's output) and read by no other such concat (DenseNet's features
+// join several concats and stay copies).
+std::set<size_t> in_place_concats(const Graph& g, const std::vector<graph::FusedGroup>& groups) {
+  std::set<std::string> external(g.outputs.begin(), g.outputs.end()), from_views;
+  for (const auto& in : g.inputs) external.insert(in.name);
+  std::map<std::string, int> uses;
+  std::map<size_t, graph::ConcatView> candidates;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    if (auto a = graph::storage_alias(g, groups[i])) from_views.insert(a->first);
+    if (auto c = graph::concat_view(g, groups[i])) {
+      from_views.insert(c->output);
+      for (const std::string& in : c->inputs) ++uses[in];
+      candidates.emplace(i, std::move(*c));
+    }
+  }
+  std::set<size_t> accepted;
+  for (const auto& [i, c] : candidates) {
+    bool ok = true;
+    for (const std::string& in : c.inputs)
+      ok = ok && uses[in] == 1 && !external.count(in) && !g.initializers.count(in) &&
+           !from_views.count(in);
+    if (ok) accepted.insert(i);
+  }
+  return accepted;
+}
 
 // Splits off the view groups: each remaining group becomes a kernel.
 std::vector<graph::FusedGroup> split_views(const Graph& g, std::vector<graph::FusedGroup> groups,
                                            std::vector<ViewAlias>& views) {
+  const std::set<size_t> concats = in_place_concats(g, groups);
   std::vector<graph::FusedGroup> kernel_groups;
-  for (graph::FusedGroup& grp : groups) {
-    if (auto a = graph::storage_alias(g, grp))
-      views.push_back({kernel_groups.size(), a->first, a->second});
-    else
+  for (size_t i = 0; i < groups.size(); ++i) {
+    graph::FusedGroup& grp = groups[i];
+    if (auto a = graph::storage_alias(g, grp)) {
+      views.push_back({kernel_groups.size(), a->first, {a->second}, {0}, false});
+    } else if (concats.count(i)) {
+      graph::ConcatView c = *graph::concat_view(g, grp);
+      views.push_back({kernel_groups.size(), c.output, c.inputs, c.offsets, true});
+    } else {
       kernel_groups.push_back(std::move(grp));
+    }
   }
   return kernel_groups;
 }
@@ -188,7 +227,7 @@ TensorTable tabulate(const Graph& g, const std::vector<GroupKernel>& kernels,
   for (const GroupKernel& k : kernels)
     for (const std::string& a : k.args) table.add(a);
   for (const ViewAlias& v : views) {
-    table.add(v.input);
+    for (const std::string& in : v.inputs) table.add(in);
     table.add(v.output);
   }
   for (const std::string& out : g.outputs) {
@@ -219,8 +258,11 @@ graph::passes::MemoryPlan plan_storage(const Graph& g, const std::vector<GroupKe
   auto add_views_before = [&](size_t k) {
     for (; next_view < views.size() && views[next_view].position <= k; ++next_view) {
       const ViewAlias& v = views[next_view];
-      req.steps.push_back({{v.input}, {v.output}});
-      req.aliases.push_back({v.output, v.input, 0});
+      req.steps.push_back({v.inputs, {v.output}});
+      if (v.concat)
+        req.concats.push_back({v.output, v.inputs, v.offsets});
+      else
+        req.aliases.push_back({v.output, v.inputs.at(0), 0});
     }
   };
   for (size_t ki = 0; ki < kernels.size(); ++ki) {
@@ -342,7 +384,7 @@ BuiltModule run_build(ModelSource model, const BuildOptions& o) {
   debug_graph("layout", g);
   std::vector<graph::FusedGroup> groups = graph::fuse_ops(g);
   debug_graph("fusion", g, groups);
-  std::vector<ViewAlias> views;  // Reshape/Flatten/...: aliases, no kernel
+  std::vector<ViewAlias> views;  // Reshape/Flatten/..., concats: no kernel
   groups = split_views(g, std::move(groups), views);
   std::vector<GroupKernel> kernels = lower_groups(g, groups, o.target);
   TensorTable table = tabulate(g, kernels, views);

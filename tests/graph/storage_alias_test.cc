@@ -1,7 +1,9 @@
 // Reshape, Flatten, Squeeze and Unsqueeze groups are storage aliases: no
-// kernel, the output placed in the input's storage by the memory plan. Built
-// by the whole build and run by the runtime, against the reference
-// interpreter; a view that is a graph output keeps its copy kernel.
+// kernel, the output placed in the input's storage by the memory plan. So is
+// a Concat along a dim with only 1s before it: its inputs are written in
+// place inside its output. Built by the whole build and run by the runtime,
+// against the reference interpreter; a view that is a graph output keeps its
+// copy kernel, as does a concat whose inputs cannot be placed.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -122,6 +124,78 @@ TEST(StorageAlias, GraphInputsAndOutputs) {
   Built built = build_and_run(b);
   EXPECT_EQ(built.module.funcs.size(), 3u);  // softmax, relu, and the output's copy
   EXPECT_EQ(storage_of(built.mod, f), storage_of(built.mod, x));
+}
+
+size_t offset_of(const nlohmann::json& mod, const std::string& value) {
+  for (const auto& t : mod["tensors"])
+    if (t["name"] == value) return t["offset"].get<size_t>();
+  ADD_FAILURE() << "no tensor " << value;
+  return 0;
+}
+
+// Two softmaxes (each also read by an output, so each is its own group)
+// concatenated over the channels of a batch-1 value, the concat read by two
+// outputs: the softmaxes write their rows side by side inside the concat's
+// storage, and no concat kernel runs.
+TEST(StorageAlias, ConcatInputsAreWrittenInPlace) {
+  GraphBuilder b(6);
+  std::string x = b.input("x", {1, 4, 3, 8});
+  std::string y = b.input("y", {1, 2, 3, 8});
+  std::string a = b.node("Softmax", {x});
+  std::string s = b.node("Softmax", {y});
+  std::string c = b.node("Concat", {a, s}, {{"axis", int64_t{1}}});
+  b.output(b.node("Relu", {c}));
+  b.output(b.node("Neg", {c}));
+  b.output(b.node("Abs", {a}));
+  b.output(b.node("Exp", {s}));
+  std::vector<graph::FusedGroup> groups = graph::fuse_ops(b.graph());
+  int views = 0;
+  for (const graph::FusedGroup& grp : groups)
+    if (auto v = graph::concat_view(b.graph(), grp)) {
+      ++views;
+      EXPECT_EQ(v->output, c);
+      EXPECT_EQ(v->inputs, (std::vector<std::string>{a, s}));
+      EXPECT_EQ(v->offsets, (std::vector<size_t>{0, 4 * 3 * 8 * 4}));
+    }
+  EXPECT_EQ(views, 1);
+  Built built = build_and_run(b);
+  EXPECT_EQ(built.module.funcs.size(), 6u);  // 2 softmaxes, 4 elementwise outputs
+  const int storage = storage_of(built.mod, c);
+  EXPECT_EQ(storage_of(built.mod, a), storage);
+  EXPECT_EQ(storage_of(built.mod, s), storage);
+  EXPECT_EQ(offset_of(built.mod, a), offset_of(built.mod, c));
+  EXPECT_EQ(offset_of(built.mod, s), offset_of(built.mod, c) + 4 * 3 * 8 * 4);
+}
+
+// Concats that stay copies: one over a dim with a 2 before it (its inputs
+// are not contiguous runs of the output), one of a graph input, and two
+// that share an input (DenseNet's features join several concats).
+TEST(StorageAlias, ConcatsThatCannotBePlacedKeepTheirKernels) {
+  GraphBuilder b(7);
+  std::string x = b.input("x", {2, 3, 8});
+  std::string y = b.input("y", {2, 5, 8});
+  std::string a = b.node("Softmax", {x});
+  std::string s = b.node("Softmax", {y});
+  std::string strided = b.node("Concat", {a, s}, {{"axis", int64_t{1}}});
+  b.output(b.node("Relu", {strided}));
+  b.output(b.node("Neg", {strided}));
+  std::string z = b.input("z", {1, 3, 8});
+  std::string t = b.node("Softmax", {z});
+  std::string u = b.node("Softmax", {b.node("Neg", {z})});
+  std::string of_input = b.node("Concat", {z, t}, {{"axis", int64_t{1}}});
+  std::string shared1 = b.node("Concat", {t, u}, {{"axis", int64_t{1}}});
+  std::string shared2 = b.node("Concat", {u, t}, {{"axis", int64_t{1}}});
+  for (const std::string& v : {of_input, shared1, shared2}) {
+    b.output(b.node("Relu", {v}));
+    b.output(b.node("Neg", {v}));
+  }
+  Built built = build_and_run(b);
+  int concat_kernels = 0;
+  for (const auto& k : built.mod["kernels"])
+    for (const auto& op : k["op_types"]) concat_kernels += op == "Concat";
+  EXPECT_EQ(concat_kernels, 4);
+  EXPECT_NE(storage_of(built.mod, a), storage_of(built.mod, strided));
+  EXPECT_NE(storage_of(built.mod, t), storage_of(built.mod, shared1));
 }
 
 }  // namespace

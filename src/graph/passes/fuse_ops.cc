@@ -303,6 +303,38 @@ std::optional<std::pair<std::string, std::string>> storage_alias(const Graph& g,
   return std::make_pair(out, n.inputs[0]);
 }
 
+std::optional<ConcatView> concat_view(const Graph& g, const FusedGroup& group) {
+  if (group.nodes.size() != 1 || group.outputs.size() != 1) return std::nullopt;
+  const Node& n = g.nodes[group.nodes[0]];
+  if (n.op_type != "Concat" || n.inputs.size() < 2 || n.outputs.size() != 1 ||
+      n.outputs[0] != group.outputs[0])
+    return std::nullopt;
+  const std::string& out = n.outputs[0];
+  if (std::find(g.outputs.begin(), g.outputs.end(), out) != g.outputs.end()) return std::nullopt;
+  const TensorType* out_t = g.type_of(out);
+  if (!out_t || out_t->shape.empty()) return std::nullopt;
+  const int64_t rank = static_cast<int64_t>(out_t->shape.size());
+  int64_t axis = n.attr<int64_t>("axis").value_or(0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return std::nullopt;
+  for (int64_t d = 0; d < axis; ++d)
+    if (out_t->shape[static_cast<size_t>(d)] != 1) return std::nullopt;
+  ConcatView view{out, {}, {}};
+  size_t offset = 0;
+  for (const std::string& in : n.inputs) {
+    const TensorType* t = in.empty() ? nullptr : g.type_of(in);
+    if (!t || t->dtype != out_t->dtype ||
+        std::find(view.inputs.begin(), view.inputs.end(), in) != view.inputs.end())
+      return std::nullopt;
+    view.inputs.push_back(in);
+    view.offsets.push_back(offset);
+    offset += static_cast<size_t>(t->num_elements()) * dtype_size(t->dtype);
+  }
+  if (offset != static_cast<size_t>(out_t->num_elements()) * dtype_size(out_t->dtype))
+    return std::nullopt;
+  return view;
+}
+
 std::string group_label(const Graph& g, const FusedGroup& group) {
   std::string label = "fused";
   for (size_t ni : group.nodes) {

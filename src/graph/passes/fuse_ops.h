@@ -52,6 +52,21 @@ bool flat_epilogue_input(const std::vector<int64_t>& shape, const std::vector<in
 std::optional<std::pair<std::string, std::string>> storage_alias(const Graph& g,
                                                                  const FusedGroup& group);
 
+// A group that is one Concat along a dim with only 1s before it (the
+// channels of a batch-1 NCHW or NCHW[x]c value) only places its inputs side
+// by side: each input is one contiguous run of the output's bytes, at
+// `offsets` (bytes). The build lets the memory plan put the inputs there
+// (passes::PlanConcat), their producers writing them in place, when every
+// input comes from a kernel and joins no other concat. Nothing when the
+// group computes something else, an input repeats, or the output is a graph
+// output (which owns its storage).
+struct ConcatView {
+  std::string output;
+  std::vector<std::string> inputs;
+  std::vector<size_t> offsets;
+};
+std::optional<ConcatView> concat_view(const Graph& g, const FusedGroup& group);
+
 // "fused_conv_add_relu" style name from the op types (for mod.json and profiles).
 std::string group_label(const Graph& g, const FusedGroup& group);
 

@@ -32,6 +32,7 @@ class Planner {
       if (!r.external.count(a.output)) alias_[a.output] = &a;
     for (const PlanStep& s : r.steps)
       for (const std::string& v : s.inputs) ++reads_[v];
+    for (size_t c = 0; c < r.concats.size(); ++c) add_concat(c);
   }
 
   MemoryPlan run() {
@@ -53,6 +54,46 @@ class Planner {
     refs_.push_back(0);
     is_free_.push_back(false);
     return static_cast<int>(plan_.storages.size()) - 1;
+  }
+
+  // Checks concat c's conditions (PlanConcat) and records its members.
+  void add_concat(size_t c) {
+    const PlanConcat& pc = r_.concats[c];
+    if (pc.offsets.size() != pc.inputs.size())
+      bad("concat '" + pc.output + "' has " + std::to_string(pc.inputs.size()) + " inputs but " +
+          std::to_string(pc.offsets.size()) + " offsets");
+    auto add = [&](const std::string& v, size_t offset) {
+      if (r_.external.count(v) || alias_.count(v))
+        bad("value '" + v + "' of concat '" + pc.output + "' is external or an alias");
+      if (!concat_member_.emplace(v, ConcatMember{c, offset}).second)
+        bad("value '" + v + "' belongs to two concats");
+      if (offset + size_of(v) > size_of(pc.output))
+        bad("value '" + v + "' (" + std::to_string(size_of(v)) + " bytes at offset " +
+            std::to_string(offset) + ") does not fit in concat '" + pc.output + "'");
+    };
+    add(pc.output, 0);
+    for (size_t k = 0; k < pc.inputs.size(); ++k) add(pc.inputs[k], pc.offsets[k]);
+    concat_storage_.push_back(-1);
+  }
+
+  // A concat's member goes into the concat's storage, taken (for the
+  // output's size) when its first member is produced. The concat's own step
+  // reads every input, so each input's pending read keeps the storage from
+  // being freed before the output is placed in it.
+  bool place_concat_member(const std::string& v, size_t step) {
+    auto m = concat_member_.find(v);
+    if (m == concat_member_.end()) return false;
+    const PlanConcat& pc = r_.concats[m->second.concat];
+    int& s = concat_storage_[m->second.concat];
+    if (v == pc.output) {
+      const std::vector<std::string>& reads = r_.steps[step].inputs;
+      for (const std::string& in : pc.inputs)
+        if (std::find(reads.begin(), reads.end(), in) == reads.end())
+          bad("concat '" + v + "' is produced by a step that does not read its input '" + in + "'");
+    }
+    if (s < 0) s = request(size_of(pc.output));
+    place(v, s, m->second.offset);
+    return true;
   }
 
   void place(const std::string& v, int storage, size_t offset) {
@@ -110,7 +151,7 @@ class Planner {
         st.size = slot.offset + size;
       }
       plan_.values[v] = slot;
-    } else {
+    } else if (!place_concat_member(v, step)) {
       place(v, request(size), 0);
     }
     refs_[plan_.values[v].storage] += reads_[v];
@@ -137,6 +178,12 @@ class Planner {
   const MemoryPlanRequest& r_;
   MemoryPlan plan_;
   std::map<std::string, const PlanAlias*> alias_;
+  struct ConcatMember {
+    size_t concat = 0;
+    size_t offset = 0;
+  };
+  std::map<std::string, ConcatMember> concat_member_;  // outputs and inputs
+  std::vector<int> concat_storage_;                    // per concat, -1 until taken
   std::map<std::string, int> reads_;
   std::vector<int> refs_;  // remaining reads of the values in each storage
   std::vector<bool> is_free_;

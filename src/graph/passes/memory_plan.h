@@ -33,6 +33,19 @@ struct PlanAlias {
   size_t offset = 0;
 };
 
+// `inputs` live side by side inside `output`'s storage, input k at
+// `offsets[k]` bytes past its start (a Concat along a dim with only 1s
+// before it): their producers write them in place and the concat step copies
+// nothing. The storage is taken when the first input is produced and stays
+// live until the last reader of the output or of any input. Every input is
+// produced by a step, belongs to no other concat, is no alias's output and not
+// external; nor is the output.
+struct PlanConcat {
+  std::string output;
+  std::vector<std::string> inputs;
+  std::vector<size_t> offsets;
+};
+
 struct MemoryPlanRequest {
   std::vector<PlanStep> steps;          // in execution order
   std::map<std::string, size_t> sizes;  // bytes of every value the steps name
@@ -40,6 +53,7 @@ struct MemoryPlanRequest {
   // outputs, parameters. They may be read before any step produces them.
   std::set<std::string> external;
   std::vector<PlanAlias> aliases;
+  std::vector<PlanConcat> concats;
   // A free storage is only reused for a request within this size factor (TVM's
   // match_range); 0 disables reuse entirely.
   size_t match_range = 16;
@@ -65,7 +79,8 @@ struct MemoryPlan {
 
 // Throws std::invalid_argument for an inconsistent request, naming the value:
 // a size missing, a value produced twice, read before it is produced (and not
-// external), or an alias that does not fit its input's storage.
+// external), an alias that does not fit its input's storage, or a concat
+// input that does not fit its output or breaks PlanConcat's conditions.
 MemoryPlan plan_memory(const MemoryPlanRequest& request);
 
 }  // namespace kiln::graph::passes
