@@ -44,8 +44,9 @@ TEST(OpSupport, ListsEveryUnsupportedNode) {
 }
 
 TEST(OpSupport, CoversTheIssueList) {
-  for (const char* op : {"Conv", "ConvTranspose", "Gemm", "MatMul", "LayerNormalization", "Erf",
-                         "Softmax", "Resize", "HardSwish", "ConstantOfShape", "Where"})
+  for (const char* op :
+       {"Conv", "ConvTranspose", "Gemm", "MatMul", "LayerNormalization", "Erf", "Softmax",
+        "LogSoftmax", "Resize", "HardSwish", "ConstantOfShape", "Where"})
     EXPECT_TRUE(frontend::is_supported_op("", op)) << op;
   EXPECT_FALSE(frontend::is_supported_op("", "Loop"));
   const auto& ops = frontend::supported_op_types();

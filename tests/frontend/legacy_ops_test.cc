@@ -50,13 +50,13 @@ std::vector<float> softmax_axis(const std::vector<float>& x, const Shape& shape,
 }
 
 std::vector<float> run_softmax(int64_t opset, const Shape& shape, std::optional<int64_t> axis,
-                               const std::vector<float>& x) {
+                               const std::vector<float>& x, const char* op = "Softmax") {
   OnnxBuilder b(opset);
   std::vector<std::string> dims;
   for (int64_t d : shape) dims.push_back(std::to_string(d));
   b.input("x", dims);
   b.output("y", dims);
-  auto* n = b.node("Softmax", "sm", {"x"}, {"y"});
+  auto* n = b.node(op, "sm", {"x"}, {"y"});
   if (axis) OnnxBuilder::attr_int(n, "axis", *axis);
   kiln::graph::Graph g = import_onnx(b.write("softmax.onnx"));
   kiln::graph::Initializer in;
@@ -98,6 +98,28 @@ TEST(LegacyOps, SoftmaxBeforeOpset13FlattensFromTheAxis) {
       int64_t a13 = axis ? a : rank - 1;
       expect_near(run_softmax(13, shape, axis, x), softmax_axis(x, shape, a13), what + " opset 13");
     }
+  }
+}
+
+// LogSoftmax changed with Softmax at opset 13: the same flattening before it.
+TEST(LegacyOps, LogSoftmaxBeforeOpset13FlattensFromTheAxis) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> dist(0.f, 2.f);
+  const Shape shape = {2, 3, 4};
+  std::vector<float> x(kiln::graph::TensorType{"float32", shape}.num_elements());
+  for (float& v : x) v = dist(rng);
+  auto log_of = [](std::vector<float> v) {
+    for (float& e : v) e = std::log(e);
+    return v;
+  };
+  for (int64_t a : {0, 1, 2}) {
+    int64_t rows = 1, cols = 1;
+    for (int64_t d = 0; d < 3; ++d) (d < a ? rows : cols) *= shape[d];
+    std::string what = "axis " + std::to_string(a);
+    expect_near(run_softmax(11, shape, a, x, "LogSoftmax"), log_of(softmax_rows(x, rows, cols)),
+                what + " opset 11");
+    expect_near(run_softmax(13, shape, a, x, "LogSoftmax"), log_of(softmax_axis(x, shape, a)),
+                what + " opset 13");
   }
 }
 

@@ -165,6 +165,23 @@ TEST(SoftmaxOp, CompiledMatchesEvaluate) {
   }
 }
 
+// log(softmax) in one step: x - max - log(sum(exp(x - max))), finite where
+// softmax underflows to 0.
+TEST(LogSoftmaxOp, HandComputedStableAndCompiled) {
+  Initializer x = tensor_of<float>({1, 3}, {1, 2, 3});
+  Floats want = {-2.40760596f, -1.40760596f, -0.40760596f};
+  expect_values(evaluate(make_node("LogSoftmax", 1), {&x})[0], {1, 3}, want, "log_softmax");
+  Initializer far = tensor_of<float>({1, 2}, {0, 200});  // exp(-200) is 0 in float32
+  expect_values(evaluate(make_node("LogSoftmax", 1), {&far})[0], {1, 2}, {-200, 0}, "far apart");
+  std::mt19937_64 rng(23);
+  for (const auto& [shape, axis] : std::vector<std::pair<Ints, int64_t>>{
+           {{5}, 0}, {{3, 17}, -1}, {{3, 17}, 0}, {{2, 33, 5}, 1}, {{2, 3, 197}, -1}}) {
+    Initializer xs = random_tensor("float32", shape, rng, -30, 30);
+    SCOPED_TRACE("log_softmax " + graph::shape_str(shape) + " axis " + std::to_string(axis));
+    check_node(make_node("LogSoftmax", 1, {{"axis", axis}}), {&xs});
+  }
+}
+
 // ---- LayerNormalization -----------------------------------------------------------------
 
 TEST(LayerNormOp, HandComputed) {

@@ -38,6 +38,16 @@ TEST(RowReduce, SoftmaxLastAxis) {
     }
 }
 
+TEST(RowReduce, LogSoftmaxLastAxis) {
+  std::mt19937_64 rng(36);
+  for (int64_t n : kRowLengths) {
+    Ints shape = {3, n};
+    SCOPED_TRACE("log_softmax " + graph::shape_str(shape));
+    Initializer x = random_tensor("float32", shape, rng, -40, 40);
+    check_all_lanes(make_node("LogSoftmax", 1), {&x});
+  }
+}
+
 TEST(RowReduce, LayerNormOverOneAndTwoAxes) {
   std::mt19937_64 rng(32);
   struct Case {

@@ -1,4 +1,4 @@
-// Reductions and normalizations: ReduceMean/Sum/Max, Softmax,
+// Reductions and normalizations: ReduceMean/Sum/Max, Softmax, LogSoftmax,
 // LayerNormalization, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
 //
 // evaluate is the reference (double accumulation for float32); compute is the
@@ -253,9 +253,11 @@ ComputeFn reduce_compute(ReduceKind kind) {
 
 // ---- Softmax ---------------------------------------------------------------------------
 
-// Opset >= 13 semantics: softmax along one axis (default -1).
-std::vector<Initializer> softmax_evaluate(const Node& node,
-                                          const std::vector<const Initializer*>& inputs) {
+// Opset >= 13 semantics: softmax along one axis (default -1); LogSoftmax
+// (log_softmax) is x - max - log(sum(exp(x - max))) along it.
+std::vector<Initializer> softmax_rows_evaluate(const Node& node,
+                                               const std::vector<const Initializer*>& inputs,
+                                               bool log_softmax) {
   const Initializer& x = required_input(node, inputs, 0);
   require_f32(node, x, "input");
   const std::vector<int64_t>& shape = x.type.shape;
@@ -277,13 +279,25 @@ std::vector<Initializer> softmax_evaluate(const Node& node,
       double sum = 0;
       for (int64_t k = 0; k < len; ++k) sum += e[k] = std::exp(row[k * inner] - mx);
       for (int64_t k = 0; k < len; ++k)
-        yp[o * len * inner + in + k * inner] = static_cast<float>(e[k] / sum);
+        yp[o * len * inner + in + k * inner] =
+            static_cast<float>(log_softmax ? row[k * inner] - mx - std::log(sum) : e[k] / sum);
     }
   return {std::move(y)};
 }
 
-std::vector<Tensor> softmax_compute(const Node& node, const ComputeInputs& in,
-                                    const std::vector<TensorType>& out_types) {
+std::vector<Initializer> softmax_evaluate(const Node& node,
+                                          const std::vector<const Initializer*>& inputs) {
+  return softmax_rows_evaluate(node, inputs, false);
+}
+
+std::vector<Initializer> log_softmax_evaluate(const Node& node,
+                                              const std::vector<const Initializer*>& inputs) {
+  return softmax_rows_evaluate(node, inputs, true);
+}
+
+std::vector<Tensor> softmax_rows_compute(const Node& node, const ComputeInputs& in,
+                                         const std::vector<TensorType>& out_types,
+                                         bool log_softmax) {
   const Tensor& x = required_tensor(node, in, 0);
   std::vector<int64_t> shape = static_shape(x);
   check_out_type(node, out_types, 0, shape, "float32");
@@ -338,6 +352,24 @@ std::vector<Tensor> softmax_compute(const Node& node, const ComputeInputs& in,
         },
         node.name + ".sum");
   }
+  if (log_softmax) {
+    // max + log(sum) once per row (a per-row stage in a row kernel), then
+    // one subtraction per element.
+    Tensor shift = ir::compute(
+        shape_exprs(row_shape),
+        [&](const std::vector<Var>& i) {
+          std::vector<Expr> r(i.begin(), i.end());
+          return ir::read(mx, r) + ir::log(ir::read(sum, r));
+        },
+        node.name + ".shift");
+    Tensor y = ir::compute(
+        shape_exprs(shape),
+        [&](const std::vector<Var>& i) {
+          return ir::read(x, {i.begin(), i.end()}) - ir::read(shift, along(i, int64_t{0}));
+        },
+        node.name + ".log_softmax");
+    return {y};
+  }
   // In a row kernel (innermost axis) 1 / sum is a per-row stage computed once
   // per row: the row is then scaled by a multiply instead of a division per
   // element (a vector division costs several multiplies' throughput).
@@ -359,6 +391,16 @@ std::vector<Tensor> softmax_compute(const Node& node, const ComputeInputs& in,
       },
       node.name + ".softmax");
   return {y};
+}
+
+std::vector<Tensor> softmax_compute(const Node& node, const ComputeInputs& in,
+                                    const std::vector<TensorType>& out_types) {
+  return softmax_rows_compute(node, in, out_types, false);
+}
+
+std::vector<Tensor> log_softmax_compute(const Node& node, const ComputeInputs& in,
+                                        const std::vector<TensorType>& out_types) {
+  return softmax_rows_compute(node, in, out_types, true);
 }
 
 // ---- LayerNormalization ----------------------------------------------------------------
@@ -794,6 +836,7 @@ void register_reduce_ops() {
                reduce_compute(ReduceKind::kMax),
                {1}});
   register_op({"Softmax", OpPattern::kReduction, softmax_evaluate, softmax_compute, {}});
+  register_op({"LogSoftmax", OpPattern::kReduction, log_softmax_evaluate, log_softmax_compute, {}});
   register_op(
       {"LayerNormalization", OpPattern::kReduction, layer_norm_evaluate, layer_norm_compute, {}});
   register_op({"MaxPool",
