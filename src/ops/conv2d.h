@@ -32,7 +32,9 @@
 //     ic_bn = block(C), oc_bn = block(OC);
 //     cap = min(OW, (3R/4) / ceil(oc_bn / L)) accumulators (24 zmm with AVX-512,
 //     12 ymm with AVX2: 2 per column of 16 channels, so 6 columns);
-//     ow_tile = the largest divisor d of OW with d <= cap if d >= 8 or d == OW;
+//     ow_tile = the largest divisor d of OW with d <= cap if d >= 8 or d == OW,
+//     with oc_reg = the most of 4, 2 channel blocks dividing OC / oc_bn whose
+//     d columns stay within the 3R/4 accumulators (AVX-512, 7 columns: 2);
 //     else, for a reduction C*KH*KW >= 256, conv_fallback_tile's 1 or 2 channel
 //     blocks (oc_reg) and balanced columns, whichever loads least per FMA
 //     (AVX2, 56 columns: 2 blocks x 3), and for a shorter one the largest
@@ -116,7 +118,8 @@ struct ConvRegisterTile {
 };
 // conv2d_NCHWc's fallback register tile: output-channel blocks (oc_reg) and
 // columns (tile_ow) within the ISA's accumulator budget. The widest divisor
-// of the width when it has 8 columns or more (or is the width), else the
+// of the width when it has 8 columns or more (or is the width), with as many
+// blocks as the budget leaves room for, else the
 // tile of 1 or 2 blocks, its columns balanced over the width, that loads the
 // least per multiply.
 struct ConvFallbackTile {

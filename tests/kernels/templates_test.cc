@@ -834,6 +834,21 @@ TEST(Templates, FallbackRegisterTilesFollowTheIsa) {
   EXPECT_TRUE(ct.fits(small, ct.fallback(small, avx2), avx2));
   EXPECT_EQ(ct.fallback(small, avx512).split("tile_ow").back(), 7);
   EXPECT_EQ(ct.fallback(small, avx512).knob("pixel_tiles"), 0);
+  // ... with 2 channel blocks per tile: 14 of the 24 accumulators, not 7
+  // (4 x 7 would pass the budget).
+  EXPECT_EQ(ct.fallback(small, avx512).knob("oc_reg"), 2);
+  // A 3-column plane takes 4 blocks on AVX-512 (12 zmm), 2 on AVX2 (12 ymm).
+  Workload tiny = conv(1, 512, 6, 6, 512, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1});
+  EXPECT_EQ(ct.fallback(tiny, avx512).split("tile_ow").back(), 3);
+  EXPECT_EQ(ct.fallback(tiny, avx512).knob("oc_reg"), 4);
+  EXPECT_EQ(ct.fallback(tiny, avx2).knob("oc_reg"), 2);
+  for (const Isa& isa : {avx512, avx2, neon})
+    for (const Workload& w : {small, tiny, c}) {
+      Config f = ct.fallback(w, isa);
+      int64_t vectors = (16 + isa.lanes() - 1) / isa.lanes();
+      EXPECT_LE(f.knob("oc_reg") * f.split("tile_ow").back() * vectors, isa.accumulator_budget())
+          << w.key() << " " << isa.isa_class;
+    }
   // 14x14 planes too (14 = 4 x 3 + 2).
   Workload mid = conv(1, 512, 14, 14, 1024, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
   EXPECT_EQ(ct.fallback(mid, avx2).split("tile_ow").back(), 3);
