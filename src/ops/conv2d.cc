@@ -66,8 +66,7 @@ int64_t balanced_columns(int64_t out_width, int64_t cap) {
 
 // The most channel blocks of oc_reg's values (4, 2, 1) that divide oc_blocks
 // and keep a tile of `columns` within the accumulator budget.
-int64_t blocks_within_budget(int64_t oc_blocks, int64_t columns, int64_t vectors,
-                             int64_t budget) {
+int64_t blocks_within_budget(int64_t oc_blocks, int64_t columns, int64_t vectors, int64_t budget) {
   for (int64_t r : {4, 2})
     if (oc_blocks % r == 0 && r * vectors * columns <= budget) return r;
   return 1;
