@@ -37,3 +37,14 @@ KILN_NUM_THREADS=2 "$PYTHON" "$models/run_bench.py" --kiln "$kiln" --models tiny
 # kiln and PyTorch both timed (ORT skipped: n/a), kiln's output checked.
 grep -Eq '^\| tiny \| [0-9.]+ \| n/a \| [0-9.]+ \| n/a \| [0-9.]+ \| max [0-9.e+-]+ \|$' \
   "$work/table.md" || fail "run_bench.py's table has no complete tiny row"
+
+# ab_packages.py: a package against itself, paired rounds in random order.
+"$kiln" build "$dir/model.onnx" -o "$work/tiny.tar"
+KILN_NUM_THREADS=2 "$PYTHON" "$models/ab_packages.py" --kiln "$kiln" --inputs "$dir/input.npz" \
+  --rounds 2 --repeat 2 "$work/tiny.tar" "$work/tiny.tar" | tee "$work/ab.txt"
+grep -Eq '^B/A median [0-9.]+ \(quartiles [0-9.]+ [0-9.]+\) over 2 rounds; A [0-9.]+ ms' \
+  "$work/ab.txt" || fail "ab_packages.py printed no paired ratio"
+rc=0
+"$PYTHON" "$models/ab_packages.py" --kiln "$kiln" --inputs "$dir/input.npz" --rounds 1 \
+  "$work/tiny.tar" "$work/missing.tar" > /dev/null 2>&1 || rc=$?
+[ "$rc" != 0 ] || fail "ab_packages.py exited 0 for a missing package"

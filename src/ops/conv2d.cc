@@ -64,16 +64,32 @@ int64_t balanced_columns(int64_t out_width, int64_t cap) {
   return best;
 }
 
+// Whether a tile of r channel blocks x `columns` (`vectors` registers per
+// block and column) leaves its operands a register each step: the
+// accumulators, whichever of the weight vectors or the broadcast inputs stay
+// live across the step (the other streams through one register), and one to
+// spare. AVX2's 2 blocks x 3 columns of 16 channels (12 + 3 + 1 = 16 of 16)
+// spilled in every step of a 3x3 window, and 1 block x 6 columns ran 13-18 %
+// faster (ResNet's 3x3 convs, stride 1 and 2); the one-step body of a 1x1
+// window did not spill, and 2 x 3 stayed 2 % ahead there.
+bool operands_fit(int64_t r, int64_t columns, int64_t vectors, int64_t window, const Isa& isa) {
+  if (window == 1) return true;
+  return r * vectors * columns + std::min(r * vectors, columns) + 1 < isa.vector_registers;
+}
+
 // The most channel blocks of oc_reg's values (4, 2, 1) that divide oc_blocks
-// and keep a tile of `columns` within the accumulator budget.
-int64_t blocks_within_budget(int64_t oc_blocks, int64_t columns, int64_t vectors, int64_t budget) {
+// and keep a tile of `columns` within the accumulator budget and the registers.
+int64_t blocks_within_budget(int64_t oc_blocks, int64_t columns, int64_t vectors, int64_t window,
+                             const Isa& isa) {
   for (int64_t r : {4, 2})
-    if (oc_blocks % r == 0 && r * vectors * columns <= budget) return r;
+    if (oc_blocks % r == 0 && r * vectors * columns <= isa.accumulator_budget() &&
+        operands_fit(r, columns, vectors, window, isa))
+      return r;
   return 1;
 }
 
 ConvFallbackTile conv_fallback_tile(int64_t out_width, int64_t oc_blocks, int64_t ocb,
-                                    const Isa& isa) {
+                                    int64_t window, const Isa& isa) {
   const int64_t vectors = (ocb + isa.lanes() - 1) / isa.lanes();
   const int64_t budget = isa.accumulator_budget();
   int64_t d = largest_divisor_at_most(out_width, std::max<int64_t>(1, budget / vectors));
@@ -81,12 +97,14 @@ ConvFallbackTile conv_fallback_tile(int64_t out_width, int64_t oc_blocks, int64_
   // of 24 zmm): more channel blocks share each broadcast input (ResNet-50's
   // 7x7 1x1 convs and 14x14 stride-2 3x3, AVX-512: 2 blocks ran 15-18 %
   // faster than 1; 4 x 7 spills).
-  if (d >= 8 || d == out_width) return {blocks_within_budget(oc_blocks, d, vectors, budget), d};
+  if (d >= 8 || d == out_width)
+    return {blocks_within_budget(oc_blocks, d, vectors, window, isa), d};
   // No divisor fills the budget (56 columns, 6 of 2 ymm each): any width
   // does, the partial last tile peeled off. Each step loads the tile's weight
-  // vectors and broadcasts one input per column; the tile that does the most
-  // multiplies per load wins (AVX2: 2 channel blocks x 3 columns, 7 loads a
-  // 12 FMAs, over 1 x 6 columns, 8 loads; ResNeXt-50's 1x1 convs 14 % faster).
+  // vectors and broadcasts one input per column; of the tiles whose operands
+  // fit the registers, the one that does the most multiplies per load wins
+  // (AVX2, 1x1 window: 2 channel blocks x 3 columns, 7 loads a 12 FMAs, over
+  // 1 x 6 columns, 8 loads; ResNeXt-50's 1x1 convs 14 % faster).
   ConvFallbackTile best{1, d};
   double best_loads = 1e9;
   for (int64_t r : {1, 2}) {
@@ -94,6 +112,7 @@ ConvFallbackTile conv_fallback_tile(int64_t out_width, int64_t oc_blocks, int64_
     int64_t cap = budget / (r * vectors);
     if (cap < 3) continue;
     int64_t columns = balanced_columns(out_width, cap);
+    if (!operands_fit(r, columns, vectors, window, isa)) continue;
     double loads = double(r * vectors + columns) / double(r * vectors * columns);
     if (loads < best_loads - 1e-9) best = {r, columns}, best_loads = loads;
   }
@@ -295,7 +314,8 @@ class Conv2dNCHWc final : public OpTemplate {
     int64_t reduction = a.in_channels * a.kernel_h * a.kernel_w;
     detail::ConvFallbackTile ft =
         reduction >= kMinReductionForWideTile
-            ? detail::conv_fallback_tile(a.out_width(), a.out_channels / ocb, ocb, isa)
+            ? detail::conv_fallback_tile(a.out_width(), a.out_channels / ocb, ocb,
+                                         a.kernel_h * a.kernel_w, isa)
             : detail::ConvFallbackTile{1, detail::fallback_ow_tile(a.out_width(), ocb, isa)};
     detail::KnobValues knobs;
     knobs.split("tile_ic", a.in_channels, {icb})

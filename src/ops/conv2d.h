@@ -36,8 +36,10 @@
 //     with oc_reg = the most of 4, 2 channel blocks dividing OC / oc_bn whose
 //     d columns stay within the 3R/4 accumulators (AVX-512, 7 columns: 2);
 //     else, for a reduction C*KH*KW >= 256, conv_fallback_tile's 1 or 2 channel
-//     blocks (oc_reg) and balanced columns, whichever loads least per FMA
-//     (AVX2, 56 columns: 2 blocks x 3), and for a shorter one the largest
+//     blocks (oc_reg) and balanced columns, whichever loads least per FMA of
+//     the tiles whose operands fit the registers (accumulators + min(weight
+//     vectors, columns) + 1 < R, for windows larger than 1x1) (AVX2, 56
+//     columns: 2 blocks x 3 for a 1x1 window, 1 x 6 for 3x3), and for a shorter one the largest
 //     power of two <= cap (a partial last tile); ic_chunk = 0;
 //     pixel_tiles (1x1 stride-1 convs on planes of at most 14 rows) = 1 when
 //     ow_tile does not divide OW: a 7x7 plane in tiles of 3 runs 16 full
@@ -121,12 +123,13 @@ struct ConvRegisterTile {
 // of the width when it has 8 columns or more (or is the width), with as many
 // blocks as the budget leaves room for, else the
 // tile of 1 or 2 blocks, its columns balanced over the width, that loads the
-// least per multiply.
+// least per multiply. `window` (KH * KW) > 1: only tiles whose operands fit
+// the vector registers with one to spare (operands_fit in conv2d.cc).
 struct ConvFallbackTile {
   int64_t oc_blocks = 1, columns = 1;
 };
 ConvFallbackTile conv_fallback_tile(int64_t out_width, int64_t oc_blocks, int64_t ocb,
-                                    const Isa& isa);
+                                    int64_t window, const Isa& isa);
 ConvRegisterTile conv_register_tile(int64_t oc_blocks, int64_t oh, int64_t ocb,
                                     const schedule::Config& cfg);
 // Whether the tile (oc x oh x ow_tile columns of ocb channels) fits the ISA's
