@@ -7,8 +7,9 @@ Each round runs both packages once (`kiln run --repeat N --print-time`, the medi
 runs), in an order drawn at random, and takes B's time over A's. Prints the median of those
 paired ratios with its quartiles, and each package's median time. On a shared VM whose speed
 drifts by 10-20 % within minutes, the ratio of two runs a second apart is steadier than either
-time; and a fixed order (A then B in every round) left a bias of a few per cent either way
-(the same package against a copy of itself measured 0.96 and 1.03 over 7 rounds).
+time; and a fixed order (A then B in every round) left a bias of a few per cent (the same
+package against a copy of itself measured 1.03 over 7 rounds; two packages measured 0.87 in
+one order and 1.04 in the other).
 """
 
 import argparse

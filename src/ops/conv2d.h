@@ -39,8 +39,9 @@
 //     blocks (oc_reg) and balanced columns, whichever loads least per FMA of
 //     the tiles whose operands fit the registers (accumulators + min(weight
 //     vectors, columns) + 1 < R, for windows larger than 1x1) (AVX2, 56
-//     columns: 2 blocks x 3 for a 1x1 window, 1 x 6 for 3x3), and for a shorter one the largest
-//     power of two <= cap (a partial last tile); ic_chunk = 0;
+//     columns: 2 blocks x 3 for a 1x1 window, 1 x 6 for 3x3), and for a
+//     shorter one the largest power of two <= cap (a partial last tile);
+//     ic_chunk = 0;
 //     pixel_tiles (1x1 stride-1 convs on planes of at most 14 rows) = 1 when
 //     ow_tile does not divide OW: a 7x7 plane in tiles of 3 runs 16 full
 //     tiles and one of 1 pixel, not a 1-column tile in every row;

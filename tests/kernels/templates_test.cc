@@ -840,7 +840,7 @@ TEST(Templates, FallbackRegisterTilesFollowTheIsa) {
   EXPECT_EQ(ct.fallback(small, avx512).split("tile_ow").back(), 7);
   EXPECT_EQ(ct.fallback(small, avx512).knob("pixel_tiles"), 0);
   // ... with 2 channel blocks per tile: 14 of the 24 accumulators, not 7
-  // (4 x 7 would pass the budget).
+  // (4 x 7, 28, would exceed the budget).
   EXPECT_EQ(ct.fallback(small, avx512).knob("oc_reg"), 2);
   // A 3-column plane takes 4 blocks on AVX-512 (12 zmm). On AVX2 2 blocks
   // (12 ymm) would leave its 3x3 window's operands no spare register: 1.
