@@ -15,6 +15,7 @@
 #include <fstream>
 #include <random>
 
+#include "codegen/target.h"
 #include "driver_harness.h"
 #include "graph/passes/fold_qdq.h"
 #include "graph/passes/simplify.h"
@@ -138,9 +139,15 @@ struct Built {
   std::map<std::string, graph::Initializer> inputs, want;
 };
 
+// Any int8 convolution template: direct, depthwise, or Winograd (what a 3x3
+// stride-1 conv runs by default on a host without VNNI).
 bool runs_int8_conv(const nlohmann::json& k) {
-  for (const auto& t : k.at("op_types"))
-    if (t.get<std::string>().find("conv2d_NCHWc_int8") != std::string::npos) return true;
+  for (const auto& t : k.at("op_types")) {
+    const std::string op = t.get<std::string>();
+    if (op.find("conv2d_NCHWc_int8") != std::string::npos ||
+        op.find("conv2d_winograd_NCHWc_int8") != std::string::npos)
+      return true;
+  }
   return false;
 }
 
@@ -684,7 +691,12 @@ TEST(Int8Path, MobileNetDepthwiseBlockBitExact) {
       int64_t v = k.s8 ? int64_t(static_cast<int8_t>(want.data[i])) : int64_t(want.data[i]);
       worst = std::max<int64_t>(worst, std::llabs(v - static_cast<int64_t>(got[i])));
     }
-    EXPECT_LE(worst, 1) << "ORT differs by " << worst << " units";
+    // Without VNNI, ORT's u8 x s8 kernels (vpmaddubsw) saturate pairs of
+    // products at 16 bits: on an AVX2 host it was 2-4 units off here, while
+    // kiln's output stayed the interpreter's byte for byte.
+    const codegen::Target host = codegen::Target::host();
+    const int64_t ort_units = host.has_feature("avx512vnni") || host.has_feature("avxvnni") ? 1 : 8;
+    EXPECT_LE(worst, ort_units) << "ORT differs by " << worst << " units";
     ++ort_checked;
   }
   if (!ort_skip.empty())

@@ -241,13 +241,23 @@ TEST(ApplyTemplates, GemmPacksAlphaTimesBAndScalesC) {
   std::string c = b.random_constant("c", {20});
   b.output(b.node("Gemm", {a, bt, c}, {{"transB", int64_t{1}}, {"alpha", 2.0f}, {"beta", 0.5f}},
                   "gemm"));
+  // Panels of 16 columns (AVX-512's fallback for N = 20), whatever this
+  // host's fallback is (AVX2's: one panel of 20): the second panel is zero
+  // past column N.
+  const std::string key = "dense_pack.x86(data=[3,6],weight=[6,20],dtype=float32)";
+  const std::string cfg =
+      ops::get_template("dense_pack.x86")
+          .fallback(
+              ops::Workload::parse(key),
+              codegen::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512").isa())
+          .to_json();
   std::vector<TemplateUse> uses;
-  Graph g = rewrite(b, &uses);
+  Graph g = rewrite(b, &uses, {{key, cfg}});
   EXPECT_EQ(op_types(g), (Strings{"kiln.Template", "Add"}));
   ASSERT_EQ(uses.size(), 1u);
-  EXPECT_EQ(uses[0].workload, "dense_pack.x86(data=[3,6],weight=[6,20],dtype=float32)");
+  EXPECT_EQ(uses[0].workload, key);
   const graph::Initializer& packed = input_constant(g, g.nodes[0], 1);
-  const int64_t K = 6, N = 20, bn = 16;  // the fallback's bn for N = 20
+  const int64_t K = 6, N = 20, bn = 16;
   ASSERT_EQ(packed.type.shape, (std::vector<int64_t>{2, K, bn}));
   std::vector<float> bv = b.graph().initializers.at(bt).as<float>(), want;
   for (int64_t p = 0; p < 2; ++p)
