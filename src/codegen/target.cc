@@ -271,8 +271,12 @@ std::string Target::arch() const { return arch_of(triple); }
 
 // The per-ISA table: lane counts and register budgets come from here, never
 // from a constant in a template.
-Target::Isa Target::isa() const {
-  std::string a = arch();
+namespace {
+
+// The row of the target's vector ISA, from its features.
+Isa isa_row(const Target& t) {
+  std::string a = t.arch();
+  auto has_feature = [&](const std::string& f) { return t.has_feature(f); };
   if (a == "x86_64") {
     Isa row = has_feature("avx512f")                      ? Isa{"x86_64-avx512", 512, 32, 2}
               : has_feature("avx2") && has_feature("fma") ? Isa{"x86_64-avx2", 256, 16, 2}
@@ -293,6 +297,14 @@ Target::Isa Target::isa() const {
   }
   if (a == "arm" && has_feature("neon")) return {"armv7-neon", 128, 16, 1};
   return {"generic", 128, 16, 1};
+}
+
+}  // namespace
+
+Target::Isa Target::isa() const {
+  Isa row = isa_row(*this);
+  row.l1d_bytes = cache_sizes(*this).l1d;
+  return row;
 }
 
 std::vector<std::string> Target::required_features() const {
@@ -368,10 +380,10 @@ std::string cpu_model_name(const Target& target) {
 }
 
 CacheSizes cache_sizes(const Target& target) {
-  if (target == Target::host()) {
-    CacheSizes c = host_caches();
-    if (c.l1d > 0) return c;
-  }
+  // Every Target::isa() asks: the host's answer is read once.
+  static const Target host = Target::host();
+  static const CacheSizes host_sizes = host_caches();
+  if (target == host && host_sizes.l1d > 0) return host_sizes;
   // Known CPUs, per core (L3: the whole chip's share a core sees).
   static const std::map<std::string, CacheSizes> known = {
       {"skylake-avx512", {32 << 10, 1 << 20, 1408 << 10}},

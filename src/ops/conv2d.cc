@@ -119,6 +119,17 @@ ConvFallbackTile conv_fallback_tile(int64_t out_width, int64_t oc_blocks, int64_
   return best;
 }
 
+int64_t fallback_ic_chunk(int64_t in_channels, int64_t window, int64_t tile_channels,
+                          const Isa& isa) {
+  if (isa.l1d_bytes <= 0) return 0;
+  const int64_t budget = isa.l1d_bytes / 2;  // the other half: the tile's inputs, the output
+  const int64_t bytes_per_channel = window * tile_channels * int64_t(sizeof(float));
+  if (in_channels * bytes_per_channel <= budget) return 0;
+  for (int64_t channels : {256, 128, 64})  // ic_chunk's values, widest first
+    if (channels < in_channels && channels * bytes_per_channel <= budget) return channels;
+  return 0;
+}
+
 ConvRegisterTile conv_register_tile(int64_t oc_blocks, int64_t oh, int64_t ocb, const Config& cfg) {
   constexpr int64_t kMaxTileFloats = 512, kFloatsPerLine = 16;
   int64_t ow_tile = cfg.split("tile_ow").back();
@@ -317,19 +328,27 @@ class Conv2dNCHWc final : public OpTemplate {
             ? detail::conv_fallback_tile(a.out_width(), a.out_channels / ocb, ocb,
                                          a.kernel_h * a.kernel_w, isa)
             : detail::ConvFallbackTile{1, detail::fallback_ow_tile(a.out_width(), ocb, isa)};
-    detail::KnobValues knobs;
-    knobs.split("tile_ic", a.in_channels, {icb})
-        .split("tile_oc", a.out_channels, {ocb})
-        .split("tile_ow", a.out_width(), {ft.columns})
-        .knob("unroll_kw", a.kernel_w <= 3)
-        .knob("oc_reg", ft.oc_blocks)
-        .knob("oh_reg", 1)
-        .knob("kernel_outer", 0)
-        .knob("ic_chunk", 0);
-    // Columns that leave a partial tile in every row of a small plane (7 =
-    // 3 + 3 + 1) run over its pixels instead (49 = 16 x 3 + 1).
-    if (detail::pixel_tile_plane(a)) knobs.knob("pixel_tiles", a.out_width() % ft.columns != 0);
-    return knobs.in(space(w));
+    auto config = [&](int64_t ic_chunk) {
+      detail::KnobValues knobs;
+      knobs.split("tile_ic", a.in_channels, {icb})
+          .split("tile_oc", a.out_channels, {ocb})
+          .split("tile_ow", a.out_width(), {ft.columns})
+          .knob("unroll_kw", a.kernel_w <= 3)
+          .knob("oc_reg", ft.oc_blocks)
+          .knob("oh_reg", 1)
+          .knob("kernel_outer", 0)
+          .knob("ic_chunk", ic_chunk);
+      // Columns that leave a partial tile in every row of a small plane (7 =
+      // 3 + 3 + 1) run over its pixels instead (49 = 16 x 3 + 1).
+      if (detail::pixel_tile_plane(a)) knobs.knob("pixel_tiles", a.out_width() % ft.columns != 0);
+      return knobs.in(space(w));
+    };
+    // Reduction chunks where the tile's weights outgrow L1 (fallback_ic_chunk),
+    // unless the chunked tile's row buffer would not fit the worker's stack.
+    int64_t chunk =
+        detail::fallback_ic_chunk(a.in_channels, a.kernel_h * a.kernel_w, ft.oc_blocks * ocb, isa);
+    Config cfg = config(chunk);
+    return chunk > 0 && !fits(w, cfg, isa) ? config(0) : cfg;
   }
 
   TemplateInstance compute(const Workload& w, const Config& cfg) const override {

@@ -41,7 +41,10 @@
 //     vectors, columns) + 1 < R, for windows larger than 1x1) (AVX2, 56
 //     columns: 2 blocks x 3 for a 1x1 window, 1 x 6 for 3x3), and for a
 //     shorter one the largest power of two <= cap (a partial last tile);
-//     ic_chunk = 0;
+//     ic_chunk = fallback_ic_chunk(C, KH * KW, oc_reg * oc_bn): 0 while the
+//     tile's weights for the whole reduction fit half of L1, else the widest
+//     of 256, 128, 64 channels whose weights do (AVX2 on a 32 KiB L1: a 1x1
+//     conv of 512 channels and 1 block of 16 takes 256);
 //     pixel_tiles (1x1 stride-1 convs on planes of at most 14 rows) = 1 when
 //     ow_tile does not divide OW: a 7x7 plane in tiles of 3 runs 16 full
 //     tiles and one of 1 pixel, not a 1-column tile in every row;
@@ -133,6 +136,15 @@ ConvFallbackTile conv_fallback_tile(int64_t out_width, int64_t oc_blocks, int64_
                                     int64_t window, const Isa& isa);
 ConvRegisterTile conv_register_tile(int64_t oc_blocks, int64_t oh, int64_t ocb,
                                     const schedule::Config& cfg);
+// conv2d_NCHWc's fallback reduction chunk, in input channels (0: none). A
+// register tile of `tile_channels` output channels reads its weights for the
+// whole reduction (in_channels x window x tile_channels floats) once per ow
+// tile; beyond half of the target's L1 (Isa::l1d_bytes; unknown: no chunks)
+// they stream from L2 for every tile. The chunk is the widest of ic_chunk's
+// values (256, 128, 64) below in_channels whose weights fit that half; none
+// fits a 3x3 window of 16 channels in 32 KiB, and those keep one chunk.
+int64_t fallback_ic_chunk(int64_t in_channels, int64_t window, int64_t tile_channels,
+                          const Isa& isa);
 // Whether the tile (oc x oh x ow_tile columns of ocb channels) fits the ISA's
 // vector registers, counted in the ISA's vectors.
 bool conv_tile_fits(const ConvRegisterTile& rt, int64_t ow_tile, int64_t ocb, const Isa& isa);

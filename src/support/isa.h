@@ -3,6 +3,7 @@
 // and tile sizes from, instead of a constant of one machine.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace kiln {
@@ -26,6 +27,10 @@ struct Isa {
   // The accumulators a register tile may hold when a template needs another
   // budget than three quarters of the registers (0: that default).
   int accumulator_registers = 0;
+  // The L1 data cache per core, in bytes (0: unknown), from the target's
+  // cache table (codegen::cache_sizes): what a reduction's weights must fit
+  // to be reused across a row's register tiles instead of streaming from L2.
+  int64_t l1d_bytes = 0;
 
   int lanes(int element_bits = 32) const { return vector_bits / element_bits; }
   // Accumulators a register tile may hold: three quarters of the registers,
