@@ -303,7 +303,9 @@ Isa isa_row(const Target& t) {
 
 Target::Isa Target::isa() const {
   Isa row = isa_row(*this);
-  row.l1d_bytes = cache_sizes(*this).l1d;
+  CacheSizes caches = cache_sizes(*this);
+  row.l1d_bytes = caches.l1d;
+  row.l2_bytes = caches.l2;
   return row;
 }
 

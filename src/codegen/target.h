@@ -43,7 +43,7 @@ struct Target {
   // are derived from (lanes, register budget) and what records and shipped
   // logs are grouped by.
   using Isa = kiln::Isa;
-  // The per-ISA table's row for this target, with its L1 data cache size.
+  // The per-ISA table's row for this target, with its L1 data and L2 cache sizes.
   Isa isa() const;
   int float_lanes() const { return isa().lanes(); }
   // "x86_64", "aarch64", "arm", ... (the triple's first component; armv7*

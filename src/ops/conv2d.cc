@@ -157,6 +157,25 @@ int64_t ic_chunk_blocks(const Config& cfg, int64_t ic_blocks) {
   return chunk < ic_blocks ? chunk : 0;
 }
 
+int64_t oc_tile_group(const Config& cfg, int64_t oc_tiles) {
+  if (!cfg.has_knob("oc_group") || cfg.knob("oc_group") == 0) return 0;
+  int64_t group = largest_divisor_at_most(oc_tiles, cfg.knob("oc_group"));
+  return group > 1 ? group : 0;
+}
+
+int64_t fallback_oc_group(int64_t oc_tiles, int64_t tile_weight_bytes, int64_t input_bytes,
+                          const Isa& isa) {
+  if (isa.l2_bytes <= 0) return 0;
+  const int64_t budget = isa.l2_bytes / 2;  // the other half: the rows streaming by
+  if (input_bytes <= budget) return 0;      // the input stays in L2 across the tiles
+  int64_t best = 0, best_group = 1;         // the smallest value of the largest group
+  for (int64_t value : kOcGroupValues) {
+    int64_t group = value > 0 ? largest_divisor_at_most(oc_tiles, value) : 1;
+    if (group > best_group && group * tile_weight_bytes <= budget) best = value, best_group = group;
+  }
+  return best;
+}
+
 // Pixel tiles are offered for 1x1 stride-1 convs on planes of at most this
 // many rows: the whole plane's accumulators live in the row buffer.
 constexpr int64_t kMaxPixelTilePlane = 14;
@@ -189,8 +208,20 @@ void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
   auto [oc_outer, oc_inner] = out->split(out->axis(1), rt.oc);
   auto [oh_outer, oh_inner] = out->split(out->axis(2), rt.oh);
   auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
-  out->reorder({out->axis(0), oc_outer, oh_outer, ow[0], oc_inner, oh_inner, ow[1], out->axis(4)});
-  IterVar rows = out->fuse({out->axis(0), oc_outer, oh_outer});
+  IterVar rows;
+  if (int64_t group = oc_tile_group(cfg, extent(1) / rt.oc); group > 0) {
+    // Output-channel tiles in groups, the rows inside each group: a group's
+    // weights stay in L2 while the rows stream by, and the input is read
+    // from beyond L2 once per group instead of once per tile.
+    auto [group_outer, group_inner] = out->split(oc_outer, group);
+    out->reorder({out->axis(0), group_outer, oh_outer, group_inner, ow[0], oc_inner, oh_inner,
+                  ow[1], out->axis(4)});
+    rows = out->fuse({out->axis(0), group_outer, oh_outer, group_inner});
+  } else {
+    out->reorder(
+        {out->axis(0), oc_outer, oh_outer, ow[0], oc_inner, oh_inner, ow[1], out->axis(4)});
+    rows = out->fuse({out->axis(0), oc_outer, oh_outer});
+  }
   out->parallel(rows);
   out->vectorize(out->axis(4));
 
@@ -312,6 +343,10 @@ class Conv2dNCHWc final : public OpTemplate {
     // and columns fused (small planes: 7x7, 14x14), not row by row.
     if (detail::pixel_tile_plane(a))
       space.define_knob("pixel_tiles", {0, 1}, schedule::KnobOrigin::AddedLater);
+    // Output-channel tiles per group of the parallel loop (0: none, every
+    // tile's rows in turn; schedule_conv_nchwc).
+    space.define_knob("oc_group", {detail::kOcGroupValues.begin(), detail::kOcGroupValues.end()},
+                      schedule::KnobOrigin::AddedLater);
     return space;
   }
 
@@ -328,6 +363,12 @@ class Conv2dNCHWc final : public OpTemplate {
             ? detail::conv_fallback_tile(a.out_width(), a.out_channels / ocb, ocb,
                                          a.kernel_h * a.kernel_w, isa)
             : detail::ConvFallbackTile{1, detail::fallback_ow_tile(a.out_width(), ocb, isa)};
+    // Channel tiles grouped where the input outgrows L2 (fallback_oc_group).
+    const int64_t window = a.kernel_h * a.kernel_w;
+    const int64_t tile_channels = ft.oc_blocks * ocb;
+    const int64_t oc_group = detail::fallback_oc_group(
+        a.out_channels / tile_channels, tile_channels * a.in_channels * window * 4,
+        a.batch * a.in_channels * a.height * a.width * 4, isa);
     auto config = [&](int64_t ic_chunk) {
       detail::KnobValues knobs;
       knobs.split("tile_ic", a.in_channels, {icb})
@@ -341,12 +382,12 @@ class Conv2dNCHWc final : public OpTemplate {
       // Columns that leave a partial tile in every row of a small plane (7 =
       // 3 + 3 + 1) run over its pixels instead (49 = 16 x 3 + 1).
       if (detail::pixel_tile_plane(a)) knobs.knob("pixel_tiles", a.out_width() % ft.columns != 0);
+      knobs.knob("oc_group", oc_group);
       return knobs.in(space(w));
     };
     // Reduction chunks where the tile's weights outgrow L1 (fallback_ic_chunk),
     // unless the chunked tile's row buffer would not fit the worker's stack.
-    int64_t chunk =
-        detail::fallback_ic_chunk(a.in_channels, a.kernel_h * a.kernel_w, ft.oc_blocks * ocb, isa);
+    int64_t chunk = detail::fallback_ic_chunk(a.in_channels, window, tile_channels, isa);
     Config cfg = config(chunk);
     return chunk > 0 && !fits(w, cfg, isa) ? config(0) : cfg;
   }

@@ -23,7 +23,10 @@
 //   kernel_outer (window loops outside the ic blocks), ic_chunk (0, 64, 128,
 //   256 input channels: the reduction split into chunks outside the ow tiles,
 //   whole rows' accumulators kept between chunks, so that a chunk's weights
-//   stay in L1; added later, so stored configs without it mean 0).
+//   stay in L1; added later, so stored configs without it mean 0), oc_group
+//   (0, 2, 4, 8, 16, 32 output-channel tiles: the parallel loop runs each
+//   group's rows before the next group, so that the group's weights stay in
+//   L2 and the input streams from beyond it once per group; added later).
 //   Fallback rule, for the target's ISA row (L float32 lanes, R vector
 //   registers; AVX-512 16 and 32, AVX2 8 and 16, NEON 4 and 32):
 //     block(X) = 16 if 16 | X, else 8 if 8 | X, else the largest divisor of X <= 16
@@ -48,8 +51,14 @@
 //     pixel_tiles (1x1 stride-1 convs on planes of at most 14 rows) = 1 when
 //     ow_tile does not divide OW: a 7x7 plane in tiles of 3 runs 16 full
 //     tiles and one of 1 pixel, not a 1-column tile in every row;
+//     oc_group = fallback_oc_group(OC / (oc_reg * oc_bn), the tile's weights,
+//     the input's bytes): 0 while the input fits half of L2, else the largest
+//     group of tiles whose weights fit that half (Zen 3's 512 KiB L2, a 1x1
+//     conv of 256 to 128 channels on 56x56: all 4 tiles of 32 channels);
 //     unroll_kw = 1 if KW <= 3 else 0.
 #pragma once
+
+#include <array>
 
 #include "ops/kernel.h"
 #include "ops/op_template.h"
@@ -144,6 +153,21 @@ ConvRegisterTile conv_register_tile(int64_t oc_blocks, int64_t oh, int64_t ocb,
 // values (256, 128, 64) below in_channels whose weights fit that half; none
 // fits a 3x3 window of 16 channels in 32 KiB, and those keep one chunk.
 int64_t fallback_ic_chunk(int64_t in_channels, int64_t window, int64_t tile_channels,
+                          const Isa& isa);
+// conv2d_NCHWc's oc_group values: output-channel tiles per group (0: none).
+inline constexpr std::array<int64_t, 6> kOcGroupValues = {0, 2, 4, 8, 16, 32};
+// The output-channel tiles of one group of the parallel loop (the config's
+// oc_group, brought down to a divisor of oc_tiles), or 0 for none: no such
+// knob, 0, or a group of one tile. A group's rows run before the next group's.
+int64_t oc_tile_group(const schedule::Config& cfg, int64_t oc_tiles);
+// conv2d_NCHWc's fallback oc_group. Without groups each register tile of
+// output channels sweeps every row of the input; an input beyond half of the
+// target's L2 (Isa::l2_bytes; unknown: no groups) then streams from L3 once
+// per tile (ResNet-50's 56x56 layers: 8 times). A group of tiles whose
+// weights (tile_weight_bytes each) fit that half reads it once per group: the
+// largest such group of oc_group's values; 0 when the input fits, or no
+// group of two tiles' weights does.
+int64_t fallback_oc_group(int64_t oc_tiles, int64_t tile_weight_bytes, int64_t input_bytes,
                           const Isa& isa);
 // Whether the tile (oc x oh x ow_tile columns of ocb channels) fits the ISA's
 // vector registers, counted in the ISA's vectors.

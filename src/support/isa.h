@@ -31,6 +31,10 @@ struct Isa {
   // cache table (codegen::cache_sizes): what a reduction's weights must fit
   // to be reused across a row's register tiles instead of streaming from L2.
   int64_t l1d_bytes = 0;
+  // The L2 cache per core, in bytes (0: unknown), from the same table: what a
+  // layer's input or a group of register tiles' weights must fit to be read
+  // from beyond it once, not once per output-channel tile.
+  int64_t l2_bytes = 0;
 
   int lanes(int element_bits = 32) const { return vector_bits / element_bits; }
   // Accumulators a register tile may hold: three quarters of the registers,

@@ -920,6 +920,78 @@ TEST(Templates, FallbackReductionChunksFitHalfOfL1) {
   }
 }
 
+// A conv2d_NCHWc config's JSON (without its flat index) with oc_group set to
+// `value`, or without the knob (a config stored before it existed).
+std::string with_oc_group(const Config& cfg, std::optional<int64_t> value) {
+  std::string j = cfg.to_json();
+  j = "{" + j.substr(j.find("\"knobs\""));
+  const std::string key = ", \"oc_group\": ";
+  size_t at = j.find(key);
+  EXPECT_NE(at, std::string::npos) << j;
+  size_t end = j.find_first_of(",}", at + key.size());
+  return j.substr(0, at) + (value ? key + std::to_string(*value) : "") + j.substr(end);
+}
+
+// Output-channel tiles in groups where the input outgrows half of L2: the
+// rule on Zen 3's 512 KiB, Zen 4's 1 MiB and an unknown L2; the template's
+// choice; and grouped configs, groups dividing the tiles or not, chunked or
+// not, against the reference.
+TEST(Templates, FallbackGroupsOutputTilesWhereTheInputOutgrowsHalfOfL2) {
+  Isa zen3 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3");
+  Isa zen4 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4");
+  ASSERT_EQ(zen3.l2_bytes, 512 << 10);
+  ASSERT_EQ(zen4.l2_bytes, 1 << 20);
+  Isa unknown = zen3;
+  unknown.l2_bytes = 0;
+  using ops::detail::fallback_oc_group;
+  // 4 tiles of 32 KiB weights, a 3.2 MB input: all 4 in one group (128 KiB).
+  EXPECT_EQ(fallback_oc_group(4, 32 << 10, 3211264, zen3), 4);
+  EXPECT_EQ(fallback_oc_group(4, 32 << 10, 3211264, unknown), 0);
+  // The input fits half of L2: the tiles in turn, as before.
+  EXPECT_EQ(fallback_oc_group(8, 32 << 10, 200 << 10, zen3), 0);
+  // 64 tiles of 64 KiB: 4 fit 256 KiB, 8 fit 512 KiB.
+  EXPECT_EQ(fallback_oc_group(64, 64 << 10, 4 << 20, zen3), 4);
+  EXPECT_EQ(fallback_oc_group(64, 64 << 10, 4 << 20, zen4), 8);
+  // Not two tiles' weights fit, or there is one tile: none.
+  EXPECT_EQ(fallback_oc_group(8, 200 << 10, 4 << 20, zen3), 0);
+  EXPECT_EQ(fallback_oc_group(1, 32 << 10, 4 << 20, zen3), 0);
+  // 6 tiles: groups of 2 or 6 (divisors), 6 x 40 KiB fits 256 KiB.
+  EXPECT_EQ(fallback_oc_group(6, 40 << 10, 4 << 20, zen3), 8);
+  EXPECT_EQ(fallback_oc_group(6, 100 << 10, 4 << 20, zen3), 2);
+
+  const OpTemplate& ct = ops::get_template("conv2d_NCHWc.x86");
+  // ResNeXt-50's 256 -> 128 1x1 on 56x56 (3.2 MB of input), AVX2: 4 tiles of 32 channels.
+  Workload pointwise = conv(1, 256, 56, 56, 128, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  Config f = ct.fallback(pointwise, zen3);
+  EXPECT_EQ(f.knob("oc_group"), 4);
+  EXPECT_EQ(ops::detail::oc_tile_group(f, 4), 4);
+  EXPECT_EQ(ct.fallback(pointwise, unknown).knob("oc_group"), 0);
+  // ResNet-50's 2048 -> 512 1x1 on 7x7: 392 KiB of input fits half of Zen 4's L2.
+  Workload small = conv(1, 2048, 7, 7, 512, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(small, zen4).knob("oc_group"), 0);
+  // A stored config without the knob means no groups.
+  EXPECT_EQ(ops::detail::oc_tile_group(
+                Config::from_json(ct.space(pointwise), with_oc_group(f, std::nullopt)), 4),
+            0);
+
+  std::mt19937_64 rng(37);
+  // Grouped fallbacks (chunked or not) and groups that do not divide the tiles.
+  // Each with an L2 whose half its input outgrows and two tiles' weights fit.
+  const std::pair<Workload, int64_t> cases[] = {
+      {conv(1, 64, 30, 30, 96, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}), 128 << 10},
+      {conv(1, 512, 9, 13, 96, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}), 448 << 10},
+      {conv(1, 48, 33, 33, 64, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}), 256 << 10}};
+  for (const auto& [w, l2_bytes] : cases) {
+    Isa small_l2 = zen3;
+    small_l2.l2_bytes = l2_bytes;
+    Config g = ct.fallback(w, small_l2);
+    EXPECT_GT(g.knob("oc_group"), 0) << w.key();
+    check_config(ct, w, g, rng);
+    for (int64_t value : {2, 4, 32})
+      check_config(ct, w, Config::from_json(ct.space(w), with_oc_group(g, value)), rng);
+  }
+}
+
 // fits(): a register tile fits an ISA when its accumulators, in that ISA's
 // vectors, fit its vector registers. The same config can fit AVX-512 (32
 // zmm) and not AVX2 (16 ymm) or armv7 NEON (16 q); every random point of a
