@@ -955,7 +955,7 @@ TEST(Templates, FallbackGroupsOutputTilesWhereTheInputOutgrowsHalfOfL2) {
   // Not two tiles' weights fit, or there is one tile: none.
   EXPECT_EQ(fallback_oc_group(8, 200 << 10, 4 << 20, zen3), 0);
   EXPECT_EQ(fallback_oc_group(1, 32 << 10, 4 << 20, zen3), 0);
-  // 6 tiles: groups of 2 or 6 (divisors), 6 x 40 KiB fits 256 KiB.
+  // 6 tiles: groups of 2, 3 or 6 (divisors); 6 x 40 KiB fits 256 KiB, 100 KiB only 2.
   EXPECT_EQ(fallback_oc_group(6, 40 << 10, 4 << 20, zen3), 8);
   EXPECT_EQ(fallback_oc_group(6, 100 << 10, 4 << 20, zen3), 2);
 
