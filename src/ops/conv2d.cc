@@ -69,11 +69,10 @@ int64_t balanced_columns(int64_t out_width, int64_t cap) {
 // accumulators, whichever of the weight vectors or the broadcast inputs stay
 // live across the step (the other streams through one register), and one to
 // spare. AVX2's 2 blocks x 3 columns of 16 channels (12 + 3 + 1 = 16 of 16)
-// spilled in every step of a 3x3 window, and 1 block x 6 columns ran 13-18 %
-// faster (ResNet's 3x3 convs, stride 1 and 2); the one-step body of a 1x1
-// window did not spill, and 2 x 3 stayed 2 % ahead there.
-bool operands_fit(int64_t r, int64_t columns, int64_t vectors, int64_t window, const Isa& isa) {
-  if (window == 1) return true;
+// spill: in every step of a 3x3 window, where 1 block x 6 columns ran 13-18 %
+// faster (ResNet's 3x3 convs, stride 1 and 2), and in a 1x1 window's unrolled
+// channel loop too (a store and two reloads per 12 FMAs; conv_fallback_tile).
+bool operands_fit(int64_t r, int64_t columns, int64_t vectors, const Isa& isa) {
   return r * vectors * columns + std::min(r * vectors, columns) + 1 < isa.vector_registers;
 }
 
@@ -81,9 +80,11 @@ bool operands_fit(int64_t r, int64_t columns, int64_t vectors, int64_t window, c
 // and keep a tile of `columns` within the accumulator budget and the registers.
 int64_t blocks_within_budget(int64_t oc_blocks, int64_t columns, int64_t vectors, int64_t window,
                              const Isa& isa) {
+  // A 1x1 window keeps a spilling tile here: its one alternative, fewer
+  // blocks over the same columns, has fewer accumulators.
   for (int64_t r : {4, 2})
     if (oc_blocks % r == 0 && r * vectors * columns <= isa.accumulator_budget() &&
-        operands_fit(r, columns, vectors, window, isa))
+        (window == 1 || operands_fit(r, columns, vectors, isa)))
       return r;
   return 1;
 }
@@ -104,19 +105,40 @@ ConvFallbackTile conv_fallback_tile(int64_t out_width, int64_t oc_blocks, int64_
   // vectors and broadcasts one input per column; of the tiles whose operands
   // fit the registers, the one that does the most multiplies per load wins
   // (AVX2, 1x1 window: 2 channel blocks x 3 columns, 7 loads a 12 FMAs, over
-  // 1 x 6 columns, 8 loads; ResNeXt-50's 1x1 convs 14 % faster).
-  ConvFallbackTile best{1, d};
-  double best_loads = 1e9;
+  // 1 x 4 columns; ResNeXt-50's 1x1 convs 14 % faster).
+  struct Candidate {
+    ConvFallbackTile tile;
+    int64_t accumulators;
+    bool fits;
+    double loads;
+  };
+  std::vector<Candidate> candidates;
   for (int64_t r : {1, 2}) {
     if (oc_blocks % r) continue;
     int64_t cap = budget / (r * vectors);
     if (cap < 3) continue;
     int64_t columns = balanced_columns(out_width, cap);
-    if (!operands_fit(r, columns, vectors, window, isa)) continue;
-    double loads = double(r * vectors + columns) / double(r * vectors * columns);
-    if (loads < best_loads - 1e-9) best = {r, columns}, best_loads = loads;
+    bool fits = operands_fit(r, columns, vectors, isa);
+    if (!fits && window > 1) continue;
+    candidates.push_back({{r, columns},
+                          r * vectors * columns,
+                          fits,
+                          double(r * vectors + columns) / double(r * vectors * columns)});
   }
-  return best;
+  // A 1x1 window may spill (2 x 3 on AVX2, 12 + 3 + 1 registers) where no
+  // tile that fits has as many accumulators: 7 output columns, where 1 block
+  // takes 4 (8 accumulators) and ran 0.46-0.89x the spilling 2 x 3. Where one
+  // has, it wins: 1 x 6 over 2 x 3 on 28 and 56 columns ran 1.02-1.07x faster
+  // (ResNeXt-50's 1x1 convs, 1 thread, Zen 4 running AVX2 code).
+  auto better = [](const Candidate& a, const Candidate& b) {
+    if (a.fits != b.fits)
+      return a.accumulators != b.accumulators ? a.accumulators > b.accumulators : a.fits;
+    return a.loads < b.loads - 1e-9;
+  };
+  const Candidate* chosen = nullptr;
+  for (const Candidate& c : candidates)
+    if (!chosen || better(c, *chosen)) chosen = &c;
+  return chosen ? chosen->tile : ConvFallbackTile{1, d};
 }
 
 int64_t fallback_ic_chunk(int64_t in_channels, int64_t window, int64_t tile_channels,

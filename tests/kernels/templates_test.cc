@@ -818,10 +818,18 @@ TEST(Templates, FallbackRegisterTilesFollowTheIsa) {
   // columns x 1 block (10 loads per 24; 3 x 2: 11).
   EXPECT_EQ(ct.fallback(c, avx2).split("tile_ow"), (std::vector<int64_t>{10, 6}));
   EXPECT_EQ(ct.fallback(c, avx2).knob("oc_reg"), 1);
-  // A 1x1 window keeps 3 columns x 2 blocks (7 loads per 12 FMAs, 6 x 1: 8).
+  // A 1x1 window too: 6 columns x 1 block, 12 accumulators without a spill
+  // (3 x 2 loads less, 7 per 12 FMAs, but its unrolled channel loop spills).
   Workload pointwise = conv(1, 256, 56, 56, 128, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
-  EXPECT_EQ(ct.fallback(pointwise, avx2).split("tile_ow"), (std::vector<int64_t>{19, 3}));
-  EXPECT_EQ(ct.fallback(pointwise, avx2).knob("oc_reg"), 2);
+  EXPECT_EQ(ct.fallback(pointwise, avx2).split("tile_ow"), (std::vector<int64_t>{10, 6}));
+  EXPECT_EQ(ct.fallback(pointwise, avx2).knob("oc_reg"), 1);
+  // 7 columns, stride 2: 1 block would take 4 (8 accumulators), so the
+  // spilling 3 x 2 (12) stays.
+  Workload narrow = conv(1, 1024, 14, 14, 2048, 1, 1, {2, 2}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(narrow, avx2).split("tile_ow"), (std::vector<int64_t>{3, 3}));
+  EXPECT_EQ(ct.fallback(narrow, avx2).knob("oc_reg"), 2);
+  EXPECT_EQ(ops::detail::conv_fallback_tile(7, 128, 16, 1, avx2).oc_blocks, 2);
+  EXPECT_EQ(ops::detail::conv_fallback_tile(7, 128, 16, 9, avx2).oc_blocks, 1);
   EXPECT_EQ(ct.fallback(c, neon).split("tile_ow"), (std::vector<int64_t>{10, 6}));
   EXPECT_EQ(ct.fallback(c, neon).knob("oc_reg"), 1);
   // A short reduction (16 channels, a 1x1 window) keeps the old rule: ow 4.
@@ -900,11 +908,15 @@ TEST(Templates, FallbackReductionChunksFitHalfOfL1) {
   EXPECT_EQ(ops::detail::fallback_ic_chunk(1024, 1, 16, unknown), 0);
 
   const OpTemplate& ct = ops::get_template("conv2d_NCHWc.x86");
-  // ResNet's 256 -> 128 1x1 on 56x56, AVX2: 2 blocks x 3 columns, 128 channels a chunk.
-  Workload pointwise = conv(1, 256, 56, 56, 128, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
-  EXPECT_EQ(ct.fallback(pointwise, l1_32k).knob("oc_reg"), 2);
-  EXPECT_EQ(ct.fallback(pointwise, l1_32k).knob("ic_chunk"), 128);
+  // ResNet-50's 512 -> 128 1x1 on 28x28, AVX2: 1 block x 6 columns, 256 channels a chunk.
+  Workload pointwise = conv(1, 512, 28, 28, 128, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(pointwise, l1_32k).knob("oc_reg"), 1);
+  EXPECT_EQ(ct.fallback(pointwise, l1_32k).knob("ic_chunk"), 256);
   EXPECT_EQ(ct.fallback(pointwise, unknown).knob("ic_chunk"), 0);
+  // 7 columns: 2 blocks (32 channels x 256 = 32 KiB): 128 channels a chunk.
+  Workload narrow = conv(1, 256, 14, 14, 512, 1, 1, {2, 2}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(narrow, l1_32k).knob("oc_reg"), 2);
+  EXPECT_EQ(ct.fallback(narrow, l1_32k).knob("ic_chunk"), 128);
   // A 3x3 window: no chunk of 64 or more fits; the reduction stays whole.
   Workload window = conv(1, 256, 28, 28, 256, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1});
   EXPECT_EQ(ct.fallback(window, l1_32k).knob("ic_chunk"), 0);
@@ -960,18 +972,20 @@ TEST(Templates, FallbackGroupsOutputTilesWhereTheInputOutgrowsHalfOfL2) {
   EXPECT_EQ(fallback_oc_group(6, 100 << 10, 4 << 20, zen3), 2);
 
   const OpTemplate& ct = ops::get_template("conv2d_NCHWc.x86");
-  // ResNeXt-50's 256 -> 128 1x1 on 56x56 (3.2 MB of input), AVX2: 4 tiles of 32 channels.
+  // ResNeXt-50's 256 -> 128 1x1 on 56x56 (3.2 MB of input), AVX2: 8 tiles of
+  // 16 channels (16 KiB of weights each), all in one group.
   Workload pointwise = conv(1, 256, 56, 56, 128, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
   Config f = ct.fallback(pointwise, zen3);
-  EXPECT_EQ(f.knob("oc_group"), 4);
-  EXPECT_EQ(ops::detail::oc_tile_group(f, 4), 4);
+  EXPECT_EQ(f.knob("oc_reg"), 1);
+  EXPECT_EQ(f.knob("oc_group"), 8);
+  EXPECT_EQ(ops::detail::oc_tile_group(f, 8), 8);
   EXPECT_EQ(ct.fallback(pointwise, unknown).knob("oc_group"), 0);
   // ResNet-50's 2048 -> 512 1x1 on 7x7: 392 KiB of input fits half of Zen 4's L2.
   Workload small = conv(1, 2048, 7, 7, 512, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
   EXPECT_EQ(ct.fallback(small, zen4).knob("oc_group"), 0);
   // A stored config without the knob means no groups.
   EXPECT_EQ(ops::detail::oc_tile_group(
-                Config::from_json(ct.space(pointwise), with_oc_group(f, std::nullopt)), 4),
+                Config::from_json(ct.space(pointwise), with_oc_group(f, std::nullopt)), 8),
             0);
 
   std::mt19937_64 rng(37);
