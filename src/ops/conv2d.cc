@@ -298,20 +298,64 @@ void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
   tile->vectorize(tile->axis(4));
 }
 
+void define_lane_window_knobs(ConfigSpace& space, const Conv2DAttrs& a) {
+  if (a.kernel_w > 1) space.define_knob("kw_inner", {0, 1}, schedule::KnobOrigin::AddedLater);
+  if (a.pad_top || a.pad_left || a.pad_bottom || a.pad_right)
+    space.define_knob("pad_copy", {0, 1}, schedule::KnobOrigin::AddedLater);
+}
+
+// Measured on one thread of a Zen 4 (GFLOP/s, neither knob -> the fallback):
+//  AVX-512 code, kw_inner alone: ConvNeXt-T's 7x7 depthwise 41-69 -> 94-118,
+//   ResNeXt-50's 3x3 groups of 4 and 8 64-69 -> 93-97, MobileNetV2's 3x3
+//   depthwise 91-99 -> 95-107; a copy as well cost 3-25 % there (the masked
+//   loads of inlined padding are cheap with 32 registers and mask registers).
+//  AVX2 code, both: ResNeXt-50's groups 74 -> 83-96 (kw_inner alone 71-73:
+//   the inlined padding's selects and bounds still spill), ConvNeXt-T's 7x7
+//   depthwise on 14x14 to 56x56 28-41 -> 85-91; but on 7x7 (a 13x13 copy)
+//   97 -> 80, and MobileNetV2's 3x3 depthwise (9 multiplies per element)
+//   0.84-1.10x: neither.
+void lane_window_fallback_knobs(KnobValues& knobs, const Conv2DAttrs& a, int64_t reduction_per_lane,
+                                const Isa& isa) {
+  const bool padded = a.pad_top || a.pad_left || a.pad_bottom || a.pad_right;
+  const bool taps_share_columns = a.kernel_w > 1 && a.stride_w == 1 && a.dilation_w == 1;
+  bool kw_inner = taps_share_columns, pad_copy = false;
+  if (isa.vector_registers < 32) {
+    const int64_t reuse = a.kernel_h * a.kernel_w * reduction_per_lane / (a.stride_h * a.stride_w);
+    const int64_t padded_plane =
+        (a.height + a.pad_top + a.pad_bottom) * (a.width + a.pad_left + a.pad_right);
+    pad_copy = padded && reuse >= kPadCopyMinReuse &&
+               padded_plane * 2 <= a.height * a.width * 5;  // at most 2.5x the input
+    kw_inner = taps_share_columns && pad_copy;
+  }
+  if (a.kernel_w > 1) knobs.knob("kw_inner", kw_inner);
+  if (padded) knobs.knob("pad_copy", pad_copy);
+}
+
 void schedule_lane_window_conv(schedule::Schedule& sch, const TemplateInstance& inst,
                                const Tensor& output, const Config& cfg,
                                const std::string& template_name) {
   auto [tile, out] = prepare_anchor(sch, inst.anchor, output, template_name);
-  for (auto& t : input_tensors(inst.anchor))
-    if (!t->is_placeholder) sch[t]->compute_inline();
+  auto on = [&](const char* knob) { return cfg.has_knob(knob) && cfg.knob(knob) == 1; };
+  for (auto& t : input_tensors(inst.anchor)) {
+    if (t->is_placeholder) continue;
+    if (!on("pad_copy")) {
+      sch[t]->compute_inline();
+      continue;
+    }
+    auto sp = sch[t];  // the padded copy: at root, rows in parallel
+    sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)}));
+    sp->vectorize(sp->axis(4));
+  }
   auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
   out->parallel(out->fuse({out->axis(0), out->axis(1), out->axis(2)}));
   out->vectorize(out->axis(4));
   tile->compute_at(out, ow[0]);
   std::vector<IterVar> order;
   const size_t reduce_axes = tile->op->reduce_axis.size();
-  for (size_t r = 0; r < reduce_axes; ++r) order.push_back(tile->reduce_axis(r));
+  for (size_t r = 0; r < reduce_axes; ++r)
+    if (r != 1 || !on("kw_inner")) order.push_back(tile->reduce_axis(r));
   order.push_back(tile->axis(3));
+  if (on("kw_inner")) order.push_back(tile->reduce_axis(1));
   order.push_back(tile->axis(4));
   tile->reorder(order);
   if (cfg.knob("unroll_kw")) tile->unroll(tile->reduce_axis(1));

@@ -199,12 +199,33 @@ void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
 // group_conv2d_lanes_NCHWc.x86): the padding stage inlined (each tap reads a
 // clamped address and selects 0 outside the image, instead of a padded copy
 // written and read back first: a memory-bound layer's traffic doubled,
-// MobileNetV2's 96-channel 112x112 stride-2 depthwise, depthwise_conv2d_int8.h);
-// the output's (n, block, oh) loops fused and parallel; ow split by tile_ow;
-// a register tile of ow_tile x block accumulators at the ow-tile loop,
-// reducing over the anchor's reduce axes in order (kh, kw, then any others,
-// which are unrolled: a group's channels), kw unrolled if unroll_kw, the
-// columns unrolled, the block vectorized.
+// MobileNetV2's 96-channel 112x112 stride-2 depthwise, depthwise_conv2d_int8.h)
+// unless pad_copy; the output's (n, block, oh) loops fused and parallel; ow
+// split by tile_ow; a register tile of ow_tile x block accumulators at the
+// ow-tile loop, reducing over the anchor's reduce axes in order (kh, kw, then
+// any others, which are unrolled: a group's channels), kw innermost, below
+// the columns, with kw_inner; kw unrolled if unroll_kw, the columns
+// unrolled, the block vectorized.
+// The per-lane window templates' knobs beyond their tiles, read by
+// schedule_lane_window_conv (both "added later": a record without them
+// means 0, the schedule before them).
+//  kw_inner (windows wider than 1): the window's columns innermost, below the
+//    register tile's columns, so that a loaded (for a group, also shuffled)
+//    input column serves the KW taps that read it while it is still in a
+//    register (with kw outermost, LLVM kept every column's value live across
+//    the whole kw loop and spilled them).
+//  pad_copy (padded workloads): the padded input written once at root, rows
+//    in parallel, and read without a bounds select per tap.
+void define_lane_window_knobs(schedule::ConfigSpace& space, const Conv2DAttrs& a);
+// Their fallback (measurements in conv2d.cc). With 32 vector registers or
+// more: kw_inner where the taps share columns (stride and dilation 1), no
+// copy. With fewer (AVX2): both, or neither: both where the taps share
+// columns, each input element feeds kPadCopyMinReuse multiplies or more per
+// lane (taps x `reduction_per_lane` / stride area: the copy's pass over the
+// input is paid back) and the padded plane is at most 2.5x the input's.
+inline constexpr int64_t kPadCopyMinReuse = 32;
+void lane_window_fallback_knobs(KnobValues& knobs, const Conv2DAttrs& a, int64_t reduction_per_lane,
+                                const Isa& isa);
 void schedule_lane_window_conv(schedule::Schedule& sch, const TemplateInstance& inst,
                                const ir::Tensor& output, const schedule::Config& cfg,
                                const std::string& template_name);

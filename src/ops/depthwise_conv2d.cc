@@ -24,6 +24,7 @@ class DepthwiseConv2dNCHWc final : public OpTemplate {
     space.define_split("tile_c", a.in_channels, 2, SplitPolicy::Factors, 64);
     space.define_split("tile_ow", a.out_width(), 2, SplitPolicy::All, 32);
     space.define_knob("unroll_kw", {0, 1});
+    detail::define_lane_window_knobs(space, a);
     return space;
   }
 
@@ -31,11 +32,12 @@ class DepthwiseConv2dNCHWc final : public OpTemplate {
     Conv2DAttrs a = attrs(w);
     int64_t cb = detail::fallback_channel_block(a.in_channels);
     int64_t owt = detail::fallback_ow_tile(a.out_width(), cb, isa);
-    return detail::KnobValues()
-        .split("tile_c", a.in_channels, {cb})
+    detail::KnobValues knobs;
+    knobs.split("tile_c", a.in_channels, {cb})
         .split("tile_ow", a.out_width(), {owt})
-        .knob("unroll_kw", a.kernel_w <= 5)
-        .in(space(w));
+        .knob("unroll_kw", a.kernel_w <= 5);
+    detail::lane_window_fallback_knobs(knobs, a, 1, isa);
+    return knobs.in(space(w));
   }
 
   // The register tile (ow_tile columns of cb channels) fits the ISA's registers.

@@ -110,6 +110,48 @@ TEST(GroupConv2dLanes, MatchesPlainGroupedConvOverShapesAndConfigs) {
   }
 }
 
+// The two schedule knobs beyond the tile (kw_inner: the window's columns
+// innermost; pad_copy: a padded copy read without selects) in all four
+// combinations, each shape with its fallback's tile, and the fallback rule:
+// AVX-512 takes kw_inner alone, AVX2 both where the taps share columns and
+// each input element feeds 32 or more multiplies, and a stride-2 window
+// neither.
+TEST(GroupConv2dLanes, WindowOrderAndPaddedCopyMatchPlainGroupedConv) {
+  const Isa avx512 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512");
+  const Isa avx2 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3");
+  // ResNeXt-50's 3x3 groups of 8 on 28x28.
+  Workload resnext = workload({1, 32, 8, 28, 28, 3, 3, 1, {1, 1, 1, 1}});
+  EXPECT_EQ(tmpl().fallback(resnext, avx512).knob("kw_inner"), 1);
+  EXPECT_EQ(tmpl().fallback(resnext, avx512).knob("pad_copy"), 0);
+  EXPECT_EQ(tmpl().fallback(resnext, avx2).knob("kw_inner"), 1);
+  EXPECT_EQ(tmpl().fallback(resnext, avx2).knob("pad_copy"), 1);
+  // Its stride-2 transition: 3 x 3 x 8 / 4 = 18 multiplies per element.
+  Workload strided = workload({1, 32, 8, 56, 56, 3, 3, 2, {1, 1, 1, 1}});
+  EXPECT_EQ(tmpl().fallback(strided, avx2).knob("kw_inner"), 0);
+  EXPECT_EQ(tmpl().fallback(strided, avx2).knob("pad_copy"), 0);
+  // A record from before the knobs means neither.
+  Config old = Config::from_json(tmpl().space(resnext),
+                                 R"({"knobs": {"block": 16, "tile_ow": [7, 4], "unroll_kw": 1}})");
+  EXPECT_EQ(old.knob("kw_inner"), 0);
+  EXPECT_EQ(old.knob("pad_copy"), 0);
+
+  std::mt19937_64 rng(79);
+  for (const Shape& s : shapes()) {
+    Workload w = workload(s);
+    auto space = tmpl().space(w);
+    for (const Isa& isa : {avx512, avx2}) {
+      Config f = tmpl().fallback(w, isa);
+      for (int64_t kw_inner : {0, 1})
+        for (int64_t pad_copy : {0, 1}) {
+          Config c = f;
+          if (f.has_knob("kw_inner")) c = with_knob(space, c, "kw_inner", kw_inner);
+          if (f.has_knob("pad_copy")) c = with_knob(space, c, "pad_copy", pad_copy);
+          expect_matches_plain(w, c, rng);
+        }
+    }
+  }
+}
+
 // Every block of the space holds whole groups, two or more, and divides C.
 TEST(GroupConv2dLanes, BlocksAreWholeGroups) {
   for (const Shape& s : shapes()) {

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstdlib>
@@ -17,6 +16,7 @@
 #include "ir/function.h"
 #include "ops/kernel.h"
 #include "runtime/module.h"
+#include "schedule/config_space.h"
 #include "schedule/lower.h"
 
 namespace kiln::test {
@@ -35,6 +35,20 @@ inline int configs_per_shape(int fallback) {
   const char* env = std::getenv("KILN_TEST_CONFIGS");
   int n = env ? std::atoi(env) : 0;
   return n > 0 ? n : fallback;
+}
+
+// `cfg` with the integer knob `name` set to `value` (a knob of `space`, which
+// cfg's JSON names).
+inline schedule::Config with_knob(const schedule::ConfigSpace& space, const schedule::Config& cfg,
+                                  const std::string& name, int64_t value) {
+  std::string j = cfg.to_json();
+  const std::string key = "\"" + name + "\": ";
+  size_t at = j.find(key);
+  EXPECT_NE(at, std::string::npos) << name << " in " << j;
+  if (at == std::string::npos) return cfg;
+  size_t end = j.find_first_of(",}", at + key.size());
+  return schedule::Config::from_json(
+      space, j.substr(0, at + key.size()) + std::to_string(value) + j.substr(end));
 }
 
 inline const codegen::Target& host_target() {

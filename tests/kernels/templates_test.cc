@@ -1006,6 +1006,52 @@ TEST(Templates, FallbackGroupsOutputTilesWhereTheInputOutgrowsHalfOfL2) {
   }
 }
 
+// Depthwise convolutions with the window's columns innermost (kw_inner)
+// and a padded copy (pad_copy), in all four combinations, against the
+// reference: the template's test shapes (3x3 and 5x5, strides 1 and 2,
+// asymmetric pads, dilation 2, a 3-channel block) and ConvNeXt's 7x7 with
+// a width its tile does not divide. And the fallback rule: AVX-512 takes
+// kw_inner alone; AVX2 neither for a 3x3 window (9 multiplies per input
+// element), both for a 7x7 one on 14x14, neither on 7x7 (a 13x13 copy).
+TEST(Templates, DepthwiseWindowOrderAndPaddedCopyMatchTheReference) {
+  const OpTemplate& t = ops::get_template("depthwise_conv2d_NCHWc.x86");
+  const Isa avx512 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512");
+  const Isa avx2 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3");
+  Workload mobilenet = depthwise(1, 384, 14, 14, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1});
+  EXPECT_EQ(t.fallback(mobilenet, avx512).knob("kw_inner"), 1);
+  EXPECT_EQ(t.fallback(mobilenet, avx512).knob("pad_copy"), 0);
+  EXPECT_EQ(t.fallback(mobilenet, avx2).knob("kw_inner"), 0);
+  EXPECT_EQ(t.fallback(mobilenet, avx2).knob("pad_copy"), 0);
+  Workload convnext = depthwise(1, 384, 14, 14, 7, 7, {1, 1}, {3, 3, 3, 3}, {1, 1});
+  EXPECT_EQ(t.fallback(convnext, avx2).knob("kw_inner"), 1);
+  EXPECT_EQ(t.fallback(convnext, avx2).knob("pad_copy"), 1);
+  Workload last = depthwise(1, 768, 7, 7, 7, 7, {1, 1}, {3, 3, 3, 3}, {1, 1});
+  EXPECT_EQ(t.fallback(last, avx2).knob("pad_copy"), 0);
+  EXPECT_EQ(t.fallback(last, avx512).knob("kw_inner"), 1);
+  // No padding, no pad_copy knob; a 1-wide window, no kw_inner.
+  EXPECT_FALSE(t.fallback(depthwise(1, 16, 8, 8, 3, 3, {1, 1}, {0, 0, 0, 0}, {1, 1}), avx2)
+                   .has_knob("pad_copy"));
+  EXPECT_FALSE(t.fallback(depthwise(1, 16, 8, 8, 3, 1, {1, 1}, {1, 0, 1, 0}, {1, 1}), avx2)
+                   .has_knob("kw_inner"));
+
+  std::mt19937_64 rng(41);
+  std::vector<Workload> cases = workloads_of("depthwise_conv2d_NCHWc.x86");
+  cases.push_back(depthwise(1, 32, 11, 11, 7, 7, {1, 1}, {3, 3, 3, 3}, {1, 1}));
+  for (const Workload& w : cases) {
+    auto space = t.space(w);
+    for (const Isa& isa : {avx512, avx2}) {
+      Config f = t.fallback(w, isa);
+      for (int64_t kw_inner : {0, 1})
+        for (int64_t pad_copy : {0, 1}) {
+          Config c = f;
+          if (f.has_knob("kw_inner")) c = with_knob(space, c, "kw_inner", kw_inner);
+          if (f.has_knob("pad_copy")) c = with_knob(space, c, "pad_copy", pad_copy);
+          check_config(t, w, c, rng);
+        }
+    }
+  }
+}
+
 // fits(): a register tile fits an ISA when its accumulators, in that ISA's
 // vectors, fit its vector registers. The same config can fit AVX-512 (32
 // zmm) and not AVX2 (16 ymm) or armv7 NEON (16 q); every random point of a
