@@ -312,20 +312,24 @@ void define_lane_window_knobs(ConfigSpace& space, const Conv2DAttrs& a) {
 //  AVX2 code, both: ResNeXt-50's groups 74 -> 83-96 (kw_inner alone 71-73:
 //   the inlined padding's selects and bounds still spill), ConvNeXt-T's 7x7
 //   depthwise on 14x14 to 56x56 28-41 -> 85-91; but on 7x7 (a 13x13 copy)
-//   97 -> 80, and MobileNetV2's 3x3 depthwise (9 multiplies per element)
-//   0.84-1.10x: neither.
+//   97 -> 80. MobileNetV2's 3x3 depthwise: the copy alone where the column
+//   tile leaves a partial one (4 of 14, of 7: 37-40 -> 51-60, where the
+//   partial tile's selects cost most), neither where it divides the width
+//   (28 to 112: 68 -> 61 with a copy), nor at stride 2 (33-66 -> 14-26).
 void lane_window_fallback_knobs(KnobValues& knobs, const Conv2DAttrs& a, int64_t reduction_per_lane,
-                                const Isa& isa) {
+                                int64_t ow_tile, const Isa& isa) {
   const bool padded = a.pad_top || a.pad_left || a.pad_bottom || a.pad_right;
   const bool taps_share_columns = a.kernel_w > 1 && a.stride_w == 1 && a.dilation_w == 1;
   bool kw_inner = taps_share_columns, pad_copy = false;
   if (isa.vector_registers < 32) {
-    const int64_t reuse = a.kernel_h * a.kernel_w * reduction_per_lane / (a.stride_h * a.stride_w);
+    const int64_t reuse = a.kernel_h * a.kernel_w * reduction_per_lane;
     const int64_t padded_plane =
         (a.height + a.pad_top + a.pad_bottom) * (a.width + a.pad_left + a.pad_right);
-    pad_copy = padded && reuse >= kPadCopyMinReuse &&
-               padded_plane * 2 <= a.height * a.width * 5;  // at most 2.5x the input
-    kw_inner = taps_share_columns && pad_copy;
+    const bool small_copy = padded_plane * 2 <= a.height * a.width * 5;  // at most 2.5x
+    const bool stride_1 = a.stride_h == 1 && a.stride_w == 1;
+    const bool many_taps = reuse >= kPadCopyMinReuse;
+    pad_copy = padded && stride_1 && small_copy && (many_taps || a.out_width() % ow_tile != 0);
+    kw_inner = taps_share_columns && pad_copy && many_taps;
   }
   if (a.kernel_w > 1) knobs.knob("kw_inner", kw_inner);
   if (padded) knobs.knob("pad_copy", pad_copy);

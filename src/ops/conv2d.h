@@ -219,13 +219,14 @@ void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
 void define_lane_window_knobs(schedule::ConfigSpace& space, const Conv2DAttrs& a);
 // Their fallback (measurements in conv2d.cc). With 32 vector registers or
 // more: kw_inner where the taps share columns (stride and dilation 1), no
-// copy. With fewer (AVX2): both, or neither: both where the taps share
-// columns, each input element feeds kPadCopyMinReuse multiplies or more per
-// lane (taps x `reduction_per_lane` / stride area: the copy's pass over the
-// input is paid back) and the padded plane is at most 2.5x the input's.
+// copy. With fewer (AVX2), at stride 1 and a padded plane at most 2.5x the
+// input's: the copy where each input element feeds kPadCopyMinReuse
+// multiplies or more per lane (taps x `reduction_per_lane`: the copy's pass
+// is paid back), then with kw_inner, or where `ow_tile` leaves a partial
+// column tile (whose inlined selects cost most); else neither.
 inline constexpr int64_t kPadCopyMinReuse = 32;
 void lane_window_fallback_knobs(KnobValues& knobs, const Conv2DAttrs& a, int64_t reduction_per_lane,
-                                const Isa& isa);
+                                int64_t ow_tile, const Isa& isa);
 void schedule_lane_window_conv(schedule::Schedule& sch, const TemplateInstance& inst,
                                const ir::Tensor& output, const schedule::Config& cfg,
                                const std::string& template_name);

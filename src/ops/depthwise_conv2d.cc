@@ -36,7 +36,7 @@ class DepthwiseConv2dNCHWc final : public OpTemplate {
     knobs.split("tile_c", a.in_channels, {cb})
         .split("tile_ow", a.out_width(), {owt})
         .knob("unroll_kw", a.kernel_w <= 5);
-    detail::lane_window_fallback_knobs(knobs, a, 1, isa);
+    detail::lane_window_fallback_knobs(knobs, a, 1, owt, isa);
     return knobs.in(space(w));
   }
 

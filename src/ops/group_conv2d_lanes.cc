@@ -51,7 +51,7 @@ class GroupConv2dLanesNCHWc final : public OpTemplate {
     knobs.knob("block", cb)
         .split("tile_ow", a.out_width(), {owt})
         .knob("unroll_kw", a.kernel_w <= 5);
-    detail::lane_window_fallback_knobs(knobs, a, group_width(a), isa);
+    detail::lane_window_fallback_knobs(knobs, a, group_width(a), owt, isa);
     return knobs.in(space(w));
   }
 

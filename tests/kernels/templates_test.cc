@@ -1011,8 +1011,10 @@ TEST(Templates, FallbackGroupsOutputTilesWhereTheInputOutgrowsHalfOfL2) {
 // reference: the template's test shapes (3x3 and 5x5, strides 1 and 2,
 // asymmetric pads, dilation 2, a 3-channel block) and ConvNeXt's 7x7 with
 // a width its tile does not divide. And the fallback rule: AVX-512 takes
-// kw_inner alone; AVX2 neither for a 3x3 window (9 multiplies per input
-// element), both for a 7x7 one on 14x14, neither on 7x7 (a 13x13 copy).
+// kw_inner alone; AVX2, for a 3x3 window (9 multiplies per input element),
+// the copy alone where its 4-column tile leaves a partial one (14 columns),
+// neither where it divides the width (28) or at stride 2; for a 7x7 window
+// both on 14x14, neither on 7x7 (a 13x13 copy).
 TEST(Templates, DepthwiseWindowOrderAndPaddedCopyMatchTheReference) {
   const OpTemplate& t = ops::get_template("depthwise_conv2d_NCHWc.x86");
   const Isa avx512 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512");
@@ -1020,8 +1022,14 @@ TEST(Templates, DepthwiseWindowOrderAndPaddedCopyMatchTheReference) {
   Workload mobilenet = depthwise(1, 384, 14, 14, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1});
   EXPECT_EQ(t.fallback(mobilenet, avx512).knob("kw_inner"), 1);
   EXPECT_EQ(t.fallback(mobilenet, avx512).knob("pad_copy"), 0);
+  ASSERT_EQ(t.fallback(mobilenet, avx2).split("tile_ow").back(), 4);
   EXPECT_EQ(t.fallback(mobilenet, avx2).knob("kw_inner"), 0);
-  EXPECT_EQ(t.fallback(mobilenet, avx2).knob("pad_copy"), 0);
+  EXPECT_EQ(t.fallback(mobilenet, avx2).knob("pad_copy"), 1);
+  Workload dividing = depthwise(1, 192, 28, 28, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1});
+  EXPECT_EQ(t.fallback(dividing, avx2).knob("pad_copy"), 0);
+  Workload strided = depthwise(1, 576, 14, 14, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1});
+  EXPECT_EQ(t.fallback(strided, avx2).knob("pad_copy"), 0);
+  EXPECT_EQ(t.fallback(strided, avx2).knob("kw_inner"), 0);
   Workload convnext = depthwise(1, 384, 14, 14, 7, 7, {1, 1}, {3, 3, 3, 3}, {1, 1});
   EXPECT_EQ(t.fallback(convnext, avx2).knob("kw_inner"), 1);
   EXPECT_EQ(t.fallback(convnext, avx2).knob("pad_copy"), 1);
