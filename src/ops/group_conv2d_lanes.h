@@ -19,14 +19,19 @@
 // which codegen emits as one vector load and a shuffle, not a gather
 // (codegen_llvm.cc, emit_load).
 // Schedule (depthwise_conv2d_NCHWc.x86's): the padding inlined (clamped reads
-// selecting 0); the output's (n, block, oh) loops fused and parallel; ow
-// split by tile_ow; a register tile of ow_tile x cb accumulators (ow
-// unrolled, cb vectorized) at the ow-tile loop, reducing over kh, kw
-// (unrolled if unroll_kw) and the group's Cg channels (unrolled).
+// selecting 0) or, with pad_copy, written once to a padded copy; the output's
+// (n, block, oh) loops fused and parallel; ow split by tile_ow; a register
+// tile of ow_tile x cb accumulators (ow unrolled, cb vectorized) at the
+// ow-tile loop, reducing over kh, kw (unrolled if unroll_kw; below the
+// columns with kw_inner, so that each shuffled input column serves its taps
+// from a register) and the group's Cg channels (unrolled).
 // Knobs: block (cb: multiples of 2 Cg dividing C, at most 64), tile_ow (2
-// levels over OW, divisors and powers of two <= 32), unroll_kw (0/1).
+// levels over OW, divisors and powers of two <= 32), unroll_kw (0/1),
+// kw_inner and pad_copy (0/1: conv2d.h's define_lane_window_knobs).
 // Fallback: cb = conv2d_NCHWc's block(C) (16 where 16 | C: the neighbours'
-// block), ow_tile by conv2d_NCHWc's ow rule, unroll_kw = 1 if KW <= 5.
+// block), ow_tile by conv2d_NCHWc's ow rule, unroll_kw = 1 if KW <= 5,
+// kw_inner and pad_copy by lane_window_fallback_knobs (Cg multiplies per lane
+// and tap).
 #pragma once
 
 #include <vector>
