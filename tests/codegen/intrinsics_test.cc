@@ -122,8 +122,11 @@ TEST(Intrinsics, Erf) {
   check(Intrinsic::Erf, xs, [](double x) { return std::erf(x); });
 }
 
+// Down to -200: below -87 the sigmoid's exp is clamped (results under
+// 1.2e-38, compared absolutely).
 TEST(Intrinsics, Sigmoid) {
   auto xs = join(join(uniform(-10, 10), uniform(-1, 1, 4000)), uniform(-80, 80, 4000));
+  xs = join(xs, join(uniform(-200, -80, 2000), {-87.0f, -87.5f, -88.7f, -103.0f, 87.0f, 89.0f}));
   xs = join(xs, kSpecial);
   check(Intrinsic::Sigmoid, xs, sigmoid_ref);
 }
