@@ -307,7 +307,7 @@ void define_lane_window_knobs(ConfigSpace& space, const Conv2DAttrs& a) {
 // Measured on one thread of a Zen 4 (GFLOP/s, neither knob -> the fallback):
 //  AVX-512 code, kw_inner alone: ConvNeXt-T's 7x7 depthwise 41-69 -> 94-118,
 //   ResNeXt-50's 3x3 groups of 4 and 8 64-69 -> 93-97, MobileNetV2's 3x3
-//   depthwise 91-99 -> 95-107; a copy as well cost 3-25 % there (the masked
+//   depthwise 91-99 -> 95-107; a copy as well cost 3-37 % there (the masked
 //   loads of inlined padding are cheap with 32 registers and mask registers).
 //  AVX2 code, both: ResNeXt-50's groups 74 -> 83-96 (kw_inner alone 71-73:
 //   the inlined padding's selects and bounds still spill), ConvNeXt-T's 7x7

@@ -195,17 +195,6 @@ bool pixel_tile_plane(const Conv2DAttrs& a);
 void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
                          const ir::Tensor& output, const schedule::Config& cfg,
                          const std::string& name, int64_t oc_blocks_per_tile);
-// The schedule of the per-lane window templates (depthwise_conv2d_NCHWc.x86,
-// group_conv2d_lanes_NCHWc.x86): the padding stage inlined (each tap reads a
-// clamped address and selects 0 outside the image, instead of a padded copy
-// written and read back first: a memory-bound layer's traffic doubled,
-// MobileNetV2's 96-channel 112x112 stride-2 depthwise, depthwise_conv2d_int8.h)
-// unless pad_copy; the output's (n, block, oh) loops fused and parallel; ow
-// split by tile_ow; a register tile of ow_tile x block accumulators at the
-// ow-tile loop, reducing over the anchor's reduce axes in order (kh, kw, then
-// any others, which are unrolled: a group's channels), kw innermost, below
-// the columns, with kw_inner; kw unrolled if unroll_kw, the columns
-// unrolled, the block vectorized.
 // The per-lane window templates' knobs beyond their tiles, read by
 // schedule_lane_window_conv (both "added later": a record without them
 // means 0, the schedule before them).
@@ -227,6 +216,18 @@ void define_lane_window_knobs(schedule::ConfigSpace& space, const Conv2DAttrs& a
 inline constexpr int64_t kPadCopyMinReuse = 32;
 void lane_window_fallback_knobs(KnobValues& knobs, const Conv2DAttrs& a, int64_t reduction_per_lane,
                                 int64_t ow_tile, const Isa& isa);
+
+// The schedule of the per-lane window templates (depthwise_conv2d_NCHWc.x86,
+// group_conv2d_lanes_NCHWc.x86): the padding stage inlined (each tap reads a
+// clamped address and selects 0 outside the image, instead of a padded copy
+// written and read back first: a memory-bound layer's traffic doubled,
+// MobileNetV2's 96-channel 112x112 stride-2 depthwise, depthwise_conv2d_int8.h)
+// unless pad_copy; the output's (n, block, oh) loops fused and parallel; ow
+// split by tile_ow; a register tile of ow_tile x block accumulators at the
+// ow-tile loop, reducing over the anchor's reduce axes in order (kh, kw, then
+// any others, which are unrolled: a group's channels), kw innermost, below
+// the columns, with kw_inner; kw unrolled if unroll_kw, the columns
+// unrolled, the block vectorized.
 void schedule_lane_window_conv(schedule::Schedule& sch, const TemplateInstance& inst,
                                const ir::Tensor& output, const schedule::Config& cfg,
                                const std::string& template_name);
