@@ -176,6 +176,18 @@ TEST(GroupConv2d, FallbackBlocksAndErrors) {
       t.fallback(w, isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell")).split("tile_ow").back(),
       8);
   EXPECT_DOUBLE_EQ(t.flops(w), 2.0 * 256 * 56 * 56 * 8 * 9);
+  // The window outermost on AVX2 where a group reduces over two channel
+  // blocks or more (ResNeXt-50's 32-channel groups), not with one block nor
+  // on AVX-512.
+  Workload wide = workload({1, 32, 32, 32, 7, 7, 3, 1, {1, 1, 1, 1}});
+  const Isa avx2 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3");
+  const Isa avx512 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4");
+  EXPECT_EQ(t.fallback(wide, avx2).knob("kernel_outer"), 1);
+  EXPECT_EQ(t.fallback(wide, avx512).knob("kernel_outer"), 0);
+  EXPECT_EQ(t.fallback(w, avx2).knob("kernel_outer"), 0);  // 8 channels: one block
+  std::mt19937_64 rng(7);
+  expect_matches_plain(workload({1, 4, 32, 32, 5, 7, 3, 1, {1, 1, 1, 1}}),
+                       t.fallback(workload({1, 4, 32, 32, 5, 7, 3, 1, {1, 1, 1, 1}}), avx2), rng);
   auto expect_error = [&](const Workload& bad, const std::string& text) {
     try {
       t.space(bad);
