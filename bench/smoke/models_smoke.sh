@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Smoke test (ctest bench_models_smoke) of bench/models' drivers on the tiny
 # model: generate.py writes it, compare.py accepts a match and rejects a
-# mismatch, torch_bench.py times it, and run_bench.py runs the whole kiln
-# build / check / timing loop against PyTorch (ORT: bench_models_ort_smoke).
+# mismatch, torch_bench.py times it, run_bench.py runs the whole kiln
+# build / check / timing loop against PyTorch (ORT: bench_models_ort_smoke),
+# and ab_packages.py and ab_convs.py pair a build with itself.
 # Timings are printed, never checked.
 #
 #   models_smoke.sh KILN WORKDIR
@@ -48,3 +49,21 @@ rc=0
 "$PYTHON" "$models/ab_packages.py" --kiln "$kiln" --inputs "$dir/input.npz" --rounds 1 \
   "$work/tiny.tar" "$work/missing.tar" > /dev/null 2>&1 || rc=$?
 [ "$rc" != 0 ] || fail "ab_packages.py exited 0 for a missing package"
+
+# ab_convs.py: tiny's convolutions one by one (conv_layers.py), kiln against itself: the same
+# code, then timed anyway (--force), paired rounds and the best of them.
+"$PYTHON" "$models/conv_layers.py" "$dir/model.onnx" --out "$work/convs"
+"$PYTHON" "$models/ab_convs.py" --kiln-a "$kiln" --kiln-b "$kiln" --convs "$work/convs" \
+  | tee "$work/abc_same.txt"
+grep -q ' same code$' "$work/abc_same.txt" || fail "ab_convs.py found no identical code"
+grep -q '^no conv differs$' "$work/abc_same.txt" || fail "ab_convs.py timed identical code"
+"$PYTHON" "$models/ab_convs.py" --kiln-a "$kiln" --kiln-b "$kiln" --convs "$work/convs" \
+  --force --rounds 2 --repeat 2 | tee "$work/abc.txt"
+grep -Eq 'best A +[0-9.]+ B +[0-9.]+ B/A [0-9.]+ \| median A' "$work/abc.txt" ||
+  fail "ab_convs.py printed no paired conv"
+grep -Eq '^geomean B/A \(best\) [0-9.]+ over [0-9]+ convs$' "$work/abc.txt" ||
+  fail "ab_convs.py printed no geomean"
+rc=0
+"$PYTHON" "$models/ab_convs.py" --kiln-a "$kiln" --kiln-b "$kiln" --convs "$work/convs" \
+  missing_conv > /dev/null 2>&1 || rc=$?
+[ "$rc" != 0 ] || fail "ab_convs.py exited 0 for a missing conv"
