@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -37,18 +38,27 @@ inline int configs_per_shape(int fallback) {
   return n > 0 ? n : fallback;
 }
 
-// `cfg` with the integer knob `name` set to `value` (a knob of `space`, which
-// cfg's JSON names).
-inline schedule::Config with_knob(const schedule::ConfigSpace& space, const schedule::Config& cfg,
-                                  const std::string& name, int64_t value) {
+// `cfg`'s JSON (without its flat index) with the integer knob `name` set to
+// `value`, or without the knob when `value` is empty (a config stored before
+// an "added later" knob existed).
+inline std::string config_json_with_knob(const schedule::Config& cfg, const std::string& name,
+                                         std::optional<int64_t> value) {
   std::string j = cfg.to_json();
+  j = "{" + j.substr(j.find("\"knobs\""));
   const std::string key = "\"" + name + "\": ";
   size_t at = j.find(key);
   EXPECT_NE(at, std::string::npos) << name << " in " << j;
-  if (at == std::string::npos) return cfg;
+  if (at == std::string::npos) return j;
   size_t end = j.find_first_of(",}", at + key.size());
-  return schedule::Config::from_json(
-      space, j.substr(0, at + key.size()) + std::to_string(value) + j.substr(end));
+  if (value) return j.substr(0, at + key.size()) + std::to_string(*value) + j.substr(end);
+  if (j.compare(end, 2, ", ") == 0) return j.substr(0, at) + j.substr(end + 2);
+  return j.substr(0, at - 2) + j.substr(end);  // the last knob: drop the ", " before it
+}
+
+// `cfg` with the integer knob `name` (a knob of `space`) set to `value`.
+inline schedule::Config with_knob(const schedule::ConfigSpace& space, const schedule::Config& cfg,
+                                  const std::string& name, int64_t value) {
+  return schedule::Config::from_json(space, config_json_with_knob(cfg, name, value));
 }
 
 inline const codegen::Target& host_target() {

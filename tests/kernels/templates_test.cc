@@ -932,18 +932,6 @@ TEST(Templates, FallbackReductionChunksFitHalfOfL1) {
   }
 }
 
-// A conv2d_NCHWc config's JSON (without its flat index) with oc_group set to
-// `value`, or without the knob (a config stored before it existed).
-std::string with_oc_group(const Config& cfg, std::optional<int64_t> value) {
-  std::string j = cfg.to_json();
-  j = "{" + j.substr(j.find("\"knobs\""));
-  const std::string key = ", \"oc_group\": ";
-  size_t at = j.find(key);
-  EXPECT_NE(at, std::string::npos) << j;
-  size_t end = j.find_first_of(",}", at + key.size());
-  return j.substr(0, at) + (value ? key + std::to_string(*value) : "") + j.substr(end);
-}
-
 // Output-channel tiles in groups where the input outgrows half of L2: the
 // rule on Zen 3's 512 KiB, Zen 4's 1 MiB and an unknown L2; the template's
 // choice; and grouped configs, groups dividing the tiles or not, chunked or
@@ -985,7 +973,9 @@ TEST(Templates, FallbackGroupsOutputTilesWhereTheInputOutgrowsHalfOfL2) {
   EXPECT_EQ(ct.fallback(small, zen4).knob("oc_group"), 0);
   // A stored config without the knob means no groups.
   EXPECT_EQ(ops::detail::oc_tile_group(
-                Config::from_json(ct.space(pointwise), with_oc_group(f, std::nullopt)), 8),
+                Config::from_json(ct.space(pointwise),
+                                  config_json_with_knob(f, "oc_group", std::nullopt)),
+                8),
             0);
 
   std::mt19937_64 rng(37);
@@ -1002,7 +992,7 @@ TEST(Templates, FallbackGroupsOutputTilesWhereTheInputOutgrowsHalfOfL2) {
     EXPECT_GT(g.knob("oc_group"), 0) << w.key();
     check_config(ct, w, g, rng);
     for (int64_t value : {2, 4, 32})
-      check_config(ct, w, Config::from_json(ct.space(w), with_oc_group(g, value)), rng);
+      check_config(ct, w, with_knob(ct.space(w), g, "oc_group", value), rng);
   }
 }
 
