@@ -16,6 +16,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -35,6 +36,10 @@ struct TemplateInstance {
   std::vector<ir::Tensor>
       inputs;         // placeholders in kernel-argument order, in the template's layouts
   ir::Tensor anchor;  // the template's main output (e.g. conv result in NCHW[oc_bn]c)
+  // Workload facts that schedule() needs and cannot read off the tensors'
+  // shapes, by name (Winograd's "dilation_h" / "dilation_w": its output
+  // phases); most templates leave it empty.
+  std::map<std::string, int64_t> facts = {};
 };
 
 class OpTemplate {

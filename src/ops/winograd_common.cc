@@ -3,6 +3,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 namespace kiln::ops::winograd {
 
@@ -97,7 +98,8 @@ void inline_epilogue_stages(schedule::Schedule& sch, const Tensor& Y, const Tens
 }  // namespace
 
 void schedule_stages(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
-                     const std::string& name, int64_t m, int64_t p_tile, bool unroll_ci) {
+                     const std::string& name, int64_t m, int64_t p_tile, bool unroll_ci, int64_t dh,
+                     int64_t dw) {
   const Tensor& Y = inst.anchor;
   if (output != Y && detail::const_shape(output) != detail::const_shape(Y))
     throw std::invalid_argument(name + ": epilogue '" + output->name +
@@ -138,11 +140,20 @@ void schedule_stages(schedule::Schedule& sch, const TemplateInstance& inst, cons
   sc->unroll(sc->axis(3));
   sc->vectorize(sc->axis(4));
 
-  // Y (inlined into the output): tiles of m x m outputs, unrolled.
+  // Y (inlined into the output): tiles of m x m outputs, unrolled; with
+  // dilation the phase loops sit between the tile loops and the tile.
   auto so = sch[output];
-  auto [tho, r1] = so->split(so->axis(2), m);
-  auto [two, r2] = so->split(so->axis(3), m);
-  so->reorder({so->axis(0), so->axis(1), tho, two, r1, r2, so->axis(4)});
+  IterVar oh = so->axis(2), ow = so->axis(3), ph, pw;
+  if (dh > 1) std::tie(oh, ph) = so->split(oh, dh);
+  if (dw > 1) std::tie(ow, pw) = so->split(ow, dw);
+  auto [tho, r1] = so->split(oh, m);
+  auto [two, r2] = so->split(ow, m);
+  std::vector<IterVar> order = {so->axis(0), so->axis(1), tho};
+  if (ph) order.push_back(ph);
+  order.push_back(two);
+  if (pw) order.push_back(pw);
+  for (const IterVar& iv : {r1, r2, so->axis(4)}) order.push_back(iv);
+  so->reorder(order);
   so->parallel(so->fuse({so->axis(0), so->axis(1), tho}));
   so->unroll(r1);
   so->unroll(r2);

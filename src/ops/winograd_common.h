@@ -48,9 +48,11 @@ ir::Expr select_row(const ir::Expr& index, size_t rows,
 // input channels (the inner channel loop unrolled with unroll_ci); Y inlined
 // into `output` (the anchor or an injective epilogue of its shape, whose other
 // stages are inlined), walked in m x m output tiles, unrolled, oc_bn
-// vectorized. `name` is the template's, for errors.
+// vectorized. With dilation (dh, dw), the output rows are walked per phase:
+// oh = (tile * m + r) * dh + phase, r unrolled. `name` is the template's, for
+// errors.
 void schedule_stages(schedule::Schedule& sch, const TemplateInstance& inst,
                      const ir::Tensor& output, const std::string& name, int64_t m, int64_t p_tile,
-                     bool unroll_ci);
+                     bool unroll_ci, int64_t dh = 1, int64_t dw = 1);
 
 }  // namespace kiln::ops::winograd

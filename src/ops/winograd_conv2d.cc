@@ -23,16 +23,68 @@ using winograd::transforms;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The sizes one config gives a workload.
+// The sizes one config gives a workload. A dilated convolution is dh x dw
+// independent 3x3 convolutions, one per phase (a, b) of the output (the rows
+// oh with oh % dh == a read only the input rows of that phase: oh + k dh);
+// every phase is cut into the same nH x nW grid of tiles, sized for phase 0,
+// the largest (OHq = ceil(OH / dh) rows).
 struct Geometry {
   Conv2DAttrs a;
-  int64_t m, alpha, icb, ocb, ICo, OCo;
-  int64_t OH, OW, nH, nW, P, p_tile, P_pad;
+  int64_t m = 0, alpha = 0, icb = 0, ocb = 0, ICo = 0, OCo = 0;
+  int64_t dh = 1, dw = 1;  // dilation: the number of phases in each direction
+  int64_t OH = 0, OW = 0, OHq = 0, OWq = 0, nH = 0, nW = 0, P = 0, p_tile = 0, P_pad = 0;
 };
+
+// Tile p's place: batch n, phase (a, b), tile (th, tw) of that phase's grid.
+// Tiles are numbered n, a, b, th, tw from the outermost.
+struct TileOrigin {
+  Expr n, a, b, th, tw;
+};
+
+TileOrigin tile_origin(const Geometry& g, const Expr& p) {
+  TileOrigin o;
+  o.th = (p / g.nW) % g.nH;
+  o.tw = p % g.nW;
+  Expr image = p / (g.nH * g.nW);  // n * dh * dw + a * dw + b
+  if (g.dh == 1 && g.dw == 1) {
+    o.n = image;
+    o.a = o.b = make_int(0);
+  } else {
+    o.n = image / (g.dh * g.dw);
+    o.a = (image / g.dw) % g.dh;
+    o.b = image % g.dw;
+  }
+  return o;
+}
+
+// The inverse of tile_origin.
+Expr tile_index(const Geometry& g, const Expr& n, const Expr& a, const Expr& b, const Expr& th,
+                const Expr& tw) {
+  Expr image = g.dh == 1 && g.dw == 1 ? n : (n * g.dh + a) * g.dw + b;
+  return (image * g.nH + th) * g.nW + tw;
+}
 
 const std::vector<int64_t>& p_tile_values() {
   static const std::vector<int64_t> v = {2, 4, 6, 8, 12, 16};
   return v;
+}
+
+// Whether the fallback takes F(4x4): where every phase has room for its
+// tiles (sides of 8 or more). A dilated convolution's phases are small (FCN's
+// dilation 4 on 28 x 28: 7 x 7) but many: there F(4x4) also pays where its
+// GEMM rows, padded to p_tile, cost no more than F(2x2)'s (36 against 16
+// products per row). Without dilation the first rule alone, as measured on
+// ResNet's 7 x 7 maps.
+bool f4_pays(const Conv2DAttrs& a, int64_t p_tile) {
+  const int64_t dh = a.dilation_h, dw = a.dilation_w;
+  const int64_t OHq = ceil_div(a.out_height(), dh), OWq = ceil_div(a.out_width(), dw);
+  if (OHq >= 8 && OWq >= 8) return true;
+  if (dh == 1 && dw == 1) return false;
+  auto gemm_cost = [&](int64_t m) {
+    int64_t tiles = a.batch * dh * dw * ceil_div(OHq, m) * ceil_div(OWq, m);
+    return ceil_div(tiles, p_tile) * p_tile * (m + 2) * (m + 2);
+  };
+  return gemm_cost(4) <= gemm_cost(2);
 }
 
 // conv2d_winograd_NCHWc.x86 (see winograd_conv2d.h).
@@ -66,11 +118,11 @@ class Conv2dWinogradNCHWc final : public OpTemplate {
     // elements per block, unrolled, fit the compile budget (schedule/
     // code_size.h); 16 channels on 4-lane NEON would not.
     bool narrow = ceil_div(std::max(icb, ocb), isa.lanes()) > 2;
-    bool big = a.out_height() >= 8 && a.out_width() >= 8 && !narrow;
+    bool wide_f4 = !narrow && f4_pays(a, rows);
     return detail::KnobValues()
         .split("tile_ic", a.in_channels, {icb})
         .split("tile_oc", a.out_channels, {ocb})
-        .knob("wino_m", big ? 4 : 2)
+        .knob("wino_m", wide_f4 ? 4 : 2)
         .knob("p_tile", rows)
         .knob("unroll_ci", 1)
         .in(space(w));
@@ -88,9 +140,10 @@ class Conv2dWinogradNCHWc final : public OpTemplate {
     Tensor data = placeholder({a.batch, g.ICo, a.height, a.width, g.icb}, DataType::f32(), "data");
     Tensor U = placeholder({g.alpha, g.alpha, g.OCo, g.ICo, g.icb, g.ocb}, DataType::f32(),
                            "weight_winograd");
-    // Every tile's window in bounds: rows up to nH * m + 2 of the padded input.
-    int64_t bottom = g.nH * g.m + 2 - a.height - a.pad_top;
-    int64_t right = g.nW * g.m + 2 - a.width - a.pad_left;
+    // Every tile's window in bounds: phase rows up to nH * m + 2, that is
+    // padded rows up to (nH * m + 2) * dh.
+    int64_t bottom = (g.nH * g.m + 2) * g.dh - a.height - a.pad_top;
+    int64_t right = (g.nW * g.m + 2) * g.dw - a.width - a.pad_left;
     Tensor pad = detail::pad_spatial(data, a.pad_top, a.pad_left, bottom, right, "data_pad");
 
     // V = B^T d B: for tile p, sum_i BT[eps][i] (sum_j BT[nu][j] d[i][j]).
@@ -98,8 +151,11 @@ class Conv2dWinogradNCHWc final : public OpTemplate {
         {g.alpha, g.alpha, g.ICo, g.P_pad, g.icb},
         [&](const std::vector<Var>& i) {
           Expr p = min(Expr(i[3]), make_int(g.P - 1));  // padding rows repeat the last tile
-          Expr n = p / (g.nH * g.nW), th = (p / g.nW) % g.nH, tw = p % g.nW;
-          auto d = [&](int r, int c) { return at(pad, n, i[2], th * g.m + r, tw * g.m + c, i[4]); };
+          TileOrigin o = tile_origin(g, p);
+          auto d = [&](int r, int c) {
+            return at(pad, o.n, i[2], (o.th * g.m + r) * g.dh + o.a, (o.tw * g.m + c) * g.dw + o.b,
+                      i[4]);
+          };
           return select_row(i[0], g.alpha, [&](int eps) {
             return linear_combination(t.BT[eps], [&](int r) {
               return select_row(i[1], g.alpha, [&](int nu) {
@@ -121,12 +177,14 @@ class Conv2dWinogradNCHWc final : public OpTemplate {
         },
         "winograd_M");
 
-    // Y = A^T M A: output (oh, ow) is element (oh % m, ow % m) of its tile.
+    // Y = A^T M A: output (oh, ow) is element (qh % m, qw % m) of its phase's
+    // tile, qh = oh / dh (oh itself without dilation).
     Tensor Y = ir::compute(
         {a.batch, g.OCo, g.OH, g.OW, g.ocb},
         [&](const std::vector<Var>& i) {
-          Expr r1 = i[2] % g.m, r2 = i[3] % g.m;
-          Expr p = (i[0] * g.nH + i[2] / g.m) * g.nW + i[3] / g.m;
+          Expr qh = g.dh > 1 ? i[2] / g.dh : Expr(i[2]), qw = g.dw > 1 ? i[3] / g.dw : Expr(i[3]);
+          Expr r1 = qh % g.m, r2 = qw % g.m;
+          Expr p = tile_index(g, i[0], i[2] % g.dh, i[3] % g.dw, qh / g.m, qw / g.m);
           return select_row(r1, g.m, [&](int row) {
             return linear_combination(t.AT[row], [&](int eps) {
               return select_row(r2, g.m, [&](int col) {
@@ -138,13 +196,14 @@ class Conv2dWinogradNCHWc final : public OpTemplate {
           });
         },
         "winograd_Y");
-    return {{data, U}, Y};
+    return {{data, U}, Y, {{"dilation_h", g.dh}, {"dilation_w", g.dw}}};
   }
 
   void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
                 const Config& cfg) const override {
     winograd::schedule_stages(sch, inst, output, name(), winograd_tile(cfg), cfg.knob("p_tile"),
-                              cfg.knob("unroll_ci") != 0);
+                              cfg.knob("unroll_ci") != 0, inst.facts.at("dilation_h"),
+                              inst.facts.at("dilation_w"));
   }
 
   double flops(const Workload& w) const override {
@@ -176,58 +235,60 @@ class Conv2dWinogradNCHWc final : public OpTemplate {
     const int64_t A = g.alpha, C = a.in_channels;
     std::vector<double> V(static_cast<size_t>(A * A * C)), d(A * A), tmp(A * A);
     std::vector<double> Mt(A * A), out(g.m * A);
-    for (int64_t n = 0; n < a.batch; ++n)
-      for (int64_t th = 0; th < g.nH; ++th)
-        for (int64_t tw = 0; tw < g.nW; ++tw) {
-          for (int64_t c = 0; c < C; ++c) {
-            for (int64_t i = 0; i < A; ++i)
-              for (int64_t j = 0; j < A; ++j) {
-                int64_t h = th * g.m + i - a.pad_top, x = tw * g.m + j - a.pad_left;
-                bool inside = h >= 0 && h < a.height && x >= 0 && x < a.width;
-                d[i * A + j] =
-                    inside ? data[(((n * g.ICo + c / g.icb) * a.height + h) * a.width + x) * g.icb +
-                                  c % g.icb]
-                           : 0.0;
-              }
-            for (int64_t e = 0; e < A; ++e)  // tmp = B^T d
-              for (int64_t j = 0; j < A; ++j) {
-                double s = 0;
-                for (int64_t i = 0; i < A; ++i) s += t.BT[e][i] * d[i * A + j];
-                tmp[e * A + j] = s;
-              }
-            for (int64_t e = 0; e < A; ++e)  // V = tmp B
-              for (int64_t v = 0; v < A; ++v) {
-                double s = 0;
-                for (int64_t j = 0; j < A; ++j) s += tmp[e * A + j] * t.BT[v][j];
-                V[(e * A + v) * C + c] = s;
-              }
+    for (int64_t p = 0; p < g.P; ++p) {
+      const int64_t image = p / (g.nH * g.nW), n = image / (g.dh * g.dw);
+      const int64_t ph = image / g.dw % g.dh, pw = image % g.dw;  // the phase
+      const int64_t th = p / g.nW % g.nH, tw = p % g.nW;
+      for (int64_t c = 0; c < C; ++c) {
+        for (int64_t i = 0; i < A; ++i)
+          for (int64_t j = 0; j < A; ++j) {
+            int64_t h = (th * g.m + i) * g.dh + ph - a.pad_top;
+            int64_t x = (tw * g.m + j) * g.dw + pw - a.pad_left;
+            bool inside = h >= 0 && h < a.height && x >= 0 && x < a.width;
+            d[i * A + j] =
+                inside ? data[(((n * g.ICo + c / g.icb) * a.height + h) * a.width + x) * g.icb +
+                              c % g.icb]
+                       : 0.0;
           }
-          for (int64_t oc = 0; oc < a.out_channels; ++oc) {
-            int64_t ob = oc / g.ocb, o = oc % g.ocb;
-            for (int64_t ev = 0; ev < A * A; ++ev) {
-              double s = 0;
-              for (int64_t c = 0; c < C; ++c)
-                s += V[ev * C + c] *
-                     U[(((ev * g.OCo + ob) * g.ICo + c / g.icb) * g.icb + c % g.icb) * g.ocb + o];
-              Mt[ev] = s;
-            }
-            for (int64_t r = 0; r < g.m; ++r)  // out = A^T M
-              for (int64_t v = 0; v < A; ++v) {
-                double s = 0;
-                for (int64_t e = 0; e < A; ++e) s += t.AT[r][e] * Mt[e * A + v];
-                out[r * A + v] = s;
-              }
-            for (int64_t r = 0; r < g.m; ++r)  // Y = out A
-              for (int64_t q = 0; q < g.m; ++q) {
-                int64_t oh = th * g.m + r, ow = tw * g.m + q;
-                if (oh >= g.OH || ow >= g.OW) continue;
-                double s = 0;
-                for (int64_t v = 0; v < A; ++v) s += out[r * A + v] * t.AT[q][v];
-                output[(((n * g.OCo + ob) * g.OH + oh) * g.OW + ow) * g.ocb + o] =
-                    static_cast<float>(s);
-              }
+        for (int64_t e = 0; e < A; ++e)  // tmp = B^T d
+          for (int64_t j = 0; j < A; ++j) {
+            double s = 0;
+            for (int64_t i = 0; i < A; ++i) s += t.BT[e][i] * d[i * A + j];
+            tmp[e * A + j] = s;
           }
+        for (int64_t e = 0; e < A; ++e)  // V = tmp B
+          for (int64_t v = 0; v < A; ++v) {
+            double s = 0;
+            for (int64_t j = 0; j < A; ++j) s += tmp[e * A + j] * t.BT[v][j];
+            V[(e * A + v) * C + c] = s;
+          }
+      }
+      for (int64_t oc = 0; oc < a.out_channels; ++oc) {
+        int64_t ob = oc / g.ocb, o = oc % g.ocb;
+        for (int64_t ev = 0; ev < A * A; ++ev) {
+          double s = 0;
+          for (int64_t c = 0; c < C; ++c)
+            s += V[ev * C + c] *
+                 U[(((ev * g.OCo + ob) * g.ICo + c / g.icb) * g.icb + c % g.icb) * g.ocb + o];
+          Mt[ev] = s;
         }
+        for (int64_t r = 0; r < g.m; ++r)  // out = A^T M
+          for (int64_t v = 0; v < A; ++v) {
+            double s = 0;
+            for (int64_t e = 0; e < A; ++e) s += t.AT[r][e] * Mt[e * A + v];
+            out[r * A + v] = s;
+          }
+        for (int64_t r = 0; r < g.m; ++r)  // Y = out A
+          for (int64_t q = 0; q < g.m; ++q) {
+            int64_t oh = (th * g.m + r) * g.dh + ph, ow = (tw * g.m + q) * g.dw + pw;
+            if (oh >= g.OH || ow >= g.OW) continue;
+            double s = 0;
+            for (int64_t v = 0; v < A; ++v) s += out[r * A + v] * t.AT[q][v];
+            output[(((n * g.OCo + ob) * g.OH + oh) * g.OW + ow) * g.ocb + o] =
+                static_cast<float>(s);
+          }
+      }
+    }
   }
 
   Geometry geometry(const Workload& w, const Config& cfg) const {
@@ -241,11 +302,15 @@ class Conv2dWinogradNCHWc final : public OpTemplate {
                                   std::to_string(g.ocb) + " must divide the channels");
     g.ICo = g.a.in_channels / g.icb;
     g.OCo = g.a.out_channels / g.ocb;
+    g.dh = g.a.dilation_h;
+    g.dw = g.a.dilation_w;
     g.OH = g.a.out_height();
     g.OW = g.a.out_width();
-    g.nH = ceil_div(g.OH, g.m);
-    g.nW = ceil_div(g.OW, g.m);
-    g.P = g.a.batch * g.nH * g.nW;
+    g.OHq = ceil_div(g.OH, g.dh);
+    g.OWq = ceil_div(g.OW, g.dw);
+    g.nH = ceil_div(g.OHq, g.m);
+    g.nW = ceil_div(g.OWq, g.m);
+    g.P = g.a.batch * g.dh * g.dw * g.nH * g.nW;
     g.p_tile = cfg.knob("p_tile");
     g.P_pad = ceil_div(g.P, g.p_tile) * g.p_tile;
     return g;
@@ -256,8 +321,7 @@ class Conv2dWinogradNCHWc final : public OpTemplate {
     if (w.template_name != name()) detail::bad_workload(w, "is not a " + name() + " workload");
     if (w.dtype != "float32") detail::bad_workload(w, name() + " supports float32 only");
     Conv2DAttrs a = conv2d_attrs(w, ConvKind::kDense);
-    if (!winograd_applies(a))
-      detail::bad_workload(w, "Winograd needs a 3x3 kernel, stride 1 and dilation 1");
+    if (!winograd_applies(a)) detail::bad_workload(w, "Winograd needs a 3x3 kernel and stride 1");
     return a;
   }
 };
@@ -271,7 +335,21 @@ const OpTemplate& conv2d_winograd_nchwc_template() {
 
 bool winograd_applies(const Conv2DAttrs& a) {
   return a.kernel_h == 3 && a.kernel_w == 3 && a.stride_h == 1 && a.stride_w == 1 &&
-         a.dilation_h == 1 && a.dilation_w == 1 && a.groups == 1;
+         a.dilation_h >= 1 && a.dilation_w >= 1 && a.groups == 1;
+}
+
+bool winograd_pays(const Conv2DAttrs& a) {
+  if (!winograd_applies(a)) return false;
+  if (a.dilation_h == 1 && a.dilation_w == 1) return true;
+  const int64_t OHq = ceil_div(a.out_height(), a.dilation_h);
+  const int64_t OWq = ceil_div(a.out_width(), a.dilation_w);
+  const double outputs = static_cast<double>(a.out_height() * a.out_width());
+  for (int64_t m : {2, 4}) {
+    double tiles =
+        static_cast<double>(a.dilation_h * a.dilation_w * ceil_div(OHq, m) * ceil_div(OWq, m));
+    if (tiles * static_cast<double>((m + 2) * (m + 2)) <= 6.0 * outputs) return true;
+  }
+  return false;
 }
 
 int64_t winograd_tile(const Config& cfg) { return cfg.knob("wino_m"); }

@@ -1,5 +1,5 @@
-// conv2d_winograd_NCHWc.x86 (registered, see op_template.h): a 3x3, stride-1,
-// dilation-1 convolution by Winograd's minimal filtering F(m x m, 3 x 3)
+// conv2d_winograd_NCHWc.x86 (registered, see op_template.h): a 3x3 stride-1
+// convolution by Winograd's minimal filtering F(m x m, 3 x 3)
 // (Lavin & Gray 2015), the second implementation of such convolutions beside
 // conv2d_NCHWc.x86. The output is cut into m x m tiles; each tile reads an
 // alpha x alpha input tile (alpha = m + 2) and costs alpha^2 multiplies per
@@ -11,7 +11,15 @@
 // measured one (graph/passes/select_templates.h).
 //
 // Workload params: those of conv2d_NCHWc.x86 (data=[N,C,H,W], kernel=[OC,C,3,3],
-// strides=[1,1], pads=[top,left,bottom,right], dilation=[1,1]); float32.
+// strides=[1,1], pads=[top,left,bottom,right], dilation=[dh,dw]); float32.
+//
+// Dilation (FCN's and DeepLab's atrous convolutions) costs nothing extra: the
+// output rows oh with the same oh % dh (a "phase") read only the input rows
+// oh + k dh of that phase, so a dilated convolution is dh x dw ordinary 3x3
+// convolutions on subsampled planes. Each phase is tiled like a map of its
+// own (ceil(OH / dh) x ceil(OW / dw), the largest phase's size), the tiles of
+// all phases form the GEMMs' rows, and the input transform reads its tile's
+// window with stride dh x dw: no copy per phase, the same epilogue.
 // flops() is the direct convolution's count, so that GFLOP/s of the two
 // implementations of one convolution compare (an "effective" rate).
 //
@@ -25,7 +33,7 @@
 //   pad  zero padding, extended at the bottom and right so that every tile's
 //        alpha x alpha window is in bounds (OH, OW need not divide by m);
 //   V    [alpha, alpha, C/ic_bn, P_pad, ic_bn] = B^T d B per tile (P tiles over
-//        N x ceil(OH/m) x ceil(OW/m), padded to a multiple of p_tile; the
+//        N x dh x dw x ceil(OH/dh/m) x ceil(OW/dw/m), padded to a multiple of p_tile; the
 //        padding rows repeat the last tile), the alpha x alpha tile unrolled
 //        and the channel block vectorized: the transform's constants fold into
 //        adds and a few multiplies;
@@ -41,10 +49,12 @@
 // p_tile (register-tile rows of the GEMM), unroll_ci (0/1: the GEMM's inner
 // channel loop unrolled).
 // Fallback rule, for the target's ISA row (L lanes, R registers): ic_bn,
-// oc_bn = conv2d_NCHWc's block rule (16 where it divides); wino_m = 4 if both
-// output sides are >= 8 and a channel block is at most 2 vectors (so not on
-// 4-lane NEON with 16 channels: F(4x4)'s unrolled tiles would pass the
-// compile budget), else 2; p_tile = the largest knob value <= min(16,
+// oc_bn = conv2d_NCHWc's block rule (16 where it divides); wino_m = 4 if a
+// channel block is at most 2 vectors (so not on 4-lane NEON with 16 channels:
+// F(4x4)'s unrolled tiles would pass the compile budget) and either both sides
+// of a phase (the output, without dilation) are >= 8 or, dilated, F(4x4)'s
+// GEMM rows padded to p_tile cost no more than F(2x2)'s (36 against 16 products
+// a row; FCN's 16 phases of 7 x 7), else 2; p_tile = the largest knob value <= min(16,
 // (3R/4) / ceil(oc_bn / L)) (oc_bn 16: AVX-512 16, AVX2 6); unroll_ci = 1.
 #pragma once
 
@@ -58,8 +68,16 @@ namespace kiln::ops {
 const OpTemplate& conv2d_winograd_nchwc_template();
 
 // Whether conv2d_winograd_NCHWc.x86 accepts a convolution with these
-// attributes: 3x3 kernel, stride 1, dilation 1, groups 1.
+// attributes: 3x3 kernel, stride 1, groups 1, any dilation.
 bool winograd_applies(const Conv2DAttrs& a);
+
+// Whether Winograd can beat the direct convolution's 9 products per output
+// channel pair: always without dilation; dilated, where the phases are large
+// enough for whole tiles, F(2x2) or F(4x4) at most 6 products per output
+// counting the tiles' overhang (FCN's dilations 2 and 4 on 28 x 28: 2.9). A
+// dilation near the map's size (DeepLab's ASPP: 12 to 36 on 28 x 28) leaves
+// phases of 1-3 rows, or none: 7-26 products per output.
+bool winograd_pays(const Conv2DAttrs& a);
 
 // The OIHW weight [OC, C, 3, 3] transformed and laid out as the template's
 // second input for `cfg` (see above); accumulated in double.

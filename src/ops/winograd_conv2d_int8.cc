@@ -337,7 +337,8 @@ const OpTemplate& conv2d_winograd_nchwc_int8_template() {
 
 // The float template's shapes, with few enough channels that 4 |conv| fits int32.
 bool winograd_int8_applies(const Conv2DAttrs& a) {
-  return winograd_applies(a) && a.in_channels <= kMaxChannels;
+  return winograd_applies(a) && a.dilation_h == 1 && a.dilation_w == 1 &&
+         a.in_channels <= kMaxChannels;
 }
 
 Workload winograd_int8_workload(const Workload& direct) {

@@ -274,4 +274,30 @@ TEST(SelectTemplates, ThreeByThreeStrideOneConvsHaveAWinogradAlternative) {
   EXPECT_EQ(chosen({}), "conv2d_winograd_NCHWc.x86");
 }
 
+// Dilated 3x3 convolutions get Winograd where their phases hold whole tiles
+// (FCN's dilation 2 and 4 on 28 x 28); a dilation near the map's size
+// (DeepLab's ASPP: 12 and 36 on 28 x 28) keeps the direct convolution alone.
+TEST(SelectTemplates, DilatedConvsGetWinogradWhereTheirPhasesHoldTiles) {
+  GraphBuilder b;
+  std::string x = b.input("x", {1, 16, 28, 28});
+  auto dilated = [](int64_t d) {
+    return std::map<std::string, graph::Attribute>{{"pads", std::vector<int64_t>{d, d, d, d}},
+                                                   {"dilations", std::vector<int64_t>{d, d}}};
+  };
+  std::string y = x;
+  for (int64_t d : {2, 4, 12, 36})
+    y = conv(b, "dilation" + std::to_string(d), y, 16, 16, 3, dilated(d));
+  b.output(y);
+  std::vector<TemplateSelection> s = graph::select_templates(b.graph());
+  ASSERT_EQ(s.size(), 4u);
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(s[i].implementations.size(), 2u) << s[i].node;
+    EXPECT_EQ(s[i].template_name, "conv2d_winograd_NCHWc.x86") << s[i].node;
+  }
+  for (size_t i = 2; i < 4; ++i) {
+    EXPECT_EQ(s[i].implementations.size(), 1u) << s[i].node;
+    EXPECT_EQ(s[i].template_name, "conv2d_NCHWc.x86") << s[i].node;
+  }
+}
+
 }  // namespace kiln

@@ -33,7 +33,8 @@ Isa isa_of(const std::string& target) { return codegen::Target::parse(target).is
 
 struct Shape {
   int64_t n, c, oc, h, w;
-  std::vector<int64_t> pads;  // top, left, bottom, right
+  std::vector<int64_t> pads;               // top, left, bottom, right
+  std::vector<int64_t> dilation = {1, 1};  // h, w
 };
 
 Workload workload(const Shape& s) {
@@ -42,7 +43,7 @@ Workload workload(const Shape& s) {
                    {"kernel", {s.oc, s.c, 3, 3}},
                    {"strides", {1, 1}},
                    {"pads", s.pads},
-                   {"dilation", {1, 1}}}};
+                   {"dilation", s.dilation}}};
 }
 
 // F(4x4) rounds more than the direct sum: its transforms multiply by up to 8
@@ -201,10 +202,86 @@ TEST(WinogradConv2d, FallbackAndErrors) {
   };
   Workload strided = big;
   strided.params[2].second = {2, 2};
-  expect_error(strided, "3x3 kernel, stride 1 and dilation 1");
+  expect_error(strided, "3x3 kernel and stride 1");
   Workload five = big;
   five.params[1].second = {64, 64, 5, 5};
-  expect_error(five, "3x3 kernel, stride 1 and dilation 1");
+  expect_error(five, "3x3 kernel and stride 1");
+}
+
+// A dilated 3x3 convolution is dh x dw ordinary ones, one per output phase
+// (rows oh with the same oh % dh read only each other's input rows): the
+// template tiles every phase alike. Dilations 2 to 4, unequal ones, phases of
+// unequal sizes (output sides the dilation does not divide), phases smaller
+// than a tile, asymmetric pads, batch 2, with both tile sizes and the epilogue.
+TEST(WinogradConv2d, DilatedMatchesPlainConv) {
+  const Isa avx512 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512");
+  const Isa avx2 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell");
+  const std::vector<Shape> shapes = {
+      // FCN's layer 3, narrowed: dilation 2, 'same' padding, 14 x 14 phases... of 7.
+      {1, 16, 32, 14, 14, {2, 2, 2, 2}, {2, 2}},
+      // Dilation 4 on 28 x 28 (FCN's layer 4): 16 phases of 7 x 7.
+      {1, 16, 16, 28, 28, {4, 4, 4, 4}, {4, 4}},
+      // Output 13 x 11 with dilation 3: phases of 5 and 4 rows, 4 and 3 columns.
+      {2, 8, 16, 15, 13, {2, 1, 2, 2}, {3, 2}},
+      // Unequal dilations, asymmetric pads, 12 and 24 channels.
+      {1, 12, 24, 9, 17, {0, 1, 3, 2}, {1, 3}},
+      // No padding: output 3 x 1 with dilation 2 (a phase of one row).
+      {1, 16, 8, 7, 5, {0, 0, 0, 0}, {2, 2}},
+  };
+  std::mt19937_64 rng(2027);
+  for (const Shape& s : shapes) {
+    Workload w = workload(s);
+    auto space = tmpl().space(w);
+    std::vector<Config> configs = {tmpl().fallback(w, avx512), tmpl().fallback(w, avx2)};
+    for (int i = 0; i < configs_per_shape(2); ++i) configs.push_back(space.random(rng));
+    for (const Config& cfg : configs) expect_matches_plain(w, cfg, rng);
+  }
+  Workload w = workload({1, 8, 16, 11, 10, {2, 2, 2, 2}, {2, 2}});
+  for (const char* m : {"2", "4"}) {
+    std::string knobs = std::string(R"("tile_ic": [2, 4], "tile_oc": [2, 8], "wino_m": )") + m +
+                        R"(, "p_tile": 4, "unroll_ci": 0)";
+    expect_matches_plain(w, with_knobs(w, knobs), rng, /*with_relu_epilogue=*/true);
+  }
+}
+
+// Where Winograd's tiles, overhang counted, cost fewer products per output
+// than the direct convolution's 9 (at most 6: its transforms are not free).
+TEST(WinogradConv2d, PaysWhereThePhasesHoldTiles) {
+  auto attrs = [](int64_t hw, int64_t d) {
+    Shape s{1, 64, 64, hw, hw, {d, d, d, d}, {d, d}};
+    return ops::conv2d_attrs(workload(s), ops::ConvKind::kDense);
+  };
+  EXPECT_TRUE(ops::winograd_pays(attrs(3, 1)));     // no dilation: always (as before)
+  EXPECT_TRUE(ops::winograd_pays(attrs(28, 2)));    // 4 phases of 14 x 14
+  EXPECT_TRUE(ops::winograd_pays(attrs(28, 4)));    // 16 phases of 7 x 7
+  EXPECT_TRUE(ops::winograd_pays(attrs(65, 4)));    // phases of 17 and 16
+  EXPECT_FALSE(ops::winograd_pays(attrs(28, 12)));  // phases of 3 and 2 rows
+  EXPECT_FALSE(ops::winograd_pays(attrs(28, 36)));  // 1296 phases, 784 outputs
+  Shape strided{1, 64, 64, 28, 28, {1, 1, 1, 1}};
+  Workload w = workload(strided);
+  w.params[2].second = {2, 2};
+  EXPECT_FALSE(ops::winograd_pays(ops::conv2d_attrs(w, ops::ConvKind::kDense)));
+}
+
+// F(4x4) where a dilated convolution's phases are many, though each is
+// smaller than 8 x 8; without dilation the 7 x 7 rule is unchanged.
+TEST(WinogradConv2d, DilatedFallbackTileSize) {
+  const auto& t = tmpl();
+  const Isa avx512 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512");
+  const Isa avx2 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell");
+  Workload fcn4 = workload({1, 512, 512, 28, 28, {4, 4, 4, 4}, {4, 4}});  // 16 phases of 7 x 7
+  Workload fcn2 = workload({1, 256, 256, 28, 28, {2, 2, 2, 2}, {2, 2}});  // 4 of 14 x 14
+  Workload plain7 = workload({1, 512, 512, 7, 7, {1, 1, 1, 1}});
+  Workload tiny = workload({1, 64, 64, 6, 6, {2, 2, 2, 2}, {2, 2}});  // 4 phases of 3 x 3
+  for (const Isa& isa : {avx512, avx2}) {
+    EXPECT_EQ(ops::winograd_tile(t.fallback(fcn4, isa)), 4);
+    EXPECT_EQ(ops::winograd_tile(t.fallback(fcn2, isa)), 4);
+    EXPECT_EQ(ops::winograd_tile(t.fallback(plain7, isa)), 2);
+  }
+  // 4 tiles of F(4x4) pad to one 16-row (AVX-512) or 6-row (AVX2) GEMM tile:
+  // 16 x 36 and 6 x 36 products against F(2x2)'s 16 x 16 and 18 x 16.
+  EXPECT_EQ(ops::winograd_tile(t.fallback(tiny, avx512)), 2);
+  EXPECT_EQ(ops::winograd_tile(t.fallback(tiny, avx2)), 4);
 }
 
 }  // namespace

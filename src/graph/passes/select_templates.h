@@ -5,7 +5,8 @@
 // that apply_templates rewrites exactly the nodes selected. The rows today:
 //
 //   Conv, groups 1, constant float32 4-D weight   conv2d_NCHWc.x86
-//     and, 3x3 stride 1 with >= 16 channels, conv2d_winograd_NCHWc.x86 beside it
+//     and, 3x3 stride 1 (any dilation) with >= 16 channels, conv2d_winograd_NCHWc.x86
+//     beside it
 //   Conv, depthwise (groups = C = OC, multiplier 1)   depthwise_conv2d_NCHWc.x86
 //   Conv, 1 < groups, not depthwise (ResNeXt, RegNet)   group_conv2d_NCHWc.x86
 //   Gemm (transA = 0) / MatMul with a constant 2-D B   dense_pack.x86 (A flattened to [M, K])

@@ -80,7 +80,7 @@ std::optional<WorkloadParams> winograd_row(const Graph& g, const Node& n, const 
   if (!p) return std::nullopt;
   ops::Workload w{"conv2d_winograd_NCHWc.x86", *p};
   ops::Conv2DAttrs a = ops::conv2d_attrs(w, ops::ConvKind::kDense);
-  if (!ops::winograd_applies(a) || a.in_channels < kWinogradMinChannels ||
+  if (!ops::winograd_pays(a) || a.in_channels < kWinogradMinChannels ||
       a.out_channels < kWinogradMinChannels)
     return std::nullopt;
   return p;

@@ -7,7 +7,8 @@
 //
 //   op      template                      matcher                                   rewrite
 //   Conv    conv2d_NCHWc.x86              groups 1, constant f32 4-D weight         kBlockedConv
-//   Conv    conv2d_winograd_NCHWc.x86     3x3, stride 1, dilation 1, groups 1,      kBlockedConv
+//   Conv    conv2d_winograd_NCHWc.x86     3x3, stride 1, groups 1, a dilation       kBlockedConv
+//                                         whose phases hold tiles (winograd_pays),
 //           (an alternative)              C and OC >= 16
 //   Conv    depthwise_conv2d_NCHWc.x86    groups = C = OC, multiplier 1             kBlockedConv
 //   Conv    group_conv2d_NCHWc.x86        1 < groups, not depthwise                 kBlockedConv
