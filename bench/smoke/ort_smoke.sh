@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Smoke test (ctest bench_models_ort_smoke) of the ONNX Runtime driver on the
 # tiny model: ort_bench.js runs it and checks its output against PyTorch's,
-# then run_bench.py times it through ort_bench.js. Skipped without node,
+# then run_bench.py times it through ort_bench.js, and layer_compare.py pairs
+# kiln's kernels with ORT's profiled nodes. Skipped without node,
 # onnxruntime-node (bench/models/README.md) or PyTorch (to make the model).
 #
-#   ort_smoke.sh WORKDIR
+#   ort_smoke.sh WORKDIR KILN
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-work=${1:?usage: ort_smoke.sh WORKDIR}
+work=${1:?usage: ort_smoke.sh WORKDIR KILN}
+kiln=${2:?usage: ort_smoke.sh WORKDIR KILN}
 models=$ROOT/bench/models
 need_onnxruntime_node
 need_python_modules torch torchvision onnx numpy
@@ -24,3 +26,10 @@ grep -q 'median' "$work/ort.txt" || fail "ort_bench.js printed no median"
   --repeat 3 --warmup 1 --skip kiln,torch --out "$work/table.md"
 grep -Eq '^\| tiny \| n/a \| [0-9.]+ \|' "$work/table.md" ||
   fail "run_bench.py's table has no ORT time for tiny"
+# layer_compare.py: tiny's convolutions and its Gemm, paired with ORT's nodes by output size.
+"$PYTHON" "$models/layer_compare.py" --kiln "$kiln" --model "$dir/model.onnx" \
+  --inputs "$dir/input.npz" --repeat 3 --work "$work/layers" --out "$work/layers.md"
+grep -Eq '^\| fused_[^|]* \| conv2d[^|]* \|.*\| Conv \| [0-9.]+ \| [0-9.]+ \|$' "$work/layers.md" ||
+  fail "layer_compare.py paired no convolution with an ORT Conv"
+grep -Eq '^\| all kernels \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$' "$work/layers.md" ||
+  fail "layer_compare.py printed no totals"

@@ -1,0 +1,200 @@
+#!/usr/bin/python3
+"""kiln against ONNX Runtime layer by layer: where a model's time goes in each engine.
+
+Usage:
+  layer_compare.py --model M.onnx --inputs X.npz [--kiln build/kiln] [--package P.tar]
+                   [--tuning-log DB | --shipped-logs] [--isa native|avx2] [--threads 2]
+                   [--repeat 20] [--work DIR] [--sort order|loss] [--out F.md]
+
+kiln's side is `kiln run --profile` (each kernel's mean time per call) of a package that this
+script builds as run_bench.py does (the fallback configs; --tuning-log DB or --shipped-logs for
+a tuned build; --isa avx2 builds for -mcpu=znver3), or of --package. ORT's side is its own
+profiler (ort_profile.js: each node's median time), with run_bench.py's session and, under
+--isa avx2, its ISA held to AVX2 (bench/peers/peer_isa.py).
+
+The heavy kernels of both (kiln's templates; ORT's Conv, FusedConv, Gemm, MatMul and their
+quantized and fused forms) are paired in execution order by the number of elements each
+writes: the longest common subsequence of the two lists of output sizes, so that a kernel one
+engine has and the other fused away leaves the rest paired. Prints one row per pair (kiln's
+kernel and workload, kiln ms, ORT's node, ORT ms, kiln/ORT), the unpaired kernels, and each
+engine's totals: the paired kernels, the other heavy ones, and everything else (layout
+transforms, pooling, elementwise). Profilers add a little time per kernel on both sides; the
+totals are sums of per-kernel times, not end-to-end latencies (run_bench.py measures those).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "peers"))
+import peer_isa  # noqa: E402  (bench/peers: the peers held to one ISA)
+
+ORT_HEAVY = {"Conv", "FusedConv", "NchwcConv", "QLinearConv", "ConvInteger", "Gemm", "FusedGemm",
+             "MatMul", "FusedMatMul", "QLinearMatMul", "MatMulInteger", "DynamicQuantizeMatMul",
+             "MatMulIntegerToFloat", "QGemm"}
+
+
+def fail(msg):
+    sys.exit(f"layer_compare: {msg}")
+
+
+def run(cmd, env, what):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        fail(f"{what} failed (exit {p.returncode}):\n{(p.stderr or p.stdout).strip()[-2000:]}")
+    return p.stdout
+
+
+def build_package(a, env):
+    os.makedirs(a.work, exist_ok=True)
+    package = os.path.join(a.work, "kiln.tar")
+    cmd = [a.kiln, "build", a.model, "-o", package]
+    if not a.shipped_logs:
+        cmd.append("--no-shipped-logs")
+    if a.tuning_log:
+        cmd += ["--tuning-log", a.tuning_log]
+    if peer_isa.kiln_target(a.isa):
+        cmd += ["--target", peer_isa.kiln_target(a.isa)]
+    run(cmd, env, "kiln build")
+    return package
+
+
+def kiln_kernels(a, package, env):
+    """Kernels in execution order: name, op types, workload, elements written, mean ms."""
+    with tarfile.open(package) as t:
+        graph = json.load(t.extractfile("mod.json"))
+    out = run([a.kiln, "run", package, "--inputs", a.inputs, "--repeat", str(a.repeat),
+               "--profile"], env, "kiln run --profile")
+    mean_ms = {}
+    for line in out.splitlines():
+        cols = line.split()  # kernel, op types, calls, total (ms), mean (ms), %, GFLOP/s
+        if len(cols) == 7 and cols[2].isdigit():
+            mean_ms[cols[0]] = float(cols[4])
+    kernels = []
+    for k in graph["kernels"]:
+        shape = graph["tensors"][k["args"][-1]]["shape"]
+        elements = 1
+        for d in shape:
+            elements *= d
+        kernels.append({"name": k["name"], "op": ",".join(k["op_types"]),
+                        "workload": k.get("workload", ""), "elements": elements,
+                        "ms": mean_ms.get(k["name"], 0.0)})
+    if not mean_ms:
+        fail(f"no profile rows in kiln run's output for {package}")
+    return kernels
+
+
+def ort_nodes(a, env):
+    out = run(["node", os.path.join(HERE, "ort_profile.js"), a.model, a.inputs,
+               "--threads", str(a.threads), "--repeat", str(a.repeat)], env, "ort_profile.js")
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def pair_by_output_size(left, right):
+    """Index pairs (i, j) of the longest common subsequence of the two lists' sizes."""
+    n, m = len(left), len(right)
+    best = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            best[i][j] = (best[i + 1][j + 1] + 1 if left[i] == right[j]
+                          else max(best[i + 1][j], best[i][j + 1]))
+    pairs, i, j = [], 0, 0
+    while i < n and j < m:
+        if left[i] == right[j] and best[i][j] == best[i + 1][j + 1] + 1:
+            pairs.append((i, j))
+            i, j = i + 1, j + 1
+        elif best[i + 1][j] >= best[i][j + 1]:
+            i += 1
+        else:
+            j += 1
+    return pairs
+
+
+def short_workload(key):
+    """conv2d_NCHWc.x86(data=[1,64,56,56],kernel=[...],...) -> its parameters, compact."""
+    if "(" not in key:
+        return key
+    params = key[key.index("(") + 1:-1].replace(",dtype=float32", "")
+    return params.replace("strides=", "s=").replace("dilation=", "d=").replace("kernel=", "k=")
+
+
+def report(a, kernels, nodes):
+    heavy_k = [k for k in kernels if k["workload"]]
+    heavy_o = [o for o in nodes if o["op"] in ORT_HEAVY]
+    pairs = pair_by_output_size([k["elements"] for k in heavy_k],
+                                [o["output_elements"] for o in heavy_o])
+    rows = [(heavy_k[i], heavy_o[j]) for i, j in pairs]
+    if a.sort == "loss":
+        rows.sort(key=lambda r: r[1]["ms"] - r[0]["ms"])
+    lines = [f"kiln vs ONNX Runtime per layer: {os.path.basename(a.model)}, {a.threads} threads, "
+             f"{a.isa} ISA, {a.repeat} profiled runs", "",
+             "| kiln kernel | template | workload | kiln ms | ORT node | ORT op | ORT ms | kiln/ORT |",
+             "|---|---|---|---:|---|---|---:|---:|"]
+    for k, o in rows:
+        ratio = f"{k['ms'] / o['ms']:.2f}" if o["ms"] > 0 else "n/a"
+        lines.append(f"| {k['name']} | {k['op'].split(',')[0]} | {short_workload(k['workload'])} | "
+                     f"{k['ms']:.3f} | {o['name']} | {o['op']} | {o['ms']:.3f} | {ratio} |")
+    paired_k = {id(k) for k, _ in rows}
+    paired_o = {id(o) for _, o in rows}
+    lines.append("")
+    for k in heavy_k:
+        if id(k) not in paired_k:
+            lines.append(f"unpaired kiln kernel: {k['name']} {k['op']} {k['ms']:.3f} ms")
+    for o in heavy_o:
+        if id(o) not in paired_o:
+            lines.append(f"unpaired ORT node: {o['name']} {o['op']} {o['ms']:.3f} ms")
+
+    def total(items, keep):
+        return sum(x["ms"] for x in items if keep(x))
+
+    k_pair, o_pair = total(heavy_k, lambda x: id(x) in paired_k), total(heavy_o, lambda x: id(x) in paired_o)
+    k_heavy, o_heavy = total(heavy_k, lambda x: True), total(heavy_o, lambda x: True)
+    k_all, o_all = total(kernels, lambda x: True), total(nodes, lambda x: True)
+    lines += ["", "| ms per run | kiln | ORT | kiln/ORT |", "|---|---:|---:|---:|"]
+    for label, kv, ov in (("paired heavy kernels", k_pair, o_pair),
+                          ("other heavy kernels", k_heavy - k_pair, o_heavy - o_pair),
+                          ("everything else", k_all - k_heavy, o_all - o_heavy),
+                          ("all kernels", k_all, o_all)):
+        ratio = f"{kv / ov:.2f}" if ov > 0 else "n/a"
+        lines.append(f"| {label} | {kv:.3f} | {ov:.3f} | {ratio} |")
+    lines.append(f"\n{len(rows)} pairs of {len(heavy_k)} kiln and {len(heavy_o)} ORT heavy kernels")
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", required=True)
+    p.add_argument("--inputs", required=True)
+    p.add_argument("--kiln", default=os.path.join(HERE, "..", "..", "build", "kiln"))
+    p.add_argument("--package", help="a kiln package of --model (default: build one)")
+    p.add_argument("--tuning-log")
+    p.add_argument("--shipped-logs", action="store_true")
+    p.add_argument("--isa", choices=["native", "avx2"], default="native")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--work", default="/tmp/layer_compare")
+    p.add_argument("--sort", choices=["order", "loss"], default="order",
+                   help="rows in execution order, or where kiln loses most time first")
+    p.add_argument("--out")
+    a = p.parse_args()
+    for f in (a.model, a.inputs):
+        if not os.path.exists(f):
+            fail(f"{f}: no such file")
+    if a.repeat < 1:
+        fail("--repeat must be at least 1")
+    env = dict(os.environ, KILN_NUM_THREADS=str(a.threads), OMP_NUM_THREADS=str(a.threads))
+    package = a.package or build_package(a, env)
+    kernels = kiln_kernels(a, package, env)
+    nodes = ort_nodes(a, peer_isa.peer_env(a.isa, env, os.path.join(a.work, "peers"), kiln=a.kiln))
+    text = report(a, kernels, nodes)
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
