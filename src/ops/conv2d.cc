@@ -152,6 +152,10 @@ int64_t fallback_ic_chunk(int64_t in_channels, int64_t window, int64_t tile_chan
   return 0;
 }
 
+bool chunked_row_spills(int64_t row_vectors, int64_t step_operands, const Isa& isa) {
+  return row_vectors <= isa.vector_registers && row_vectors + step_operands > isa.vector_registers;
+}
+
 ConvRegisterTile conv_register_tile(int64_t oc_blocks, int64_t oh, int64_t ocb, const Config& cfg) {
   constexpr int64_t kMaxTileFloats = 512, kFloatsPerLine = 16;
   int64_t ow_tile = cfg.split("tile_ow").back();
@@ -458,6 +462,15 @@ class Conv2dNCHWc final : public OpTemplate {
     // Reduction chunks where the tile's weights outgrow L1 (fallback_ic_chunk),
     // unless the chunked tile's row buffer would not fit the worker's stack.
     int64_t chunk = detail::fallback_ic_chunk(a.in_channels, window, tile_channels, isa);
+    // Not where the chunked row would spill (ConvNeXt-T's 2x2 stride-2 384 ->
+    // 768 on a 7-wide row, AVX2: 44 GFLOP/s chunked, 95 not, one thread). A
+    // pixel-tile plane keeps its chunk: its buffer is the whole plane.
+    const int64_t vectors = (ocb + isa.lanes() - 1) / isa.lanes();
+    const bool plane = detail::pixel_tile_plane(a) && a.out_width() % ft.columns != 0;
+    if (chunk > 0 && !plane &&
+        detail::chunked_row_spills(ft.oc_blocks * vectors * a.out_width(),
+                                   ft.oc_blocks * vectors + 1, isa))
+      chunk = 0;
     Config cfg = config(chunk);
     return chunk > 0 && !fits(w, cfg, isa) ? config(0) : cfg;
   }

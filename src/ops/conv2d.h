@@ -47,7 +47,8 @@
 //     ic_chunk = fallback_ic_chunk(C, KH * KW, oc_reg * oc_bn): 0 while the
 //     tile's weights for the whole reduction fit half of L1, else the widest
 //     of 256, 128, 64 channels whose weights do (AVX2 on a 32 KiB L1: a 1x1
-//     conv of 512 channels and 1 block of 16 takes 256);
+//     conv of 512 channels and 1 block of 16 takes 256), and none where the
+//     chunked row would spill (chunked_row_spills);
 //     pixel_tiles (1x1 stride-1 convs on planes of at most 14 rows) = 1 when
 //     ow_tile does not divide OW: a 7x7 plane in tiles of 3 runs 16 full
 //     tiles and one of 1 pixel, not a 1-column tile in every row;
@@ -154,6 +155,13 @@ ConvRegisterTile conv_register_tile(int64_t oc_blocks, int64_t oh, int64_t ocb,
 // fits a 3x3 window of 16 channels in 32 KiB, and those keep one chunk.
 int64_t fallback_ic_chunk(int64_t in_channels, int64_t window, int64_t tile_channels,
                           const Isa& isa);
+// Whether chunking a row of `row_vectors` accumulators (channel blocks x
+// output columns x vectors per block) spills, with `step_operands` more
+// registers per reduction step (the tile's weight vectors, a broadcast): a
+// row buffer of at most R vectors is kept in registers across the chunks by
+// LLVM (promoted from memory), and then the step's operands must fit beside
+// it. AVX2, 1 block x 4 columns of a 7-wide row: 14 + 3 of 16 ymm.
+bool chunked_row_spills(int64_t row_vectors, int64_t step_operands, const Isa& isa);
 // conv2d_NCHWc's oc_group values: output-channel tiles per group (0: none).
 inline constexpr std::array<int64_t, 6> kOcGroupValues = {0, 2, 4, 8, 16, 32};
 // The output-channel tiles of one group of the parallel loop (the config's

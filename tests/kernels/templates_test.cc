@@ -920,6 +920,25 @@ TEST(Templates, FallbackReductionChunksFitHalfOfL1) {
   // A 3x3 window: no chunk of 64 or more fits; the reduction stays whole.
   Workload window = conv(1, 256, 28, 28, 256, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1});
   EXPECT_EQ(ct.fallback(window, l1_32k).knob("ic_chunk"), 0);
+  // A row whose accumulators fit the registers but not beside the step's
+  // operands is not chunked: LLVM keeps the row buffer in registers across
+  // the chunks. ConvNeXt-T's 2x2 stride-2 384 -> 768 on AVX2: 1 block x 4
+  // columns of a 7-wide row, 14 + 3 of 16 ymm; with AVX-512's 32 it is.
+  using ops::detail::chunked_row_spills;
+  const Isa avx512 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4");
+  EXPECT_TRUE(chunked_row_spills(14, 3, l1_32k));
+  EXPECT_FALSE(chunked_row_spills(28, 5, l1_32k));  // 2 blocks: the buffer stays in memory
+  EXPECT_FALSE(chunked_row_spills(12, 3, l1_32k));  // 12 + 3 fit 16
+  EXPECT_FALSE(chunked_row_spills(14, 2, avx512));
+  Workload patchify = conv(1, 384, 14, 14, 768, 2, 2, {2, 2}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(patchify, l1_32k).knob("oc_reg"), 1);
+  EXPECT_EQ(ct.fallback(patchify, l1_32k).split("tile_ow").back(), 4);
+  EXPECT_EQ(ct.fallback(patchify, l1_32k).knob("ic_chunk"), 0);
+  // The same conv on a 28-wide row (28 x 2 ymm: in memory) keeps its chunk.
+  Workload wide_patchify = conv(1, 384, 56, 56, 768, 2, 2, {2, 2}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_GT(ct.fallback(wide_patchify, l1_32k).knob("ic_chunk"), 0);
+  std::mt19937_64 patch_rng(37);
+  check_config(ct, patchify, ct.fallback(patchify, l1_32k), patch_rng);
   // Chunked fallbacks, row and pixel tiles, against the reference.
   std::mt19937_64 rng(31);
   for (const Workload& w : {conv(1, 512, 5, 11, 32, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}),
