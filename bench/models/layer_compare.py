@@ -13,9 +13,11 @@ profiler (ort_profile.js: each node's median time), with run_bench.py's session 
 --isa avx2, its ISA held to AVX2 (bench/peers/peer_isa.py).
 
 The heavy kernels of both (kiln's templates; ORT's Conv, FusedConv, Gemm, MatMul and their
-quantized and fused forms) are paired in execution order by the number of elements each
-writes: the longest common subsequence of the two lists of output sizes, so that a kernel one
-engine has and the other fused away leaves the rest paired. Prints one row per pair (kiln's
+quantized and fused forms) are paired in execution order: by the ONNX node whose output each
+writes (kiln's output tensor is named after it, ORT's profiled node after that node's output
+tensor) where both name one, else by the number of elements written; the longest common
+subsequence, so that a kernel one engine has and the other fused away (ORT runs a lone
+BatchNormalization as a Conv) leaves the rest paired. Prints one row per pair (kiln's
 kernel and workload, kiln ms, ORT's node, ORT ms, kiln/ORT), the unpaired kernels, and each
 engine's totals: the paired kernels, the other heavy ones, and everything else (layout
 transforms, pooling, elementwise). Profilers add a little time per kernel on both sides; the
@@ -24,6 +26,7 @@ totals are sums of per-kernel times, not end-to-end latencies (run_bench.py meas
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -81,10 +84,24 @@ def kiln_kernels(a, package, env):
             elements *= d
         kernels.append({"name": k["name"], "op": ",".join(k["op_types"]),
                         "workload": k.get("workload", ""), "elements": elements,
+                        "node": kiln_node(graph["tensors"][k["args"][-1]]["name"]),
                         "ms": mean_ms.get(k["name"], 0.0)})
     if not mean_ms:
         fail(f"no profile rows in kiln run's output for {package}")
     return kernels
+
+
+def kiln_node(tensor_name):
+    """'/layer1/relu/Relu/out_nchwc/480' -> '/layer1/relu/Relu': the ONNX node it comes from."""
+    parts = tensor_name.split("/")
+    while len(parts) > 1 and (parts[-1].isdigit() or parts[-1].startswith(("out", "data_"))):
+        parts.pop()
+    return "/".join(parts)
+
+
+def ort_node(profiled_name):
+    """'/layer1/relu/Relu_output_0_nchwc' -> '/layer1/relu/Relu' (PyTorch's exported names)."""
+    return re.sub(r"_output_\d+.*$", "", profiled_name)
 
 
 def ort_nodes(a, env):
@@ -93,17 +110,25 @@ def ort_nodes(a, env):
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
-def pair_by_output_size(left, right):
-    """Index pairs (i, j) of the longest common subsequence of the two lists' sizes."""
+def pair_kernels(left, right):
+    """Index pairs (i, j) of the longest common subsequence of two lists of (node, elements):
+    items whose node the other list names too match by node, the rest by elements."""
+    left_nodes, right_nodes = {x[0] for x in left}, {x[0] for x in right}
+
+    def same(x, y):
+        if x[0] in right_nodes or y[0] in left_nodes:
+            return x[0] == y[0]
+        return x[1] == y[1]
+
     n, m = len(left), len(right)
     best = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(n - 1, -1, -1):
         for j in range(m - 1, -1, -1):
-            best[i][j] = (best[i + 1][j + 1] + 1 if left[i] == right[j]
+            best[i][j] = (best[i + 1][j + 1] + 1 if same(left[i], right[j])
                           else max(best[i + 1][j], best[i][j + 1]))
     pairs, i, j = [], 0, 0
     while i < n and j < m:
-        if left[i] == right[j] and best[i][j] == best[i + 1][j + 1] + 1:
+        if same(left[i], right[j]) and best[i][j] == best[i + 1][j + 1] + 1:
             pairs.append((i, j))
             i, j = i + 1, j + 1
         elif best[i + 1][j] >= best[i][j + 1]:
@@ -124,8 +149,8 @@ def short_workload(key):
 def report(a, kernels, nodes):
     heavy_k = [k for k in kernels if k["workload"]]
     heavy_o = [o for o in nodes if o["op"] in ORT_HEAVY]
-    pairs = pair_by_output_size([k["elements"] for k in heavy_k],
-                                [o["output_elements"] for o in heavy_o])
+    pairs = pair_kernels([(k["node"], k["elements"]) for k in heavy_k],
+                         [(ort_node(o["name"]), o["output_elements"]) for o in heavy_o])
     rows = [(heavy_k[i], heavy_o[j]) for i, j in pairs]
     if a.sort == "loss":
         rows.sort(key=lambda r: r[1]["ms"] - r[0]["ms"])

@@ -616,6 +616,26 @@ TEST(WholeGraph, ResizeAndReflectPad) {
   check_end_to_end(b, "resize_pad");
 }
 
+// Bilinear upsamples of a blocked convolution's output: one read by another
+// convolution (its fused kernel writes NCHW[b]c: one stage), one a graph
+// output (NCHW: the rows interpolated first, then whole rows; sizes the
+// scales round down, unequal scales).
+TEST(WholeGraph, BilinearUpsampleBetweenConvsAndToAnOutput) {
+  std::mt19937 rng(seed(23));
+  const int64_t c = 16, h = odd_size(rng, {5, 7}), w = odd_size(rng, {6, 9});
+  OnnxBuilder b;
+  b.input("x", dims({1, c, h, w}));
+  output_any(b, "y", 4);
+  output_any(b, "head", 4);
+  conv(b, "conv1", "x", "c1", {c, c}, rng);
+  b.init_f32("up4", {4}, {1.f, 1.f, 4.f, 4.f});
+  attr_string(b.node("Resize", "upsample_mid", {"c1", "", "up4"}, {"u"}), "mode", "linear");
+  conv(b, "conv2", "u", "y", {c, c}, rng);
+  b.init_f32("up_head", {4}, {1.f, 1.f, 3.f, 5.5f});
+  attr_string(b.node("Resize", "upsample_head", {"c1", "", "up_head"}, {"head"}), "mode", "linear");
+  check_end_to_end(b, "bilinear_upsample");
+}
+
 // ---- shape manipulation and logic ------------------------------------------------------
 
 // Split -> Slice (stride 2, and reversed with a negative step) ->

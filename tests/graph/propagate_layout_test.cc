@@ -206,6 +206,22 @@ TEST(PropagateLayout, GraphOutputsStayNCHW) {
   EXPECT_EQ(count_transforms(g), 4);
 }
 
+// A Resize between two blocked convolutions is read only by a transform back
+// to the blocked layout: marked kiln_reblocked (one interpolation stage in its
+// fused kernel); one that produces a graph output is not.
+TEST(PropagateLayout, ResizeReadOnlyByReblockingTransformsIsMarked) {
+  GraphBuilder b(27);
+  std::string x = b.input("x", {1, 16, 5, 5});
+  std::string c1 = conv(b, "c1", x, 16, 16, 1);
+  std::string scales = b.constant("scales", test::tensor_of<float>({4}, {1.f, 1.f, 2.f, 2.f}));
+  std::string mid = b.node("Resize", {c1, "", scales}, {{"mode", std::string("linear")}}, "mid");
+  b.output(conv(b, "c2", mid, 16, 16, 1));
+  b.output(b.node("Resize", {c1, "", scales}, {{"mode", std::string("linear")}}, "head"));
+  Graph g = propagated(applied(b), b);
+  EXPECT_EQ(node_named(g, "mid").attr<int64_t>("kiln_reblocked").value_or(0), 1);
+  EXPECT_FALSE(node_named(g, "head").attrs.count("kiln_reblocked"));
+}
+
 TEST(PropagateLayout, NothingToDoWithoutTemplates) {
   GraphBuilder b(28);
   std::string x = b.input("x", {1, 4, 3, 3});

@@ -918,49 +918,98 @@ std::vector<Initializer> eval_resize(const Node& node, const Inputs& ins) {
   return {out};
 }
 
+// The linear interpolation of one resized axis d at output index i: the two
+// input indices and the weight of the upper one.
+struct LinearTaps {
+  Expr lo, hi, w;
+};
+LinearTaps linear_taps(const ResizeSpec& s, size_t d, const Expr& i) {
+  Expr c = resize_coord_expr(s, d, i);
+  c = ir::min(ir::max(c, Expr(0.0f)), Expr(static_cast<float>(s.in[d] - 1)));
+  LinearTaps t;
+  t.lo = ir::cast(ir::DataType::i64(), ir::floor(c));
+  t.hi = ir::min(t.lo + Expr(int64_t{1}), Expr(s.in[d] - 1));
+  t.w = c - ir::cast(ir::DataType::f32(), t.lo);
+  return t;
+}
+
+// sum over the corners of `axes` (each at its lower or upper tap) of the
+// product of the corners' weights times source[corner]: the linear
+// interpolation of the resized axes, the others at `base`.
+Expr interpolate(const ir::Tensor& source, const std::vector<Expr>& base,
+                 const std::vector<size_t>& axes, const std::vector<LinearTaps>& taps) {
+  Expr acc;
+  for (size_t corner = 0; corner < (size_t{1} << axes.size()); ++corner) {
+    std::vector<Expr> idx = base;
+    Expr weight;
+    for (size_t k = 0; k < axes.size(); ++k) {
+      bool up = (corner >> k) & 1;
+      idx[axes[k]] = up ? taps[k].hi : taps[k].lo;
+      Expr wk = up ? taps[k].w : Expr(1.0f) - taps[k].w;
+      weight = weight ? weight * wk : wk;
+    }
+    Expr v = ir::read(source, idx);
+    if (weight) v = v * weight;
+    acc = acc ? acc + v : v;
+  }
+  return acc;
+}
+
+// The innermost axis interpolated alone, at the input's size in the other
+// axes: [.., H_in, W_out], each element the 2-tap sum over the input row. It
+// is a reduction (over the taps) so that the generic schedule computes it on
+// its own, not inlined into the output.
+ir::Tensor interpolate_innermost(const ir::Tensor& x, const ResizeSpec& s) {
+  const size_t last = s.in.size() - 1;
+  Shape shape = s.in;
+  shape[last] = s.out[last];
+  ir::IterVar tap = ir::reduce_axis(Expr(int64_t{2}), "tap");
+  return ir::compute(
+      shape_exprs(shape),
+      [&](const std::vector<ir::Var>& i) {
+        LinearTaps t = linear_taps(s, last, i[last]);
+        std::vector<Expr> idx = vars_to_exprs(i);
+        Expr upper = ir::eq(tap->var, Expr(int64_t{1}));
+        idx[last] = ir::select(upper, t.hi, t.lo);
+        Expr weight = ir::select(upper, t.w, Expr(1.0f) - t.w);
+        return ir::sum(ir::read(x, idx) * weight, {tap});
+      },
+      "Resize_rows");
+}
+
 std::vector<ir::Tensor> compute_resize(const Node& node, const ComputeInputs& in,
                                        const Outputs& out_types) {
   const ir::Tensor& x = required_tensor(node, in, 0);
   ResizeSpec s = resize_spec(node, static_shape(x), in.constants);
   size_t r = s.in.size();
   if (s.linear && !x->dtype.is_float()) fail(node, "linear mode needs float data");
+  std::vector<size_t> axes;
+  for (size_t d = 0; d < r; ++d)
+    if (s.resized(d)) axes.push_back(d);
+  // Linear over the innermost axis and others: separably, the innermost one
+  // first at the input's height (its taps gathered along the row, 1/scale of
+  // the outputs' work for an upsample), then the rest reading whole rows of
+  // that, contiguous and vectorized (a 28x28 -> 224x224 head upsample: one
+  // gather per output before).
+  // Not where the output is blocked again in the same kernel (kiln_reblocked,
+  // graph/passes/propagate_layout.h): there the channel block is innermost,
+  // read contiguously in one stage, and the rows' stage would be gathered.
+  const bool separable = s.linear && axes.size() >= 2 && axes.back() == r - 1 &&
+                         attr_int(node, "kiln_reblocked", 0) == 0;
+  ir::Tensor source = separable ? interpolate_innermost(x, s) : x;
+  if (separable) axes.pop_back();
   return {ir::compute(
       shape_exprs(out_types.at(0).shape),
       [&](const std::vector<ir::Var>& i) {
         std::vector<Expr> base = vars_to_exprs(i);
         if (!s.linear) {
-          for (size_t d = 0; d < r; ++d)
-            if (s.resized(d))
-              base[d] = nearest_index_expr(s, resize_coord_expr(s, d, i[d]), s.in[d]);
-          return ir::read(x, base);
+          for (size_t d : axes)
+            base[d] = nearest_index_expr(s, resize_coord_expr(s, d, i[d]), s.in[d]);
+          return ir::read(source, base);
         }
-        std::vector<size_t> axes;
-        std::vector<Expr> lo(r), hi(r), w(r);
-        for (size_t d = 0; d < r; ++d) {
-          if (!s.resized(d)) continue;
-          axes.push_back(d);
-          Expr c = resize_coord_expr(s, d, i[d]);
-          c = ir::min(ir::max(c, Expr(0.0f)), Expr(static_cast<float>(s.in[d] - 1)));
-          lo[d] = ir::cast(ir::DataType::i64(), ir::floor(c));
-          hi[d] = ir::min(lo[d] + Expr(int64_t{1}), Expr(s.in[d] - 1));
-          w[d] = c - ir::cast(ir::DataType::f32(), lo[d]);
-        }
-        Expr acc;
-        for (size_t corner = 0; corner < (size_t{1} << axes.size()); ++corner) {
-          std::vector<Expr> idx = base;
-          Expr weight;
-          for (size_t k = 0; k < axes.size(); ++k) {
-            size_t d = axes[k];
-            bool up = (corner >> k) & 1;
-            idx[d] = up ? hi[d] : lo[d];
-            Expr wk = up ? w[d] : Expr(1.0f) - w[d];
-            weight = weight ? weight * wk : wk;
-          }
-          Expr v = ir::read(x, idx);
-          if (weight) v = v * weight;
-          acc = acc ? acc + v : v;
-        }
-        return acc;
+        std::vector<LinearTaps> taps;
+        for (size_t d : axes) taps.push_back(linear_taps(s, d, i[d]));
+        return interpolate(source, base, axes, taps);
       },
       "Resize")};
 }

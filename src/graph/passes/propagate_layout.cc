@@ -285,12 +285,32 @@ void cancel_transforms(Graph& g) {
   g.nodes = std::move(out);
 }
 
+// A Resize whose every reader blocks its output again (an upsample between
+// two blocked convolutions) is fused with those transforms into a kernel that
+// writes NCHW[b]c, the channel block innermost: it interpolates in one stage
+// (kiln_reblocked = 1; graph/ops/shape_ops.cc), not the rows first.
+void mark_reblocked_resizes(Graph& g) {
+  std::map<std::string, std::vector<const Node*>> readers;
+  for (const Node& n : g.nodes)
+    for (const std::string& in : n.inputs) readers[in].push_back(&n);
+  for (Node& n : g.nodes) {
+    if (n.op_type != "Resize" || n.outputs.size() != 1 || passes::is_graph_output(g, n.outputs[0]))
+      continue;
+    const auto& r = readers[n.outputs[0]];
+    bool reblocked = !r.empty() && std::all_of(r.begin(), r.end(), [](const Node* m) {
+      return m->op_type == "kiln.LayoutTransform" && m->attr<int64_t>("dst_block").value_or(0) > 0;
+    });
+    if (reblocked) n.attrs["kiln_reblocked"] = int64_t{1};
+  }
+}
+
 }  // namespace
 
 void propagate_layout(Graph& g) {
   Propagator(g, next_value_index(g)).run();
   cancel_transforms(g);
   passes::eliminate_dead_code(g);
+  mark_reblocked_resizes(g);
 }
 
 }  // namespace kiln::graph

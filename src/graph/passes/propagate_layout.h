@@ -12,6 +12,9 @@
 //     LT that produces a graph output stays, so outputs stay NCHW.
 //  3. The nodes and constants that this left unread are removed
 //     (eliminate_dead_code).
+//  4. A Resize read only by transforms back to a blocked layout is marked
+//     (kiln_reblocked = 1): its fused kernel writes the channel block
+//     innermost, so it interpolates in one stage (graph/ops/shape_ops.cc).
 #pragma once
 
 #include "graph/graph.h"
