@@ -13,17 +13,10 @@
 'use strict';
 
 const path = require('path');
-let ort;
-try {
-  ort = require('onnxruntime-node');
-} catch (e) {
-  console.error(
-    'ort_bench: onnxruntime-node is not installed; run: cd bench/models && ' +
-      'ONNXRUNTIME_NODE_INSTALL=skip npm install'
-  );
-  process.exit(2);
-}
 const { readNpz } = require('./npz');
+const { requireOrt, parseOptions, benchSession, inputFeeds } = require('./ort_session');
+
+const ort = requireOrt('ort_bench');
 
 function usage(msg) {
   if (msg) console.error(`ort_bench: ${msg}`);
@@ -35,22 +28,8 @@ function usage(msg) {
 }
 
 function parseArgs(argv) {
-  const opts = {
-    threads: 2, warmup: 10, repeat: 50, spin: 0, expected: null, rtol: 1e-4, positional: [],
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a.startsWith('--')) {
-      const key = a.slice(2);
-      if (!(key in opts) || key === 'positional') usage(`unknown option ${a}`);
-      if (i + 1 >= argv.length) usage(`${a} needs a value`);
-      const v = argv[++i];
-      opts[key] = key === 'expected' ? v : Number(v);
-      if (key !== 'expected' && !Number.isFinite(opts[key])) usage(`${a}: not a number: ${v}`);
-    } else {
-      opts.positional.push(a);
-    }
-  }
+  const defaults = { threads: 2, warmup: 10, repeat: 50, spin: 0, expected: null, rtol: 1e-4 };
+  const opts = parseOptions(argv, defaults, usage, ['expected']);
   if (opts.positional.length !== 2) usage('need model.onnx and input.npz');
   if (opts.repeat < 1) usage('--repeat must be at least 1');
   return opts;
@@ -100,20 +79,8 @@ function stats(times) {
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   const [modelPath, inputPath] = opts.positional;
-  const session = await ort.InferenceSession.create(modelPath, {
-    intraOpNumThreads: opts.threads,
-    interOpNumThreads: 1,
-    executionMode: 'sequential',
-    graphOptimizationLevel: 'all',
-    extra: { session: { intra_op: { allow_spinning: String(opts.spin) } } },
-  });
-  const arrays = readNpz(inputPath);
-  const feeds = {};
-  for (const name of session.inputNames) {
-    const a = arrays.get(name);
-    if (!a) throw new Error(`${inputPath}: no array named '${name}' (model input)`);
-    feeds[name] = new ort.Tensor(a.type, a.data, a.dims);
-  }
+  const session = await benchSession(ort, modelPath, opts);
+  const feeds = inputFeeds(ort, session, inputPath);
 
   let outputs = null;
   for (let i = 0; i < opts.warmup; i++) outputs = await session.run(feeds);

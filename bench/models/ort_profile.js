@@ -13,17 +13,9 @@
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-let ort;
-try {
-  ort = require('onnxruntime-node');
-} catch (e) {
-  console.error(
-    'ort_profile: onnxruntime-node is not installed; run: cd bench/models && ' +
-      'ONNXRUNTIME_NODE_INSTALL=skip npm install'
-  );
-  process.exit(2);
-}
-const { readNpz } = require('./npz');
+const { requireOrt, parseOptions, benchSession, inputFeeds } = require('./ort_session');
+
+const ort = requireOrt('ort_profile');
 
 function usage(msg) {
   if (msg) console.error(`ort_profile: ${msg}`);
@@ -35,19 +27,7 @@ function usage(msg) {
 }
 
 function parseArgs(argv) {
-  const opts = { threads: 2, warmup: 3, repeat: 10, spin: 0, positional: [] };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (!a.startsWith('--')) {
-      opts.positional.push(a);
-      continue;
-    }
-    const key = a.slice(2);
-    if (!(key in opts) || key === 'positional') usage(`unknown option ${a}`);
-    if (i + 1 >= argv.length) usage(`${a} needs a value`);
-    opts[key] = Number(argv[++i]);
-    if (!Number.isFinite(opts[key])) usage(`${a}: not a number: ${argv[i]}`);
-  }
+  const opts = parseOptions(argv, { threads: 2, warmup: 3, repeat: 10, spin: 0 }, usage);
   if (opts.positional.length !== 2) usage('need model.onnx and input.npz');
   if (opts.repeat < 1) usage('--repeat must be at least 1');
   return opts;
@@ -89,22 +69,11 @@ async function main() {
   const [modelPath, inputPath] = opts.positional;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ort_profile_'));
   try {
-    const session = await ort.InferenceSession.create(modelPath, {
-      intraOpNumThreads: opts.threads,
-      interOpNumThreads: 1,
-      executionMode: 'sequential',
-      graphOptimizationLevel: 'all',
+    const session = await benchSession(ort, modelPath, opts, {
       enableProfiling: true,
       profileFilePrefix: path.join(dir, 'ort'),
-      extra: { session: { intra_op: { allow_spinning: String(opts.spin) } } },
     });
-    const arrays = readNpz(inputPath);
-    const feeds = {};
-    for (const name of session.inputNames) {
-      const a = arrays.get(name);
-      if (!a) throw new Error(`${inputPath}: no array named '${name}' (model input)`);
-      feeds[name] = new ort.Tensor(a.type, a.data, a.dims);
-    }
+    const feeds = inputFeeds(ort, session, inputPath);
     for (let i = 0; i < opts.warmup + opts.repeat; i++) await session.run(feeds);
     session.endProfiling();
     const files = fs.readdirSync(dir).filter((f) => f.endsWith('.json'));

@@ -11,17 +11,9 @@
 'use strict';
 
 const fs = require('fs');
-let ort;
-try {
-  ort = require('onnxruntime-node');
-} catch (e) {
-  console.error(
-    'ort_run: onnxruntime-node is not installed; run: cd bench/models && ' +
-      'ONNXRUNTIME_NODE_INSTALL=skip npm install'
-  );
-  process.exit(2);
-}
-const { readNpz } = require('./npz');
+const { requireOrt, inputFeeds } = require('./ort_session');
+
+const ort = requireOrt('ort_run');
 
 async function main() {
   const args = process.argv.slice(2);
@@ -44,13 +36,7 @@ async function main() {
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
   });
-  const arrays = readNpz(inputPath);
-  const feeds = {};
-  for (const name of session.inputNames) {
-    const a = arrays.get(name);
-    if (!a) throw new Error(`${inputPath}: no array named '${name}' (model input)`);
-    feeds[name] = new ort.Tensor(a.type, a.data, a.dims);
-  }
+  const feeds = inputFeeds(ort, session, inputPath);
   const outputs = await session.run(feeds);
   const result = {};
   for (const name of session.outputNames) {

@@ -12,17 +12,10 @@
 
 const fs = require('fs');
 const path = require('path');
-let ort;
-try {
-  ort = require('onnxruntime-node');
-} catch (e) {
-  console.error(
-    'ort_run_samples: onnxruntime-node is not installed; run: cd bench/models && ' +
-      'ONNXRUNTIME_NODE_INSTALL=skip npm install'
-  );
-  process.exit(2);
-}
 const { readNpz } = require('./npz');
+const { requireOrt } = require('./ort_session');
+
+const ort = requireOrt('ort_run_samples');
 
 async function main() {
   const argv = process.argv.slice(2);
