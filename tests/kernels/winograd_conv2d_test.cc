@@ -103,13 +103,25 @@ void expect_matches_plain(const Workload& w, const Config& cfg, std::mt19937_64&
             1e-5);
 }
 
+// Each shape with the AVX-512 and AVX2 fallbacks and random points of the space.
+void expect_fallbacks_and_random_configs_match(const std::vector<Shape>& shapes,
+                                               std::mt19937_64& rng) {
+  const Isa avx512 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512");
+  const Isa avx2 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell");
+  for (const Shape& s : shapes) {
+    Workload w = workload(s);
+    auto space = tmpl().space(w);
+    std::vector<Config> configs = {tmpl().fallback(w, avx512), tmpl().fallback(w, avx2)};
+    for (int i = 0; i < configs_per_shape(2); ++i) configs.push_back(space.random(rng));
+    for (const Config& cfg : configs) expect_matches_plain(w, cfg, rng);
+  }
+}
+
 Config with_knobs(const Workload& w, const std::string& knobs) {
   return ops::detail::config_from_knobs(tmpl().space(w), knobs);
 }
 
 TEST(WinogradConv2d, MatchesPlainConvOverShapesAndConfigs) {
-  const Isa avx512 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512");
-  const Isa avx2 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell");
   const std::vector<Shape> shapes = {
       // ResNet's 3x3 with 'same' padding, narrowed; 14 = 3 tiles of 4 + 2.
       {1, 16, 32, 14, 14, {1, 1, 1, 1}},
@@ -126,13 +138,7 @@ TEST(WinogradConv2d, MatchesPlainConvOverShapesAndConfigs) {
       {2, 16, 16, 2, 5, {1, 1, 1, 1}},
   };
   std::mt19937_64 rng(2026);
-  for (const Shape& s : shapes) {
-    Workload w = workload(s);
-    auto space = tmpl().space(w);
-    std::vector<Config> configs = {tmpl().fallback(w, avx512), tmpl().fallback(w, avx2)};
-    for (int i = 0; i < configs_per_shape(2); ++i) configs.push_back(space.random(rng));
-    for (const Config& cfg : configs) expect_matches_plain(w, cfg, rng);
-  }
+  expect_fallbacks_and_random_configs_match(shapes, rng);
 }
 
 // Both tile sizes with every GEMM knob away from the fallback, and the
@@ -214,10 +220,8 @@ TEST(WinogradConv2d, FallbackAndErrors) {
 // unequal sizes (output sides the dilation does not divide), phases smaller
 // than a tile, asymmetric pads, batch 2, with both tile sizes and the epilogue.
 TEST(WinogradConv2d, DilatedMatchesPlainConv) {
-  const Isa avx512 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512");
-  const Isa avx2 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell");
   const std::vector<Shape> shapes = {
-      // FCN's layer 3, narrowed: dilation 2, 'same' padding, 14 x 14 phases... of 7.
+      // FCN's layer 3, narrowed: dilation 2, 'same' padding, 4 phases of 7 x 7.
       {1, 16, 32, 14, 14, {2, 2, 2, 2}, {2, 2}},
       // Dilation 4 on 28 x 28 (FCN's layer 4): 16 phases of 7 x 7.
       {1, 16, 16, 28, 28, {4, 4, 4, 4}, {4, 4}},
@@ -229,13 +233,7 @@ TEST(WinogradConv2d, DilatedMatchesPlainConv) {
       {1, 16, 8, 7, 5, {0, 0, 0, 0}, {2, 2}},
   };
   std::mt19937_64 rng(2027);
-  for (const Shape& s : shapes) {
-    Workload w = workload(s);
-    auto space = tmpl().space(w);
-    std::vector<Config> configs = {tmpl().fallback(w, avx512), tmpl().fallback(w, avx2)};
-    for (int i = 0; i < configs_per_shape(2); ++i) configs.push_back(space.random(rng));
-    for (const Config& cfg : configs) expect_matches_plain(w, cfg, rng);
-  }
+  expect_fallbacks_and_random_configs_match(shapes, rng);
   Workload w = workload({1, 8, 16, 11, 10, {2, 2, 2, 2}, {2, 2}});
   for (const char* m : {"2", "4"}) {
     std::string knobs = std::string(R"("tile_ic": [2, 4], "tile_oc": [2, 8], "wino_m": )") + m +
