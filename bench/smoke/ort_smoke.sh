@@ -28,8 +28,10 @@ grep -Eq '^\| tiny \| n/a \| [0-9.]+ \|' "$work/table.md" ||
   fail "run_bench.py's table has no ORT time for tiny"
 # layer_compare.py: tiny's convolutions and its Gemm, paired with ORT's nodes by output size.
 "$PYTHON" "$models/layer_compare.py" --kiln "$kiln" --model "$dir/model.onnx" \
-  --inputs "$dir/input.npz" --repeat 3 --work "$work/layers" --out "$work/layers.md"
+  --inputs "$dir/input.npz" --repeat 3 --rounds 2 --work "$work/layers" --out "$work/layers.md"
 grep -Eq '^\| fused_[^|]* \| conv2d[^|]* \|.*\| Conv \| [0-9.]+ \| [0-9.]+ \|$' "$work/layers.md" ||
   fail "layer_compare.py paired no convolution with an ORT Conv"
 grep -Eq '^\| all kernels \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$' "$work/layers.md" ||
   fail "layer_compare.py printed no totals"
+grep -Eq '^ORT all kernels, ms per round: [0-9.]+, [0-9.]+$' "$work/layers.md" ||
+  fail "layer_compare.py printed no per-round totals for its 2 rounds"
