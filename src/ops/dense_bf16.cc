@@ -11,6 +11,40 @@ using namespace kiln::ir;
 using schedule::Config;
 using schedule::ConfigSpace;
 
+namespace detail {
+
+TemplateInstance dense_bf16_compute(int64_t M, int64_t N, int64_t K, int64_t bn) {
+  const int64_t pairs = (K + 1) / 2;
+  Tensor A = placeholder({M, K}, DataType::f32(), "A");
+  Tensor B = placeholder({(N + bn - 1) / bn, pairs, bn, 2}, DataType::bf16(), "B_packed");
+  // A in bf16, pairs padded with a zero past an odd K (the load reads a
+  // valid address): a stage of the kernel, so each element is rounded once
+  // and the register tile reads a pair as one 32-bit broadcast.
+  Tensor Ab = ir::compute(
+      {M, 2 * pairs},
+      [&](const std::vector<Var>& i) {
+        if (K % 2 == 0) return cast(DataType::bf16(), at(A, i[0], i[1]));
+        return select(i[1] < K,
+                      cast(DataType::bf16(), at(A, i[0], min(Expr(i[1]), make_int(K - 1)))),
+                      make_float(0, DataType::bf16()));
+      },
+      "A_bf16");
+  IterVar ko = reduce_axis(pairs, "ko");
+  Tensor C = ir::compute(
+      {M, N},
+      [&](const std::vector<Var>& i) {
+        Expr n_o = floordiv(i[1], bn), n_i = floormod(i[1], bn);
+        return sum(
+            dot2_bf16(make_float(0), at(Ab, i[0], ko->var * 2), at(Ab, i[0], ko->var * 2 + 1),
+                      at(B, n_o, ko->var, n_i, 0), at(B, n_o, ko->var, n_i, 1)),
+            {ko});
+      },
+      "C");
+  return {{A, B}, C};
+}
+
+}  // namespace detail
+
 namespace {
 
 struct Shape {
@@ -39,35 +73,7 @@ class DenseBf16Template final : public OpTemplate {
 
   TemplateInstance compute(const Workload& w, const Config& cfg) const override {
     Shape d = shape(w);
-    auto shapes = input_shapes(w, cfg);
-    int64_t bn = shapes[1][2];
-    Tensor A = placeholder({d.M, d.K}, DataType::f32(), "A");
-    std::vector<Expr> bshape(shapes[1].begin(), shapes[1].end());
-    Tensor B = placeholder(bshape, DataType::bf16(), "B_packed");
-    // A in bf16, pairs padded with a zero past an odd K (the load reads a
-    // valid address): a stage of the kernel, so each element is rounded once
-    // and the register tile reads a pair as one 32-bit broadcast.
-    Tensor Ab = ir::compute(
-        {d.M, 2 * d.pairs()},
-        [&](const std::vector<Var>& i) {
-          if (d.K % 2 == 0) return cast(DataType::bf16(), at(A, i[0], i[1]));
-          return select(i[1] < d.K,
-                        cast(DataType::bf16(), at(A, i[0], min(Expr(i[1]), make_int(d.K - 1)))),
-                        make_float(0, DataType::bf16()));
-        },
-        "A_bf16");
-    IterVar ko = reduce_axis(d.pairs(), "ko");
-    Tensor C = ir::compute(
-        {d.M, d.N},
-        [&](const std::vector<Var>& i) {
-          Expr n_o = floordiv(i[1], bn), n_i = floormod(i[1], bn);
-          return sum(
-              dot2_bf16(make_float(0), at(Ab, i[0], ko->var * 2), at(Ab, i[0], ko->var * 2 + 1),
-                        at(B, n_o, ko->var, n_i, 0), at(B, n_o, ko->var, n_i, 1)),
-              {ko});
-        },
-        "C");
-    return {{A, B}, C};
+    return detail::dense_bf16_compute(d.M, d.N, d.K, input_shapes(w, cfg)[1][2]);
   }
 
   void schedule(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,

@@ -51,4 +51,13 @@ std::vector<uint16_t> pack_dense_bf16_weight(const float* B_KN, int64_t K, int64
 std::vector<uint16_t> pack_dense_bf16_weight(const Workload& w, const schedule::Config& cfg,
                                              const float* B_KN);
 
+namespace detail {
+
+// The computation of dense_bf16.x86 and dense_bf16_amx.x86 (which differ in
+// their schedules): inputs A float32 [M, K] and B_packed bfloat16
+// [ceil(N / bn)][ceil(K / 2)][bn][2]; A rounded to bf16 in the stage A_bf16
+// (zero past an odd K), then C[M, N] by dot2_bf16 over the k pairs, the anchor.
+TemplateInstance dense_bf16_compute(int64_t M, int64_t N, int64_t K, int64_t bn);
+
+}  // namespace detail
 }  // namespace kiln::ops

@@ -4,6 +4,7 @@
 
 #include "ir/stmt.h"
 #include "ops/amx_dense_template.h"
+#include "ops/dense_bf16.h"
 #include "ops/dense_int8_amx.h"
 
 namespace kiln::ops {
@@ -32,29 +33,7 @@ class DenseBf16AmxTemplate final : public detail::AmxDenseTemplate {
 
   TemplateInstance compute(const Workload& w, const Config&) const override {
     Shape d = shape(w);
-    Tensor A = placeholder({d.M, d.K}, DataType::f32(), "A");
-    Tensor B = placeholder({d.blocks(), d.pairs(), kAmxBlockCols, 2}, DataType::bf16(), "B_packed");
-    Tensor Ab = ir::compute(
-        {d.M, 2 * d.pairs()},
-        [&](const std::vector<Var>& i) {
-          if (d.K % 2 == 0) return cast(DataType::bf16(), at(A, i[0], i[1]));
-          return select(i[1] < d.K,
-                        cast(DataType::bf16(), at(A, i[0], min(Expr(i[1]), make_int(d.K - 1)))),
-                        make_float(0, DataType::bf16()));
-        },
-        "A_bf16");
-    IterVar ko = reduce_axis(d.pairs(), "ko");
-    Tensor C = ir::compute(
-        {d.M, d.N},
-        [&](const std::vector<Var>& i) {
-          Expr n_o = floordiv(i[1], kAmxBlockCols), n_i = floormod(i[1], kAmxBlockCols);
-          return sum(
-              dot2_bf16(make_float(0), at(Ab, i[0], ko->var * 2), at(Ab, i[0], ko->var * 2 + 1),
-                        at(B, n_o, ko->var, n_i, 0), at(B, n_o, ko->var, n_i, 1)),
-              {ko});
-        },
-        "C");
-    return {{A, B}, C};
+    return detail::dense_bf16_compute(d.M, d.N, d.K, kAmxBlockCols);
   }
 
   // A rounded to bf16 into a workspace (each element once, rows in
