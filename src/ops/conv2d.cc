@@ -429,16 +429,20 @@ class Conv2dNCHWc final : public OpTemplate {
     int64_t icb = detail::fallback_channel_block(a.in_channels);
     int64_t ocb = detail::fallback_channel_block(a.out_channels);
     // A short reduction (EfficientNet's 16- to 192-channel expansions, whose
-    // SiLU epilogue costs more than the dot) ran slower with the wider tile.
+    // SiLU epilogue costs more than the dot) ran slower with the wider tile;
+    // a wide window's is not short however few its channels: the 7x7 stem
+    // (3 channels, 147 products per output) took the budget-filling 6 columns
+    // of 2 ymm over 4, 101 -> 110 GFLOP/s on one thread of a Zen 4 running
+    // AVX2 code (its 3x3 stems, 27 products, measured no better).
     constexpr int64_t kMinReductionForWideTile = 256;
-    int64_t reduction = a.in_channels * a.kernel_h * a.kernel_w;
+    constexpr int64_t kMinWindowForWideTile = 25;
+    const int64_t window = a.kernel_h * a.kernel_w;
+    int64_t reduction = a.in_channels * window;
     detail::ConvFallbackTile ft =
-        reduction >= kMinReductionForWideTile
-            ? detail::conv_fallback_tile(a.out_width(), a.out_channels / ocb, ocb,
-                                         a.kernel_h * a.kernel_w, isa)
+        reduction >= kMinReductionForWideTile || window >= kMinWindowForWideTile
+            ? detail::conv_fallback_tile(a.out_width(), a.out_channels / ocb, ocb, window, isa)
             : detail::ConvFallbackTile{1, detail::fallback_ow_tile(a.out_width(), ocb, isa)};
     // Channel tiles grouped where the input outgrows L2 (fallback_oc_group).
-    const int64_t window = a.kernel_h * a.kernel_w;
     const int64_t tile_channels = ft.oc_blocks * ocb;
     const int64_t oc_group = detail::fallback_oc_group(
         a.out_channels / tile_channels, tile_channels * a.in_channels * window * 4,

@@ -836,6 +836,16 @@ TEST(Templates, FallbackRegisterTilesFollowTheIsa) {
   Workload shallow = conv(1, 16, 112, 112, 96, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
   EXPECT_EQ(ct.fallback(shallow, avx2).split("tile_ow").back(), 4);
   EXPECT_EQ(ct.fallback(shallow, avx2).knob("oc_reg"), 1);
+  // So does a 3x3 stem (3 channels: 27 products per output), but a 7x7 stem's
+  // 147 take the budget: 6 columns x 1 block on AVX2 (112 = 18 x 6 + 4),
+  // NEON's 6 x 4 q registers; AVX-512's 16 columns either way.
+  Workload stem3 = conv(1, 3, 224, 224, 32, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1});
+  EXPECT_EQ(ct.fallback(stem3, avx2).split("tile_ow").back(), 4);
+  Workload stem7 = conv(1, 3, 224, 224, 64, 7, 7, {2, 2}, {3, 3, 3, 3}, {1, 1});
+  EXPECT_EQ(ct.fallback(stem7, avx2).split("tile_ow").back(), 6);
+  EXPECT_EQ(ct.fallback(stem7, avx2).knob("oc_reg"), 1);
+  EXPECT_EQ(ct.fallback(stem7, neon).split("tile_ow").back(), 6);
+  EXPECT_EQ(ct.fallback(stem7, avx512).split("tile_ow").back(), 16);
   for (const Isa& isa : {avx512, avx2, neon})
     EXPECT_EQ(ops::layout_blocks(ct, c, ct.fallback(c, isa)), ops::fallback_layout_blocks(ct, c));
   // ResNeXt-50's 1x1 1024->2048 on 7x7: AVX2's 2 blocks x 3 columns leave a
