@@ -442,6 +442,10 @@ class Conv2dNCHWc final : public OpTemplate {
         reduction >= kMinReductionForWideTile || window >= kMinWindowForWideTile
             ? detail::conv_fallback_tile(a.out_width(), a.out_channels / ocb, ocb, window, isa)
             : detail::ConvFallbackTile{1, detail::fallback_ow_tile(a.out_width(), ocb, isa)};
+    // Pixel tiles need this many channel tiles (whole-plane tasks) to split
+    // evenly over the threads: with 16 or more, 2 threads differ by at most
+    // one task in 16 (6 %).
+    constexpr int64_t kMinPixelTileTasks = 16;
     // Channel tiles grouped where the input outgrows L2 (fallback_oc_group).
     const int64_t tile_channels = ft.oc_blocks * ocb;
     const int64_t oc_group = detail::fallback_oc_group(
@@ -458,8 +462,15 @@ class Conv2dNCHWc final : public OpTemplate {
           .knob("kernel_outer", 0)
           .knob("ic_chunk", ic_chunk);
       // Columns that leave a partial tile in every row of a small plane (7 =
-      // 3 + 3 + 1) run over its pixels instead (49 = 16 x 3 + 1).
-      if (detail::pixel_tile_plane(a)) knobs.knob("pixel_tiles", a.out_width() % ft.columns != 0);
+      // 3 + 3 + 1) run over its pixels instead (49 = 16 x 3 + 1), where the
+      // plane's channel tiles are enough parallel tasks: a task is a whole
+      // plane there, and LR-ASPP's 960 -> 160 on 14 x 14 (5 tiles of 2
+      // blocks, one thread running 3) ran 0.33-0.45 ms against 0.27-0.37
+      // over rows (70 tasks), 2 threads of a Zen 4 running AVX2 code.
+      const int64_t plane_tasks = a.batch * (a.out_channels / tile_channels);
+      if (detail::pixel_tile_plane(a))
+        knobs.knob("pixel_tiles",
+                   a.out_width() % ft.columns != 0 && plane_tasks >= kMinPixelTileTasks);
       knobs.knob("oc_group", oc_group);
       return knobs.in(space(w));
     };

@@ -877,6 +877,11 @@ TEST(Templates, FallbackRegisterTilesFollowTheIsa) {
   Workload mid = conv(1, 512, 14, 14, 1024, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
   EXPECT_EQ(ct.fallback(mid, avx2).split("tile_ow").back(), 3);
   EXPECT_EQ(ct.fallback(mid, avx2).knob("pixel_tiles"), 1);
+  // ... where the plane's channel tiles are 16 or more (32 here): a task is a
+  // whole plane. LR-ASPP's 960 -> 160 has 5 tiles of 2 blocks: rows.
+  Workload few = conv(1, 960, 14, 14, 160, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(few, avx2).knob("oc_reg"), 2);
+  EXPECT_EQ(ct.fallback(few, avx2).knob("pixel_tiles"), 0);
   // A width the columns divide keeps row tiles (6 = 2 x 3).
   Workload even = conv(1, 512, 6, 6, 1024, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
   EXPECT_EQ(ct.fallback(even, avx2).knob("pixel_tiles"), 0);
