@@ -24,10 +24,11 @@ transforms, pooling, elementwise). Profilers add a little time per kernel on bot
 totals are sums of per-kernel times, not end-to-end latencies (run_bench.py measures those).
 
 Each engine is profiled --rounds times, the two in turn, and each kernel's time is its fastest
-round's: on a shared VM both engines have spells at nearly half speed (the host at times puts
-the two vCPUs on one core's SMT siblings; a DenseNet-121 Winograd conv then ran 1.5 ms instead
-of 0.44), and one profile of each engine can catch them in different spells. Each round's
-totals are printed, so that a slow spell shows.
+round's: on a shared VM both engines have spells, of seconds to minutes, in which two threads
+run at about one thread's speed (a DenseNet-121 Winograd conv then ran 1.5 ms instead of 0.44;
+their cause lies outside the guest, results/fallback-tiles-2026-11-29-zen4.md), and one profile
+of each engine can catch them in different spells. Each round's totals are printed, so that a
+slow spell shows.
 """
 import argparse
 import json
