@@ -125,12 +125,13 @@ RecordSource load_database(const RecordDB& db, const std::string& target_key) {
   return src;
 }
 
-RecordSource load_jsonl(const std::string& path, int threads) {
+RecordSource load_jsonl(const std::string& path, int threads, JsonlMeasurement which) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read records file '" + path + "'");
   RecordSource src;
-  src.name = path;
+  src.name = which == JsonlMeasurement::kInGraph ? path + " (in-graph)" : path;
   src.shipped = true;
+  const std::string in_graph_suffix = std::string("; measured=") + TargetKey::kInGraph;
   std::string line;
   int line_no = 0;
   while (std::getline(in, line)) {
@@ -138,9 +139,12 @@ RecordSource load_jsonl(const std::string& path, int threads) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
       Record r = record_from_json_line(line);
-      // A shipped log ranks isolated measurements; in-graph times (an
-      // exported database's "measured=in-graph" records) do not compare.
-      if (r.target_key.find("; measured=") != std::string::npos) continue;
+      // Isolated and in-graph times do not compare with each other, so each
+      // source holds one kind (an exported database holds both); layout
+      // transforms' times are neither.
+      const bool measured = r.target_key.find("; measured=") != std::string::npos;
+      const bool in_graph = r.target_key.ends_with(in_graph_suffix);
+      if (which == JsonlMeasurement::kInGraph ? !in_graph : measured) continue;
       src.by_workload[r.workload_key].push_back(std::move(r));
     } catch (const std::exception& e) {
       throw std::runtime_error(path + ":" + std::to_string(line_no) + ": " + e.what());
@@ -426,7 +430,14 @@ std::map<std::string, ConfigChoice> configs_for_build(
     // This CPU model's own log first (records measured on the same
     // micro-architecture), then the ISA class's log (another CPU of the class).
     for (const std::string& shipped : {shipped_cpu_log_path(target), shipped_log_path(target)})
-      if (!shipped.empty()) sources.push_back(load_jsonl(shipped, threads));
+      if (!shipped.empty()) {
+        // Like the database's: a log's in-graph records first, so that a
+        // build on the CPU model a log was made on runs the configs that ran
+        // fastest inside the models there, as the tuned build measured then.
+        RecordSource in_graph = load_jsonl(shipped, threads, JsonlMeasurement::kInGraph);
+        if (!in_graph.by_workload.empty()) sources.push_back(std::move(in_graph));
+        sources.push_back(load_jsonl(shipped, threads));
+      }
     // Other ISA classes' logs: borrowed configs that fit this target only.
     if (o.borrow)
       for (RecordSource& src : other_isa_logs(target, threads)) sources.push_back(std::move(src));

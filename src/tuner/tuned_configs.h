@@ -5,7 +5,9 @@
 //      workload on exactly this target key;
 //   2. the shipped logs (logs/<isa>.jsonl in the repository or the install):
 //      records of this workload tuned by kiln's developers on a CPU of the
-//      same ISA class (AVX-512, AVX2), used when the database has none;
+//      same ISA class (AVX-512, AVX2), used when the database has none; the
+//      CPU model's log before the class's, and in each, as in the database,
+//      the in-graph records (kiln tune's last step) before the isolated ones;
 //   3. borrowing: no record of this workload anywhere, but one of the same
 //      template at a nearby shape whose config is a legal point of this
 //      workload's space (and keeps its channel blocks): the nearest such
@@ -50,10 +52,15 @@ struct RecordSource {
 
 // Every record of `target_key` in the database.
 RecordSource load_database(const RecordDB& db, const std::string& target_key);
-// A JSON-lines file of records (kiln records export), marked shipped. Where a workload has
+// Which of an exported database's measurements a source loaded from JSON lines holds:
+// the tuner's isolated ones, or those of kiln tune's in-graph step ("; measured=in-graph").
+enum class JsonlMeasurement { kIsolated, kInGraph };
+// A JSON-lines file of records (kiln records export), marked shipped: its records of one
+// measurement (the in-graph source is named "FILE (in-graph)"). Where a workload has
 // records measured with `threads` threads, only those are kept. Throws
 // std::runtime_error "FILE:LINE: why" for a bad line.
-RecordSource load_jsonl(const std::string& path, int threads);
+RecordSource load_jsonl(const std::string& path, int threads,
+                        JsonlMeasurement which = JsonlMeasurement::kIsolated);
 
 // The ISA class a target's shipped log is named by: "x86_64-avx512",
 // "x86_64-avx2", or "" when kiln ships none for it.
@@ -107,7 +114,8 @@ struct BuildRecordOptions {
 };
 
 // The config each of a build's workloads gets from tuning records: the
-// user's database first, then the shipped log for the target's ISA class,
+// user's database first (its in-graph records before its isolated ones), then
+// the shipped logs, the CPU model's and then the ISA class's (each likewise),
 // then a nearby shape's record (choose_configs). Records are keyed by the
 // target and the runtime's thread count. With require_tuned, throws
 // std::runtime_error naming every workload without a record of its own (a

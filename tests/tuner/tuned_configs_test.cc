@@ -496,4 +496,61 @@ TEST(ConfigsForBuild, PrefersInGraphRecordsAndCandidatesKeepTheLayout) {
   std::filesystem::remove_all(dir);
 }
 
+// A shipped log exported from a tuned database holds both measurements; a
+// build takes its in-graph records first, as it does the database's, so that
+// it runs what ran fastest inside the models on the CPU the log was made on.
+// Neither source mixes in the other's times, nor layout transforms' times.
+TEST(ConfigsForBuild, PrefersAShippedLogsInGraphRecords) {
+  using nlohmann::json;
+  const codegen::Target host = codegen::Target::host();
+  if (isa_class(host).empty()) GTEST_SKIP() << "no shipped log for this ISA class";
+  auto dir = std::filesystem::temp_directory_path() /
+             ("kiln_shipped_in_graph_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const int threads = kiln_get_num_threads();
+  std::mt19937_64 rng(17);
+  ops::Workload a = conv(12, 12), b = conv(10, 10);
+  schedule::Config fast_alone = same_layout(a, rng), fast_in_graph = same_layout(a, rng);
+  while (fast_in_graph == fast_alone) fast_in_graph = same_layout(a, rng);
+  TargetKey key = TargetKey::for_target(host, threads);
+  const std::string log = (dir / (isa_class(host) + ".jsonl")).string();
+  {
+    std::ofstream out(log);
+    out << record_to_json_line(record(a, fast_alone, 0.2, threads)) << "\n"
+        << record_to_json_line(record(a, fast_in_graph, 0.3, threads)) << "\n"
+        << record_to_json_line(in_graph_record(a.key(), key.in_graph().key(), fast_alone.to_json(),
+                                               {0.5, 0.5, 0.5}))
+        << "\n"
+        << record_to_json_line(in_graph_record(a.key(), key.in_graph().key(),
+                                               fast_in_graph.to_json(), {0.4, 0.4, 0.4}))
+        << "\n";
+    // b has isolated records only; a layout transform's time is no config's.
+    Record transform = record(b, fast_alone, 0.01, threads);
+    transform.target_key = key.key() + "; measured=" + TargetKey::kLayoutTransform;
+    out << record_to_json_line(record(b, fast_alone, 0.2, threads)) << "\n"
+        << record_to_json_line(transform) << "\n";
+  }
+  RecordSource isolated = load_jsonl(log, threads);
+  RecordSource in_graph = load_jsonl(log, threads, JsonlMeasurement::kInGraph);
+  EXPECT_EQ(isolated.by_workload.at(a.key()).size(), 2u);
+  EXPECT_EQ(isolated.by_workload.at(b.key()).size(), 1u);
+  ASSERT_EQ(in_graph.by_workload.size(), 1u);
+  EXPECT_EQ(in_graph.by_workload.at(a.key()).size(), 2u);
+  EXPECT_EQ(in_graph.name, log + " (in-graph)");
+
+  ::setenv("KILN_LOGS_DIR", dir.c_str(), 1);
+  BuildRecordOptions o;
+  o.borrow = false;
+  auto chosen = configs_for_build(o, host, std::vector<std::string>{a.key(), b.key()});
+  ::unsetenv("KILN_LOGS_DIR");
+  ASSERT_EQ(chosen.count(a.key()), 1u);
+  EXPECT_EQ(json::parse(chosen.at(a.key()).config_json), json::parse(fast_in_graph.to_json()));
+  EXPECT_EQ(chosen.at(a.key()).source, log + " (in-graph)");
+  EXPECT_EQ(chosen.at(a.key()).origin, ConfigChoice::Origin::kShippedLog);
+  ASSERT_EQ(chosen.count(b.key()), 1u);
+  EXPECT_EQ(json::parse(chosen.at(b.key()).config_json), json::parse(fast_alone.to_json()));
+  EXPECT_EQ(chosen.at(b.key()).source, log);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace kiln::tuner
