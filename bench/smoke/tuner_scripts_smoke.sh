@@ -32,7 +32,7 @@ rows=$(grep -Ec '^\| tiny_[^|]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$' "$work/rem
 
 # latency_curve.py on the tiny 3x3 convolution: two tuning steps of a few
 # seconds, the in-graph step, the xgb curve's database as the reference, every
-# package timed at the end.
+# package timed at the end, for the host's target spelled out (--target).
 "$PYTHON" - "$work/models/tiny_3x3_16_8.onnx" "$work/tiny_input.npz" <<'PY'
 import sys, numpy as np, onnx
 m = onnx.load(sys.argv[1])
@@ -40,12 +40,16 @@ inp = m.graph.input[0]
 shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
 np.savez(sys.argv[2], **{inp.name: np.random.default_rng(0).standard_normal(shape).astype(np.float32)})
 PY
+host_target=$("$kiln" target | sed -n 's/^target  *//p')
+[ -n "$host_target" ] || fail "kiln target printed no target line"
 "$PYTHON" "$tuner/latency_curve.py" --kiln "$kiln" --model "$work/models/tiny_3x3_16_8.onnx" \
+  --target "$host_target" \
   --inputs "$work/tiny_input.npz" --out "$work/latency" --minutes 0.2 --step-minutes 0.1 \
   --in-graph 2 --rounds 2 --repeat 3 --tune-args "--batch 2 --repeat 1 --min-repeat-ms 0" \
   --reference-log "$work/tiny_3x3_16_8.xgb.db"
 [ -s "$work/latency/curve.png" ] || fail "latency_curve.py wrote no curve.png"
 grep -Eq "^\| 0\.0 \| [0-9.e-]+ \| 1\.00 \|$" "$work/latency/curve.md" || fail "curve.md has no untuned row"
+grep -Fq -- "--target $host_target" "$work/latency/curve.md" || fail "curve.md does not name the target"
 grep -Eq '^\| \+ in-graph \| [0-9.e-]+ \| [0-9.]+ \|$' "$work/latency/curve.md" || fail "curve.md has no in-graph row"
 grep -Eq '^\| reference \(tiny_3x3_16_8.xgb.db\) \| [0-9.e-]+ \| [0-9.]+ \|$' "$work/latency/curve.md" \
   || fail "curve.md has no reference row"

@@ -4,7 +4,7 @@
   latency_curve.py --model M.onnx --inputs X.npz --out DIR
                    [--minutes 30] [--step-minutes 3] [--trials 2000]
                    [--in-graph 3] [--rounds 5] [--repeat 20] [--kiln build/kiln]
-                   [--reference-log DB]
+                   [--reference-log DB] [--target TARGET]
 
 Tunes the model from an empty database in steps: each step is one
 `kiln tune --time-budget STEP` (resuming the database; --in-graph 0, so every
@@ -22,6 +22,10 @@ drift. Each point is the median of its rounds' medians.
 model, e.g. a nightly database) to the interleaved timing; "final" is then
 that package's latency, the converged one the curve has to reach, rather than
 the curve's own last point.
+
+--target T tunes and builds for T (kiln's --target), e.g. "llvm -mcpu=znver3"
+for the AVX2 code of a Zen 3 on a CPU that also has AVX-512; the default is
+this machine.
 
 Writes DIR/curve.csv, DIR/curve.md (the table, the final latency and the
 first tuning minute within 5 % of it) and DIR/curve.png (matplotlib, Agg).
@@ -47,8 +51,12 @@ def run(cmd, ok=(0,), **kw):
     return p
 
 
+def target_args(args):
+    return ["--target", args.target] if args.target else []
+
+
 def build(args, db, out):
-    cmd = [args.kiln, "build", args.model, "-o", out, "--no-shipped-logs"]
+    cmd = [args.kiln, "build", args.model, "-o", out, "--no-shipped-logs"] + target_args(args)
     if db:
         cmd += ["--tuning-log", db]
     return run(cmd).stdout
@@ -101,6 +109,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--reference-log", help="a longer tuning's database: its build is 'final'")
+    ap.add_argument("--target", default="", help="kiln's --target for tuning and builds")
     ap.add_argument("--tune-args", default="", help="more kiln tune options (e.g. for tests)")
     args = ap.parse_args()
 
@@ -116,7 +125,8 @@ def main():
         budget = min(args.step_minutes * 60, args.minutes * 60 - tuned_s)
         start = time.monotonic()
         p = run([args.kiln, "tune", args.model, "--tuning-log", db, "--trials", str(args.trials),
-                 "--time-budget", str(budget), "--in-graph", "0"] + args.tune_args.split(),
+                 "--time-budget", str(budget), "--in-graph", "0"] + target_args(args)
+                + args.tune_args.split(),
                 ok=(0, 3))
         tuned_s += time.monotonic() - start
         pkg = os.path.join(args.out, f"step{step}.tar")
@@ -129,7 +139,7 @@ def main():
     if args.in_graph > 0:
         start = time.monotonic()
         run([args.kiln, "tune", args.model, "--tuning-log", db, "--trials", "1",
-             "--in-graph", str(args.in_graph)] + args.tune_args.split())
+             "--in-graph", str(args.in_graph)] + target_args(args) + args.tune_args.split())
         in_graph_s = time.monotonic() - start
         in_graph_pkg = os.path.join(args.out, "in_graph.tar")
         build(args, db, in_graph_pkg)
@@ -165,7 +175,8 @@ def main():
                         " ".join(f"{x:.5g}" for x in medians[reference_pkg])])
     stem = os.path.splitext(os.path.basename(args.model))[0]
     name = os.path.basename(os.path.dirname(os.path.abspath(args.model))) if stem == "model" else stem
-    lines = [f"# {name}: latency against tuning minutes", "",
+    title = f"# {name}: latency against tuning minutes" + (f", --target {args.target}" if args.target else "")
+    lines = [title, "",
              "| tuning minutes | median ms | vs untuned |", "|---:|---:|---:|"]
     for m, ms in points:
         lines.append(f"| {m:.1f} | {ms:.4g} | {ms / points[0][1]:.2f} |")
