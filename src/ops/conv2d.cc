@@ -89,9 +89,57 @@ int64_t blocks_within_budget(int64_t oc_blocks, int64_t columns, int64_t vectors
   return 1;
 }
 
-ConvFallbackTile conv_fallback_tile(int64_t out_width, int64_t oc_blocks, int64_t ocb,
-                                    int64_t window, const Isa& isa) {
+std::vector<int64_t> conv_oc_reg_values(int64_t out_channels) {
+  std::vector<int64_t> values{1, 2, 4};
+  const int64_t blocks = out_channels / fallback_channel_block(out_channels);
+  if (blocks % 2 == 1)
+    for (int64_t r : {3, 5})
+      if (blocks % r == 0) values.push_back(r);
+  return values;
+}
+
+namespace {
+
+double loads_per_fma(int64_t r, int64_t columns, int64_t vectors) {
+  return double(r * vectors + columns) / double(r * vectors * columns);
+}
+
+// An odd block count leaves oc_reg's 2 and 4 at one block, whose column
+// broadcasts one input per FMA: SqueezeNet's 512 -> 1000 classifier (125
+// blocks of 8) ran 1 block x 7 columns, 8 loads a 7 FMAs, on AVX2. Its odd
+// divisors (conv_oc_reg_values) share each broadcast over 3 or 5 blocks.
+// Not where the wider tiles leave the threads too few rows of tiles to share
+// (an SE block's 1x1 plane of 15 blocks: 5 tasks of 3). Only where the
+// accumulators are whole vectors of 256 bits or less (AVX2, or blocks of 8
+// channels under AVX-512): Zen 4 runs a zmm FMA in two halves, so a 1-block
+// tile of zmm waits on its FMAs, not its loads (512 -> 144 on 14x14, 9
+// blocks of 16: 3 blocks ran 0.90-0.98x its speed, against 1.03-1.05x as
+// AVX2 code), and 3 blocks of 7 channels (21) ran 0.94x.
+ConvFallbackTile with_odd_blocks(ConvFallbackTile tile, int64_t out_height, int64_t out_width,
+                                 int64_t oc_blocks, int64_t ocb, const Isa& isa) {
+  constexpr int64_t kMinTasks = 16;
+  if (tile.oc_blocks != 1 || oc_blocks % 2 == 0) return tile;
+  if (ocb % 8 != 0 || (isa.lanes() > 8 && ocb != 8)) return tile;
   const int64_t vectors = (ocb + isa.lanes() - 1) / isa.lanes();
+  const int64_t budget = isa.accumulator_budget();
+  double best_loads = loads_per_fma(1, tile.columns, vectors);
+  const int64_t accumulators = vectors * tile.columns;
+  for (int64_t r : {3, 5}) {
+    if (oc_blocks % r || oc_blocks / r * out_height < kMinTasks) continue;
+    const int64_t cap = budget / (r * vectors);
+    if (cap < 2) continue;
+    const int64_t columns = balanced_columns(out_width, cap);
+    const double loads = loads_per_fma(r, columns, vectors);
+    if (operands_fit(r, columns, vectors, isa) && r * vectors * columns >= accumulators &&
+        loads < best_loads - 1e-9)
+      tile = {r, columns}, best_loads = loads;
+  }
+  return tile;
+}
+
+// The tile of 1, 2 or 4 blocks (oc_reg's first values) for rows of out_width.
+ConvFallbackTile row_fallback_tile(int64_t out_width, int64_t oc_blocks, int64_t vectors,
+                                   int64_t window, const Isa& isa) {
   const int64_t budget = isa.accumulator_budget();
   int64_t d = largest_divisor_at_most(out_width, std::max<int64_t>(1, budget / vectors));
   // A narrow plane's whole row leaves most of the budget unused (7 columns
@@ -120,10 +168,8 @@ ConvFallbackTile conv_fallback_tile(int64_t out_width, int64_t oc_blocks, int64_
     int64_t columns = balanced_columns(out_width, cap);
     bool fits = operands_fit(r, columns, vectors, isa);
     if (!fits && window > 1) continue;
-    candidates.push_back({{r, columns},
-                          r * vectors * columns,
-                          fits,
-                          double(r * vectors + columns) / double(r * vectors * columns)});
+    candidates.push_back(
+        {{r, columns}, r * vectors * columns, fits, loads_per_fma(r, columns, vectors)});
   }
   // A 1x1 window may spill (2 x 3 on AVX2, 12 + 3 + 1 registers) where no
   // tile that fits has as many accumulators: 7 output columns, where 1 block
@@ -139,6 +185,15 @@ ConvFallbackTile conv_fallback_tile(int64_t out_width, int64_t oc_blocks, int64_
   for (const Candidate& c : candidates)
     if (!chosen || better(c, *chosen)) chosen = &c;
   return chosen ? chosen->tile : ConvFallbackTile{1, d};
+}
+
+}  // namespace
+
+ConvFallbackTile conv_fallback_tile(int64_t out_height, int64_t out_width, int64_t oc_blocks,
+                                    int64_t ocb, int64_t window, const Isa& isa) {
+  const int64_t vectors = (ocb + isa.lanes() - 1) / isa.lanes();
+  return with_odd_blocks(row_fallback_tile(out_width, oc_blocks, vectors, window, isa), out_height,
+                         out_width, oc_blocks, ocb, isa);
 }
 
 int64_t fallback_ic_chunk(int64_t in_channels, int64_t window, int64_t tile_channels,
@@ -406,7 +461,7 @@ class Conv2dNCHWc final : public OpTemplate {
     // layers and 1x1 convs need). Neither changes the layout, so neighbouring
     // convolutions keep agreeing. Values that do not divide the extent use
     // its largest divisor below them (register_tile()).
-    space.define_knob("oc_reg", {1, 2, 4});
+    space.define_knob("oc_reg", detail::conv_oc_reg_values(a.out_channels));
     space.define_knob("oh_reg", {1, 2, 4});
     // Reduction order: input-channel blocks outermost (0) or the kernel
     // window outermost (1).
@@ -440,7 +495,8 @@ class Conv2dNCHWc final : public OpTemplate {
     int64_t reduction = a.in_channels * window;
     detail::ConvFallbackTile ft =
         reduction >= kMinReductionForWideTile || window >= kMinWindowForWideTile
-            ? detail::conv_fallback_tile(a.out_width(), a.out_channels / ocb, ocb, window, isa)
+            ? detail::conv_fallback_tile(a.out_height(), a.out_width(), a.out_channels / ocb, ocb,
+                                         window, isa)
             : detail::ConvFallbackTile{1, detail::fallback_ow_tile(a.out_width(), ocb, isa)};
     // Pixel tiles need this many channel tiles (whole-plane tasks) to split
     // evenly over the threads: with 16 or more, 2 threads differ by at most

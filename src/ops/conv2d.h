@@ -19,7 +19,9 @@
 //   levels, exact factors <= 64; oc_bn = inner), tile_ow (2 levels over OW,
 //   SplitPolicy::RegisterTile: divisors, powers of two and 1..8, <= 32; a
 //   partial last tile is peeled off, schedule/peel_tail_loops.h), unroll_kw
-//   (0/1), oc_reg and oh_reg (channel blocks and rows in the register tile),
+//   (0/1), oc_reg and oh_reg (channel blocks and rows in the register tile:
+//   1, 2, 4; oc_reg also 3 and 5 where they divide an odd count of the
+//   fallback's channel blocks, conv_oc_reg_values),
 //   kernel_outer (window loops outside the ic blocks), ic_chunk (0, 64, 128,
 //   256 input channels: the reduction split into chunks outside the ow tiles,
 //   whole rows' accumulators kept between chunks, so that a chunk's weights
@@ -43,7 +45,11 @@
 //     the tiles whose operands fit the registers (accumulators + min(weight
 //     vectors, columns) + 1 < R, for windows larger than 1x1) (AVX2, 56
 //     columns: 2 blocks x 3 for a 1x1 window, 1 x 6 for 3x3), and for a
-//     shorter one the largest power of two <= cap (a partial last tile);
+//     shorter one the largest power of two <= cap (a partial last tile); a
+//     1-block tile of an odd block count takes 3 or 5 blocks (oc_reg) where
+//     its accumulators are whole vectors of <= 256 bits, the wider tile loads
+//     less per FMA, and 16 tasks remain (SqueezeNet's 1000-channel classifier:
+//     AVX2 5 x 2, AVX-512 5 x 4);
 //     ic_chunk = fallback_ic_chunk(C, KH * KW, oc_reg * oc_bn): 0 while the
 //     tile's weights for the whole reduction fit half of L1, else the widest
 //     of 256, 128, 64 channels whose weights do (AVX2 on a 32 KiB L1: a 1x1
@@ -121,6 +127,10 @@ ir::Tensor pad_spatial(const ir::Tensor& data, int64_t top, int64_t left, int64_
 int64_t fallback_channel_block(int64_t channels);
 // The ow register-tile rule of the conv fallbacks (see above).
 int64_t fallback_ow_tile(int64_t out_width, int64_t channel_block, const Isa& isa);
+// conv2d_NCHWc's oc_reg values: 1, 2 and 4 channel blocks, and where the
+// fallback's blocks of out_channels are an odd count, its divisors 3 and 5
+// (1000 channels: 125 blocks of 8, which 2 and 4 leave at one block a tile).
+std::vector<int64_t> conv_oc_reg_values(int64_t out_channels);
 
 // The register tile of the conv templates (conv2d, group_conv2d) beyond the
 // width: output-channel blocks and rows computed together. The knobs oc_reg
@@ -138,12 +148,15 @@ struct ConvRegisterTile {
 // blocks as the budget leaves room for, else the
 // tile of 1 or 2 blocks, its columns balanced over the width, that loads the
 // least per multiply. `window` (KH * KW) > 1: only tiles whose operands fit
-// the vector registers with one to spare (operands_fit in conv2d.cc).
+// the vector registers with one to spare (operands_fit in conv2d.cc). An odd
+// block count (conv_oc_reg_values) takes 3 or 5 blocks where the 1-block tile
+// loads more per multiply and holds no more accumulators, and where its rows
+// of tiles (out_height x tiles of blocks) still make 16 parallel tasks.
 struct ConvFallbackTile {
   int64_t oc_blocks = 1, columns = 1;
 };
-ConvFallbackTile conv_fallback_tile(int64_t out_width, int64_t oc_blocks, int64_t ocb,
-                                    int64_t window, const Isa& isa);
+ConvFallbackTile conv_fallback_tile(int64_t out_height, int64_t out_width, int64_t oc_blocks,
+                                    int64_t ocb, int64_t window, const Isa& isa);
 ConvRegisterTile conv_register_tile(int64_t oc_blocks, int64_t oh, int64_t ocb,
                                     const schedule::Config& cfg);
 // conv2d_NCHWc's fallback reduction chunk, in input channels (0: none). A

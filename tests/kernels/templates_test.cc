@@ -828,8 +828,8 @@ TEST(Templates, FallbackRegisterTilesFollowTheIsa) {
   Workload narrow = conv(1, 1024, 14, 14, 2048, 1, 1, {2, 2}, {0, 0, 0, 0}, {1, 1});
   EXPECT_EQ(ct.fallback(narrow, avx2).split("tile_ow"), (std::vector<int64_t>{3, 3}));
   EXPECT_EQ(ct.fallback(narrow, avx2).knob("oc_reg"), 2);
-  EXPECT_EQ(ops::detail::conv_fallback_tile(7, 128, 16, 1, avx2).oc_blocks, 2);
-  EXPECT_EQ(ops::detail::conv_fallback_tile(7, 128, 16, 9, avx2).oc_blocks, 1);
+  EXPECT_EQ(ops::detail::conv_fallback_tile(7, 7, 128, 16, 1, avx2).oc_blocks, 2);
+  EXPECT_EQ(ops::detail::conv_fallback_tile(7, 7, 128, 16, 9, avx2).oc_blocks, 1);
   EXPECT_EQ(ct.fallback(c, neon).split("tile_ow"), (std::vector<int64_t>{10, 6}));
   EXPECT_EQ(ct.fallback(c, neon).knob("oc_reg"), 1);
   // A short reduction (16 channels, a 1x1 window) keeps the old rule: ow 4.
@@ -901,6 +901,62 @@ TEST(Templates, FallbackRegisterTilesFollowTheIsa) {
     int64_t vectors = (f.split("tile_x").back() + isa.lanes() - 1) / isa.lanes();
     EXPECT_LE(f.split("tile_y").back() * vectors, isa.accumulator_budget()) << isa.isa_class;
   }
+}
+
+// An odd count of channel blocks (1000 = 125 x 8) leaves oc_reg's 2 and 4 at
+// one block; its divisors 3 and 5 join the space, and the fallback takes them
+// where the accumulators are 256-bit vectors, the tile loads less per FMA and
+// 16 parallel tasks remain. The kernels match the reference.
+TEST(Templates, FallbackSharesBroadcastsOverOddBlockCounts) {
+  const Isa avx512 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512");
+  const Isa avx2 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell");
+  const OpTemplate& ct = ops::get_template("conv2d_NCHWc.x86");
+  EXPECT_EQ(ops::detail::conv_oc_reg_values(1000), (std::vector<int64_t>{1, 2, 4, 5}));
+  EXPECT_EQ(ops::detail::conv_oc_reg_values(120), (std::vector<int64_t>{1, 2, 4, 3, 5}));
+  EXPECT_EQ(ops::detail::conv_oc_reg_values(144), (std::vector<int64_t>{1, 2, 4, 3}));
+  EXPECT_EQ(ops::detail::conv_oc_reg_values(1024), (std::vector<int64_t>{1, 2, 4}));
+  // SqueezeNet's classifier: AVX2 5 blocks x 2 columns (7 loads a 10 FMAs,
+  // not 1 x 7: 8 a 7) over the plane's pixels (25 tasks); AVX-512 5 x 4.
+  Workload classifier = conv(1, 512, 13, 13, 1000, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(classifier, avx2).knob("oc_reg"), 5);
+  EXPECT_EQ(ct.fallback(classifier, avx2).split("tile_ow").back(), 2);
+  EXPECT_EQ(ct.fallback(classifier, avx2).knob("pixel_tiles"), 1);
+  EXPECT_EQ(ct.fallback(classifier, avx512).knob("oc_reg"), 5);
+  EXPECT_EQ(ct.fallback(classifier, avx512).split("tile_ow").back(), 4);
+  // 9 blocks of 16: 3 blocks as AVX2 code; AVX-512's zmm tile keeps 1.
+  Workload nine = conv(1, 512, 14, 14, 144, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(nine, avx2).knob("oc_reg"), 3);
+  EXPECT_EQ(ct.fallback(nine, avx512).knob("oc_reg"), 1);
+  // An SE block's 1x1 plane: 15 blocks in tiles of 3 would be 5 tasks.
+  Workload squeeze = conv(1, 960, 1, 1, 240, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(squeeze, avx2).knob("oc_reg"), 1);
+  // 7-channel blocks (21 = 3 x 7) are partial vectors: 1 block.
+  Workload partial = conv(1, 512, 28, 28, 21, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(partial, avx512).knob("oc_reg"), 1);
+  // The layout stays the fallback's; the configs are points of the space.
+  for (const Isa& isa : {avx512, avx2})
+    for (const Workload& w : {classifier, nine, squeeze, partial}) {
+      Config f = ct.fallback(w, isa);
+      EXPECT_EQ(Config::from_json(ct.space(w), f.to_json()), f) << w.key();
+      EXPECT_TRUE(ct.fits(w, f, isa)) << w.key() << " " << isa.isa_class;
+      EXPECT_EQ(ops::layout_blocks(ct, w, f), ops::fallback_layout_blocks(ct, w));
+    }
+  // Against the reference: 15 blocks of 8 on 13 columns in tiles of 3 and 5
+  // blocks (both ISAs' fallbacks, whichever runs here), over rows and over
+  // the plane's pixels, with and without reduction chunks.
+  std::mt19937_64 rng(29);
+  Workload small = conv(1, 256, 13, 13, 120, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(small, avx2).knob("oc_reg"), 5);
+  EXPECT_EQ(ct.fallback(small, avx512).knob("oc_reg"), 5);
+  check_config(ct, small, ct.fallback(small, codegen::Target::host().isa()), rng);
+  for (const char* knobs :
+       {R"("tile_ic": [16, 16], "tile_oc": [15, 8], "tile_ow": [7, 2], "unroll_kw": 1, )"
+        R"("oc_reg": 5, "oh_reg": 1, "kernel_outer": 0, "ic_chunk": 0, "pixel_tiles": 1)",
+        R"("tile_ic": [16, 16], "tile_oc": [15, 8], "tile_ow": [4, 4], "unroll_kw": 1, )"
+        R"("oc_reg": 3, "oh_reg": 2, "kernel_outer": 0, "ic_chunk": 64, "pixel_tiles": 0)",
+        R"("tile_ic": [16, 16], "tile_oc": [15, 8], "tile_ow": [5, 3], "unroll_kw": 1, )"
+        R"("oc_reg": 3, "oh_reg": 1, "kernel_outer": 0, "ic_chunk": 128, "pixel_tiles": 1)"})
+    check_config(ct, small, ops::detail::config_from_knobs(ct.space(small), knobs), rng);
 }
 
 // The fallback chunks a reduction whose register tile's weights outgrow
