@@ -80,6 +80,14 @@ schedule::Config same_layout(const ops::Workload& w, std::mt19937_64& rng) {
   throw std::runtime_error("no other config with the fallback's channel blocks");
 }
 
+// Two different such configs.
+std::pair<schedule::Config, schedule::Config> two_same_layout(const ops::Workload& w,
+                                                              std::mt19937_64& rng) {
+  schedule::Config first = same_layout(w, rng), second = same_layout(w, rng);
+  while (second == first) second = same_layout(w, rng);
+  return {first, second};
+}
+
 TEST(PickBest, PrefersTheFallbacksChannelBlocksOverAFasterRelayout) {
   std::mt19937_64 rng(1);
   ops::Workload w = conv(14, 14);
@@ -372,8 +380,7 @@ TEST(ConfigsForBuild, PrefersTheCpuModelsOwnShippedLog) {
   const int threads = kiln_get_num_threads();
   std::mt19937_64 rng(5);
   ops::Workload a = conv(8, 8), b = conv(10, 10);
-  schedule::Config class_cfg = same_layout(a, rng), cpu_cfg = same_layout(a, rng);
-  while (cpu_cfg == class_cfg) cpu_cfg = same_layout(a, rng);
+  auto [class_cfg, cpu_cfg] = two_same_layout(a, rng);
   const std::string cls = isa_class(host);
   auto write = [&](const std::string& name, const std::vector<Record>& records) {
     std::ofstream log(dir / name);
@@ -451,8 +458,7 @@ TEST(ConfigsForBuild, PrefersInGraphRecordsAndCandidatesKeepTheLayout) {
   std::mt19937_64 rng(11);
   ops::Workload w = conv(12, 12);
   const int threads = kiln_get_num_threads();
-  schedule::Config fast_alone = same_layout(w, rng), fast_in_graph = same_layout(w, rng);
-  while (fast_in_graph == fast_alone) fast_in_graph = same_layout(w, rng);
+  auto [fast_alone, fast_in_graph] = two_same_layout(w, rng);
   schedule::Config relayout = other_layout(w, rng);
   TargetKey key = TargetKey::for_target(codegen::Target::host(), threads);
   {
@@ -510,8 +516,7 @@ TEST(ConfigsForBuild, PrefersAShippedLogsInGraphRecords) {
   const int threads = kiln_get_num_threads();
   std::mt19937_64 rng(17);
   ops::Workload a = conv(12, 12), b = conv(10, 10);
-  schedule::Config fast_alone = same_layout(a, rng), fast_in_graph = same_layout(a, rng);
-  while (fast_in_graph == fast_alone) fast_in_graph = same_layout(a, rng);
+  auto [fast_alone, fast_in_graph] = two_same_layout(a, rng);
   TargetKey key = TargetKey::for_target(host, threads);
   const std::string log = (dir / (isa_class(host) + ".jsonl")).string();
   {
