@@ -56,6 +56,38 @@ std::map<std::string, std::vector<std::string>> in_graph_candidates(
   return out;
 }
 
+InGraphEstimate estimate_in_graph(const std::vector<std::vector<std::string>>& implementation_sets,
+                                  const std::vector<Record>& in_graph_records, const Isa& isa) {
+  std::map<std::string, std::vector<const Record*>> by_workload;
+  for (const Record& r : in_graph_records)
+    if (r.error == ErrorClass::kOk) by_workload[r.workload_key].push_back(&r);
+  InGraphEstimate e;
+  for (const std::vector<std::string>& set : implementation_sets) {
+    if (set.empty()) continue;
+    const Record* untuned = nullptr;
+    try {
+      ops::Workload w = ops::Workload::parse(set.front());
+      const std::string fallback =
+          nlohmann::json::parse(ops::get_template(w.template_name).fallback(w, isa).to_json())
+              .dump();
+      for (const Record* r : by_workload[set.front()])
+        if (r->config_json == fallback) untuned = r;
+    } catch (const std::exception&) {
+      continue;  // a workload this kiln cannot parse: not in the estimate
+    }
+    if (!untuned) continue;
+    const Record* best = untuned;
+    for (const std::string& w : set)
+      for (const Record* r : by_workload[w])
+        if (r->mean_ms() < best->mean_ms()) best = r;
+    e.tuned_ms += best->mean_ms();
+    e.untuned_ms += untuned->mean_ms();
+    ++e.nodes;
+    if (best != untuned) ++e.tuned_nodes;
+  }
+  return e;
+}
+
 Record in_graph_record(const std::string& workload_key, const std::string& in_graph_key,
                        const std::string& config_json, const std::vector<double>& per_call_ms) {
   if (TargetKey::parse(in_graph_key).measured != TargetKey::kInGraph)

@@ -37,4 +37,19 @@ std::map<std::string, std::vector<std::string>> in_graph_candidates(
 Record in_graph_record(const std::string& workload_key, const std::string& in_graph_key,
                        const std::string& config_json, const std::vector<double>& per_call_ms);
 
+// What the in-graph records predict for a model's template kernels, per run:
+// for each template node (an implementation set of driver::template_workload_sets,
+// in kernel order, a node counted once), the fastest in-graph time of any of its
+// implementations' records, against the time of what an untuned build runs (its
+// first implementation's fallback config for `isa`). Nodes without a record of
+// that fallback are left out of both sums.
+struct InGraphEstimate {
+  double tuned_ms = 0;     // the in-graph best of each node
+  double untuned_ms = 0;   // each node's untuned default
+  size_t nodes = 0;        // nodes in the sums
+  size_t tuned_nodes = 0;  // of those, nodes whose best is not the untuned default
+};
+InGraphEstimate estimate_in_graph(const std::vector<std::vector<std::string>>& implementation_sets,
+                                  const std::vector<Record>& in_graph_records, const Isa& isa);
+
 }  // namespace kiln::tuner

@@ -135,6 +135,10 @@ TEST_F(KilnTune, InGraphStepStoresInGraphRecordsThatTheBuildPrefers) {
   ASSERT_TRUE(in_graph.size() == 2u || in_graph.size() == 3u) << in_graph.size();
   EXPECT_TRUE(in_graph.count(fallback)) << fallback;
   for (const std::string& c : in_graph) EXPECT_TRUE(isolated.count(c) || c == fallback) << c;
+  // The closing estimate counts the model's one template kernel.
+  EXPECT_NE(r.out.find("kiln tune: inside the model the template kernels (1) take "),
+            std::string::npos)
+      << r.out;
   EXPECT_EQ(total, 5u + in_graph.size());
   EXPECT_NE(r.out.find(std::to_string(in_graph.size()) + " in-graph records for 1 workloads"),
             std::string::npos)

@@ -558,4 +558,39 @@ TEST(ConfigsForBuild, PrefersAShippedLogsInGraphRecords) {
   std::filesystem::remove_all(dir);
 }
 
+// kiln tune's closing estimate: per node, the fastest in-graph record of any of
+// its implementations against its untuned default (the first implementation's
+// fallback); a workload used by two nodes counts twice, a node without a
+// record of its default not at all.
+TEST(InGraphEstimate, CountsEachNodesBestAgainstItsUntunedDefault) {
+  const Isa isa = codegen::Target::host().isa();
+  const TargetKey key = TargetKey::for_target(codegen::Target::host(), 2);
+  std::mt19937_64 rng(23);
+  auto canonical = [](const schedule::Config& c) {
+    return nlohmann::json::parse(c.to_json()).dump();
+  };
+  auto rec = [&](const ops::Workload& w, const std::string& config, double ms) {
+    return in_graph_record(w.key(), key.in_graph().key(), config, std::vector<double>(5, ms));
+  };
+  ops::Workload a = conv(12, 12), b = conv(10, 10), c = conv(8, 8), d = conv(6, 6);
+  ops::Workload b_winograd = b;
+  b_winograd.template_name = "conv2d_winograd_NCHWc.x86";
+  auto fallback = [&](const ops::Workload& w) {
+    return canonical(ops::get_template(w.template_name).fallback(w, isa));
+  };
+  std::vector<Record> records = {
+      rec(a, fallback(a), 1.0), rec(a, canonical(same_layout(a, rng)), 0.8),
+      // b's untuned default is Winograd; its direct implementation is faster.
+      rec(b_winograd, fallback(b_winograd), 0.5), rec(b, canonical(same_layout(b, rng)), 0.4),
+      // c has no record of its fallback; d's fallback stays the fastest.
+      rec(c, canonical(same_layout(c, rng)), 0.1), rec(d, fallback(d), 0.3),
+      rec(d, canonical(same_layout(d, rng)), 0.35)};
+  InGraphEstimate e = estimate_in_graph(
+      {{a.key()}, {b_winograd.key(), b.key()}, {a.key()}, {c.key()}, {d.key()}}, records, isa);
+  EXPECT_EQ(e.nodes, 4u);
+  EXPECT_EQ(e.tuned_nodes, 3u);
+  EXPECT_NEAR(e.tuned_ms, 0.8 + 0.4 + 0.8 + 0.3, 1e-9);
+  EXPECT_NEAR(e.untuned_ms, 1.0 + 0.5 + 1.0 + 0.3, 1e-9);
+}
+
 }  // namespace kiln::tuner
