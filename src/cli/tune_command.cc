@@ -406,8 +406,7 @@ void refine_in_graph(const TuneArgs& a, const codegen::Target& target, tuner::Re
   if (e.nodes > 0)
     std::printf(
         "kiln tune: inside the model the template kernels (%zu) take %.3f ms a run with the "
-        "in-graph "
-        "best configs, %.3f ms untuned (%.2fx); %zu run a tuned config\n",
+        "in-graph best configs, %.3f ms untuned (%.2fx); %zu run a tuned config\n",
         e.nodes, e.tuned_ms, e.untuned_ms, e.tuned_ms / e.untuned_ms, e.tuned_nodes);
 }
 

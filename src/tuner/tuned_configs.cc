@@ -125,32 +125,11 @@ RecordSource load_database(const RecordDB& db, const std::string& target_key) {
   return src;
 }
 
-RecordSource load_jsonl(const std::string& path, int threads, JsonlMeasurement which) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read records file '" + path + "'");
-  RecordSource src;
-  src.name = which == JsonlMeasurement::kInGraph ? path + " (in-graph)" : path;
-  src.shipped = true;
-  const std::string in_graph_suffix = std::string("; measured=") + TargetKey::kInGraph;
-  std::string line;
-  int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    try {
-      Record r = record_from_json_line(line);
-      // Isolated and in-graph times do not compare with each other, so each
-      // source holds one kind (an exported database holds both); layout
-      // transforms' times are neither.
-      const bool measured = r.target_key.find("; measured=") != std::string::npos;
-      const bool in_graph = r.target_key.ends_with(in_graph_suffix);
-      if (which == JsonlMeasurement::kInGraph ? !in_graph : measured) continue;
-      src.by_workload[r.workload_key].push_back(std::move(r));
-    } catch (const std::exception& e) {
-      throw std::runtime_error(path + ":" + std::to_string(line_no) + ": " + e.what());
-    }
-  }
-  // Times measured with another thread count do not compare with ours.
+namespace {
+
+// Times measured with another thread count do not compare with ours: where a
+// workload has records of `threads`, only those stay.
+void keep_thread_count(RecordSource& src, int threads) {
   for (auto& [key, records] : src.by_workload) {
     auto same_threads = [&](const Record& r) {
       try {
@@ -164,7 +143,44 @@ RecordSource load_jsonl(const std::string& path, int threads, JsonlMeasurement w
                                    [&](const Record& r) { return !same_threads(r); }),
                     records.end());
   }
-  return src;
+}
+
+}  // namespace
+
+JsonlSources load_jsonl_sources(const std::string& path, int threads) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read records file '" + path + "'");
+  JsonlSources out;
+  out.isolated.name = path;
+  out.in_graph.name = path + " (in-graph)";
+  out.isolated.shipped = out.in_graph.shipped = true;
+  const std::string in_graph_suffix = std::string("; measured=") + TargetKey::kInGraph;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      Record r = record_from_json_line(line);
+      // Isolated and in-graph times do not compare with each other, so each
+      // source holds one kind (an exported database holds both); layout
+      // transforms' times are neither.
+      if (r.target_key.ends_with(in_graph_suffix))
+        out.in_graph.by_workload[r.workload_key].push_back(std::move(r));
+      else if (r.target_key.find("; measured=") == std::string::npos)
+        out.isolated.by_workload[r.workload_key].push_back(std::move(r));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(path + ":" + std::to_string(line_no) + ": " + e.what());
+    }
+  }
+  keep_thread_count(out.isolated, threads);
+  keep_thread_count(out.in_graph, threads);
+  return out;
+}
+
+RecordSource load_jsonl(const std::string& path, int threads, JsonlMeasurement which) {
+  JsonlSources both = load_jsonl_sources(path, threads);
+  return which == JsonlMeasurement::kInGraph ? std::move(both.in_graph) : std::move(both.isolated);
 }
 
 std::string isa_class(const codegen::Target& target) {
@@ -434,9 +450,9 @@ std::map<std::string, ConfigChoice> configs_for_build(
         // Like the database's: a log's in-graph records first, so that a
         // build on the CPU model a log was made on runs the configs that ran
         // fastest inside the models there, as the tuned build measured then.
-        RecordSource in_graph = load_jsonl(shipped, threads, JsonlMeasurement::kInGraph);
-        if (!in_graph.by_workload.empty()) sources.push_back(std::move(in_graph));
-        sources.push_back(load_jsonl(shipped, threads));
+        JsonlSources log = load_jsonl_sources(shipped, threads);
+        if (!log.in_graph.by_workload.empty()) sources.push_back(std::move(log.in_graph));
+        sources.push_back(std::move(log.isolated));
       }
     // Other ISA classes' logs: borrowed configs that fit this target only.
     if (o.borrow)

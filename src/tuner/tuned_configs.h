@@ -61,6 +61,11 @@ enum class JsonlMeasurement { kIsolated, kInGraph };
 // std::runtime_error "FILE:LINE: why" for a bad line.
 RecordSource load_jsonl(const std::string& path, int threads,
                         JsonlMeasurement which = JsonlMeasurement::kIsolated);
+// Both of a file's sources from one read.
+struct JsonlSources {
+  RecordSource isolated, in_graph;
+};
+JsonlSources load_jsonl_sources(const std::string& path, int threads);
 
 // The ISA class a target's shipped log is named by: "x86_64-avx512",
 // "x86_64-avx2", or "" when kiln ships none for it.
