@@ -83,10 +83,13 @@ int run_tasks(const std::vector<std::string>& args) {
   // The database opens before anything is printed: a bad --tuning-log is
   // one error, not a table header followed by one.
   std::optional<tuner::RecordDB> db;
-  std::string tkey;
+  std::string tkey, cold_key;
   if (!a.tuning_log.empty()) {
     db = tuner::RecordDB::open(a.tuning_log, tuner::RecordDB::Mode::kMustExist);
-    tkey = tuner::TargetKey::for_target(codegen::Target::host(), kiln_get_num_threads()).key();
+    tuner::TargetKey k =
+        tuner::TargetKey::for_target(codegen::Target::host(), kiln_get_num_threads());
+    tkey = k.key();
+    cold_key = k.isolated(true).key();
   }
 
   int kernels = 0;
@@ -107,7 +110,9 @@ int run_tasks(const std::vector<std::string>& args) {
     const tuner::Task& t = tasks[i];
     std::string tuned = "-", trials = "-", best = "-";
     if (db) {
-      std::vector<tuner::Record> rs = db->records(t.workload_key, tkey);
+      // A cold-weight run's records (kiln tune --cold-weights) where there are any.
+      std::string key = db->records(t.workload_key, cold_key).empty() ? tkey : cold_key;
+      std::vector<tuner::Record> rs = db->records(t.workload_key, key);
       std::map<std::string, int> by_class;
       for (const tuner::Record& r : rs)
         if (r.error != tuner::ErrorClass::kOk) ++by_class[tuner::to_string(r.error)];
@@ -115,7 +120,7 @@ int run_tasks(const std::vector<std::string>& args) {
       for (const auto& [name, n] : by_class)
         line += (line.empty() ? "" : ", ") + std::to_string(n) + " " + name;
       if (!line.empty()) failures.push_back("  task " + std::to_string(i) + ": " + line);
-      std::optional<tuner::Record> b = db->best(t.workload_key, tkey);
+      std::optional<tuner::Record> b = db->best(t.workload_key, key);
       tuned = b ? "yes" : "no";
       trials = std::to_string(rs.size());
       if (b) {

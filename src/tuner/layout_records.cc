@@ -49,6 +49,7 @@ std::map<std::string, std::vector<BlockCandidate>> layout_candidates(
     const std::vector<std::string>& workloads) {
   TargetKey key = TargetKey::for_target(target, threads);
   std::string isolated = key.key(), in_graph = key.in_graph().key();
+  std::string cold = key.isolated(true).key();
   std::map<std::string, std::vector<BlockCandidate>> out;
   for (const std::string& wk : workloads) {
     ops::Workload w;
@@ -60,7 +61,9 @@ std::map<std::string, std::vector<BlockCandidate>> layout_candidates(
       continue;
     }
     if (!t->channel_blocked()) continue;
-    std::vector<Record> iso = db.records(wk, isolated);
+    // Cold-weight isolated times where a cold run measured this workload.
+    std::vector<Record> iso = db.records(wk, cold);
+    if (iso.empty()) iso = db.records(wk, isolated);
     std::vector<Record> ing = db.records(wk, in_graph);
     ByPair iso_best = fastest_by_pair(*t, w, iso);
     ByPair ing_best = fastest_by_pair(*t, w, ing);

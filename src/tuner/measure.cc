@@ -327,6 +327,7 @@ std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs
     a.repeat = std::max(1, options.repeat);
     a.min_repeat_ms = options.min_repeat_ms;
     a.flush_cache = options.flush_cache;
+    a.cold_weights = options.cold_weights;
     a.rtol = options.rtol;
     a.num_threads = options.num_threads;
     a.seed = options.seed;

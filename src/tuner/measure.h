@@ -56,6 +56,12 @@ struct MeasureOptions {
   // Wall clock per worker run (load, verify, time), plus 3 x repeat x min_repeat_ms.
   double timeout_s = 10;
   bool flush_cache = true;  // overwrite a buffer larger than the LLC before each repeat
+  // Every call reads the kernel's inputs after the first (weights, bias) from
+  // memory, the first (the activation) warm: as in a model whose weights
+  // outgrow the last-level cache (measure_worker.cc, ColdWeightRing).
+  // Records measured so are kept under their own target key
+  // (TargetKey::kColdWeights).
+  bool cold_weights = false;
   int compile_threads = 2;  // candidates lowered and linked concurrently
   // The compile-time budget: a candidate whose estimated size
   // (schedule::estimate_code_size, after unrolling) is over code_budget is

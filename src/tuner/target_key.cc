@@ -72,6 +72,12 @@ TargetKey TargetKey::in_graph() const {
   return k;
 }
 
+TargetKey TargetKey::isolated(bool cold) const {
+  TargetKey k = *this;
+  k.measured = cold ? kColdWeights : "";
+  return k;
+}
+
 TargetKey TargetKey::parse(const std::string& key) {
   auto bad = [&](const std::string& why) {
     return std::invalid_argument("target key \"" + key + "\": " + why);
@@ -102,9 +108,9 @@ TargetKey TargetKey::parse(const std::string& key) {
   if (k.kiln_version.empty() || k.llvm_version.empty()) throw bad("empty version");
   if (parts.size() == 6) {
     k.measured = field(5, "measured");
-    if (k.measured != kInGraph && k.measured != kLayoutTransform)
-      throw bad(std::string("measured must be \"") + kInGraph + "\" or \"" + kLayoutTransform +
-                "\", got \"" + k.measured + "\"");
+    if (k.measured != kInGraph && k.measured != kLayoutTransform && k.measured != kColdWeights)
+      throw bad(std::string("measured must be \"") + kInGraph + "\", \"" + kLayoutTransform +
+                "\" or \"" + kColdWeights + "\", got \"" + k.measured + "\"");
   }
   return k;
 }

@@ -19,6 +19,10 @@
 // counts, claims and the search see only the isolated key). Layout
 // transforms' times (kiln tune's last step, tuner/layout_records.h) are kept
 // under "; measured=layout-transform", for the build's layout choice.
+// Isolated times taken with cold weights (MeasureOptions::cold_weights: every
+// call reads its weights from memory, as in a model whose weights outgrow the
+// last-level cache) are kept under "; measured=cold-weights": the search of a
+// cold run sees only those, and builds read them before warm isolated ones.
 #pragma once
 
 #include <string>
@@ -37,14 +41,18 @@ struct TargetKey {
   int threads = 1;
   std::string kiln_version;
   std::string llvm_version;
-  // "" for the tuner's isolated measurements; kInGraph for in-graph ones.
+  // "" for the tuner's isolated measurements, kColdWeights for isolated ones
+  // with cold weights, kInGraph for in-graph ones.
   std::string measured;
   static constexpr const char* kInGraph = "in-graph";
   static constexpr const char* kLayoutTransform = "layout-transform";
+  static constexpr const char* kColdWeights = "cold-weights";
 
   std::string key() const;
   // The same key with measured = kInGraph.
   TargetKey in_graph() const;
+  // The key of isolated measurements: measured = kColdWeights when `cold`, else "".
+  TargetKey isolated(bool cold) const;
   // Parses key()'s format; anything else throws std::invalid_argument quoting the text.
   static TargetKey parse(const std::string& key);
   // The key of records tuned for `target` with `threads` threads by this kiln and LLVM.

@@ -191,7 +191,8 @@ TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, Record
   auto start = std::chrono::steady_clock::now();
   if (o.measure.num_threads == 0) o.measure.num_threads = kiln_get_num_threads();
   TuneSummary summary;
-  summary.target_key = TargetKey::for_target(o.target, o.measure.num_threads).key();
+  summary.target_key =
+      TargetKey::for_target(o.target, o.measure.num_threads).isolated(o.measure.cold_weights).key();
   const std::string& tkey = summary.target_key;
   ReferenceCache reference_cache;  // workers share reference outputs for this run
   o.measure.reference_cache = reference_cache.path;

@@ -155,6 +155,8 @@ JsonlSources load_jsonl_sources(const std::string& path, int threads) {
   out.in_graph.name = path + " (in-graph)";
   out.isolated.shipped = out.in_graph.shipped = true;
   const std::string in_graph_suffix = std::string("; measured=") + TargetKey::kInGraph;
+  const std::string cold_suffix = std::string("; measured=") + TargetKey::kColdWeights;
+  std::map<std::string, std::vector<Record>> cold;
   std::string line;
   int line_no = 0;
   while (std::getline(in, line)) {
@@ -169,10 +171,17 @@ JsonlSources load_jsonl_sources(const std::string& path, int threads) {
         out.in_graph.by_workload[r.workload_key].push_back(std::move(r));
       else if (r.target_key.find("; measured=") == std::string::npos)
         out.isolated.by_workload[r.workload_key].push_back(std::move(r));
+      else if (r.target_key.ends_with(cold_suffix))
+        cold[r.workload_key].push_back(std::move(r));
     } catch (const std::exception& e) {
       throw std::runtime_error(path + ":" + std::to_string(line_no) + ": " + e.what());
     }
   }
+  // A workload's cold-weight isolated times where the log has no warm ones:
+  // each workload's records stay of one kind, comparable with each other.
+  for (auto& [workload, records] : cold)
+    if (!out.isolated.by_workload.count(workload))
+      out.isolated.by_workload[workload] = std::move(records);
   keep_thread_count(out.isolated, threads);
   keep_thread_count(out.in_graph, threads);
   return out;
@@ -437,8 +446,17 @@ std::map<std::string, ConfigChoice> configs_for_build(
         load_database(db, TargetKey::for_target(target, threads).in_graph().key());
     in_graph.name = db.path() + " (in-graph)";
     if (!in_graph.by_workload.empty()) sources.push_back(std::move(in_graph));
+    // Then isolated times taken with cold weights (kiln tune's measurement
+    // for models whose weights outgrow the last-level cache), closer to the
+    // model's than warm ones, then warm ones.
+    RecordSource cold =
+        load_database(db, TargetKey::for_target(target, threads).isolated(true).key());
+    cold.name = db.path() + " (cold weights)";
+    bool any_isolated = !cold.by_workload.empty();
+    if (any_isolated) sources.push_back(std::move(cold));
     sources.push_back(load_database(db, key));
-    if (note && sources.back().by_workload.empty() && db.count() > 0)
+    any_isolated = any_isolated || !sources.back().by_workload.empty();
+    if (note && !any_isolated && db.count() > 0)
       *note = o.tuning_log + " holds " + std::to_string(db.count()) +
               " records, none for this target (" + key + ")";
   }

@@ -9,7 +9,9 @@
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <map>
 #include <random>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -157,6 +159,46 @@ TEST_F(KilnTune, InGraphStepStoresInGraphRecordsThatTheBuildPrefers) {
   CommandResult off =
       kiln("tune " + quote(model_) + " --tuning-log " + quote(db) + " --in-graph -1");
   EXPECT_NE(off.status, 0);
+}
+
+// --cold-weights: the candidates' weights come from memory on every call,
+// and their records go under the target key's "measured=cold-weights", apart
+// from warm ones: trials and resuming count each kind alone, and a build
+// prefers the cold ones. A tiny model's weights fit the cache: warm by default.
+TEST_F(KilnTune, ColdWeightRecordsKeepTheirOwnKey) {
+  std::string db = work_.file("tuning.db");
+  auto keys = [&] {
+    records_in(db);
+    std::map<std::string, int> n;
+    std::ifstream in(work_.file("export.jsonl"));
+    for (std::string line; std::getline(in, line);) {
+      std::string t = nlohmann::json::parse(line).at("target");
+      ++n[t.ends_with("; measured=cold-weights") ? "cold"
+          : t.find("measured=") == t.npos        ? "warm"
+                                                 : t];
+    }
+    return n;
+  };
+  CommandResult cold = kiln(tune(db, 3) + " --cold-weights");
+  ASSERT_EQ(cold.status, 0) << cold.err << cold.out;
+  EXPECT_EQ(keys(), (std::map<std::string, int>{{"cold", 3}}));
+  CommandResult again = kiln(tune(db, 3) + " --cold-weights");
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_NE(again.out.find("0 trials"), std::string::npos) << again.out;
+  CommandResult tasks = kiln("tasks " + quote(model_) + " --tuning-log " + quote(db));
+  ASSERT_EQ(tasks.status, 0) << tasks.err;
+  EXPECT_TRUE(std::regex_search(tasks.out, std::regex(R"(yes +3 )"))) << tasks.out;
+
+  CommandResult warm = kiln(tune(db, 2));  // the default for a tiny model
+  ASSERT_EQ(warm.status, 0) << warm.err;
+  EXPECT_EQ(warm.out.find("cold weights"), std::string::npos) << warm.out;
+  EXPECT_EQ(keys(), (std::map<std::string, int>{{"cold", 3}, {"warm", 2}}));
+
+  std::string pkg = work_.file("tiny.tar");
+  CommandResult build = kiln("build " + quote(model_) + " -o " + quote(pkg) + " --tuning-log " +
+                             quote(db) + " --require-tuned");
+  ASSERT_EQ(build.status, 0) << build.err;
+  EXPECT_NE(build.out.find("(cold weights)"), std::string::npos) << build.out;
 }
 
 TEST_F(KilnTune, TwoProcessesOnOneDatabaseMeasureNoConfigTwice) {

@@ -12,9 +12,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -420,6 +422,7 @@ TEST(MeasureWorker, ArgumentsRoundTrip) {
   a.repeat = 6;
   a.min_repeat_ms = 12.5;
   a.flush_cache = false;
+  a.cold_weights = true;
   a.rtol = 3e-5;
   a.num_threads = 2;
   a.seed = 123456789012345ull;
@@ -436,6 +439,7 @@ TEST(MeasureWorker, ArgumentsRoundTrip) {
   EXPECT_EQ(b.repeat, 6);
   EXPECT_EQ(b.min_repeat_ms, 12.5);
   EXPECT_FALSE(b.flush_cache);
+  EXPECT_TRUE(b.cold_weights);
   EXPECT_EQ(b.rtol, 3e-5);
   EXPECT_EQ(b.num_threads, 2);
   EXPECT_EQ(b.seed, a.seed);
@@ -450,6 +454,49 @@ TEST(MeasureWorker, ArgumentsRoundTrip) {
   argv = worker_argv(a);
   argv[9] = "zero";  // the value of --number
   EXPECT_THROW(parse_worker_args(argv), std::invalid_argument);
+}
+
+// Cold weights: every call gets another copy of the inputs after the first,
+// equal to the original, the first input untouched; the copies add up to the
+// ring's size (at least 3; at most kMaxCopies for tiny weights).
+TEST(MeasureWorker, ColdWeightRingRotatesCopiesOfTheWeights) {
+  std::vector<std::vector<uint8_t>> inputs = {
+      std::vector<uint8_t>(100, 1), std::vector<uint8_t>(1000, 2), std::vector<uint8_t>(24, 3)};
+  ColdWeightRing ring(inputs, 10240);
+  EXPECT_EQ(ring.copies(), 10u);  // ceil(10240 / 1024)
+  std::vector<void*> args = {inputs[0].data(), inputs[1].data(), inputs[2].data(), &ring};
+  std::set<void*> seen;
+  for (size_t call = 0; call < 2 * ring.copies(); ++call) {
+    ring.next(args);
+    EXPECT_EQ(args[0], inputs[0].data());
+    EXPECT_EQ(args[3], &ring);  // the output
+    for (size_t i = 1; i < 3; ++i) {
+      EXPECT_NE(args[i], inputs[i].data());
+      EXPECT_EQ(std::memcmp(args[i], inputs[i].data(), inputs[i].size()), 0);
+    }
+    seen.insert(args[1]);
+  }
+  EXPECT_EQ(seen.size(), ring.copies());                 // each copy in turn, then again
+  EXPECT_EQ(ColdWeightRing(inputs, 1025).copies(), 3u);  // 2 would do; 3 at least
+  EXPECT_EQ(ColdWeightRing({inputs[0], std::vector<uint8_t>(1)}, 1 << 20).copies(),
+            ColdWeightRing::kMaxCopies);
+  EXPECT_EQ(ColdWeightRing(inputs, 1024).copies(), 0u);  // the weights alone fill the ring
+  ColdWeightRing none({inputs[0]}, 10240);               // no weights: nothing to rotate
+  EXPECT_EQ(none.copies(), 0u);
+  std::vector<void*> one = {inputs[0].data()};
+  none.next(one);
+  EXPECT_EQ(one[0], inputs[0].data());
+}
+
+// A cold-weight measurement verifies and times like a warm one.
+TEST(Measure, ColdWeightsVerifyAndTime) {
+  MeasureOptions o = base_options();
+  o.cold_weights = true;
+  std::mt19937_64 rng(5);
+  auto rs = measure_batch({fallback_input(conv_w()), random_input(dense_w(), rng)}, host(), o);
+  ASSERT_EQ(rs.size(), 2u);
+  expect_good(rs[0], o, "conv, cold weights");
+  expect_good(rs[1], o, "dense, cold weights");
 }
 
 TEST(ErrorClassNames, AreStable) {

@@ -158,6 +158,10 @@ TEST(TargetKeyTest, InGraphKeyRoundTripsAndDiffersOnlyInHowItWasMeasured) {
   EXPECT_EQ(TargetKey::parse(k.key()), k);
   EXPECT_EQ(k.differences(g), "measured isolated vs in-graph");
   EXPECT_THROW(TargetKey::parse(k.key() + "; measured=somewhere"), std::invalid_argument);
+  TargetKey c = k.isolated(true);
+  EXPECT_EQ(c.key(), k.key() + "; measured=cold-weights");
+  EXPECT_EQ(TargetKey::parse(c.key()), c);
+  EXPECT_EQ(c.isolated(false), k);
   EXPECT_THROW(TargetKey::parse(k.key() + "; other=in-graph"), std::invalid_argument);
 }
 

@@ -502,6 +502,60 @@ TEST(ConfigsForBuild, PrefersInGraphRecordsAndCandidatesKeepTheLayout) {
   std::filesystem::remove_all(dir);
 }
 
+// Isolated times taken with cold weights (kiln tune --cold-weights) are kept
+// apart from warm ones: a build reads them after the in-graph records and
+// before the warm isolated ones, and the in-graph step's candidates come from
+// the key of the run's own measurement.
+TEST(ConfigsForBuild, PrefersColdWeightRecordsToWarmOnes) {
+  using nlohmann::json;
+  auto dir = std::filesystem::temp_directory_path() / ("kiln_cold_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string db_path = (dir / "t.db").string();
+  std::mt19937_64 rng(12);
+  ops::Workload w = conv(12, 12);
+  const int threads = kiln_get_num_threads();
+  auto [fast_warm, fast_cold] = two_same_layout(w, rng);
+  TargetKey key = TargetKey::for_target(codegen::Target::host(), threads);
+  std::string cold_key = key.isolated(true).key();
+  EXPECT_EQ(cold_key, key.key() + "; measured=cold-weights");
+  EXPECT_EQ(TargetKey::parse(cold_key), key.isolated(true));
+  EXPECT_EQ(key.isolated(true).isolated(false), key);
+  auto cold = [&](const schedule::Config& cfg, double ms) {
+    Record r = record(w, cfg, ms, threads);
+    r.target_key = cold_key;
+    return r;
+  };
+  BuildRecordOptions o;
+  o.tuning_log = db_path;
+  o.shipped_logs = false;
+  auto chosen = [&] {
+    return configs_for_build(o, codegen::Target::host(), {w.key()}).at(w.key());
+  };
+  {
+    RecordDB db = RecordDB::open(db_path);
+    db.add(record(w, fast_warm, 0.1, threads));
+    db.add(record(w, fast_cold, 0.3, threads));
+    db.add(cold(fast_warm, 0.9));  // its weights from memory: slow
+    db.add(cold(fast_cold, 0.5));
+    EXPECT_EQ(json::parse(in_graph_candidates(db, cold_key, {w.key()}, 1).at(w.key()).at(0)),
+              json::parse(fast_cold.to_json()));
+    EXPECT_EQ(json::parse(in_graph_candidates(db, key.key(), {w.key()}, 1).at(w.key()).at(0)),
+              json::parse(fast_warm.to_json()));
+  }
+  ConfigChoice c = chosen();
+  EXPECT_EQ(json::parse(c.config_json), json::parse(fast_cold.to_json()));
+  EXPECT_NE(c.source.find("(cold weights)"), std::string::npos) << c.source;
+  {
+    RecordDB db = RecordDB::open(db_path);
+    db.add(in_graph_record(w.key(), key.in_graph().key(), fast_warm.to_json(), {0.2, 0.2, 0.2}));
+    db.add(in_graph_record(w.key(), key.in_graph().key(), fast_cold.to_json(), {0.4, 0.4, 0.4}));
+  }
+  c = chosen();  // in-graph times outrank both isolated kinds
+  EXPECT_EQ(json::parse(c.config_json), json::parse(fast_warm.to_json()));
+  EXPECT_NE(c.source.find("(in-graph)"), std::string::npos) << c.source;
+  std::filesystem::remove_all(dir);
+}
+
 // A shipped log exported from a tuned database holds both measurements; a
 // build takes its in-graph records first, as it does the database's, so that
 // it runs what ran fastest inside the models on the CPU the log was made on.
@@ -515,7 +569,7 @@ TEST(ConfigsForBuild, PrefersAShippedLogsInGraphRecords) {
   std::filesystem::create_directories(dir);
   const int threads = kiln_get_num_threads();
   std::mt19937_64 rng(17);
-  ops::Workload a = conv(12, 12), b = conv(10, 10);
+  ops::Workload a = conv(12, 12), b = conv(10, 10), c = conv(14, 14);
   auto [fast_alone, fast_in_graph] = two_same_layout(a, rng);
   TargetKey key = TargetKey::for_target(host, threads);
   const std::string log = (dir / (isa_class(host) + ".jsonl")).string();
@@ -534,11 +588,21 @@ TEST(ConfigsForBuild, PrefersAShippedLogsInGraphRecords) {
     transform.target_key = key.key() + "; measured=" + TargetKey::kLayoutTransform;
     out << record_to_json_line(record(b, fast_alone, 0.2, threads)) << "\n"
         << record_to_json_line(transform) << "\n";
+    // Cold-weight isolated times: b's are not mixed with its warm one; c has
+    // only those, and they stand in for warm ones.
+    for (const ops::Workload& w : {b, c}) {
+      Record cold = record(w, fast_in_graph, 0.05, threads);
+      cold.target_key = key.isolated(true).key();
+      out << record_to_json_line(cold) << "\n";
+    }
   }
   RecordSource isolated = load_jsonl(log, threads);
   RecordSource in_graph = load_jsonl(log, threads, JsonlMeasurement::kInGraph);
   EXPECT_EQ(isolated.by_workload.at(a.key()).size(), 2u);
-  EXPECT_EQ(isolated.by_workload.at(b.key()).size(), 1u);
+  ASSERT_EQ(isolated.by_workload.at(b.key()).size(), 1u);
+  EXPECT_EQ(isolated.by_workload.at(b.key())[0].target_key, key.key());
+  ASSERT_EQ(isolated.by_workload.at(c.key()).size(), 1u);
+  EXPECT_EQ(isolated.by_workload.at(c.key())[0].target_key, key.isolated(true).key());
   ASSERT_EQ(in_graph.by_workload.size(), 1u);
   EXPECT_EQ(in_graph.by_workload.at(a.key()).size(), 2u);
   EXPECT_EQ(in_graph.name, log + " (in-graph)");
