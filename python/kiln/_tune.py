@@ -119,10 +119,12 @@ def tasks(models, input_shapes=None, target=None, tuning_log=None) -> List[Task]
     if tuning_log is None:
         return found
     db, key = records.open(tuning_log), records.target_key(target)
+    cold = key + "; measured=cold-weights"  # a cold-weight run's records, where there are any
     out = []
     for t in found:
-        rs = db.records(t.workload, key)
-        best = db.best(t.workload, key)
+        k = cold if db.records(t.workload, cold) else key
+        rs = db.records(t.workload, k)
+        best = db.best(t.workload, k)
         failures = {}
         for r in rs:
             if r.error != "ok":
@@ -148,7 +150,7 @@ def _check_report_path(path, inputs):
 def tune(models, tuning_log, trials=64, time_budget=None, tuner="xgb", callbacks=None, *,
          early_stopping=0, batch=16, input_shapes=None, target=None, free_layout=False,
          number=1, repeat=3, min_repeat_ms=20.0, timeout=10.0, compile_budget=20.0,
-         runner=None, report=None) -> TuneSummary:
+         runner=None, report=None, weights="auto") -> TuneSummary:
     """Tunes the template workloads of one or more models like `kiln tune`.
 
     models: a model (path, bytes, onnx.ModelProto) or a list of them.
@@ -161,8 +163,11 @@ def tune(models, tuning_log, trials=64, time_budget=None, tuner="xgb", callbacks
     exception ends it and propagates (what was measured is stored).
     Ctrl-C (from the main thread) stops after the measurement in flight and
     raises TuneInterrupted (a KeyboardInterrupt) carrying the summary.
-    report: also write kiln tune --report's JSON there. The other keywords
-    are kiln tune's options of the same names.
+    report: also write kiln tune --report's JSON there. weights: "cold"
+    (kiln tune --cold-weights), "warm" (--warm-weights) or "auto" (kiln
+    tune's default: cold when the largest model's weights exceed half this
+    machine's last-level cache). The other keywords are kiln tune's options
+    of the same names.
     """
     models = _as_list(models)
     a = _kiln.TuneArgs()
@@ -179,6 +184,7 @@ def tune(models, tuning_log, trials=64, time_budget=None, tuner="xgb", callbacks
     a.min_repeat_ms, a.timeout = float(min_repeat_ms), float(timeout)
     a.compile_budget = float(compile_budget)
     a.runner = runner or ""
+    a.weights = weights
     if report is not None:
         inputs = [("the tuning log", os.fspath(tuning_log))]
         inputs += [("the model", os.fspath(m)) for m in models if isinstance(m, (str, os.PathLike))]

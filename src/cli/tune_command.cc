@@ -364,27 +364,15 @@ void print_summary(const TuneArgs& a, const tuner::TuneSummary& sum) {
 
 // ---- how isolated measurements meet the weights ------------------------------
 
-int64_t weight_bytes(const graph::Graph& g) {
-  int64_t bytes = 0;
-  for (const auto& [name, init] : g.initializers) bytes += static_cast<int64_t>(init.data.size());
-  return bytes;
-}
-
-// Sets a.measure.cold_weights: as asked, else cold when the largest model's
-// weights exceed half this machine's last-level cache. Inside such a model a
-// layer's weights come from memory, the previous layers' having evicted them,
-// and warm repeated calls rank configs as the model does not: ResNet-18's
-// (47 MB, 32 MB L3) Winograd F(4x4) config of its 512-channel convs took
-// 0.98 ms warm, 2.1 ms in the model. Half: the activations share the cache,
-// and Winograd configs' transformed weights are up to 4x larger. Through a
-// runner the device's caches are not known here: warm unless asked.
+// Sets a.measure.cold_weights: as asked (--cold-weights, --warm-weights),
+// else tuner::cold_weights_by_default, and says so when that chose cold.
 void choose_weight_measurement(TuneArgs& a, int64_t largest_weights) {
   if (!a.weights.empty()) {
     a.measure.cold_weights = a.weights == "cold";
     return;
   }
   int64_t llc = codegen::cache_sizes(codegen::Target::host()).l3;
-  a.measure.cold_weights = a.measure.runner.empty() && llc > 0 && largest_weights > llc / 2;
+  a.measure.cold_weights = tuner::cold_weights_by_default(largest_weights, llc, a.measure);
   if (a.measure.cold_weights)
     std::printf(
         "kiln tune: timing candidates with cold weights: the weights (%.1f MB) exceed half of "
@@ -620,7 +608,7 @@ int run_tune_job(TuneArgs a) {
     w.model = &m;
     try {
       graph::Graph g = frontend::import_onnx(m.path, frontend::parse_input_shapes(m.input_shapes));
-      largest_weights = std::max(largest_weights, weight_bytes(g));
+      largest_weights = std::max(largest_weights, graph::initializer_bytes(g));
       w.kernels = driver::template_workload_sets(g, target.isa());
       for (const auto& implementations : w.kernels)
         w.workload_keys.insert(w.workload_keys.end(), implementations.begin(),
@@ -724,7 +712,7 @@ int run_tune(const std::vector<std::string>& args) {
   int64_t largest_weights = 0;
   for (const std::string& m : a.models) {
     graph::Graph g = frontend::import_onnx(m, frontend::parse_input_shapes(a.input_shapes));
-    largest_weights = std::max(largest_weights, weight_bytes(g));
+    largest_weights = std::max(largest_weights, graph::initializer_bytes(g));
     nodes.push_back(driver::template_workload_sets(g, target.isa(), a.graph_precision()));
   }
   std::vector<tuner::Task> tasks = tuner::make_tasks(tuner::node_workloads(nodes));

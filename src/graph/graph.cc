@@ -27,6 +27,12 @@ const TensorType* Graph::type_of(const std::string& value) const {
   return it == value_info.end() ? nullptr : &it->second;
 }
 
+int64_t initializer_bytes(const Graph& g) {
+  int64_t bytes = 0;
+  for (const auto& [name, init] : g.initializers) bytes += static_cast<int64_t>(init.data.size());
+  return bytes;
+}
+
 size_t dtype_size(const std::string& dtype) {
   static const std::map<std::string, size_t> sizes = {
       {"float32", 4}, {"float64", 8}, {"float16", 2}, {"bfloat16", 2}, {"int64", 8},

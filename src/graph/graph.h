@@ -82,6 +82,9 @@ struct Graph {
 // unknown name.
 size_t dtype_size(const std::string& dtype);
 
+// The bytes of all the graph's initializers (its weights, as stored).
+int64_t initializer_bytes(const Graph& g);
+
 // "[1, 3, 224, 224]" for messages.
 std::string shape_str(const std::vector<int64_t>& shape);
 

@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -107,6 +108,7 @@ struct TuneArgs {
   int early_stopping = 0, batch = 16;
   double time_budget = 0;
   bool free_layout = false;
+  std::string weights = "auto";  // how candidates meet their weights: auto, cold, warm
   tuner::MeasureOptions measure;
 };
 
@@ -117,6 +119,8 @@ void check_args(const TuneArgs& a) {
   if (a.trials < 1) throw std::invalid_argument("trials needs at least 1");
   if (a.tuner != "xgb" && a.tuner != "random" && a.tuner != "grid" && a.tuner != "ga")
     throw std::invalid_argument("tuner must be xgb, random, grid or ga, not '" + a.tuner + "'");
+  if (a.weights != "auto" && a.weights != "cold" && a.weights != "warm")
+    throw std::invalid_argument("weights must be auto, cold or warm, not '" + a.weights + "'");
   if (a.early_stopping < 0 || a.batch < 1 || a.time_budget < 0 || a.measure.number < 1 ||
       a.measure.repeat < 1 || a.measure.min_repeat_ms < 0 || a.measure.timeout_s < 0 ||
       a.measure.compile_budget_s < 0)
@@ -140,13 +144,17 @@ tuner::TuneOptions tune_options(const TuneArgs& a, const codegen::Target& target
 
 // The tuning tasks of the models (kiln tune's and kiln tasks' extraction:
 // every template workload, identical ones merged). Called without the GIL.
+// `largest_weights`, when given, gets the largest model's initializer bytes.
 std::vector<tuner::ModelNodes> model_nodes(const std::vector<std::string>& models,
                                            const std::string& input_shapes,
-                                           const codegen::Target& target) {
+                                           const codegen::Target& target,
+                                           int64_t* largest_weights = nullptr) {
   std::vector<tuner::ModelNodes> nodes;
-  for (const std::string& m : models)
-    nodes.push_back(driver::template_workload_sets(
-        frontend::import_onnx(m, frontend::parse_input_shapes(input_shapes)), target.isa()));
+  for (const std::string& m : models) {
+    graph::Graph g = frontend::import_onnx(m, frontend::parse_input_shapes(input_shapes));
+    if (largest_weights) *largest_weights = std::max(*largest_weights, graph::initializer_bytes(g));
+    nodes.push_back(driver::template_workload_sets(g, target.isa()));
+  }
   return nodes;
 }
 
@@ -185,7 +193,15 @@ py::dict tune(const TuneArgs& a, py::object callback, bool handle_sigint) {
     py::gil_scoped_release unlocked;
     std::lock_guard<std::recursive_mutex> one_at_a_time(compiler_mutex());
     support::sweep_stale_temps();
-    std::vector<tuner::ModelNodes> nodes = model_nodes(a.models, a.input_shapes, target);
+    int64_t largest_weights = 0;
+    std::vector<tuner::ModelNodes> nodes =
+        model_nodes(a.models, a.input_shapes, target, &largest_weights);
+    // As kiln tune chooses (tuner::cold_weights_by_default).
+    options.measure.cold_weights =
+        a.weights == "auto"
+            ? tuner::cold_weights_by_default(
+                  largest_weights, codegen::cache_sizes(codegen::Target::host()).l3, a.measure)
+            : a.weights == "cold";
     std::vector<tuner::Task> tasks = tuner::make_tasks(tuner::node_workloads(nodes));
     options.implementation_sets = tuner::alternative_sets(nodes);
     if (!tasks.empty()) {
@@ -226,6 +242,7 @@ void bind_tune(py::module_& m) {
       .def_readwrite("batch", &TuneArgs::batch)
       .def_readwrite("time_budget", &TuneArgs::time_budget)
       .def_readwrite("free_layout", &TuneArgs::free_layout)
+      .def_readwrite("weights", &TuneArgs::weights)
       .def_property(
           "number", [](const TuneArgs& a) { return a.measure.number; },
           [](TuneArgs& a, int v) { a.measure.number = v; })

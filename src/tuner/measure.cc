@@ -247,6 +247,11 @@ void classify_remote(const RemoteRunner::Reply& reply, MeasureResult& r) {
 
 }  // namespace
 
+bool cold_weights_by_default(int64_t largest_weight_bytes, int64_t llc_bytes,
+                             const MeasureOptions& options) {
+  return options.runner.empty() && llc_bytes > 0 && largest_weight_bytes > llc_bytes / 2;
+}
+
 void check_host_runs(const codegen::Target& target) {
   if (target.arch() != runtime::host_arch())
     throw std::runtime_error("cannot measure kernels for " + target.str() +

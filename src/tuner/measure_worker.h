@@ -80,11 +80,11 @@ struct WorkerArgs {
 // stays warm: how a layer meets its weights inside a model whose weights
 // outgrow the last-level cache (ResNet-18's 47 MB against a 32 MB L3). Timed
 // warm, a Winograd F(4x4) config of its 512-channel convs (37.7 MB of
-// transformed weights) took 0.98 ms in the tuner and 2.1 ms in the model, and
-// ranked first. The copies add up to at least ring_bytes (the worker passes
-// its flush buffer's size, 64-128 MiB), and there are at least 3, so that a
-// call's copy was last touched that many bytes ago. Weights of ring_bytes or
-// more get no copies: each call's pass over them evicts them for the next.
+// transformed weights) ranked first at 1.03 ms and took 1.79 ms in the model;
+// cold, 1.14 ms, behind the F(2x2) configs. The copies add up to at least ring_bytes (the worker
+// passes its flush buffer's size, 64-128 MiB), and there are at least 3, so that a call's copy was
+// last touched that many bytes ago. Weights of ring_bytes or more get no copies: each call's pass
+// over them evicts them for the next.
 class ColdWeightRing {
  public:
   ColdWeightRing(const std::vector<std::vector<uint8_t>>& inputs, size_t ring_bytes);

@@ -106,12 +106,29 @@ def test_time_budget(tiny, tmp_path):
     assert 0 < s.trials < 3 * 64
 
 
+def test_cold_weights(tiny, tmp_path):
+    """weights="cold": records under the cold-weight key, which kiln.tasks
+    and kiln.build read; tiny's weights fit any cache, so "auto" is warm."""
+    db = str(tmp_path / "cold.db")
+    s = kiln.tune(tiny[0], db, trials=1, batch=1, tuner="random", weights="cold")
+    cold_key = kiln.records.target_key() + "; measured=cold-weights"
+    assert s.target == cold_key and kiln.records.open(db).targets() == [cold_key]
+    assert all(t.tuned and t.trials == 1 for t in kiln.tasks(tiny[0], tuning_log=db))
+    pkg = kiln.build(tiny[0], tuning_log=db, require_tuned=True, shipped_logs=False)
+    assert pkg.report.by_source == {db + " (cold weights)": 3}
+    warm = str(tmp_path / "warm.db")
+    kiln.tune(tiny[0], warm, trials=1, batch=1, tuner="random")
+    assert kiln.records.open(warm).targets() == [kiln.records.target_key()]
+
+
 def test_bad_arguments(tiny, tmp_path):
     db = str(tmp_path / "t.db")
     with pytest.raises(kiln.InvalidInputError, match="trials needs at least 1"):
         kiln.tune(tiny[0], db, trials=0)
     with pytest.raises(kiln.InvalidInputError, match="xgb, random, grid or ga"):
         kiln.tune(tiny[0], db, tuner="annealing")
+    with pytest.raises(kiln.InvalidInputError, match="auto, cold or warm"):
+        kiln.tune(tiny[0], db, weights="frozen")
     with pytest.raises(kiln.ModelError, match="missing.onnx"):
         kiln.tune(tmp_path / "missing.onnx", db)
     with pytest.raises(kiln.KilnError, match="cannot write report .*does not exist"):

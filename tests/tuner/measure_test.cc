@@ -488,6 +488,21 @@ TEST(MeasureWorker, ColdWeightRingRotatesCopiesOfTheWeights) {
   EXPECT_EQ(one[0], inputs[0].data());
 }
 
+// kiln tune's default: cold when the largest model's weights exceed half the
+// last-level cache, never through a runner or with the cache size unknown.
+TEST(Measure, ColdWeightsByDefaultForWeightsOverHalfTheCache) {
+  MeasureOptions local;
+  const int64_t l3 = int64_t(32) << 20;
+  EXPECT_TRUE(cold_weights_by_default(47'000'000, l3, local));  // ResNet-18
+  EXPECT_TRUE(cold_weights_by_default(l3 / 2 + 1, l3, local));
+  EXPECT_FALSE(cold_weights_by_default(l3 / 2, l3, local));
+  EXPECT_FALSE(cold_weights_by_default(5'000'000, l3, local));  // SqueezeNet
+  EXPECT_FALSE(cold_weights_by_default(47'000'000, 0, local));  // cache size unknown
+  MeasureOptions remote;
+  remote.runner = "ssh pi@device kiln-measure-worker --serve";
+  EXPECT_FALSE(cold_weights_by_default(47'000'000, l3, remote));
+}
+
 // A cold-weight measurement verifies and times like a warm one.
 TEST(Measure, ColdWeightsVerifyAndTime) {
   MeasureOptions o = base_options();
