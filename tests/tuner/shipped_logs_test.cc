@@ -37,10 +37,11 @@ TEST(ShippedLogs, EveryWorkloadHasAUsableRecordOfItsClassAndCpu) {
         EXPECT_EQ(isa_class(target), cls) << entry.path() << ": " << r.target_key;
         // Measured on that CPU: its -mcpu, or "generic" for a model LLVM 16
         // does not know and kiln names itself (codegen::cpu_model_name).
-        if (!cpu.empty())
+        if (!cpu.empty()) {
           EXPECT_TRUE(target.cpu == cpu || (target.cpu == "generic" &&
                                             codegen::cpu_models_llvm_calls_generic().count(cpu)))
               << entry.path() << ": " << r.target_key;
+        }
       }
     }
   }
