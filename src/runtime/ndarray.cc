@@ -5,6 +5,8 @@
 #include <new>
 #include <stdexcept>
 
+#include "runtime/buffer.h"
+
 namespace kiln::runtime {
 
 namespace {
@@ -72,7 +74,7 @@ DType DType::parse(const std::string& s) {
   throw bad();
 }
 
-void NDArray::Free::operator()(void* p) const { std::free(p); }
+void NDArray::Free::operator()(void* p) const { free_buffer(p); }
 
 int64_t NDArray::numel() const {
   int64_t n = 1;
@@ -86,12 +88,8 @@ NDArray NDArray::empty(std::vector<int64_t> shape, DType dtype) {
     if (d < 0) throw std::invalid_argument("NDArray::empty: negative dimension");
   a.shape_ = std::move(shape);
   a.dtype_ = dtype;
-  // aligned_alloc needs a size that is a multiple of the alignment (and > 0).
-  size_t bytes = static_cast<size_t>(a.nbytes());
-  size_t size = std::max<size_t>((bytes + 63) / 64 * 64, 64);
-  void* p = std::aligned_alloc(64, size);
-  if (!p) throw std::bad_alloc();
-  a.data_.reset(p);
+  // Placed as every buffer a kernel sees (runtime/buffer.h).
+  a.data_.reset(allocate_buffer(static_cast<size_t>(a.nbytes())));
   return a;
 }
 

@@ -1,4 +1,5 @@
-// A dense, 64-byte aligned tensor owned by the runtime (no compiler headers).
+// A dense tensor owned by the runtime (no compiler headers), 64-byte aligned and
+// placed within a page as every buffer a kernel sees (runtime/buffer.h).
 #pragma once
 
 #include <cstdint>
@@ -44,7 +45,7 @@ class NDArray {
   NDArray(const NDArray&) = delete;
   NDArray& operator=(const NDArray&) = delete;
 
-  // Uninitialized memory for shape (row-major), 64-byte aligned. Throws
+  // Uninitialized memory for shape (row-major), placed by allocate_buffer. Throws
   // std::invalid_argument on a negative dimension, std::bad_alloc when out of memory.
   static NDArray empty(std::vector<int64_t> shape, DType dtype);
   NDArray copy() const;

@@ -15,13 +15,21 @@
 // allocated), reused for requests of the same size class (powers of two), and
 // bounded (kMaxCachedBlocks per thread, kMaxCachedBytes per thread): past the
 // bound a freed block goes back to the system.
+//
+// Where blocks lie: allocate_buffer's placement (runtime/buffer.h), so a
+// block of a page or more starts one line into a page and its payload two
+// lines in, in a package as in the tuner's measurement.
 #include <cstdint>
-#include <cstdlib>
+#include <new>
 #include <vector>
 
+#include "runtime/buffer.h"
 #include "runtime/c_runtime_api.h"
 
 namespace {
+
+using kiln::runtime::allocate_buffer;
+using kiln::runtime::free_buffer;
 
 constexpr size_t kAlignment = 64;
 constexpr size_t kMaxCachedBlocks = 32;
@@ -46,7 +54,7 @@ size_t size_class(int64_t bytes) {
 class ThreadCache {
  public:
   ~ThreadCache() {
-    for (void* b : blocks_) std::free(b);
+    for (void* b : blocks_) free_buffer(b);
   }
   // A cached block of exactly this capacity, or nullptr.
   void* take(size_t capacity) {
@@ -64,7 +72,7 @@ class ThreadCache {
   void give(void* block) {
     size_t capacity = header(block)->capacity;
     if (blocks_.size() >= kMaxCachedBlocks || bytes_ + capacity > kMaxCachedBytes) {
-      std::free(block);
+      free_buffer(block);
       return;
     }
     blocks_.push_back(block);
@@ -89,8 +97,11 @@ extern "C" void* kiln_workspace_alloc(int64_t bytes) {
   size_t capacity = size_class(bytes);
   void* block = cache().take(capacity);
   if (!block) {
-    block = std::aligned_alloc(kAlignment, kAlignment + capacity);
-    if (!block) return nullptr;
+    try {
+      block = allocate_buffer(kAlignment + capacity);
+    } catch (const std::bad_alloc&) {
+      return nullptr;
+    }
     ThreadCache::header(block)->capacity = capacity;
   }
   return static_cast<char*>(block) + kAlignment;

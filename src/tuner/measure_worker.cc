@@ -107,9 +107,8 @@ class OutputBuffer {
  private:
   int64_t n_;
   size_t bytes_;
-  // float-aligned storage for the float path (std::vector<uint8_t> from operator new is
-  // aligned for any scalar type).
-  std::vector<uint8_t> data_;
+  // Placed as a package's storage is (runtime/buffer.h).
+  runtime::Bytes data_;
   uint8_t* ptr_ = nullptr;
   size_t map_bytes_ = 0;
 };
@@ -156,8 +155,7 @@ void time_kernel(kiln_kernel_fn fn, std::vector<void*>& args, const WorkerArgs& 
 // left there, written under a temporary name and renamed into place).
 std::vector<uint8_t> reference_output(const WorkerArgs& a, const ops::OpTemplate& t,
                                       const ops::Workload& w, const schedule::Config& cfg,
-                                      const std::vector<std::vector<uint8_t>>& inputs,
-                                      size_t bytes) {
+                                      const std::vector<runtime::Bytes>& inputs, size_t bytes) {
   std::vector<uint8_t> ref(bytes);
   std::string path;
   if (!a.reference_cache.empty()) {
@@ -190,7 +188,7 @@ std::vector<uint8_t> reference_output(const WorkerArgs& a, const ops::OpTemplate
 
 }  // namespace
 
-ColdWeightRing::ColdWeightRing(const std::vector<std::vector<uint8_t>>& inputs, size_t ring_bytes) {
+ColdWeightRing::ColdWeightRing(const std::vector<runtime::Bytes>& inputs, size_t ring_bytes) {
   size_t bytes = 0;
   for (size_t i = 1; i < inputs.size(); ++i) bytes += inputs[i].size();
   // None, or weights that outgrow the ring alone: each call's pass over them
@@ -303,7 +301,9 @@ std::string run_worker(const WorkerArgs& a) {
   std::mt19937_64 rng(a.seed);
   std::vector<ir::DataType> in_types = t.input_dtypes(w);
   ir::DataType out_type = t.output_dtype(w);
-  std::vector<std::vector<uint8_t>> inputs;
+  // Each input placed as a package places its tensors (runtime/buffer.h): a
+  // kernel's speed can depend on where in a page its buffers start.
+  std::vector<runtime::Bytes> inputs;
   auto shapes = t.input_shapes(w, cfg);
   if (shapes.size() != in_types.size())
     throw std::logic_error(t.name() + ": " + std::to_string(in_types.size()) +

@@ -50,6 +50,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/buffer.h"
+
 namespace kiln::tuner {
 
 struct WorkerArgs {
@@ -87,7 +89,7 @@ struct WorkerArgs {
 // over them evicts them for the next.
 class ColdWeightRing {
  public:
-  ColdWeightRing(const std::vector<std::vector<uint8_t>>& inputs, size_t ring_bytes);
+  ColdWeightRing(const std::vector<runtime::Bytes>& inputs, size_t ring_bytes);
   // Points args' inputs after the first at the next copy (args[0] is left alone).
   void next(std::vector<void*>& args);
   size_t copies() const { return copies_.size(); }
@@ -96,7 +98,7 @@ class ColdWeightRing {
   static constexpr size_t kMaxCopies = 4096;
 
  private:
-  std::vector<std::vector<std::vector<uint8_t>>> copies_;
+  std::vector<std::vector<runtime::Bytes>> copies_;
   size_t next_ = 0;
 };
 

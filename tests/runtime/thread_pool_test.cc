@@ -83,11 +83,16 @@ TEST_F(ThreadPool, BlockErrorPropagates) {
   EXPECT_EQ(kiln_parallel_for(10, failing_body, nullptr), 7);
 }
 
+// On a line; from a page up (the size class: the next power of two) two lines
+// into a page, behind allocate_buffer's header line and the workspace's own
+// (runtime/buffer.h). The whole request is usable.
 TEST_F(ThreadPool, WorkspaceIsAligned) {
-  for (int64_t bytes : {1, 63, 64, 1000, 1 << 20}) {
+  for (int64_t bytes : {1, 63, 64, 1000, 2048, 3000, 4096, 5000, 1 << 20}) {
     void* p = kiln_workspace_alloc(bytes);
     ASSERT_NE(p, nullptr);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << bytes << " bytes";
+    if (bytes > 2048) EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 4096, 128u) << bytes << " bytes";
+    std::memset(p, 7, static_cast<size_t>(bytes));
     kiln_workspace_free(p);
   }
 }

@@ -458,10 +458,11 @@ TEST(MeasureWorker, ArgumentsRoundTrip) {
 
 // Cold weights: every call gets another copy of the inputs after the first,
 // equal to the original, the first input untouched; the copies add up to the
-// ring's size (at least 3; at most kMaxCopies for tiny weights).
+// ring's size (at least 3; at most kMaxCopies for tiny weights), each copy
+// placed as a package places its tensors (runtime/buffer.h).
 TEST(MeasureWorker, ColdWeightRingRotatesCopiesOfTheWeights) {
-  std::vector<std::vector<uint8_t>> inputs = {
-      std::vector<uint8_t>(100, 1), std::vector<uint8_t>(1000, 2), std::vector<uint8_t>(24, 3)};
+  using runtime::Bytes;
+  std::vector<Bytes> inputs = {Bytes(100, 1), Bytes(1000, 2), Bytes(24, 3)};
   ColdWeightRing ring(inputs, 10240);
   EXPECT_EQ(ring.copies(), 10u);  // ceil(10240 / 1024)
   std::vector<void*> args = {inputs[0].data(), inputs[1].data(), inputs[2].data(), &ring};
@@ -473,13 +474,17 @@ TEST(MeasureWorker, ColdWeightRingRotatesCopiesOfTheWeights) {
     for (size_t i = 1; i < 3; ++i) {
       EXPECT_NE(args[i], inputs[i].data());
       EXPECT_EQ(std::memcmp(args[i], inputs[i].data(), inputs[i].size()), 0);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(args[i]) % 64, 0u);
     }
     seen.insert(args[1]);
   }
   EXPECT_EQ(seen.size(), ring.copies());                 // each copy in turn, then again
   EXPECT_EQ(ColdWeightRing(inputs, 1025).copies(), 3u);  // 2 would do; 3 at least
-  EXPECT_EQ(ColdWeightRing({inputs[0], std::vector<uint8_t>(1)}, 1 << 20).copies(),
-            ColdWeightRing::kMaxCopies);
+  EXPECT_EQ(ColdWeightRing({inputs[0], Bytes(1)}, 1 << 20).copies(), ColdWeightRing::kMaxCopies);
+  ColdWeightRing pages({inputs[0], Bytes(5000, 4)}, 15000);
+  std::vector<void*> page_args = {inputs[0].data(), nullptr};
+  pages.next(page_args);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(page_args[1]) % 4096, 64u);  // one line into a page
   EXPECT_EQ(ColdWeightRing(inputs, 1024).copies(), 0u);  // the weights alone fill the ring
   ColdWeightRing none({inputs[0]}, 10240);               // no weights: nothing to rotate
   EXPECT_EQ(none.copies(), 0u);
