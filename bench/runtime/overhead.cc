@@ -22,6 +22,7 @@
 
 #include "driver/build.h"
 #include "graph/graph.h"
+#include "relu_graph.h"
 #include "runtime/c_runtime_api.h"
 #include "runtime/graph_executor.h"
 
@@ -76,23 +77,6 @@ double median_us(int samples, int calls, F&& f) {
   return median(us);
 }
 
-// The smallest graph: y = Relu(x), x float32 [1, 16].
-kiln::graph::Graph relu_graph() {
-  kiln::graph::Graph g;
-  kiln::graph::TensorType t{"float32", {1, 16}};
-  g.inputs.push_back({"x", t});
-  g.outputs = {"y"};
-  kiln::graph::Node n;
-  n.op_type = "Relu";
-  n.name = "relu";
-  n.inputs = {"x"};
-  n.outputs = {"y"};
-  g.nodes.push_back(n);
-  g.value_info["x"] = t;
-  g.value_info["y"] = t;
-  return g;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -113,7 +97,7 @@ int main(int argc, char** argv) {
                               .string();
   kiln::driver::BuildOptions options;
   options.output_path = pkg;
-  kiln::driver::build_module(relu_graph(), options);
+  kiln::driver::build_module(kiln::bench::relu_graph(16), options);  // the smallest graph
   kiln::runtime::GraphExecutor ex = kiln::runtime::GraphExecutor::load(pkg);
   std::filesystem::remove(pkg);
   std::vector<float> x(16);

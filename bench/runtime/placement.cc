@@ -30,6 +30,7 @@
 
 #include "driver/build.h"
 #include "graph/graph.h"
+#include "relu_graph.h"
 #include "runtime/c_runtime_api.h"
 #include "runtime/ndarray.h"
 #include "runtime/package.h"
@@ -154,18 +155,7 @@ void bench(const Options& o) {
 
 // y = Relu(x) on 4096 floats (16 KiB: page-placed), every offset checked.
 int smoke() {
-  kiln::graph::Graph g;
-  kiln::graph::TensorType t{"float32", {1, 4096}};
-  g.inputs.push_back({"x", t});
-  g.outputs = {"y"};
-  kiln::graph::Node n;
-  n.op_type = "Relu";
-  n.name = "relu";
-  n.inputs = {"x"};
-  n.outputs = {"y"};
-  g.nodes.push_back(n);
-  g.value_info["x"] = t;
-  g.value_info["y"] = t;
+  kiln::graph::Graph g = kiln::bench::relu_graph(4096);
   std::string path = (std::filesystem::temp_directory_path() /
                       ("kiln-bench-placement-" + std::to_string(getpid()) + ".tar"))
                          .string();
