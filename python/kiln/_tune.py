@@ -165,8 +165,9 @@ def tune(models, tuning_log, trials=64, time_budget=None, tuner="xgb", callbacks
     raises TuneInterrupted (a KeyboardInterrupt) carrying the summary.
     report: also write kiln tune --report's JSON there. weights: "cold"
     (kiln tune --cold-weights), "warm" (--warm-weights) or "auto" (kiln
-    tune's default: cold when the largest model's weights exceed half this
-    machine's last-level cache). The other keywords are kiln tune's options
+    tune's default: cold when the weights the largest model's kernels read,
+    Winograd's transformed ones counted, exceed half this machine's
+    last-level cache). The other keywords are kiln tune's options
     of the same names.
     """
     models = _as_list(models)

@@ -37,6 +37,7 @@
 #include "tuner/remote_runner.h"
 #include "tuner/report.h"
 #include "tuner/target_key.h"
+#include "tuner/tasks.h"
 #include "tuner/tune_loop.h"
 #include "tuner/tuned_configs.h"
 
@@ -364,6 +365,14 @@ void print_summary(const TuneArgs& a, const tuner::TuneSummary& sum) {
 
 // ---- how isolated measurements meet the weights ------------------------------
 
+// The weight bytes one run of the model reads: its initializers, or its
+// kernels' weights in their layouts where those are larger (Winograd's
+// transformed weights; tuner::kernel_weight_bytes).
+int64_t model_weight_bytes(const graph::Graph& g, const tuner::ModelNodes& nodes,
+                           const codegen::Target& target) {
+  return std::max(graph::initializer_bytes(g), tuner::kernel_weight_bytes(nodes, target.isa()));
+}
+
 // Sets a.measure.cold_weights: as asked (--cold-weights, --warm-weights),
 // else tuner::cold_weights_by_default, and says so when that chose cold.
 void choose_weight_measurement(TuneArgs& a, int64_t largest_weights) {
@@ -375,8 +384,9 @@ void choose_weight_measurement(TuneArgs& a, int64_t largest_weights) {
   a.measure.cold_weights = tuner::cold_weights_by_default(largest_weights, llc, a.measure);
   if (a.measure.cold_weights)
     std::printf(
-        "kiln tune: timing candidates with cold weights: the weights (%.1f MB) exceed half of "
-        "this machine's last-level cache (%.0f MB) (--warm-weights: time them warm)\n",
+        "kiln tune: timing candidates with cold weights: the weights its kernels read (%.1f MB, "
+        "Winograd's transformed ones counted) exceed half of this machine's last-level cache "
+        "(%.0f MB) (--warm-weights: time them warm)\n",
         double(largest_weights) / 1e6, double(llc) / 1e6);
 }
 
@@ -608,8 +618,8 @@ int run_tune_job(TuneArgs a) {
     w.model = &m;
     try {
       graph::Graph g = frontend::import_onnx(m.path, frontend::parse_input_shapes(m.input_shapes));
-      largest_weights = std::max(largest_weights, graph::initializer_bytes(g));
       w.kernels = driver::template_workload_sets(g, target.isa());
+      largest_weights = std::max(largest_weights, model_weight_bytes(g, w.kernels, target));
       for (const auto& implementations : w.kernels)
         w.workload_keys.insert(w.workload_keys.end(), implementations.begin(),
                                implementations.end());
@@ -712,8 +722,8 @@ int run_tune(const std::vector<std::string>& args) {
   int64_t largest_weights = 0;
   for (const std::string& m : a.models) {
     graph::Graph g = frontend::import_onnx(m, frontend::parse_input_shapes(a.input_shapes));
-    largest_weights = std::max(largest_weights, graph::initializer_bytes(g));
     nodes.push_back(driver::template_workload_sets(g, target.isa(), a.graph_precision()));
+    largest_weights = std::max(largest_weights, model_weight_bytes(g, nodes.back(), target));
   }
   std::vector<tuner::Task> tasks = tuner::make_tasks(tuner::node_workloads(nodes));
   if (tasks.empty()) {

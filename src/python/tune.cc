@@ -22,6 +22,7 @@
 #include "tuner/measure.h"
 #include "tuner/records.h"
 #include "tuner/remote_runner.h"
+#include "tuner/tasks.h"
 #include "tuner/tune_loop.h"
 
 namespace kiln::python {
@@ -144,7 +145,8 @@ tuner::TuneOptions tune_options(const TuneArgs& a, const codegen::Target& target
 
 // The tuning tasks of the models (kiln tune's and kiln tasks' extraction:
 // every template workload, identical ones merged). Called without the GIL.
-// `largest_weights`, when given, gets the largest model's initializer bytes.
+// `largest_weights`, when given, gets the largest model's weight bytes (kiln tune's
+// count: its initializers, or its kernels' weights in their layouts where larger).
 std::vector<tuner::ModelNodes> model_nodes(const std::vector<std::string>& models,
                                            const std::string& input_shapes,
                                            const codegen::Target& target,
@@ -152,8 +154,10 @@ std::vector<tuner::ModelNodes> model_nodes(const std::vector<std::string>& model
   std::vector<tuner::ModelNodes> nodes;
   for (const std::string& m : models) {
     graph::Graph g = frontend::import_onnx(m, frontend::parse_input_shapes(input_shapes));
-    if (largest_weights) *largest_weights = std::max(*largest_weights, graph::initializer_bytes(g));
     nodes.push_back(driver::template_workload_sets(g, target.isa()));
+    if (largest_weights)  // as kiln tune counts them: Winograd's transformed weights included
+      *largest_weights = std::max({*largest_weights, graph::initializer_bytes(g),
+                                   tuner::kernel_weight_bytes(nodes.back(), target.isa())});
   }
   return nodes;
 }

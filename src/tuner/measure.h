@@ -130,13 +130,15 @@ std::vector<MeasureResult> measure_batch(const std::vector<MeasureInput>& inputs
 
 // Whether kiln tune (and kiln.tune) time candidates with cold weights when
 // not told: when the largest model's weights exceed half this machine's
-// last-level cache. Inside such a model a layer's weights come from memory,
+// last-level cache (the callers count the weights its kernels read, in their
+// layouts: tuner::kernel_weight_bytes). Inside such a model a layer's weights come from memory,
 // the previous layers' having evicted them, and warm repeated calls rank
 // configs as the model does not: ResNet-18's (47 MB, 32 MB L3) Winograd
 // F(4x4) config of its 512-channel convs took 1.03 ms warm, 1.14 cold, 1.79 in
 // the model (bench/tuner/results/cold-weights-resnet18-2026-11-29-zen4.md).
-// Half: the activations share the cache, and Winograd configs' transformed
-// weights are up to 4x larger. Never through a runner: the device's caches
+// Half: the activations share the cache, and a tuned Winograd config's
+// transformed weights may be larger than its fallback's (F(4x4): 4x the ONNX
+// ones). Never through a runner: the device's caches
 // are not known here. `llc_bytes` <= 0 (unknown): warm.
 bool cold_weights_by_default(int64_t largest_weight_bytes, int64_t llc_bytes,
                              const MeasureOptions& options);

@@ -47,4 +47,26 @@ std::vector<std::vector<std::string>> alternative_sets(const std::vector<ModelNo
   return out;
 }
 
+int64_t kernel_weight_bytes(const ModelNodes& nodes, const Isa& isa) {
+  int64_t total = 0;
+  for (const std::vector<std::string>& keys : nodes) {
+    int64_t largest = 0;
+    for (const std::string& key : keys) {
+      ops::Workload w = ops::Workload::parse(key);
+      const ops::OpTemplate& t = ops::get_template(w.template_name);
+      std::vector<std::vector<int64_t>> shapes = t.input_shapes(w, t.fallback(w, isa));
+      std::vector<ir::DataType> types = t.input_dtypes(w);
+      int64_t bytes = 0;
+      for (size_t i = 1; i < shapes.size() && i < types.size(); ++i) {
+        int64_t n = types[i].bytes();
+        for (int64_t d : shapes[i]) n *= d;
+        bytes += n;
+      }
+      largest = std::max(largest, bytes);
+    }
+    total += largest;
+  }
+  return total;
+}
+
 }  // namespace kiln::tuner

@@ -6,8 +6,11 @@
 // make_tasks turns those lists into tasks.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "support/isa.h"
 
 namespace kiln::tuner {
 
@@ -39,5 +42,14 @@ std::vector<std::vector<std::string>> node_workloads(const std::vector<ModelNode
 // The nodes with more than one implementation, each set of keys once: the
 // task scheduler's alternatives (SchedulerOptions::implementation_sets).
 std::vector<std::vector<std::string>> alternative_sets(const std::vector<ModelNodes>& models);
+
+// The bytes one run of a model's template kernels reads besides their first
+// inputs: the weights (and biases) that cold-weight measurement rotates
+// (ColdWeightRing). Per node the largest of its implementations, each in its
+// fallback config's layout for `isa`: a Winograd workload reads its
+// transformed weights, 16/9 (F(2x2)) or 4x (F(4x4)) the ONNX ones, so a model
+// whose ONNX weights fit in half the cache may not. Throws what
+// ops::Workload::parse and ops::get_template throw for a bad key.
+int64_t kernel_weight_bytes(const ModelNodes& nodes, const Isa& isa);
 
 }  // namespace kiln::tuner

@@ -123,6 +123,32 @@ TEST(Tasks, NodeSetsFlattenAndAlternativesAreListedOnce) {
   EXPECT_TRUE(alternative_sets({{{"a"}, {"b"}}}).empty());
 }
 
+// The weights a run reads, as cold-weight measurement's default counts them:
+// a dense layer's are its initializer's bytes; a 3x3 conv counts its largest
+// implementation, the Winograd one's transformed weights (16 or 36 per 9 ONNX
+// ones), so the kernels read more than the ONNX file holds.
+TEST(Tasks, KernelWeightBytesCountWinogradsTransformedWeights) {
+  GraphBuilder d(2);
+  std::string x = d.input("x", {1, 256});
+  d.output(d.node("Gemm", {x, d.random_constant("fc", {256, 64})}));
+  graph::Graph dense = d.graph();
+  EXPECT_EQ(kernel_weight_bytes(driver::template_workload_sets(dense), Isa{}),
+            graph::initializer_bytes(dense));
+
+  const int64_t c = 64, hw = 14;
+  graph::Graph g = conv_conv_dense(3, c, hw, 10);
+  ModelNodes nodes = driver::template_workload_sets(g);
+  ASSERT_EQ(nodes.size(), 3u);
+  ASSERT_EQ(nodes[0].size(), 2u);  // direct and Winograd
+  const int64_t conv_onnx = 9 * c * c * 4;
+  const int64_t fc = c * hw * hw * 10 * 4;
+  int64_t bytes = kernel_weight_bytes(nodes, Isa{});
+  EXPECT_GE(bytes, 2 * conv_onnx * 16 / 9 + fc);
+  EXPECT_LE(bytes, 2 * conv_onnx * 36 / 9 + c * 4 + fc + 4096);  // plus the bias, padding
+  EXPECT_GT(bytes, graph::initializer_bytes(g));
+  EXPECT_EQ(kernel_weight_bytes({}, Isa{}), 0);
+}
+
 TEST(Tasks, AModelWithoutTemplatesHasNoTasks) {
   GraphBuilder b(1);
   b.output(b.node("Relu", {b.input("x", {2, 3})}));
