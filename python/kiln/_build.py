@@ -37,6 +37,9 @@ class BuildReport:
     total: int                          # template workloads
     by_source: Dict[str, int]           # record source -> workloads
     borrowed: List[Tuple[str, str, str]]  # (workload, donor workload, source)
+    # Of `tuned`, workloads kept on their untuned config: no tuned config ran
+    # clearly faster in kiln tune's in-graph step.
+    kept_untuned: int
     demotions: List[dict]               # kernels the compile budget made serial
     notes: List[str]
 
@@ -55,6 +58,10 @@ class BuildReport:
         sources = ", ".join(f"{n} from {s}" for s, n in sorted(self.by_source.items()))
         lines.append(f"tuned: {self.tuned} of {self.total} workloads"
                      + (f" ({sources})" if sources else ""))
+        if self.kept_untuned:
+            lines.append(f"in-graph: {self.kept_untuned} workload(s) keep the untuned config: no "
+                         "tuned config ran clearly faster inside the model (kiln tune's in-graph "
+                         "step)")
         if self.borrowed:
             lines.append(f"borrowed: {len(self.borrowed)} workload(s) use the config tuned for "
                          "a nearby shape or another ISA class:")

@@ -278,6 +278,11 @@ void print_tuned(const driver::BuiltModule& m,
     from += (from.empty() ? "" : ", ") + std::to_string(count) + " from " + source;
   std::printf("tuned: %zu of %zu workloads%s%s%s\n", s.tuned, s.total, from.empty() ? "" : " (",
               from.c_str(), from.empty() ? "" : ")");
+  if (s.kept_untuned)
+    std::printf(
+        "in-graph: %zu workload%s keep%s the untuned config: no tuned config ran clearly faster "
+        "inside the model (kiln tune's in-graph step)\n",
+        s.kept_untuned, s.kept_untuned == 1 ? "" : "s", s.kept_untuned == 1 ? "s" : "");
   if (s.borrowed.empty()) return;
   std::printf(
       "borrowed: %zu workload%s use%s the config tuned for a nearby shape or another "

@@ -37,14 +37,22 @@ Graph import_model(ModelSource src, const BuildOptions& o) {
                                frontend::parse_input_shapes(o.input_shapes));
 }
 
+// One node's implementations' workload keys, its untuned default first
+// (ConfigChooser).
+std::vector<std::string> node_implementations(const graph::TemplateSelection& s) {
+  std::vector<std::string> keys = {s.implementations.at(s.untuned_default).key()};
+  for (size_t i = 0; i < s.implementations.size(); ++i)
+    if (i != s.untuned_default) keys.push_back(s.implementations[i].key());
+  return keys;
+}
+
 // The implementations of every distinct node of the selection, in first-use
 // order.
 std::vector<std::vector<std::string>> implementation_sets(
     const std::vector<graph::TemplateSelection>& sel) {
   std::vector<std::vector<std::string>> sets;
   for (const auto& s : sel) {
-    std::vector<std::string> keys;
-    for (const ops::Workload& w : s.implementations) keys.push_back(w.key());
+    std::vector<std::string> keys = node_implementations(s);
     if (std::find(sets.begin(), sets.end(), keys) == sets.end()) sets.push_back(std::move(keys));
   }
   return sets;
@@ -426,12 +434,8 @@ std::vector<std::vector<std::string>> template_workload_sets(Graph g, const Isa&
                                                              graph::Precision precision) {
   graph::passes::run_default_passes(g);
   std::vector<std::vector<std::string>> sets;
-  for (const graph::TemplateSelection& s : graph::select_templates(g, isa, precision)) {
-    std::vector<std::string> keys = {s.implementations.at(s.untuned_default).key()};
-    for (size_t i = 0; i < s.implementations.size(); ++i)
-      if (i != s.untuned_default) keys.push_back(s.implementations[i].key());
-    sets.push_back(std::move(keys));
-  }
+  for (const graph::TemplateSelection& s : graph::select_templates(g, isa, precision))
+    sets.push_back(node_implementations(s));
   return sets;
 }
 

@@ -32,10 +32,10 @@ struct ChosenConfig {
 // Chooses configs for a model's template workloads, called once per build
 // as soon as templates are selected with the implementations of every
 // distinct node (each a list of workload keys: usually one, two for a 3x3
-// stride-1 Conv, direct and Winograd; graph/passes/select_templates.h), in
-// first-use order; returns workload key -> config for those it has a config
-// for (the rest run their template's fallback). It may throw to stop the
-// build before anything is lowered (kiln build --require-tuned).
+// stride-1 Conv, Winograd and direct; the node's untuned default first;
+// graph/passes/select_templates.h), in first-use order; returns workload key -> config for those it
+// has a config for (the rest run their template's fallback). It may throw to stop the build before
+// anything is lowered (kiln build --require-tuned).
 using ConfigChooser = std::function<std::map<std::string, ChosenConfig>(
     const std::vector<std::vector<std::string>>& implementations)>;
 

@@ -82,6 +82,7 @@ py::dict build_report(const std::string& model, const Package& p, double seconds
   d["templated_kernels"] = templated, d["generic_kernels"] = m.generic_kernels;
   d["workloads"] = workload_rows(m, tuned, explicit_configs);
   d["tuned"] = s.tuned, d["total"] = s.total, d["by_source"] = s.by_source;
+  d["kept_untuned"] = s.kept_untuned;
   py::list borrowed;
   for (const auto& b : s.borrowed) borrowed.append(py::make_tuple(b.workload, b.donor, b.source));
   d["borrowed"] = borrowed;

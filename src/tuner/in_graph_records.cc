@@ -7,6 +7,7 @@
 
 #include "ops/op_template.h"
 #include "support/version.h"
+#include "tuner/rank_test.h"
 #include "tuner/target_key.h"
 
 namespace kiln::tuner {
@@ -56,6 +57,24 @@ std::map<std::string, std::vector<std::string>> in_graph_candidates(
   return out;
 }
 
+namespace {
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+bool clearly_faster(const Record& candidate, const Record& baseline, size_t comparisons) {
+  if (candidate.times_ms.empty() || baseline.times_ms.empty()) return false;
+  if (median(candidate.times_ms) > (1 - kMinInGraphGain) * median(baseline.times_ms)) return false;
+  if (candidate.times_ms.size() < kMinRankSamples || baseline.times_ms.size() < kMinRankSamples)
+    return true;
+  const double alpha = 0.05 / static_cast<double>(std::max<size_t>(comparisons, 1));
+  return rank_test_p_lower(candidate.times_ms, baseline.times_ms) <= alpha;
+}
+
 InGraphEstimate estimate_in_graph(const std::vector<std::vector<std::string>>& implementation_sets,
                                   const std::vector<Record>& in_graph_records, const Isa& isa) {
   std::map<std::string, std::vector<const Record*>> by_workload;
@@ -77,9 +96,14 @@ InGraphEstimate estimate_in_graph(const std::vector<std::vector<std::string>>& i
     }
     if (!untuned) continue;
     const Record* best = untuned;
+    size_t others = 0;
     for (const std::string& w : set)
-      for (const Record* r : by_workload[w])
+      for (const Record* r : by_workload[w]) {
+        if (r == untuned) continue;
+        ++others;
         if (r->mean_ms() < best->mean_ms()) best = r;
+      }
+    if (best != untuned && !clearly_faster(*best, *untuned, others)) best = untuned;
     e.tuned_ms += best->mean_ms();
     e.untuned_ms += untuned->mean_ms();
     ++e.nodes;

@@ -6,11 +6,13 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "codegen/target.h"
 #include "ops/op_template.h"
 #include "runtime/c_runtime_api.h"
+#include "tuner/in_graph_records.h"
 #include "tuner/target_key.h"
 
 namespace kiln::tuner {
@@ -154,6 +156,7 @@ JsonlSources load_jsonl_sources(const std::string& path, int threads) {
   out.isolated.name = path;
   out.in_graph.name = path + " (in-graph)";
   out.isolated.shipped = out.in_graph.shipped = true;
+  out.in_graph.in_graph = true;
   const std::string in_graph_suffix = std::string("; measured=") + TargetKey::kInGraph;
   const std::string cold_suffix = std::string("; measured=") + TargetKey::kColdWeights;
   std::map<std::string, std::vector<Record>> cold;
@@ -415,6 +418,67 @@ void keep_untuned_alternatives(const std::vector<std::vector<std::string>>& impl
   }
 }
 
+// The OK record of `config_json` (compared as JSON) among `records`, or null.
+const Record* record_of(const std::vector<Record>& records, const std::string& config_json) {
+  const nlohmann::json want = nlohmann::json::parse(config_json);
+  for (const Record& r : records)
+    if (r.error == ErrorClass::kOk && !r.times_ms.empty() &&
+        nlohmann::json::parse(r.config_json) == want)
+      return &r;
+  return nullptr;
+}
+
+// A node whose chosen config is an in-graph record keeps its untuned config
+// (its untuned default's fallback, timed in the same step) unless the chosen
+// one ran clearly faster (in_graph_records.h). The chosen implementation is
+// the one graph::choose_implementations will build: the highest GFLOP/s.
+void keep_untuned_unless_clearly_faster(
+    const std::vector<std::vector<std::string>>& implementations,
+    const std::vector<RecordSource>& sources, const Isa& isa,
+    std::map<std::string, ConfigChoice>& chosen) {
+  for (const std::vector<std::string>& keys : implementations) {
+    const std::string* winner = nullptr;
+    for (const std::string& w : keys) {
+      auto it = chosen.find(w);
+      if (it != chosen.end() && (!winner || it->second.gflops > chosen.at(*winner).gflops))
+        winner = &w;
+    }
+    if (!winner) continue;
+    const ConfigChoice& choice = chosen.at(*winner);
+    if (choice.origin == ConfigChoice::Origin::kBorrowed) continue;
+    auto src = std::find_if(sources.begin(), sources.end(), [&](const RecordSource& s) {
+      return s.in_graph && s.name == choice.source;
+    });
+    if (src == sources.end()) continue;
+    const Record* untuned = nullptr;
+    try {
+      ops::Workload w = ops::Workload::parse(keys.front());
+      auto it = src->by_workload.find(keys.front());
+      if (it != src->by_workload.end())
+        untuned =
+            record_of(it->second, ops::get_template(w.template_name).fallback(w, isa).to_json());
+    } catch (const std::exception&) {
+      continue;  // a workload this kiln cannot parse: the build reports it
+    }
+    const Record* pick = record_of(src->by_workload.at(*winner), choice.config_json);
+    if (!untuned || !pick || pick == untuned) continue;
+    size_t others = 0;
+    for (const std::string& w : keys)
+      if (auto it = src->by_workload.find(w); it != src->by_workload.end())
+        for (const Record& r : it->second)
+          others += &r != untuned && r.error == ErrorClass::kOk && !r.times_ms.empty();
+    if (clearly_faster(*pick, *untuned, others)) continue;
+    for (const std::string& w : keys) chosen.erase(w);
+    chosen[keys.front()] = ConfigChoice{
+        src->shipped ? ConfigChoice::Origin::kShippedLog : ConfigChoice::Origin::kDatabase,
+        untuned->config_json,
+        src->name,
+        "",
+        untuned->gflops,
+        /*kept_untuned=*/true};
+  }
+}
+
 }  // namespace
 
 std::map<std::string, ConfigChoice> configs_for_build(const BuildRecordOptions& o,
@@ -445,6 +509,7 @@ std::map<std::string, ConfigChoice> configs_for_build(
     RecordSource in_graph =
         load_database(db, TargetKey::for_target(target, threads).in_graph().key());
     in_graph.name = db.path() + " (in-graph)";
+    in_graph.in_graph = true;
     if (!in_graph.by_workload.empty()) sources.push_back(std::move(in_graph));
     // Then isolated times taken with cold weights (kiln tune's measurement
     // for models whose weights outgrow the last-level cache), closer to the
@@ -480,6 +545,7 @@ std::map<std::string, ConfigChoice> configs_for_build(
   if (!sources.empty()) {
     Isa isa = target.isa();
     chosen = choose_configs(workloads, sources, o.borrow, &isa);
+    keep_untuned_unless_clearly_faster(implementations, sources, isa, chosen);
   }
   if (o.require_tuned)
     require_own_records(o, implementations, chosen);
@@ -501,6 +567,7 @@ TunedSummary summarize_choices(const std::vector<std::string>& workloads,
       continue;
     }
     ++s.tuned;
+    s.kept_untuned += c.kept_untuned;
     ++s.by_source[(c.origin == ConfigChoice::Origin::kShippedLog ? "shipped log " : "") + c.source];
   }
   return s;

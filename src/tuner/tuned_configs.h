@@ -43,6 +43,9 @@ namespace kiln::tuner {
 struct RecordSource {
   std::string name;
   bool shipped = false;  // a shipped log (logs/), not the user's database
+  // Times kiln tune's in-graph step took inside the model (target_key.h's
+  // measured=in-graph), which a build reads with clearly_faster's margin.
+  bool in_graph = false;
   // Records measured for another ISA class (isa_class names it): never used
   // as they are, only borrowed, and only where they fit the target (4. above).
   bool other_isa = false;
@@ -93,6 +96,9 @@ struct ConfigChoice {
   std::string source;         // RecordSource::name it came from
   std::string borrowed_from;  // kBorrowed: the workload whose record it is
   double gflops = 0;          // as measured for that record's own workload
+  // The node's untuned config, kept because no tuned config of any of its
+  // implementations ran clearly faster in the in-graph step (configs_for_build).
+  bool kept_untuned = false;
 };
 
 // The best usable record's config of one workload among its records, or
@@ -136,7 +142,12 @@ std::map<std::string, ConfigChoice> configs_for_build(const BuildRecordOptions& 
 // implementations whose only records come from the shipped logs or borrowing,
 // and not for every implementation, gets none of them: it runs its untuned
 // default (Winograd for a 3x3 convolution), which those records never
-// competed with.
+// competed with. `implementations`' first key must be the node's untuned
+// default (driver::template_workload_sets' order): where the in-graph step
+// timed its fallback config and the node's chosen config is an in-graph
+// record that is not clearly_faster (in_graph_records.h) than that one, the
+// node gets the fallback (ConfigChoice::kept_untuned) and its other
+// implementations no choice.
 std::map<std::string, ConfigChoice> configs_for_build(
     const BuildRecordOptions& options, const codegen::Target& target,
     const std::vector<std::vector<std::string>>& implementations, std::string* note = nullptr);
@@ -151,6 +162,9 @@ struct TunedSummary {
     std::string workload, donor, source;  // donor: the workload whose record it is
   };
   std::vector<Borrowed> borrowed;  // in the build's workload order
+  // Of `tuned`, the workloads whose choice is their untuned config, kept for
+  // want of a clear in-graph win (ConfigChoice::kept_untuned).
+  size_t kept_untuned = 0;
 };
 TunedSummary summarize_choices(const std::vector<std::string>& workloads,
                                const std::map<std::string, ConfigChoice>& choices);

@@ -655,6 +655,119 @@ TEST(InGraphEstimate, CountsEachNodesBestAgainstItsUntunedDefault) {
   EXPECT_EQ(e.tuned_nodes, 3u);
   EXPECT_NEAR(e.tuned_ms, 0.8 + 0.4 + 0.8 + 0.3, 1e-9);
   EXPECT_NEAR(e.untuned_ms, 1.0 + 0.5 + 1.0 + 0.3, 1e-9);
+  // A tuned config 1 % faster is no win: the node counts as untuned.
+  e = estimate_in_graph(
+      {{d.key()}}, {rec(d, fallback(d), 0.3), rec(d, canonical(same_layout(d, rng)), 0.297)}, isa);
+  EXPECT_EQ(e.nodes, 1u);
+  EXPECT_EQ(e.tuned_nodes, 0u);
+  EXPECT_NEAR(e.tuned_ms, 0.3, 1e-9);
+}
+
+// clearly_faster: a margin over the untuned config's median, and with
+// enough times a rank test corrected for the node's number of candidates.
+TEST(ClearlyFaster, NeedsTheMarginAndTheRankTest) {
+  auto rec = [](std::vector<double> t) {
+    Record r;
+    r.times_ms = std::move(t);
+    return r;
+  };
+  const Record untuned = rec({1.00, 1.01, 0.99, 1.02, 1.00, 0.98});
+  const Record faster = rec({0.90, 0.91, 0.89, 0.92, 0.90, 0.88});
+  EXPECT_TRUE(clearly_faster(faster, untuned, 1));
+  EXPECT_TRUE(clearly_faster(faster, untuned, 7));  // p = 1/924
+  EXPECT_FALSE(clearly_faster(untuned, faster, 1));
+  // Every time lower, but by 1 %: within what builds differ by.
+  EXPECT_FALSE(clearly_faster(rec({0.99, 1.00, 0.98, 1.01, 0.99, 0.97}), untuned, 1));
+  // A lower median from a wide spread: U = 24 of 36, p about 0.2.
+  EXPECT_FALSE(clearly_faster(rec({0.80, 0.85, 0.86, 0.90, 1.05, 1.10}), untuned, 1));
+  // U = 32 of 36, p = 12/924: enough against one rival, not against seven.
+  const Record mostly = rec({0.90, 0.91, 0.92, 0.93, 0.94, 1.005});
+  EXPECT_TRUE(clearly_faster(mostly, untuned, 1));
+  EXPECT_FALSE(clearly_faster(mostly, untuned, 7));
+  // Too few times for a rank test: the margin alone.
+  EXPECT_TRUE(clearly_faster(rec({0.9}), rec({1.0}), 3));
+  EXPECT_FALSE(clearly_faster(rec({0.98}), rec({1.0}), 1));
+  EXPECT_FALSE(clearly_faster(rec({}), rec({1.0}), 1));
+}
+
+// kiln tune's in-graph step times the untuned config beside the tuned ones;
+// a build keeps the untuned config of a node unless the tuned one it would
+// take, of either implementation, ran clearly faster.
+TEST(ConfigsForBuild, InGraphTiesKeepTheUntunedConfig) {
+  using nlohmann::json;
+  auto dir =
+      std::filesystem::temp_directory_path() / ("kiln_in_graph_ties_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string db_path = (dir / "t.db").string();
+  const codegen::Target host = codegen::Target::host();
+  const Isa isa = host.isa();
+  const int threads = kiln_get_num_threads();
+  const TargetKey key = TargetKey::for_target(host, threads);
+  std::mt19937_64 rng(31);
+  // 30 repeats about `ms`, 1 % apart: 6 group medians, as the step stores.
+  auto times = [&](double ms) {
+    std::uniform_real_distribution<double> noise(-0.01, 0.01);
+    std::vector<double> t(30);
+    for (double& x : t) x = ms * (1 + noise(rng));
+    return t;
+  };
+  auto add = [&](const ops::Workload& w, const schedule::Config& cfg, double ms) {
+    RecordDB db = RecordDB::open(db_path);
+    db.add(in_graph_record(w.key(), key.in_graph().key(), cfg.to_json(), times(ms)));
+  };
+  auto fallback = [&](const ops::Workload& w) {
+    return ops::get_template(w.template_name).fallback(w, isa);
+  };
+  // One implementation: a tuned config 1 % faster than the untuned one.
+  ops::Workload a = conv(12, 12);
+  auto [tied, clear] = two_same_layout(a, rng);
+  add(a, fallback(a), 1.0);
+  add(a, tied, 0.99);
+  BuildRecordOptions o;
+  o.tuning_log = db_path;
+  o.shipped_logs = false;
+  o.borrow = false;
+  auto chosen = [&](const std::vector<std::vector<std::string>>& sets) {
+    return configs_for_build(o, host, sets);
+  };
+  ConfigChoice c = chosen({{a.key()}}).at(a.key());
+  EXPECT_EQ(json::parse(c.config_json), json::parse(fallback(a).to_json()));
+  EXPECT_TRUE(c.kept_untuned);
+  EXPECT_NE(c.source.find("(in-graph)"), std::string::npos) << c.source;
+  EXPECT_EQ(summarize_choices({a.key()}, chosen({{a.key()}})).kept_untuned, 1u);
+  add(a, clear, 0.8);
+  c = chosen({{a.key()}}).at(a.key());
+  EXPECT_EQ(json::parse(c.config_json), json::parse(clear.to_json()));
+  EXPECT_FALSE(c.kept_untuned);
+  EXPECT_EQ(summarize_choices({a.key()}, chosen({{a.key()}})).kept_untuned, 0u);
+
+  // Two implementations, Winograd the untuned default: a direct config that
+  // ties Winograd's fallback leaves the node on it, the direct one unchosen.
+  ops::Workload b = conv(10, 10), b_winograd = b;
+  b_winograd.template_name = "conv2d_winograd_NCHWc.x86";
+  schedule::Config direct = same_layout(b, rng);
+  add(b_winograd, fallback(b_winograd), 0.5);
+  add(b, direct, 0.495);
+  auto both = chosen({{b_winograd.key(), b.key()}});
+  ASSERT_EQ(both.count(b_winograd.key()), 1u);
+  EXPECT_EQ(both.count(b.key()), 0u);
+  EXPECT_EQ(json::parse(both.at(b_winograd.key()).config_json),
+            json::parse(fallback(b_winograd).to_json()));
+  EXPECT_TRUE(both.at(b_winograd.key()).kept_untuned);
+  // Without the in-graph time of the untuned config there is nothing to
+  // keep: the fastest record wins, as before.
+  both = chosen({{b.key()}});
+  ASSERT_EQ(both.count(b.key()), 1u);
+  EXPECT_FALSE(both.at(b.key()).kept_untuned);
+  // A direct config clearly faster than Winograd's untuned one is the node's.
+  schedule::Config faster = same_layout(b, rng);
+  while (faster == direct) faster = same_layout(b, rng);
+  add(b, faster, 0.4);
+  both = chosen({{b_winograd.key(), b.key()}});
+  ASSERT_EQ(both.count(b.key()), 1u);
+  EXPECT_EQ(json::parse(both.at(b.key()).config_json), json::parse(faster.to_json()));
+  EXPECT_FALSE(both.at(b.key()).kept_untuned);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace kiln::tuner
