@@ -418,14 +418,23 @@ void keep_untuned_alternatives(const std::vector<std::vector<std::string>>& impl
   }
 }
 
-// The OK record of `config_json` (compared as JSON) among `records`, or null.
-const Record* record_of(const std::vector<Record>& records, const std::string& config_json) {
+// The OK records of `config_json` (compared as JSON) among `records`.
+std::vector<const Record*> records_of(const std::vector<Record>& records,
+                                      const std::string& config_json) {
   const nlohmann::json want = nlohmann::json::parse(config_json);
+  std::vector<const Record*> out;
   for (const Record& r : records)
     if (r.error == ErrorClass::kOk && !r.times_ms.empty() &&
         nlohmann::json::parse(r.config_json) == want)
-      return &r;
-  return nullptr;
+      out.push_back(&r);
+  return out;
+}
+
+// One in-graph step stamps its records together, once its rounds have run;
+// a database may hold several steps' (kiln tune run again).
+constexpr int64_t kSameStepS = 60;
+bool same_step(const Record& a, const Record& b) {
+  return std::abs(a.timestamp_unix - b.timestamp_unix) <= kSameStepS;
 }
 
 // A node whose chosen config is an in-graph record keeps its untuned config
@@ -449,24 +458,29 @@ void keep_untuned_unless_clearly_faster(
     auto src = std::find_if(sources.begin(), sources.end(), [&](const RecordSource& s) {
       return s.in_graph && s.name == choice.source;
     });
-    if (src == sources.end()) continue;
-    const Record* untuned = nullptr;
+    if (src == sources.end() || !src->by_workload.count(keys.front())) continue;
+    // The chosen record as pick_best found it (the fastest of its config),
+    // and the untuned config's record of the same step.
+    const Record* pick = nullptr;
+    for (const Record* r : records_of(src->by_workload.at(*winner), choice.config_json))
+      if (!pick || r->mean_ms() < pick->mean_ms()) pick = r;
+    std::string fallback;
     try {
       ops::Workload w = ops::Workload::parse(keys.front());
-      auto it = src->by_workload.find(keys.front());
-      if (it != src->by_workload.end())
-        untuned =
-            record_of(it->second, ops::get_template(w.template_name).fallback(w, isa).to_json());
+      fallback = ops::get_template(w.template_name).fallback(w, isa).to_json();
     } catch (const std::exception&) {
       continue;  // a workload this kiln cannot parse: the build reports it
     }
-    const Record* pick = record_of(src->by_workload.at(*winner), choice.config_json);
-    if (!untuned || !pick || pick == untuned) continue;
+    const Record* untuned = nullptr;
+    for (const Record* r : records_of(src->by_workload.at(keys.front()), fallback))
+      if (pick && same_step(*r, *pick)) untuned = r;
+    if (!untuned || untuned == pick) continue;
     size_t others = 0;
     for (const std::string& w : keys)
       if (auto it = src->by_workload.find(w); it != src->by_workload.end())
         for (const Record& r : it->second)
-          others += &r != untuned && r.error == ErrorClass::kOk && !r.times_ms.empty();
+          others += &r != untuned && r.error == ErrorClass::kOk && !r.times_ms.empty() &&
+                    same_step(r, *pick);
     if (clearly_faster(*pick, *untuned, others)) continue;
     for (const std::string& w : keys) chosen.erase(w);
     chosen[keys.front()] = ConfigChoice{

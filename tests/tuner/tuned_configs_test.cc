@@ -723,6 +723,15 @@ TEST(ConfigsForBuild, InGraphTiesKeepTheUntunedConfig) {
   auto [tied, clear] = two_same_layout(a, rng);
   add(a, fallback(a), 1.0);
   add(a, tied, 0.99);
+  {
+    // An earlier step's time of the untuned config, on a slower day: not
+    // what this step's candidates are compared with.
+    Record earlier =
+        in_graph_record(a.key(), key.in_graph().key(), fallback(a).to_json(), times(2.0));
+    earlier.timestamp_unix -= 3600;
+    RecordDB db = RecordDB::open(db_path);
+    db.add(earlier);
+  }
   BuildRecordOptions o;
   o.tuning_log = db_path;
   o.shipped_logs = false;
