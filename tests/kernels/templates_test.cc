@@ -184,7 +184,10 @@ std::vector<Workload> workloads_of(const std::string& name) {
   }
   if (name == "dense_pack.x86" || name == "dense_nopack.x86")
     return {dense(name.c_str(), 1, 1000, 96), dense(name.c_str(), 7, 5, 13),
-            dense(name.c_str(), 33, 17, 29), dense(name.c_str(), 64, 48, 40)};
+            dense(name.c_str(), 33, 17, 29), dense(name.c_str(), 64, 48, 40),
+            // Several rows, N no multiple of 2 or 3 vectors: whole-vector
+            // column blocks and a partial last one (dense_fallback_tile).
+            dense(name.c_str(), 8, 40, 24)};
   if (name == "batch_matmul.x86")
     return {bmm(2, 7, 13, 2, 20), bmm(3, 16, 24, 1, 33), bmm(4, 1, 64, 4, 16)};
   // The integer templates: K, N, C, OC, OW not multiples of their tiles (int8_test.cc has
@@ -741,6 +744,11 @@ TEST(Templates, FallbackRules) {
   EXPECT_EQ(g.split("tile_x"), (std::vector<int64_t>{25, 1, 40}));
   EXPECT_EQ(g.split("tile_y"), (std::vector<int64_t>{1, 1, 1}));
   EXPECT_EQ(g.split("tile_k"), (std::vector<int64_t>{128, 16}));
+  // The same columns at batch 8: whole vectors and a partial last block
+  // (40-column blocks spilled, 8x slower), 8 rows of 2 vectors.
+  Config g8 = cfg(dense("dense_pack.x86", 8, 1000, 1280));
+  EXPECT_EQ(g8.split("tile_x").back(), 32);
+  EXPECT_EQ(g8.split("tile_y").back(), 8);
   Config m = cfg(dense("dense_nopack.x86", 1024, 1024, 1024));
   EXPECT_EQ(m.split("tile_x"), (std::vector<int64_t>{4, 8, 32}));
   EXPECT_EQ(m.split("tile_y"), (std::vector<int64_t>{16, 8, 8}));
@@ -896,6 +904,15 @@ TEST(Templates, FallbackRegisterTilesFollowTheIsa) {
   EXPECT_EQ(dt.fallback(d, avx2).split("tile_y").back(), 4);  // 8 ymm (6 does not divide 128)
   EXPECT_EQ(dt.fallback(d, neon).split("tile_x").back(), 8);
   EXPECT_EQ(dt.fallback(d, neon).split("tile_y").back(), 8);  // 16 q registers
+  // A classifier at batch 8 (1000 columns): whole vectors and a partial last
+  // block on every ISA where a single row takes 2.5 vectors (40, 20, 10).
+  Workload head = dense("dense_pack.x86", 8, 1000, 1280),
+           gemv = dense("dense_pack.x86", 1, 1000, 1280);
+  EXPECT_EQ(dt.fallback(head, avx512).split("tile_x").back(), 32);
+  EXPECT_EQ(dt.fallback(head, avx2).split("tile_x").back(), 16);
+  EXPECT_EQ(dt.fallback(head, neon).split("tile_x").back(), 8);
+  EXPECT_EQ(dt.fallback(gemv, avx512).split("tile_x").back(), 40);
+  EXPECT_EQ(dt.fallback(gemv, avx2).split("tile_x").back(), 20);
   for (const Isa& isa : {avx512, avx2, neon}) {
     Config f = dt.fallback(d, isa);
     int64_t vectors = (f.split("tile_x").back() + isa.lanes() - 1) / isa.lanes();
