@@ -280,6 +280,24 @@ TEST(WholeGraph, PoolingFlattenGemm) {
   check_end_to_end(b, "pooling");
 }
 
+// A classifier at batch 3: the dense's register tile has several rows, so
+// its fallback takes whole-vector column blocks and a partial last one (40
+// classes: 32 + 8 as AVX-512 code, 16 + 16 + 8 as AVX2), not 2.5 vectors.
+TEST(WholeGraph, ClassifierAtBatchThree) {
+  std::mt19937 rng(seed(35));
+  int64_t c = 24, h = odd_size(rng, {5, 7}), w = odd_size(rng, {6, 8}), classes = 40;
+  OnnxBuilder b;
+  b.input("x", {"batch", dim(c), dim(h), dim(w)});
+  b.output("y", {"batch", dim(classes)});
+  conv(b, "conv", "x", "c0", {c, c}, rng);
+  b.node("GlobalAveragePool", "gap", {"c0"}, {"g"});
+  OnnxBuilder::attr_int(b.node("Flatten", "flatten", {"g"}, {"f"}), "axis", 1);
+  init_random(b, "fc.w", {classes, c}, rng);
+  init_random(b, "fc.b", {classes}, rng);
+  OnnxBuilder::attr_int(b.node("Gemm", "fc", {"f", "fc.w", "fc.b"}, {"y"}), "transB", 1);
+  check_end_to_end(b, "classifier", shapes({{"x", {3, c, h, w}}}));
+}
+
 // PyTorch's ceil_mode pooling of x [1, C, H, W] (kernel 2, stride 2, pad 1,
 // dilation dh along H): a window starts inside the input or its left padding,
 // taps outside the input are skipped (AveragePool: count_include_pad 0).
