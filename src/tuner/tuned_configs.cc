@@ -346,6 +346,48 @@ std::map<std::string, ConfigChoice> choose_configs(const std::vector<std::string
   return out;
 }
 
+namespace {
+
+// The OK records of `config_json` (compared as JSON) among `records`.
+std::vector<const Record*> records_of(const std::vector<Record>& records,
+                                      const std::string& config_json) {
+  const nlohmann::json want = nlohmann::json::parse(config_json);
+  std::vector<const Record*> out;
+  for (const Record& r : records)
+    if (r.error == ErrorClass::kOk && !r.times_ms.empty() &&
+        nlohmann::json::parse(r.config_json) == want)
+      out.push_back(&r);
+  return out;
+}
+
+// One in-graph step stamps its records together, once its rounds have run;
+// a database may hold several steps' (kiln tune run again).
+constexpr int64_t kSameStepS = 60;
+bool same_step(const Record& a, const Record& b) {
+  return std::abs(a.timestamp_unix - b.timestamp_unix) <= kSameStepS;
+}
+
+// An in-graph target's record of the workload's untuned config from the
+// step that measured `best`, or null: a build on the exported records then
+// weighs `best` against it as it would on the database
+// (keep_untuned_unless_clearly_faster).
+const Record* untuned_in_graph_record(const std::string& target, const std::string& key,
+                                      const std::vector<Record>& records, const Record& best) {
+  try {
+    if (TargetKey::parse(target).measured != TargetKey::kInGraph) return nullptr;
+    const Isa isa = codegen::Target::parse(TargetKey::parse(target).target).isa();
+    ops::Workload w = ops::Workload::parse(key);
+    for (const Record* r :
+         records_of(records, ops::get_template(w.template_name).fallback(w, isa).to_json()))
+      if (same_step(*r, best)) return r;
+  } catch (const std::exception&) {
+    // A target or workload this kiln cannot parse: nothing to add.
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 std::vector<Record> best_records(const RecordDB& db) {
   std::vector<Record> out;
   for (const std::string& target : db.targets())
@@ -360,6 +402,9 @@ std::vector<Record> best_records(const RecordDB& db) {
             (!fastest || r.mean_ms() < fastest->mean_ms()))
           fastest = &r;
       if (fastest && !(*fastest == *best)) out.push_back(*fastest);
+      const Record* untuned = untuned_in_graph_record(target, key, records, *best);
+      if (untuned && !(*untuned == *best) && !(fastest && *untuned == *fastest))
+        out.push_back(*untuned);
     }
   return out;
 }
@@ -416,25 +461,6 @@ void keep_untuned_alternatives(const std::vector<std::vector<std::string>>& impl
     if (own || with_choice == keys.size()) continue;
     for (const std::string& w : keys) chosen.erase(w);
   }
-}
-
-// The OK records of `config_json` (compared as JSON) among `records`.
-std::vector<const Record*> records_of(const std::vector<Record>& records,
-                                      const std::string& config_json) {
-  const nlohmann::json want = nlohmann::json::parse(config_json);
-  std::vector<const Record*> out;
-  for (const Record& r : records)
-    if (r.error == ErrorClass::kOk && !r.times_ms.empty() &&
-        nlohmann::json::parse(r.config_json) == want)
-      out.push_back(&r);
-  return out;
-}
-
-// One in-graph step stamps its records together, once its rounds have run;
-// a database may hold several steps' (kiln tune run again).
-constexpr int64_t kSameStepS = 60;
-bool same_step(const Record& a, const Record& b) {
-  return std::abs(a.timestamp_unix - b.timestamp_unix) <= kSameStepS;
 }
 
 // A node whose chosen config is an in-graph record keeps its untuned config

@@ -170,7 +170,9 @@ TunedSummary summarize_choices(const std::vector<std::string>& workloads,
                                const std::map<std::string, ConfigChoice>& choices);
 
 // The records worth shipping from a database: per workload and target, the
-// pick_best record and, when it differs, the fastest one.
+// pick_best record and, when it differs, the fastest one; for an in-graph
+// target also the untuned config's record of the same step, so that a build
+// on the shipped records keeps the untuned config where the database's would.
 std::vector<Record> best_records(const RecordDB& db);
 
 }  // namespace kiln::tuner

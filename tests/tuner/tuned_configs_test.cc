@@ -779,4 +779,55 @@ TEST(ConfigsForBuild, InGraphTiesKeepTheUntunedConfig) {
   std::filesystem::remove_all(dir);
 }
 
+// Exported records (kiln records export --best, the shipped logs) carry the
+// untuned config's in-graph record of the same step, so that a build on the
+// log keeps the untuned config where a build on the database does.
+TEST(BestRecords, CarryTheUntunedInGraphRecordForTheMargin) {
+  using nlohmann::json;
+  const codegen::Target host = codegen::Target::host();
+  if (isa_class(host).empty()) GTEST_SKIP() << "no shipped log for this ISA class";
+  auto dir =
+      std::filesystem::temp_directory_path() / ("kiln_best_untuned_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const int threads = kiln_get_num_threads();
+  const TargetKey key = TargetKey::for_target(host, threads);
+  std::mt19937_64 rng(41);
+  ops::Workload a = conv(12, 12);
+  const schedule::Config fb = ops::get_template(a.template_name).fallback(a, host.isa());
+  const schedule::Config tied = same_layout(a, rng);
+  auto times = [&](double ms) {
+    std::uniform_real_distribution<double> noise(-0.01, 0.01);
+    std::vector<double> t(30);
+    for (double& x : t) x = ms * (1 + noise(rng));
+    return t;
+  };
+  std::vector<Record> best;
+  {
+    RecordDB db = RecordDB::open((dir / "t.db").string());
+    db.add(record(a, tied, 0.5, threads));  // isolated
+    db.add(record(a, fb, 0.6, threads));
+    db.add(in_graph_record(a.key(), key.in_graph().key(), tied.to_json(), times(0.98)));
+    db.add(in_graph_record(a.key(), key.in_graph().key(), fb.to_json(), times(1.0)));
+    best = best_records(db);
+  }
+  size_t in_graph = 0;
+  for (const Record& r : best) in_graph += r.target_key == key.in_graph().key();
+  EXPECT_EQ(in_graph, 2u);  // the pick and the untuned config
+  const std::string log = (dir / (isa_class(host) + ".jsonl")).string();
+  {
+    std::ofstream out(log);
+    for (const Record& r : best) out << record_to_json_line(r) << "\n";
+  }
+  ::setenv("KILN_LOGS_DIR", dir.c_str(), 1);
+  BuildRecordOptions o;
+  o.borrow = false;
+  auto chosen = configs_for_build(o, host, std::vector<std::vector<std::string>>{{a.key()}});
+  ::unsetenv("KILN_LOGS_DIR");
+  ASSERT_EQ(chosen.count(a.key()), 1u);
+  EXPECT_EQ(json::parse(chosen.at(a.key()).config_json), json::parse(fb.to_json()));
+  EXPECT_TRUE(chosen.at(a.key()).kept_untuned);
+  EXPECT_EQ(chosen.at(a.key()).origin, ConfigChoice::Origin::kShippedLog);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace kiln::tuner
