@@ -129,6 +129,11 @@ TEST(GroupConv2dLanes, WindowOrderAndPaddedCopyMatchPlainGroupedConv) {
   Workload strided = workload({1, 32, 8, 56, 56, 3, 3, 2, {1, 1, 1, 1}});
   EXPECT_EQ(tmpl().fallback(strided, avx2).knob("kw_inner"), 0);
   EXPECT_EQ(tmpl().fallback(strided, avx2).knob("pad_copy"), 0);
+  // Its column tile: 4 on both, where AVX-512's accumulators alone would
+  // allow 14 and its taps' permuted inputs and weights then spilled.
+  EXPECT_EQ(tmpl().fallback(strided, avx512).split("tile_ow").back(), 4);
+  EXPECT_EQ(tmpl().fallback(strided, avx2).split("tile_ow").back(), 4);
+  EXPECT_EQ(tmpl().fallback(resnext, avx512).split("tile_ow").back(), 14);
   // A record from before the knobs means neither.
   Config old = Config::from_json(tmpl().space(resnext),
                                  R"({"knobs": {"block": 16, "tile_ow": [7, 4], "unroll_kw": 1}})");
