@@ -57,15 +57,6 @@ std::map<std::string, std::vector<std::string>> in_graph_candidates(
   return out;
 }
 
-namespace {
-
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
-
 bool clearly_faster(const Record& candidate, const Record& baseline, size_t comparisons) {
   if (candidate.times_ms.empty() || baseline.times_ms.empty()) return false;
   if (median(candidate.times_ms) > (1 - kMinInGraphGain) * median(baseline.times_ms)) return false;

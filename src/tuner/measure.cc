@@ -26,6 +26,7 @@
 #include "support/process.h"
 #include "support/temp_files.h"
 #include "tuner/measure_worker.h"
+#include "tuner/rank_test.h"
 #include "tuner/remote_runner.h"
 
 namespace kiln::tuner {
@@ -173,12 +174,6 @@ std::string tail(const std::string& s, size_t n = 2000) {
   std::string t = s.size() > n ? "..." + s.substr(s.size() - n) : s;
   while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
   return t;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // The verdict of a worker's result line (a JSON object with a "status").

@@ -1,5 +1,6 @@
 #include "tuner/rank_test.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -38,6 +39,12 @@ double normal_tail(double u, size_t n, size_t m) {
 }
 
 }  // namespace
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 double rank_test_p_lower(const std::vector<double>& lower, const std::vector<double>& higher) {
   if (lower.empty() || higher.empty()) return 1;

@@ -18,4 +18,7 @@ namespace kiln::tuner {
 // Returns 1 when either sample is empty.
 double rank_test_p_lower(const std::vector<double>& lower, const std::vector<double>& higher);
 
+// The median of a non-empty sample (the mean of the middle two for an even count).
+double median(std::vector<double> v);
+
 }  // namespace kiln::tuner

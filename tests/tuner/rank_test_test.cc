@@ -36,6 +36,12 @@ double brute_force_p(const std::vector<double>& lower, const std::vector<double>
   return static_cast<double>(as_extreme) / static_cast<double>(all);
 }
 
+TEST(RankTest, MedianOfOddAndEvenCounts) {
+  EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2);
+  EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
+  EXPECT_DOUBLE_EQ(median({7}), 7);
+}
+
 TEST(RankTest, HandCheckedValues) {
   // Complete separation: 1 ordering in C(n+m, n).
   EXPECT_DOUBLE_EQ(rank_test_p_lower({1}, {2}), 0.5);
