@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <utility>
 
 namespace kiln::ops::winograd {
 
@@ -95,6 +96,29 @@ void inline_epilogue_stages(schedule::Schedule& sch, const Tensor& Y, const Tens
   }
 }
 
+// V[eps][nu] over its row pass rows[r][nu], both [.., tile, alpha, alpha,
+// channels]: per tile (in parallel), the row pass row by row into a local
+// buffer, then V column by column. Each pass's own tile index is unrolled, so
+// that its coefficients are constants; the other stays a loop that LLVM must
+// not unroll: unrolled both ways, the passes merge back into one block with
+// the whole tile live.
+void schedule_two_pass_input_transform(schedule::Schedule& sch, const Tensor& V,
+                                       const Tensor& rows) {
+  auto sv = sch[V];
+  IterVar eps = sv->axis(0), nu = sv->axis(1);
+  sv->reorder({sv->axis(2), sv->axis(3), nu, eps, sv->axis(4)});
+  IterVar tile = sv->fuse(sv->axis(2), sv->axis(3));
+  sv->parallel(tile);
+  sv->keep_rolled(nu);
+  sv->unroll(eps);
+  sv->vectorize(sv->axis(4));
+  auto st = sch[rows];
+  st->compute_at(sv, tile);
+  st->keep_rolled(st->axis(2));
+  st->unroll(st->axis(3));
+  st->vectorize(st->axis(4));
+}
+
 }  // namespace
 
 void schedule_stages(schedule::Schedule& sch, const TemplateInstance& inst, const Tensor& output,
@@ -104,11 +128,15 @@ void schedule_stages(schedule::Schedule& sch, const TemplateInstance& inst, cons
   if (output != Y && detail::const_shape(output) != detail::const_shape(Y))
     throw std::invalid_argument(name + ": epilogue '" + output->name +
                                 "' must have the shape of the anchor '" + Y->name + "'");
-  Tensor M = input_tensors(Y).at(0);
+  Tensor cols, M = input_tensors(Y).at(0);  // the column pass of a two-pass output transform
+  if (M->name == kColumnPassName) cols = std::exchange(M, input_tensors(M).at(0));
   Tensor V = input_tensors(M).at(0);
-  Tensor pad;
+  Tensor rows, pad;  // the row pass of a two-pass input transform, the padding
   for (const Tensor& t : input_tensors(V))
-    if (!t->is_placeholder) pad = t;
+    if (!t->is_placeholder) (t->name == kRowPassName ? rows : pad) = t;
+  if (rows)
+    for (const Tensor& t : input_tensors(rows))
+      if (!t->is_placeholder) pad = t;
   inline_epilogue_stages(sch, Y, output, name);
   if (output != Y) sch[Y]->compute_inline();
 
@@ -118,13 +146,18 @@ void schedule_stages(schedule::Schedule& sch, const TemplateInstance& inst, cons
     sp->vectorize(sp->axis(4));
   }
 
-  // V: tiles in parallel, the alpha x alpha tile unrolled, channels vectorized.
+  // V: tiles in parallel, channels vectorized; the alpha x alpha tile in two
+  // passes, else unrolled whole.
   auto sv = sch[V];
-  sv->reorder({sv->axis(2), sv->axis(3), sv->axis(0), sv->axis(1), sv->axis(4)});
-  sv->parallel(sv->fuse(sv->axis(2), sv->axis(3)));
-  sv->unroll(sv->axis(0));
-  sv->unroll(sv->axis(1));
-  sv->vectorize(sv->axis(4));
+  if (rows) {
+    schedule_two_pass_input_transform(sch, V, rows);
+  } else {
+    sv->reorder({sv->axis(2), sv->axis(3), sv->axis(0), sv->axis(1), sv->axis(4)});
+    sv->parallel(sv->fuse(sv->axis(2), sv->axis(3)));
+    sv->unroll(sv->axis(0));
+    sv->unroll(sv->axis(1));
+    sv->vectorize(sv->axis(4));
+  }
 
   // M: a register tile of p_tile rows x oc_bn, reduced over the channels.
   Tensor MC = sch.cache_write(M, MemScope::Local);
@@ -152,11 +185,26 @@ void schedule_stages(schedule::Schedule& sch, const TemplateInstance& inst, cons
   if (ph) order.push_back(ph);
   order.push_back(two);
   if (pw) order.push_back(pw);
-  for (const IterVar& iv : {r1, r2, so->axis(4)}) order.push_back(iv);
+  IterVar tile = order.back();
+  // Within a tile, rows then columns; with the column pass, columns then rows
+  // (per output column, its m outputs from the pass's alpha values), the
+  // column loop rolled as V's.
+  IterVar outer = r1, inner = r2;
+  if (cols) std::swap(outer, inner);
+  for (const IterVar& iv : {outer, inner, so->axis(4)}) order.push_back(iv);
   so->reorder(order);
   so->parallel(so->fuse({so->axis(0), so->axis(1), tho}));
-  so->unroll(r1);
-  so->unroll(r2);
+  if (cols) {
+    so->keep_rolled(outer);
+    auto sq = sch[cols];
+    sq->compute_at(so, tile);
+    sq->keep_rolled(sq->axis(2));
+    sq->unroll(sq->axis(3));
+    sq->vectorize(sq->axis(4));
+  } else {
+    so->unroll(outer);
+  }
+  so->unroll(inner);
   so->vectorize(so->axis(4));
 }
 

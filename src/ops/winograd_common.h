@@ -22,6 +22,11 @@ struct Transforms {
   std::vector<std::vector<double>> AT;  // m x alpha
 };
 
+// The names of the float template's first passes of its two-pass transforms:
+// rows = d B before V = B^T rows, and cols = M A before Y = A^T cols.
+inline constexpr const char* kRowPassName = "winograd_V_rows";
+inline constexpr const char* kColumnPassName = "winograd_Y_cols";
+
 // m = 2 or 4; throws std::invalid_argument otherwise.
 const Transforms& transforms(int64_t m);
 
@@ -44,13 +49,15 @@ ir::Expr select_row(const ir::Expr& index, size_t rows,
 // The schedule both Winograd templates share, for their stages pad -> V -> M ->
 // Y (winograd_conv2d.h): each stage at root with its outer loops parallel; pad
 // rows and V's tiles vectorized over the channel block, V's alpha x alpha tile
-// unrolled; M a register tile of p_tile rows x oc_bn accumulated over the
-// input channels (the inner channel loop unrolled with unroll_ci); Y inlined
-// into `output` (the anchor or an injective epilogue of its shape, whose other
-// stages are inlined), walked in m x m output tiles, unrolled, oc_bn
-// vectorized. With dilation (dh, dw), the output rows are walked per phase:
-// oh = (tile * m + r) * dh + phase, r unrolled. `name` is the template's, for
-// errors.
+// unrolled, or in two passes where V reads a row pass named kRowPassName (per
+// tile, into a local buffer); M a register tile of p_tile rows x oc_bn
+// accumulated over the input channels (the inner channel loop unrolled with
+// unroll_ci); Y inlined into `output` (the anchor or an injective epilogue of
+// its shape, whose other stages are inlined), walked in m x m output tiles,
+// unrolled, or column by column from a column pass named kColumnPassName (per
+// tile, into a local buffer); oc_bn vectorized. With dilation (dh, dw), the
+// output rows are walked per phase: oh = (tile * m + r) * dh + phase, r
+// unrolled. `name` is the template's, for errors.
 void schedule_stages(schedule::Schedule& sch, const TemplateInstance& inst,
                      const ir::Tensor& output, const std::string& name, int64_t m, int64_t p_tile,
                      bool unroll_ci, int64_t dh = 1, int64_t dw = 1);

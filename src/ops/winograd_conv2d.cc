@@ -32,6 +32,7 @@ struct Geometry {
   Conv2DAttrs a;
   int64_t m = 0, alpha = 0, icb = 0, ocb = 0, ICo = 0, OCo = 0;
   int64_t dh = 1, dw = 1;  // dilation: the number of phases in each direction
+  bool two_pass = false;   // the transforms in two passes (transform_passes 2)
   int64_t OH = 0, OW = 0, OHq = 0, OWq = 0, nH = 0, nW = 0, P = 0, p_tile = 0, P_pad = 0;
 };
 
@@ -87,6 +88,101 @@ bool f4_pays(const Conv2DAttrs& a, int64_t p_tile) {
   return gemm_cost(4) <= gemm_cost(2);
 }
 
+// V = B^T d B for every tile: [alpha, alpha, ICo, P_pad, icb]. In one
+// expression per element, or (g.two_pass) in two passes, rows first,
+// rows[r][nu] = sum_j BT[nu][j] d[r][j], then columns, V[eps][nu] =
+// sum_i BT[eps][i] rows[i][nu], so that each pass holds one row or column of
+// the tile (6 inputs, 6 outputs): the whole tile at once is 36 partial sums,
+// 72 vectors for 16 channels on AVX2's 8 lanes, which spilled five times over.
+Tensor input_transform(const Geometry& g, const Tensor& pad) {
+  const Transforms& t = transforms(g.m);
+  auto d = [&](const Expr& tile, const Expr& cb, const Expr& r, const Expr& c, const Expr& ch) {
+    Expr p = min(tile, make_int(g.P - 1));  // padding rows repeat the last tile
+    TileOrigin o = tile_origin(g, p);
+    return at(pad, o.n, cb, (o.th * g.m + r) * g.dh + o.a, (o.tw * g.m + c) * g.dw + o.b, ch);
+  };
+  if (!g.two_pass)
+    return ir::compute(
+        {g.alpha, g.alpha, g.ICo, g.P_pad, g.icb},
+        [&](const std::vector<Var>& i) {
+          return select_row(i[0], g.alpha, [&](int eps) {
+            return linear_combination(t.BT[eps], [&](int r) {
+              return select_row(i[1], g.alpha, [&](int nu) {
+                return linear_combination(
+                    t.BT[nu], [&](int c) { return d(i[3], i[2], make_int(r), make_int(c), i[4]); });
+              });
+            });
+          });
+        },
+        "winograd_V");
+  Tensor rows = ir::compute(
+      {g.ICo, g.P_pad, g.alpha, g.alpha, g.icb},
+      [&](const std::vector<Var>& i) {
+        return select_row(i[3], g.alpha, [&](int nu) {
+          return linear_combination(t.BT[nu],
+                                    [&](int c) { return d(i[1], i[0], i[2], make_int(c), i[4]); });
+        });
+      },
+      winograd::kRowPassName);
+  return ir::compute(
+      {g.alpha, g.alpha, g.ICo, g.P_pad, g.icb},
+      [&](const std::vector<Var>& i) {
+        return select_row(i[0], g.alpha, [&](int eps) {
+          return linear_combination(
+              t.BT[eps], [&](int r) { return at(rows, i[2], i[3], make_int(r), i[1], i[4]); });
+        });
+      },
+      "winograd_V");
+}
+
+// Y = A^T M A: output (oh, ow) is element (qh % m, qw % m) of its phase's
+// tile, qh = oh / dh (oh itself without dilation). With g.two_pass and no
+// dilation, in two passes as V: columns first, cols[eps][q] = sum_nu AT[q][nu]
+// M[eps][nu], then rows, Y[r][q] = sum_eps AT[r][eps] cols[eps][q].
+Tensor output_transform(const Geometry& g, const Tensor& M) {
+  const Transforms& t = transforms(g.m);
+  Tensor cols;
+  if (g.two_pass && g.dh == 1 && g.dw == 1)
+    cols = ir::compute(
+        {g.OCo, g.P_pad, g.alpha, g.m, g.ocb},
+        [&](const std::vector<Var>& i) {
+          return select_row(i[3], g.m, [&](int q) {
+            return linear_combination(
+                t.AT[q], [&](int nu) { return at(M, i[2], make_int(nu), i[0], i[1], i[4]); });
+          });
+        },
+        winograd::kColumnPassName);
+  return ir::compute(
+      {g.a.batch, g.OCo, g.OH, g.OW, g.ocb},
+      [&](const std::vector<Var>& i) {
+        Expr qh = g.dh > 1 ? i[2] / g.dh : Expr(i[2]), qw = g.dw > 1 ? i[3] / g.dw : Expr(i[3]);
+        Expr r1 = qh % g.m, r2 = qw % g.m;
+        Expr p = tile_index(g, i[0], i[2] % g.dh, i[3] % g.dw, qh / g.m, qw / g.m);
+        return select_row(r1, g.m, [&](int row) {
+          return linear_combination(t.AT[row], [&](int eps) {
+            if (cols) return at(cols, i[1], p, make_int(eps), r2, i[4]);
+            return select_row(r2, g.m, [&](int col) {
+              return linear_combination(t.AT[col], [&](int nu) {
+                return at(M, make_int(eps), make_int(nu), i[1], p, i[4]);
+              });
+            });
+          });
+        });
+      },
+      "winograd_Y");
+}
+
+// Two passes where a whole tile's vectors (alpha^2 values of a channel
+// block) outnumber the registers more than twice: F(4x4) with 16 channels on
+// AVX2 (72 ymm against 16), where the one-pass transforms spilled 144 and 88
+// ymm stores per tile and two passes ran 2-4 % faster (ab_convs.py, Zen 4,
+// one thread). With 36 zmm against 32 (AVX-512) two passes ran 1-4 % slower,
+// with F(2x2) on AVX2 (32 ymm) no faster.
+int64_t fallback_transform_passes(int64_t m, int64_t channel_block, const Isa& isa) {
+  int64_t vectors = (m + 2) * (m + 2) * ceil_div(channel_block, isa.lanes());
+  return vectors > 2 * isa.vector_registers ? 2 : 1;
+}
+
 // conv2d_winograd_NCHWc.x86 (see winograd_conv2d.h).
 class Conv2dWinogradNCHWc final : public OpTemplate {
  public:
@@ -101,6 +197,7 @@ class Conv2dWinogradNCHWc final : public OpTemplate {
     space.define_knob("wino_m", {2, 4});
     space.define_knob("p_tile", p_tile_values());
     space.define_knob("unroll_ci", {0, 1});
+    space.define_knob("transform_passes", {1, 2}, schedule::KnobOrigin::AddedLater);
     return space;
   }
 
@@ -119,12 +216,14 @@ class Conv2dWinogradNCHWc final : public OpTemplate {
     // code_size.h); 16 channels on 4-lane NEON would not.
     bool narrow = ceil_div(std::max(icb, ocb), isa.lanes()) > 2;
     bool wide_f4 = !narrow && f4_pays(a, rows);
+    int64_t m = wide_f4 ? 4 : 2;
     return detail::KnobValues()
         .split("tile_ic", a.in_channels, {icb})
         .split("tile_oc", a.out_channels, {ocb})
-        .knob("wino_m", wide_f4 ? 4 : 2)
+        .knob("wino_m", m)
         .knob("p_tile", rows)
         .knob("unroll_ci", 1)
+        .knob("transform_passes", fallback_transform_passes(m, std::max(icb, ocb), isa))
         .in(space(w));
   }
 
@@ -135,7 +234,6 @@ class Conv2dWinogradNCHWc final : public OpTemplate {
 
   TemplateInstance compute(const Workload& w, const Config& cfg) const override {
     Geometry g = geometry(w, cfg);
-    const Transforms& t = transforms(g.m);
     const Conv2DAttrs& a = g.a;
     Tensor data = placeholder({a.batch, g.ICo, a.height, a.width, g.icb}, DataType::f32(), "data");
     Tensor U = placeholder({g.alpha, g.alpha, g.OCo, g.ICo, g.icb, g.ocb}, DataType::f32(),
@@ -146,25 +244,7 @@ class Conv2dWinogradNCHWc final : public OpTemplate {
     int64_t right = (g.nW * g.m + 2) * g.dw - a.width - a.pad_left;
     Tensor pad = detail::pad_spatial(data, a.pad_top, a.pad_left, bottom, right, "data_pad");
 
-    // V = B^T d B: for tile p, sum_i BT[eps][i] (sum_j BT[nu][j] d[i][j]).
-    Tensor V = ir::compute(
-        {g.alpha, g.alpha, g.ICo, g.P_pad, g.icb},
-        [&](const std::vector<Var>& i) {
-          Expr p = min(Expr(i[3]), make_int(g.P - 1));  // padding rows repeat the last tile
-          TileOrigin o = tile_origin(g, p);
-          auto d = [&](int r, int c) {
-            return at(pad, o.n, i[2], (o.th * g.m + r) * g.dh + o.a, (o.tw * g.m + c) * g.dw + o.b,
-                      i[4]);
-          };
-          return select_row(i[0], g.alpha, [&](int eps) {
-            return linear_combination(t.BT[eps], [&](int r) {
-              return select_row(i[1], g.alpha, [&](int nu) {
-                return linear_combination(t.BT[nu], [&](int c) { return d(r, c); });
-              });
-            });
-          });
-        },
-        "winograd_V");
+    Tensor V = input_transform(g, pad);
 
     // M = V x U per (eps, nu): alpha^2 GEMMs over the input channels.
     IterVar cb = reduce_axis(g.ICo, "cb"), ci = reduce_axis(g.icb, "ci");
@@ -177,25 +257,7 @@ class Conv2dWinogradNCHWc final : public OpTemplate {
         },
         "winograd_M");
 
-    // Y = A^T M A: output (oh, ow) is element (qh % m, qw % m) of its phase's
-    // tile, qh = oh / dh (oh itself without dilation).
-    Tensor Y = ir::compute(
-        {a.batch, g.OCo, g.OH, g.OW, g.ocb},
-        [&](const std::vector<Var>& i) {
-          Expr qh = g.dh > 1 ? i[2] / g.dh : Expr(i[2]), qw = g.dw > 1 ? i[3] / g.dw : Expr(i[3]);
-          Expr r1 = qh % g.m, r2 = qw % g.m;
-          Expr p = tile_index(g, i[0], i[2] % g.dh, i[3] % g.dw, qh / g.m, qw / g.m);
-          return select_row(r1, g.m, [&](int row) {
-            return linear_combination(t.AT[row], [&](int eps) {
-              return select_row(r2, g.m, [&](int col) {
-                return linear_combination(t.AT[col], [&](int nu) {
-                  return at(M, make_int(eps), make_int(nu), i[1], p, i[4]);
-                });
-              });
-            });
-          });
-        },
-        "winograd_Y");
+    Tensor Y = output_transform(g, M);
     return {{data, U}, Y, {{"dilation_h", g.dh}, {"dilation_w", g.dw}}};
   }
 
@@ -312,6 +374,7 @@ class Conv2dWinogradNCHWc final : public OpTemplate {
     g.nW = ceil_div(g.OWq, g.m);
     g.P = g.a.batch * g.dh * g.dw * g.nH * g.nW;
     g.p_tile = cfg.knob("p_tile");
+    g.two_pass = cfg.knob("transform_passes") == 2;
     g.P_pad = ceil_div(g.P, g.p_tile) * g.p_tile;
     return g;
   }

@@ -47,7 +47,10 @@
 // Knobs: tile_ic, tile_oc (2 levels, exact factors <= 64; the channel blocks,
 // as in conv2d_NCHWc.x86, so layouts agree with neighbours), wino_m (2 or 4),
 // p_tile (register-tile rows of the GEMM), unroll_ci (0/1: the GEMM's inner
-// channel loop unrolled).
+// channel loop unrolled), transform_passes (1: each tile's V and Y one
+// unrolled expression; 2: V from a row pass and, without dilation, Y from a
+// column pass, each per tile into a local buffer, so that no pass holds a
+// whole tile in registers; records stored before the knob read as 1).
 // Fallback rule, for the target's ISA row (L lanes, R registers): ic_bn,
 // oc_bn = conv2d_NCHWc's block rule (16 where it divides); wino_m = 4 if a
 // channel block is at most 2 vectors (so not on 4-lane NEON with 16 channels:
@@ -55,7 +58,8 @@
 // of a phase (the output, without dilation) are >= 8 or, dilated, F(4x4)'s
 // GEMM rows padded to p_tile cost no more than F(2x2)'s (36 against 16 products
 // a row; FCN's 16 phases of 7 x 7), else 2; p_tile = the largest knob value <= min(16,
-// (3R/4) / ceil(oc_bn / L)) (oc_bn 16: AVX-512 16, AVX2 6); unroll_ci = 1.
+// (3R/4) / ceil(oc_bn / L)) (oc_bn 16: AVX-512 16, AVX2 6); unroll_ci = 1;
+// transform_passes = 2 where alpha^2 ceil(block / L) > 2R (F(4x4) on AVX2).
 #pragma once
 
 #include <vector>

@@ -52,6 +52,15 @@ std::optional<Interval> eval_binary(const BinaryNode* op, const IntervalMap& var
     case ExprKind::FloorDiv:
       if (cb && *cb > 0) return Interval{floordiv(a->min, op->b), floordiv(a->max, op->b)};
       break;
+    case ExprKind::Div:  // truncating, and as floordiv non-decreasing in a for b > 0
+      if (cb && *cb > 0 && op->dtype.is_integer()) return Interval{a->min / op->b, a->max / op->b};
+      break;
+    case ExprKind::Mod:  // truncating: the sign of a
+      if (cb && *cb > 0 && op->dtype.is_integer()) {
+        const int64_t* lo = as_const_int(a->min);
+        return Interval{make_int(lo && *lo >= 0 ? 0 : 1 - *cb), make_int(*cb - 1)};
+      }
+      break;
     case ExprKind::FloorMod:
       if (cb && *cb > 0) {
         return Interval{make_int(0), make_int(*cb - 1)};

@@ -12,13 +12,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
+#include <regex>
+#include <sstream>
 
+#include "codegen/codegen.h"
 #include "codegen/target.h"
 #include "harness.h"
 #include "ops/conv2d.h"
 #include "ops/op_template.h"
 #include "ops/reference.h"
+#include "schedule/lower.h"
 
 namespace kiln::test {
 namespace {
@@ -141,18 +146,20 @@ TEST(WinogradConv2d, MatchesPlainConvOverShapesAndConfigs) {
   expect_fallbacks_and_random_configs_match(shapes, rng);
 }
 
-// Both tile sizes with every GEMM knob away from the fallback, and the
-// epilogue path (the anchor inlined into a ReLU output).
+// Both tile sizes in one and two passes with every GEMM knob away from the
+// fallback, and the epilogue path (the anchor inlined into a ReLU output).
 TEST(WinogradConv2d, TileSizesAndEpilogue) {
   Workload w = workload({1, 8, 16, 10, 9, {1, 1, 1, 1}});
   std::mt19937_64 rng(7);
   for (const char* m : {"2", "4"})
-    for (const char* rows : {"2", "6", "16"}) {
-      std::string knobs = std::string(R"("tile_ic": [2, 4], "tile_oc": [2, 8], "wino_m": )") + m +
-                          R"(, "p_tile": )" + rows + R"(, "unroll_ci": 0)";
-      expect_matches_plain(w, with_knobs(w, knobs), rng);
-      expect_matches_plain(w, with_knobs(w, knobs), rng, /*with_relu_epilogue=*/true);
-    }
+    for (const char* rows : {"2", "6", "16"})
+      for (const char* passes : {"1", "2"}) {
+        std::string knobs = std::string(R"("tile_ic": [2, 4], "tile_oc": [2, 8], "wino_m": )") + m +
+                            R"(, "p_tile": )" + rows + R"(, "unroll_ci": 0, )" +
+                            R"("transform_passes": )" + passes;
+        expect_matches_plain(w, with_knobs(w, knobs), rng);
+        expect_matches_plain(w, with_knobs(w, knobs), rng, /*with_relu_epilogue=*/true);
+      }
 }
 
 // U = G g G^T: a weight of one tap at the centre transforms to
@@ -190,6 +197,16 @@ TEST(WinogradConv2d, FallbackAndErrors) {
                 t.fallback(big, isa_of("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72"))),
             2);
   EXPECT_EQ(ops::winograd_tile(t.fallback(big, avx2)), 4);
+  // Two-pass transforms where a tile's vectors outnumber twice the registers:
+  // 72 ymm of F(4x4) on AVX2, not 36 zmm on AVX-512 nor 32 ymm of F(2x2).
+  EXPECT_EQ(t.fallback(big, avx2).knob("transform_passes"), 2);
+  EXPECT_EQ(t.fallback(big, avx512).knob("transform_passes"), 1);
+  EXPECT_EQ(t.fallback(small, avx2).knob("transform_passes"), 1);
+  // Records stored before the knob keep their one-pass meaning.
+  Config old = Config::from_json(
+      t.space(big),
+      R"({"knobs":{"tile_ic":[4,16],"tile_oc":[4,16],"wino_m":4,"p_tile":6,"unroll_ci":1}})");
+  EXPECT_EQ(old.knob("transform_passes"), 1);
   for (const Isa& isa : {avx512, avx2}) {
     Config f = t.fallback(big, isa);
     EXPECT_TRUE(t.fits(big, f, isa));
@@ -212,6 +229,55 @@ TEST(WinogradConv2d, FallbackAndErrors) {
   Workload five = big;
   five.params[1].second = {64, 64, 5, 5};
   expect_error(five, "3x3 kernel and stride 1");
+}
+
+// Vector registers stored to a fixed stack slot (`vmovups %ymm3, 96(%rsp)`):
+// spills. A local buffer indexed by a rolled loop has a register in its
+// address.
+int vector_spill_stores(const std::string& assembly) {
+  static const std::regex spill(R"(vmov\w+\s+%[xyz]mm\d+, -?\d*\(%rsp\)\s*$)");
+  std::istringstream in(assembly);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) n += std::regex_search(line, spill);
+  return n;
+}
+
+// With transform_passes 2, each transform runs in two passes over a local
+// buffer (rows then columns of the input tile, columns then rows of the output
+// tile), so that no pass holds a whole tile in registers: AVX2 code for 16
+// channels (two ymm per value, 16 registers) spills nothing. In one pass, the
+// F(4x4) input transform spilled 144 ymm stores and the output transform 88;
+// the AVX2 fallback takes two passes there.
+TEST(WinogradConv2d, Avx2TwoPassTransformsDoNotSpill) {
+  const auto& t = tmpl();
+  codegen::Target znver3 = codegen::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3");
+  const Shape shapes[] = {
+      {1, 64, 64, 56, 56, {1, 1, 1, 1}},   // F(4x4)
+      {1, 48, 192, 13, 13, {1, 1, 1, 1}},  // F(4x4), a partial last tile
+      {1, 512, 512, 7, 7, {1, 1, 1, 1}},   // F(2x2)
+  };
+  for (const Shape& s : shapes) {
+    Workload w = workload(s);
+    Config fallback = t.fallback(w, znver3.isa());
+    EXPECT_EQ(fallback.knob("transform_passes"), ops::winograd_tile(fallback) == 4 ? 2 : 1);
+    auto spills = [&](int64_t passes) {
+      Config cfg = ops::detail::KnobValues()
+                       .split("tile_ic", s.c, {16})
+                       .split("tile_oc", s.oc, {16})
+                       .knob("wino_m", ops::winograd_tile(fallback))
+                       .knob("p_tile", fallback.knob("p_tile"))
+                       .knob("unroll_ci", 1)
+                       .knob("transform_passes", passes)
+                       .in(t.space(w));
+      ops::Kernel k = ops::make_kernel(t, w, cfg);
+      return vector_spill_stores(
+          codegen::emit_assembly({schedule::lower(k.sch, k.args, "wino")}, znver3));
+    };
+    int one = spills(1), two = spills(2);
+    std::printf("%s: %d ymm spill stores in one pass, %d in two\n", w.key().c_str(), one, two);
+    EXPECT_EQ(two, 0) << w.key();
+    EXPECT_GT(one, 0) << w.key();
+  }
 }
 
 // A dilated 3x3 convolution is dh x dw ordinary ones, one per output phase

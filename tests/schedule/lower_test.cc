@@ -256,6 +256,37 @@ TEST(Lower, RegionUnderFusedLoopIsOneTile) {
   EXPECT_LE(run_dense(sch, d, 16, 64, 8), 1e-6);
 }
 
+// A producer read through truncating integer division and remainder (the
+// Winograd output's tile p = oh / m, element oh % m) covers one tile when
+// attached at the tile loop: x / 4 over x in [4 t, 4 t + 3] is the point t,
+// x % 4 spans the producer's whole (4-long) axis.
+TEST(Lower, RegionThroughTruncatingDivisionIsOneTile) {
+  Tensor A = placeholder({24}, DataType::f32(), "A");
+  Tensor P = compute(
+      {6, 4}, [&](const std::vector<Var>& i) { return at(A, i[0] * 4 + i[1]) * 2.0f; }, "P");
+  Tensor C = compute(
+      {24}, [&](const std::vector<Var>& i) { return at(P, i[0] / 4, i[0] % 4) + 1.0f; }, "C");
+  auto sch = create_schedule({C});
+  auto s = sch[C];
+  auto [o, in] = s->split(s->axis(0), 4);
+  sch[P]->compute_at(s, o);
+  LoweredFunc f = lower(sch, {A, C}, "tiles");
+  class Finder : public IRVisitor {
+   public:
+    int64_t size = -1;
+    void visit_allocate(const AllocateNode* op) override {
+      size = *as_const_int(op->size);
+      IRVisitor::visit_allocate(op);
+    }
+  } finder;
+  finder.visit(f.body);
+  EXPECT_EQ(finder.size, 4) << to_string(f);
+  auto a = ops::reference::random_uniform(24, 5);
+  std::vector<float> c(24);
+  Interpreter().run(f, {a.data(), c.data()});
+  for (int i = 0; i < 24; ++i) EXPECT_FLOAT_EQ(c[i], a[i] * 2 + 1) << i << "\n" << to_string(f);
+}
+
 // cache_read: the readers see a copy of the input, computed per tile.
 TEST(Lower, CacheReadCopyPerTile) {
   for (int64_t f : {3, 4, 8}) {
