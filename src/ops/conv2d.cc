@@ -412,6 +412,10 @@ void schedule_lane_window_conv(schedule::Schedule& sch, const TemplateInstance& 
   auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
   out->parallel(out->fuse({out->axis(0), out->axis(1), out->axis(2)}));
   out->vectorize(out->axis(4));
+  // A heavy epilogue (SiLU's sigmoid) per column: unrolled over the tile, its
+  // constants and temporaries beside the tile's vectors spilled (EfficientNet-
+  // B0's depthwise kernels as AVX2 code: 263 stack accesses a row).
+  if (detail::epilogue_is_heavy(inst.anchor, output)) out->keep_rolled(ow[1]);
   tile->compute_at(out, ow[0]);
   std::vector<IterVar> order;
   const size_t reduce_axes = tile->op->reduce_axis.size();

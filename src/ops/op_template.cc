@@ -6,6 +6,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "ir/functor.h"
 #include "ops/batch_matmul.h"
 #include "ops/batch_matmul_int8.h"
 #include "ops/batch_matmul_int8_amx.h"
@@ -202,6 +203,24 @@ std::vector<int64_t> const_shape(const ir::Tensor& t) {
     s.push_back(*v);
   }
   return s;
+}
+
+bool epilogue_is_heavy(const ir::Tensor& anchor, const ir::Tensor& output) {
+  std::set<const ir::TensorNode*> own;
+  for (auto& t : ir::post_order({anchor})) own.insert(t.get());
+  bool heavy = false;
+  for (auto& t : ir::post_order({output})) {
+    if (own.count(t.get()) || t->is_placeholder) continue;
+    ir::post_order_visit(t->body, [&](const ir::Expr& e) {
+      if (auto* c = e.as<ir::CallNode>()) {
+        using ir::Intrinsic;
+        heavy |= c->op == Intrinsic::Exp || c->op == Intrinsic::Log || c->op == Intrinsic::Tanh ||
+                 c->op == Intrinsic::Erf || c->op == Intrinsic::Sigmoid || c->op == Intrinsic::Pow;
+      }
+      heavy |= e.kind() == ir::ExprKind::Div && e.dtype().is_float();
+    });
+  }
+  return heavy;
 }
 
 TileStages prepare_anchor(schedule::Schedule& sch, const ir::Tensor& anchor,

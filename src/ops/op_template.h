@@ -197,6 +197,12 @@ struct TileStages {
 TileStages prepare_anchor(schedule::Schedule& sch, const ir::Tensor& anchor,
                           const ir::Tensor& output, const std::string& template_name);
 
+// Whether the epilogue stages between `anchor` and `output` compute a
+// transcendental function (exp, log, tanh, erf, sigmoid, pow) or a float
+// division: tens of instructions and several constants per vector, so that
+// one register tile's worth at once, unrolled, spills.
+bool epilogue_is_heavy(const ir::Tensor& anchor, const ir::Tensor& output);
+
 // Constant shape of a tensor.
 std::vector<int64_t> const_shape(const ir::Tensor& t);
 
