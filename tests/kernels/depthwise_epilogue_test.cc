@@ -10,10 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <map>
 #include <random>
-#include <regex>
-#include <sstream>
 
 #include "codegen/codegen.h"
 #include "codegen/target.h"
@@ -122,32 +119,13 @@ TEST(DepthwiseEpilogue, SiluMatchesPlainConvOnEveryIsaRow) {
   }
 }
 
-// Vector registers stored to a fixed stack slot (`vmovups %ymm3, 96(%rsp)`)
-// inside innermost loops (a label and a later jump back to it, holding no
-// other such loop): spills where the time goes. (Outside them, such stores
-// are also the register tile's own stack buffer, which the column loop reads.)
+// Vector registers stored to a fixed stack slot inside innermost loops:
+// spills where the time goes. (Outside them, such stores are also the
+// register tile's own stack buffer, which the column loop reads.)
 int inner_loop_spill_stores(const std::string& assembly) {
-  static const std::regex spill(R"(vmov\w+\s+%[xyz]mm\d+, -?\d*\(%rsp\)\s*$)");
-  static const std::regex label(R"(^(\.LBB\w+):)"), jump(R"(^\s+j\w+\s+(\.LBB\w+))");
-  std::vector<std::string> lines;
-  std::istringstream in(assembly);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  std::map<std::string, size_t> label_at;
-  std::vector<std::pair<size_t, size_t>> loops;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    std::smatch m;
-    if (std::regex_search(lines[i], m, label)) label_at[m[1]] = i;
-    if (std::regex_search(lines[i], m, jump) && label_at.count(m[1]))
-      loops.push_back({label_at[m[1]], i});
-  }
   int n = 0;
-  for (auto [b, e] : loops) {
-    bool inner = true;
-    for (auto [b2, e2] : loops)
-      if (b2 >= b && e2 <= e && (b2 != b || e2 != e)) inner = false;
-    if (!inner) continue;
-    for (size_t i = b; i <= e; ++i) n += std::regex_search(lines[i], spill);
-  }
+  for (const auto& loop : innermost_loops(assembly))
+    for (const std::string& l : loop) n += is_vector_spill_store(l);
   return n;
 }
 

@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -101,6 +104,45 @@ inline void run_jit(const ops::Kernel& k, const std::vector<float*>& buffers) {
   for (size_t i = 0; i < buffers.size(); ++i)
     EXPECT_EQ(0, std::memcmp(copies[i].data(), buffers[i], copies[i].size() * sizeof(float)))
         << "buffer " << k.args[i]->name << " differs between the JIT and the shared library";
+}
+
+// The lines of each innermost loop of an assembly listing (a .LBB label and a
+// later jump back to it, holding no other such loop): where a kernel's time
+// goes, for tests that count its spills.
+inline std::vector<std::vector<std::string>> innermost_loops(const std::string& assembly) {
+  std::vector<std::string> lines;
+  std::istringstream in(assembly);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::map<std::string, size_t> label_at;
+  std::vector<std::pair<size_t, size_t>> loops;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& l = lines[i];
+    if (l.rfind(".LBB", 0) == 0 && l.back() == ':') label_at[l.substr(0, l.size() - 1)] = i;
+    size_t j = l.find("\tj");
+    if (j == std::string::npos) continue;
+    size_t t = l.find(".LBB", j);
+    if (t == std::string::npos) continue;
+    auto it = label_at.find(l.substr(t));
+    if (it != label_at.end()) loops.push_back({it->second, i});
+  }
+  std::vector<std::vector<std::string>> inner;
+  for (auto [b, e] : loops) {
+    bool innermost = true;
+    for (auto [b2, e2] : loops)
+      if ((b2 > b && e2 <= e) || (b2 >= b && e2 < e)) innermost = false;
+    if (innermost) inner.emplace_back(lines.begin() + b, lines.begin() + e + 1);
+  }
+  return inner;
+}
+
+// Whether an assembly line stores a vector register to a fixed stack slot
+// (`vmovups %ymm3, 96(%rsp)`): a spill, or a register tile's stack buffer.
+inline bool is_vector_spill_store(const std::string& line) {
+  if (line.find("vmov") == std::string::npos) return false;
+  size_t reg = std::string::npos;
+  for (const char* v : {"%xmm", "%ymm", "%zmm"}) reg = std::min(reg, line.find(v));
+  size_t slot = std::min(line.find("(%rsp)"), line.find("(%rbp)"));
+  return reg != std::string::npos && slot != std::string::npos && reg < slot;
 }
 
 }  // namespace kiln::test

@@ -761,40 +761,15 @@ TEST(Conv2dNCHWcInt8, FallbackTileDoesNotSpillOnVnni) {
   }
 }
 
-// ymm stack stores and vpmaddwd in the innermost loops that hold vpmaddwd (a
-// label and a later jump back to it, holding no other such loop): the spill
-// traffic where the time goes.
+// Vector stack stores and vpmaddwd in the innermost loops that hold vpmaddwd:
+// the spill traffic where the time goes.
 std::pair<int, int> hot_loop_spills_and_madds(const std::string& as) {
-  std::vector<std::string> lines;
-  std::istringstream in(as);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  std::map<std::string, size_t> label_at;
-  std::vector<std::pair<size_t, size_t>> loops;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    const std::string& l = lines[i];
-    if (l.rfind(".LBB", 0) == 0 && l.back() == ':') label_at[l.substr(0, l.size() - 1)] = i;
-    size_t j = l.find("\tj");
-    if (j == std::string::npos) continue;
-    size_t t = l.find(".LBB", j);
-    if (t == std::string::npos) continue;
-    auto it = label_at.find(l.substr(t));
-    if (it != label_at.end()) loops.push_back({it->second, i});
-  }
   int stores = 0, madds = 0;
-  for (auto [b, e] : loops) {
-    bool inner = true;
-    for (auto [b2, e2] : loops)
-      if ((b2 > b && e2 <= e) || (b2 >= b && e2 < e)) inner = false;
-    if (!inner) continue;
-    for (size_t i = b; i <= e; ++i) {
-      const std::string& l = lines[i];
+  for (const auto& loop : innermost_loops(as))
+    for (const std::string& l : loop) {
       if (l.find("vpmaddwd") != std::string::npos) ++madds;
-      size_t r = l.find("%ymm"), m = std::min(l.find("(%rsp)"), l.find("(%rbp)"));
-      if (l.find("vmov") != std::string::npos && r != std::string::npos && m != std::string::npos &&
-          r < m)
-        ++stores;
+      if (is_vector_spill_store(l)) ++stores;
     }
-  }
   return {stores, madds};
 }
 

@@ -229,6 +229,20 @@ TEST(Lower, ComputeAtProducerCoversConsumerWindow) {
 namespace kiln::test {
 namespace {
 
+// The element count of the last buffer a lowered function allocates.
+int64_t last_allocation_size(const LoweredFunc& f) {
+  class Finder : public IRVisitor {
+   public:
+    int64_t size = -1;
+    void visit_allocate(const AllocateNode* op) override {
+      size = *as_const_int(op->size);
+      IRVisitor::visit_allocate(op);
+    }
+  } finder;
+  finder.visit(f.body);
+  return finder.size;
+}
+
 // A producer attached under a fused loop covers one tile, not the whole axis:
 // the fused loop's value is one point at the attach point.
 TEST(Lower, RegionUnderFusedLoopIsOneTile) {
@@ -241,18 +255,7 @@ TEST(Lower, RegionUnderFusedLoopIsOneTile) {
   s->parallel(fused);
   sch[CC]->compute_at(s, fused);
   LoweredFunc f = lower(sch, {d.A, d.B, d.C}, "dense");
-  int64_t local_size = -1;
-  class Finder : public IRVisitor {
-   public:
-    int64_t size = -1;
-    void visit_allocate(const AllocateNode* op) override {
-      size = *as_const_int(op->size);
-      IRVisitor::visit_allocate(op);
-    }
-  } finder;
-  finder.visit(f.body);
-  local_size = finder.size;
-  EXPECT_EQ(local_size, 4 * 16) << to_string(f);
+  EXPECT_EQ(last_allocation_size(f), 4 * 16) << to_string(f);
   EXPECT_LE(run_dense(sch, d, 16, 64, 8), 1e-6);
 }
 
@@ -271,16 +274,7 @@ TEST(Lower, RegionThroughTruncatingDivisionIsOneTile) {
   auto [o, in] = s->split(s->axis(0), 4);
   sch[P]->compute_at(s, o);
   LoweredFunc f = lower(sch, {A, C}, "tiles");
-  class Finder : public IRVisitor {
-   public:
-    int64_t size = -1;
-    void visit_allocate(const AllocateNode* op) override {
-      size = *as_const_int(op->size);
-      IRVisitor::visit_allocate(op);
-    }
-  } finder;
-  finder.visit(f.body);
-  EXPECT_EQ(finder.size, 4) << to_string(f);
+  EXPECT_EQ(last_allocation_size(f), 4) << to_string(f);
   auto a = ops::reference::random_uniform(24, 5);
   std::vector<float> c(24);
   Interpreter().run(f, {a.data(), c.data()});
