@@ -1,5 +1,6 @@
 #include "ops/conv2d.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "schedule/split_apply.h"
@@ -137,9 +138,30 @@ ConvFallbackTile with_odd_blocks(ConvFallbackTile tile, int64_t out_height, int6
   return tile;
 }
 
+// Loads per FMA over a whole row of out_width: its full tiles of r blocks x
+// `columns` and the partial last one, which loads the same weight vectors
+// for fewer columns.
+double row_loads_per_fma(int64_t r, int64_t columns, int64_t vectors, int64_t out_width) {
+  const int64_t full = out_width / columns, rest = out_width % columns;
+  double loads = double(full * (r * vectors + columns));
+  if (rest > 0) loads += double(r * vectors + rest);
+  return loads / double(r * vectors * out_width);
+}
+
+// A row is narrow for a tile whose partial last tile holds a third of it or
+// more (7 columns in 4 + 3; not 14 in 5 + 5 + 4).
+bool narrow_row(int64_t out_width, int64_t columns) {
+  constexpr int64_t kNarrowShare = 3;
+  return (out_width % columns) * kNarrowShare >= out_width;
+}
+
 // The tile of 1, 2 or 4 blocks (oc_reg's first values) for rows of out_width.
+// `chunked_blocks`: the block counts whose tile a reduction chunk would serve
+// (fallback_window_chunk), for which a narrow row of a larger window may take
+// a tile whose operands do not fit.
 ConvFallbackTile row_fallback_tile(int64_t out_width, int64_t oc_blocks, int64_t vectors,
-                                   int64_t window, const Isa& isa) {
+                                   int64_t window, const std::vector<int64_t>& chunked_blocks,
+                                   const Isa& isa) {
   const int64_t budget = isa.accumulator_budget();
   int64_t d = largest_divisor_at_most(out_width, std::max<int64_t>(1, budget / vectors));
   // A narrow plane's whole row leaves most of the budget unused (7 columns
@@ -160,14 +182,19 @@ ConvFallbackTile row_fallback_tile(int64_t out_width, int64_t oc_blocks, int64_t
     bool fits;
     double loads;
   };
-  std::vector<Candidate> candidates;
+  std::vector<Candidate> candidates, narrow;
   for (int64_t r : {1, 2}) {
     if (oc_blocks % r) continue;
     int64_t cap = budget / (r * vectors);
     if (cap < 3) continue;
     int64_t columns = balanced_columns(out_width, cap);
     bool fits = operands_fit(r, columns, vectors, isa);
-    if (!fits && window > 1) continue;
+    if (!fits && window > 1) {
+      if (std::count(chunked_blocks.begin(), chunked_blocks.end(), r))
+        narrow.push_back({{r, columns}, r * vectors * columns, fits,
+                          row_loads_per_fma(r, columns, vectors, out_width)});
+      continue;
+    }
     candidates.push_back(
         {{r, columns}, r * vectors * columns, fits, loads_per_fma(r, columns, vectors)});
   }
@@ -184,16 +211,36 @@ ConvFallbackTile row_fallback_tile(int64_t out_width, int64_t oc_blocks, int64_t
   const Candidate* chosen = nullptr;
   for (const Candidate& c : candidates)
     if (!chosen || better(c, *chosen)) chosen = &c;
+  // A larger window's narrow row: the fitting tile's partial tile, a third
+  // of the work or more, ran its unrolled window and channel loops with
+  // spills (1 x 4 on 7 columns: 122 stores in its 3-column tile), and 2
+  // blocks x 3 columns of a 7-wide row, reduction chunked, ran 2-10 %
+  // faster than 1 x 4 (ResNet's and ConvNeXt's stride-2 convs onto 7 x 7,
+  // one thread of a Zen 4 running AVX2 code). On 14 columns (1 x 5 leaves
+  // 4) it ran 0.96-1.02x, on 28 (1 x 6 leaves 4) 0.95x. Row-level loads per
+  // FMA decide, the partial tile counted.
+  if (chosen && narrow_row(out_width, chosen->tile.columns)) {
+    double chosen_loads =
+        row_loads_per_fma(chosen->tile.oc_blocks, chosen->tile.columns, vectors, out_width);
+    for (const Candidate& c : narrow)
+      if (c.loads < chosen_loads - 1e-9) chosen = &c, chosen_loads = c.loads;
+  }
   return chosen ? chosen->tile : ConvFallbackTile{1, d};
 }
 
 }  // namespace
 
 ConvFallbackTile conv_fallback_tile(int64_t out_height, int64_t out_width, int64_t oc_blocks,
-                                    int64_t ocb, int64_t window, const Isa& isa) {
+                                    int64_t ocb, int64_t window, int64_t in_channels,
+                                    const Isa& isa) {
   const int64_t vectors = (ocb + isa.lanes() - 1) / isa.lanes();
-  return with_odd_blocks(row_fallback_tile(out_width, oc_blocks, vectors, window, isa), out_height,
-                         out_width, oc_blocks, ocb, isa);
+  std::vector<int64_t> chunked_blocks;
+  for (int64_t r : {1, 2})
+    if (window > 1 && fallback_window_chunk(in_channels, window, r * ocb, isa) > 0)
+      chunked_blocks.push_back(r);
+  return with_odd_blocks(
+      row_fallback_tile(out_width, oc_blocks, vectors, window, chunked_blocks, isa), out_height,
+      out_width, oc_blocks, ocb, isa);
 }
 
 int64_t fallback_ic_chunk(int64_t in_channels, int64_t window, int64_t tile_channels,
@@ -202,6 +249,16 @@ int64_t fallback_ic_chunk(int64_t in_channels, int64_t window, int64_t tile_chan
   const int64_t budget = isa.l1d_bytes / 2;  // the other half: the tile's inputs, the output
   const int64_t bytes_per_channel = window * tile_channels * int64_t(sizeof(float));
   if (in_channels * bytes_per_channel <= budget) return 0;
+  for (int64_t channels : {256, 128, 64})  // ic_chunk's values, widest first
+    if (channels < in_channels && channels * bytes_per_channel <= budget) return channels;
+  return 0;
+}
+
+int64_t fallback_window_chunk(int64_t in_channels, int64_t window, int64_t tile_channels,
+                              const Isa& isa) {
+  if (isa.l2_bytes <= 0) return 0;
+  const int64_t budget = isa.l2_bytes / 2;  // the other half: the input rows streaming by
+  const int64_t bytes_per_channel = window * tile_channels * int64_t(sizeof(float));
   for (int64_t channels : {256, 128, 64})  // ic_chunk's values, widest first
     if (channels < in_channels && channels * bytes_per_channel <= budget) return channels;
   return 0;
@@ -500,7 +557,7 @@ class Conv2dNCHWc final : public OpTemplate {
     detail::ConvFallbackTile ft =
         reduction >= kMinReductionForWideTile || window >= kMinWindowForWideTile
             ? detail::conv_fallback_tile(a.out_height(), a.out_width(), a.out_channels / ocb, ocb,
-                                         window, isa)
+                                         window, a.in_channels, isa)
             : detail::ConvFallbackTile{1, detail::fallback_ow_tile(a.out_width(), ocb, isa)};
     // Pixel tiles need this many channel tiles (whole-plane tasks) to split
     // evenly over the threads: with 16 or more, 2 threads differ by at most
@@ -537,10 +594,16 @@ class Conv2dNCHWc final : public OpTemplate {
     // Reduction chunks where the tile's weights outgrow L1 (fallback_ic_chunk),
     // unless the chunked tile's row buffer would not fit the worker's stack.
     int64_t chunk = detail::fallback_ic_chunk(a.in_channels, window, tile_channels, isa);
+    // A larger window's tile whose operands do not fit (a narrow row's 2 x 3,
+    // conv_fallback_tile) takes chunks sized to L2: unchunked, it ran 2
+    // threads at 1.0-1.5x one thread's speed, chunked at 1.9x (3x3 convs
+    // onto 7 x 7, AVX2 code on a Zen 4; the cause was not found).
+    const int64_t vectors = (ocb + isa.lanes() - 1) / isa.lanes();
+    if (chunk == 0 && window > 1 && !detail::operands_fit(ft.oc_blocks, ft.columns, vectors, isa))
+      chunk = detail::fallback_window_chunk(a.in_channels, window, tile_channels, isa);
     // Not where the chunked row would spill (ConvNeXt-T's 2x2 stride-2 384 ->
     // 768 on a 7-wide row, AVX2: 44 GFLOP/s chunked, 95 not, one thread). A
     // pixel-tile plane keeps its chunk: its buffer is the whole plane.
-    const int64_t vectors = (ocb + isa.lanes() - 1) / isa.lanes();
     const bool plane = detail::pixel_tile_plane(a) && a.out_width() % ft.columns != 0;
     if (chunk > 0 && !plane &&
         detail::chunked_row_spills(ft.oc_blocks * vectors * a.out_width(),

@@ -44,7 +44,11 @@
 //     blocks (oc_reg) and balanced columns, whichever loads least per FMA of
 //     the tiles whose operands fit the registers (accumulators + min(weight
 //     vectors, columns) + 1 < R, for windows larger than 1x1) (AVX2, 56
-//     columns: 2 blocks x 3 for a 1x1 window, 1 x 6 for 3x3), and for a
+//     columns: 2 blocks x 3 for a 1x1 window, 1 x 6 for 3x3; a narrow row,
+//     whose fitting tile leaves a third of it in a partial tile, takes a
+//     tile that does not fit where it loads less per FMA over the whole row
+//     and fallback_window_chunk chunks it: AVX2, 7 columns of a 3x3 window,
+//     2 x 3 over 1 x 4), and for a
 //     shorter one the largest power of two <= cap (a partial last tile); a
 //     1-block tile of an odd block count takes 3 or 5 blocks (oc_reg) where
 //     its accumulators are whole vectors of <= 256 bits, the wider tile loads
@@ -54,7 +58,8 @@
 //     tile's weights for the whole reduction fit half of L1, else the widest
 //     of 256, 128, 64 channels whose weights do (AVX2 on a 32 KiB L1: a 1x1
 //     conv of 512 channels and 1 block of 16 takes 256), and none where the
-//     chunked row would spill (chunked_row_spills);
+//     chunked row would spill (chunked_row_spills); a larger window's tile
+//     that does not fit takes fallback_window_chunk's (half of L2) instead;
 //     pixel_tiles (1x1 stride-1 convs on planes of at most 14 rows) = 1 when
 //     ow_tile does not divide OW: a 7x7 plane in tiles of 3 runs 16 full
 //     tiles and one of 1 pixel, not a 1-column tile in every row;
@@ -148,7 +153,10 @@ struct ConvRegisterTile {
 // blocks as the budget leaves room for, else the
 // tile of 1 or 2 blocks, its columns balanced over the width, that loads the
 // least per multiply. `window` (KH * KW) > 1: only tiles whose operands fit
-// the vector registers with one to spare (operands_fit in conv2d.cc). An odd
+// the vector registers with one to spare (operands_fit), except on a narrow
+// row (the fitting tile's partial tile a third of it or more: 7 columns in
+// 4 + 3) where a tile that fallback_window_chunk can chunk (in_channels)
+// loads less per multiply over the whole row, partial tiles counted. An odd
 // block count (conv_oc_reg_values) takes 3 or 5 blocks where the 1-block tile
 // loads more per multiply and holds no more accumulators, and where its rows
 // of tiles (out_height x tiles of blocks) still make 16 parallel tasks.
@@ -156,7 +164,13 @@ struct ConvFallbackTile {
   int64_t oc_blocks = 1, columns = 1;
 };
 ConvFallbackTile conv_fallback_tile(int64_t out_height, int64_t out_width, int64_t oc_blocks,
-                                    int64_t ocb, int64_t window, const Isa& isa);
+                                    int64_t ocb, int64_t window, int64_t in_channels,
+                                    const Isa& isa);
+// Whether a tile of r channel blocks x `columns` (`vectors` registers per
+// block and column) leaves its operands a register each step beside its
+// accumulators, with one to spare (AVX2's 2 x 3 of 16 channels: 12 + 3 + 1
+// of 16 does not).
+bool operands_fit(int64_t r, int64_t columns, int64_t vectors, const Isa& isa);
 ConvRegisterTile conv_register_tile(int64_t oc_blocks, int64_t oh, int64_t ocb,
                                     const schedule::Config& cfg);
 // conv2d_NCHWc's fallback reduction chunk, in input channels (0: none). A
@@ -168,6 +182,13 @@ ConvRegisterTile conv_register_tile(int64_t oc_blocks, int64_t oh, int64_t ocb,
 // fits a 3x3 window of 16 channels in 32 KiB, and those keep one chunk.
 int64_t fallback_ic_chunk(int64_t in_channels, int64_t window, int64_t tile_channels,
                           const Isa& isa);
+// The reduction chunk, in input channels (0: none), of a larger window's
+// tile whose operands do not fit the registers (operands_fit): the widest of
+// ic_chunk's values below in_channels whose weights (chunk x window x
+// tile_channels floats) fit half of the target's L2 (Isa::l2_bytes;
+// unknown: none). Zen 3's 512 KiB and a 3x3 window of 32 channels: 128.
+int64_t fallback_window_chunk(int64_t in_channels, int64_t window, int64_t tile_channels,
+                              const Isa& isa);
 // Whether chunking a row of `row_vectors` accumulators (channel blocks x
 // output columns x vectors per block) spills, with `step_operands` more
 // registers per reduction step (the tile's weight vectors, a broadcast): a
