@@ -191,7 +191,9 @@ ConvFallbackTile row_fallback_tile(int64_t out_width, int64_t oc_blocks, int64_t
     bool fits = operands_fit(r, columns, vectors, isa);
     if (!fits && window > 1) {
       if (std::count(chunked_blocks.begin(), chunked_blocks.end(), r))
-        narrow.push_back({{r, columns}, r * vectors * columns, fits,
+        narrow.push_back({{r, columns},
+                          r * vectors * columns,
+                          fits,
                           row_loads_per_fma(r, columns, vectors, out_width)});
       continue;
     }
