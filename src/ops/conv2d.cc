@@ -570,6 +570,15 @@ class Conv2dNCHWc final : public OpTemplate {
     const int64_t oc_group = detail::fallback_oc_group(
         a.out_channels / tile_channels, tile_channels * a.in_channels * window * 4,
         a.batch * a.in_channels * a.height * a.width * 4, isa);
+    // Columns that leave a partial tile in every row of a small plane (7 =
+    // 3 + 3 + 1) run over its pixels instead (49 = 16 x 3 + 1), where the
+    // plane's channel tiles are enough parallel tasks: a task is a whole
+    // plane there, and LR-ASPP's 960 -> 160 on 14 x 14 (5 tiles of 2
+    // blocks, one thread running 3) ran 0.33-0.45 ms against 0.27-0.37
+    // over rows (70 tasks), 2 threads of a Zen 4 running AVX2 code.
+    const int64_t plane_tasks = a.batch * (a.out_channels / tile_channels);
+    const bool pixel_tiles = detail::pixel_tile_plane(a) && a.out_width() % ft.columns != 0 &&
+                             plane_tasks >= kMinPixelTileTasks;
     auto config = [&](int64_t ic_chunk) {
       detail::KnobValues knobs;
       knobs.split("tile_ic", a.in_channels, {icb})
@@ -580,16 +589,7 @@ class Conv2dNCHWc final : public OpTemplate {
           .knob("oh_reg", 1)
           .knob("kernel_outer", 0)
           .knob("ic_chunk", ic_chunk);
-      // Columns that leave a partial tile in every row of a small plane (7 =
-      // 3 + 3 + 1) run over its pixels instead (49 = 16 x 3 + 1), where the
-      // plane's channel tiles are enough parallel tasks: a task is a whole
-      // plane there, and LR-ASPP's 960 -> 160 on 14 x 14 (5 tiles of 2
-      // blocks, one thread running 3) ran 0.33-0.45 ms against 0.27-0.37
-      // over rows (70 tasks), 2 threads of a Zen 4 running AVX2 code.
-      const int64_t plane_tasks = a.batch * (a.out_channels / tile_channels);
-      if (detail::pixel_tile_plane(a))
-        knobs.knob("pixel_tiles",
-                   a.out_width() % ft.columns != 0 && plane_tasks >= kMinPixelTileTasks);
+      if (detail::pixel_tile_plane(a)) knobs.knob("pixel_tiles", pixel_tiles);
       knobs.knob("oc_group", oc_group);
       return knobs.in(space(w));
     };
@@ -605,9 +605,12 @@ class Conv2dNCHWc final : public OpTemplate {
       chunk = detail::fallback_window_chunk(a.in_channels, window, tile_channels, isa);
     // Not where the chunked row would spill (ConvNeXt-T's 2x2 stride-2 384 ->
     // 768 on a 7-wide row, AVX2: 44 GFLOP/s chunked, 95 not, one thread). A
-    // pixel-tile plane keeps its chunk: its buffer is the whole plane.
-    const bool plane = detail::pixel_tile_plane(a) && a.out_width() % ft.columns != 0;
-    if (chunk > 0 && !plane &&
+    // pixel-tiled plane keeps its chunk: its buffer is the whole plane. A
+    // plane with too few channel tiles for pixel tiles runs rows, and its
+    // rows spill like any other (GoogLeNet's 832 -> 48 on 7 x 7, 3 tiles:
+    // 0.087 ms chunked, 0.040 not, one thread; 2 threads 0.098-0.157 against
+    // 0.023).
+    if (chunk > 0 && !pixel_tiles &&
         detail::chunked_row_spills(ft.oc_blocks * vectors * a.out_width(),
                                    ft.oc_blocks * vectors + 1, isa))
       chunk = 0;

@@ -1037,6 +1037,13 @@ TEST(Templates, FallbackReductionChunksFitHalfOfL1) {
   EXPECT_EQ(ct.fallback(patchify, no_l2).knob("ic_chunk"), 0);
   EXPECT_EQ(ct.fallback(patchify, l1_32k).knob("oc_reg"), 2);
   EXPECT_EQ(ct.fallback(patchify, l1_32k).knob("ic_chunk"), 256);
+  // A 7 x 7 plane with too few channel tiles for pixel tiles (GoogLeNet's
+  // 832 -> 48: 3 tiles of 16) runs rows, 1 block x 4 columns, and is not
+  // chunked either: 0.087 ms chunked, 0.040 not.
+  Workload few_tiles = conv(1, 832, 7, 7, 48, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(few_tiles, l1_32k).split("tile_ow").back(), 4);
+  EXPECT_EQ(ct.fallback(few_tiles, l1_32k).knob("pixel_tiles"), 0);
+  EXPECT_EQ(ct.fallback(few_tiles, l1_32k).knob("ic_chunk"), 0);
   // The same conv on a 28-wide row (28 x 2 ymm: in memory) keeps its chunk.
   Workload wide_patchify = conv(1, 384, 56, 56, 768, 2, 2, {2, 2}, {0, 0, 0, 0}, {1, 1});
   EXPECT_GT(ct.fallback(wide_patchify, l1_32k).knob("ic_chunk"), 0);
