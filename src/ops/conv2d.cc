@@ -597,9 +597,11 @@ class Conv2dNCHWc final : public OpTemplate {
     // unless the chunked tile's row buffer would not fit the worker's stack.
     int64_t chunk = detail::fallback_ic_chunk(a.in_channels, window, tile_channels, isa);
     // A larger window's tile whose operands do not fit (a narrow row's 2 x 3,
-    // conv_fallback_tile) takes chunks sized to L2: unchunked, it ran 2
-    // threads at 1.0-1.5x one thread's speed, chunked at 1.9x (3x3 convs
-    // onto 7 x 7, AVX2 code on a Zen 4; the cause was not found).
+    // conv_fallback_tile) takes chunks sized to L2. Unchunked, its spill
+    // stores made its speed depend on where the thread's stack lies in a
+    // page (4K aliasing with the weight loads): over 16 stack offsets a 160
+    // -> 320 conv onto 7 x 7 ran 0.55-3.05 ms on one thread, chunked
+    // 0.47-0.54 (AVX2 code on a Zen 4).
     const int64_t vectors = (ocb + isa.lanes() - 1) / isa.lanes();
     if (chunk == 0 && window > 1 && !detail::operands_fit(ft.oc_blocks, ft.columns, vectors, isa))
       chunk = detail::fallback_window_chunk(a.in_channels, window, tile_channels, isa);
