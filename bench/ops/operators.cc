@@ -182,6 +182,20 @@ Case decomposed_layer_norm(const Ints& s) {
           {{"x", b.sample(x)}}};
 }
 
+// SiLU as exporters emit it (EfficientNet's activation): x * Sigmoid(x).
+Case silu(const Ints& s) {
+  Builder b(11);
+  std::string x = b.input("x", s, -8, 8);
+  std::string y = b.node("Mul", {x, b.node("Sigmoid", {x})});
+  // the sigmoid's exp (range reduction, a degree-7 polynomial, the scale:
+  // ~12 mul/add), its add and division, the product: ~15 a value.
+  return {"SiLU (Sigmoid Mul) " + kiln::graph::shape_str(s),
+          "15/elem",
+          15.0 * elements(s),
+          b.finish(y),
+          {{"x", b.sample(x)}}};
+}
+
 // GELU as exporters emit it: x * 0.5 * (1 + erf(x / sqrt(2))).
 Case gelu(const Ints& s) {
   Builder b(4);
@@ -388,6 +402,7 @@ int main(int argc, char** argv) {
              layer_norm({1, 3, 37}),
              decomposed_layer_norm({1, 3, 37}),
              gelu({1, 3, 37}),
+             silu({1, 3, 5, 7}),
              reduce_mean({2, 17}),
              global_average_pool({1, 3, 5, 5}),
              max_pool({1, 2, 9, 9}),
@@ -401,6 +416,8 @@ int main(int argc, char** argv) {
              layer_norm({1, 128, 256}),
              decomposed_layer_norm({1, 128, 256}),
              gelu({1, 128, 1024}),
+             silu({1, 96, 112, 112}),
+             silu({1, 144, 56, 56}),
              reduce_mean({1, 128, 256}),
              global_average_pool({1, 512, 7, 7}),
              global_average_pool({1, 1000, 13, 13}),

@@ -63,16 +63,27 @@ struct NoFastMath {
   explicit NoFastMath(llvm::IRBuilderBase& b) : guard(b) { b.clearFastMathFlags(); }
 };
 
-// exp(r) * 2^0 for x = fx ln2 + r: the range reduction (two constants, so r
+// exp(r) - 1 for x = fx ln2 + r: the range reduction (two constants, so r
 // is exact) and the degree-7 polynomial of Cephes expf, shared by exp and the
-// sigmoid's exp.
-Value* exp_reduced(Math& m, Value* fx, Value* x) {
+// sigmoid's exp (exp_reduced adds the 1).
+Value* exp_reduced_minus_one(Math& m, Value* fx, Value* x) {
   Value* r = m.fma(fx, m.c(-0.693359375), x);
   r = m.fma(fx, m.c(2.12194440e-4), r);
   Value* z = m.b.CreateFMul(r, r);
-  Value* y = m.poly(r, {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2,
-                        1.6666665459E-1, 5.0000001201E-1});
-  return m.b.CreateFAdd(m.fma(y, z, r), m.c(1.0));
+  // Cephes' y = c0 r^5 + ... + c5 in Estrin's form, (c0 r + c1) z^2 + (c2 r +
+  // c3) z + (c4 r + c5): three dependent steps instead of Horner's five. A
+  // vector's exp is one long dependency chain, and in an unrolled loop of
+  // sigmoids the out-of-order window covers only a few vectors' chains:
+  // a SiLU over 1.2 M values ran 6 % faster than with Horner (AVX2 code on a
+  // Zen 4, one thread).
+  Value* p01 = m.fma(m.c(1.9875691500E-4), r, m.c(1.3981999507E-3));
+  Value* p23 = m.fma(m.c(8.3334519073E-3), r, m.c(4.1665795894E-2));
+  Value* p45 = m.fma(m.c(1.6666665459E-1), r, m.c(5.0000001201E-1));
+  Value* y = m.fma(m.fma(p01, z, p23), z, p45);
+  return m.fma(y, z, r);
+}
+Value* exp_reduced(Math& m, Value* fx, Value* x) {
+  return m.b.CreateFAdd(exp_reduced_minus_one(m, fx, x), m.c(1.0));
 }
 
 }  // namespace
@@ -147,15 +158,28 @@ Value* emit_tanh_f32(llvm::IRBuilderBase& b, Value* x) {
 // factor and needs neither exp's overflow and underflow selects nor its
 // two-factor scaling (EfficientNet-B0 spent a quarter of its time in its
 // SiLUs' sigmoids).
+//
+// n = round(-|x| log2 e) comes from adding 1.5 * 2^23, whose float spacing is
+// 1: the sum's bits are 0x4B400000 + n, and shifted left by 23 with the bias
+// only n + 127 stays, the exponent field of 2^n. No round and no
+// float-to-int conversion (nor its poison for NaN: the integer ops make some
+// finite bits, and NaN reaches the quotient through y). exp(r) 2^n is one
+// FMA, (exp(r) - 1) 2^n + 2^n. x's sign bit picks the numerator (-0 takes
+// e = 1, as +0 takes 1). Measured on a SiLU over 1.2 M values, AVX2 code on a
+// Zen 4, one thread: 0.59 ms before these and Estrin's polynomial, 0.51
+// after; a reciprocal estimate in place of the division ran 0.67.
 Value* emit_sigmoid_f32(llvm::IRBuilderBase& b, Value* x) {
   NoFastMath nfm(b);
   Math m(b, x);
+  constexpr double kShifter = 12582912.0;  // 1.5 * 2^23
   Value* neg = m.max(b.CreateFNeg(m.unary(llvm::Intrinsic::fabs, x)), -87.0);
-  Value* fx = m.unary(llvm::Intrinsic::floor, m.fma(neg, m.c(1.44269504088896341), m.c(0.5)));
-  Value* e = b.CreateFMul(exp_reduced(m, fx, neg), m.pow2(b.CreateFPToSI(fx, m.ity)));
-  Value* num = b.CreateSelect(b.CreateFCmpOLT(x, m.c(0.0)), e, m.c(1.0));
-  Value* res = b.CreateFDiv(num, b.CreateFAdd(e, m.c(1.0)));
-  return b.CreateSelect(m.is_nan(x), x, res);
+  Value* shifted = m.fma(neg, m.c(1.44269504088896341), m.c(kShifter));
+  Value* fx = b.CreateFSub(shifted, m.c(kShifter));
+  Value* scale = m.pow2(b.CreateBitCast(shifted, m.ity));
+  Value* e = m.fma(exp_reduced_minus_one(m, fx, neg), scale, scale);  // (q + 1) 2^n
+  Value* negative = b.CreateICmpSLT(b.CreateBitCast(x, m.ity), m.ci(0));
+  Value* num = b.CreateSelect(negative, e, m.c(1.0));
+  return b.CreateFDiv(num, b.CreateFAdd(e, m.c(1.0)));
 }
 
 // The rational approximation of erf used by Eigen and XLA for float32:

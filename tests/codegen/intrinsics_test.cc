@@ -200,5 +200,25 @@ TEST(Intrinsics, VectorMathHasNoLibmCalls) {
   EXPECT_NE(ir.find("<16 x float>"), std::string::npos);
 }
 
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The sigmoid takes 2^n from the bits of a 1.5 * 2^23 shifter: no floor and
+// no float-to-int conversion, one division, and no NaN select (its accuracy
+// and NaN, inf and -0 are Intrinsics.Sigmoid's).
+TEST(Intrinsics, SigmoidHasNoRoundingOrConversion) {
+  Buffer A = make_buffer("A", DataType::f32(), {64}), C = make_buffer("C", DataType::f32(), {64});
+  Var i("i");
+  Expr idx = ramp(i * 8, 1, 8);
+  std::string ir = emit_llvm_ir(
+      {{"sig", {A, C}, serial(i, 0, 1, make_store(C, sigmoid(load(A, idx)), idx))}}, host());
+  for (const char* op : {"fptosi", "llvm.floor", "fcmp uno"})
+    EXPECT_EQ(ir.find(op), std::string::npos) << op;
+  EXPECT_EQ(count_of(ir, " fdiv "), 1u) << ir;
+}
+
 }  // namespace
 }  // namespace kiln::codegen::test
