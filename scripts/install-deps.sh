@@ -26,6 +26,8 @@ PACKAGES=(
   # shared records in PostgreSQL (src/tuner/records_postgres.cc links libpq); the tests start a
   # throwaway server (tests/postgres) with postgresql's initdb/pg_ctl
   libpq-dev postgresql
+  # bench/models/cache_misses.py: cachegrind counts a kernel's misses under another CPU's L2
+  valgrind
   # kiln tune --job: the job file is TOML (toml++, header-only); tests/driver/tune_job_test.cc
   # opens the HTML report in headless Chromium
   libtomlplusplus-dev chromium

@@ -3,7 +3,8 @@
 # model: generate.py writes it, compare.py accepts a match and rejects a
 # mismatch, torch_bench.py times it, run_bench.py runs the whole kiln
 # build / check / timing loop against PyTorch (ORT: bench_models_ort_smoke),
-# and ab_packages.py and ab_convs.py pair a build with itself.
+# ab_packages.py and ab_convs.py pair a build with itself, and cache_misses.py counts a
+# conv's simulated cache misses.
 # Timings are printed, never checked.
 #
 #   models_smoke.sh KILN WORKDIR
@@ -67,3 +68,15 @@ rc=0
 "$PYTHON" "$models/ab_convs.py" --kiln-a "$kiln" --kiln-b "$kiln" --convs "$work/convs" \
   missing_conv > /dev/null 2>&1 || rc=$?
 [ "$rc" != 0 ] || fail "ab_convs.py exited 0 for a missing conv"
+
+# cache_misses.py: one of tiny's convolutions under a simulated 512 KiB L2, the fallback and a
+# variant, one call after the warm-up (valgrind: scripts/install-deps.sh).
+if command -v valgrind > /dev/null; then
+  conv=$(ls "$work/convs"/*.onnx | head -1)
+  "$PYTHON" "$models/cache_misses.py" --kiln "$kiln" --model "$conv" --repeat 1 \
+    --knobs '{"oc_group": 0}' --work "$work/cache" | tee "$work/cache.txt"
+  [ "$(grep -Ec '^\| (fallback|\{"oc_group": 0\}) \| 524288 \| [1-9][0-9]* \| [0-9]+ \| [0-9]+ \| [0-9]+ \|$' \
+    "$work/cache.txt")" = 2 ] || fail "cache_misses.py printed no row for each variant"
+else
+  echo "cache_misses.py not run: no valgrind (scripts/install-deps.sh installs it)"
+fi
