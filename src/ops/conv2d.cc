@@ -329,6 +329,14 @@ bool pixel_tiles(const Config& cfg) {
   return cfg.has_knob("pixel_tiles") && cfg.knob("pixel_tiles") == 1;
 }
 
+bool plane_rows_plane(const Conv2DAttrs& a) {
+  return !pixel_tile_plane(a) && a.out_height() <= kMaxPixelTilePlane;
+}
+
+bool plane_rows(const Config& cfg) {
+  return cfg.has_knob("plane_rows") && cfg.knob("plane_rows") == 1;
+}
+
 void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
                          const Tensor& output, const Config& cfg, const std::string& name,
                          int64_t oc_blocks_per_tile) {
@@ -344,7 +352,13 @@ void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
   ConvRegisterTile rt = conv_register_tile(oc_blocks_per_tile > 0 ? oc_blocks_per_tile : extent(1),
                                            extent(2), extent(4), cfg);
   const bool plane = pixel_tiles(cfg);
-  if (plane) rt.oh = extent(2);  // the whole plane: tiles run over its pixels
+  const int64_t ic_blocks = *ir::as_const_int(tile->reduce_axis(0)->dom.extent);
+  int64_t chunk = ic_chunk_blocks(cfg, ic_blocks);
+  if (plane && chunk == 0) chunk = ic_blocks;  // one chunk: the whole reduction
+  const bool rows_in_chunks = chunk > 0 && plane_rows(cfg);
+  // The whole plane: tiles run over its pixels, or its rows run inside each
+  // chunk.
+  if (plane || rows_in_chunks) rt.oh = extent(2);
   auto [oc_outer, oc_inner] = out->split(out->axis(1), rt.oc);
   auto [oh_outer, oh_inner] = out->split(out->axis(2), rt.oh);
   auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
@@ -365,9 +379,6 @@ void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
   out->parallel(rows);
   out->vectorize(out->axis(4));
 
-  const int64_t ic_blocks = *ir::as_const_int(tile->reduce_axis(0)->dom.extent);
-  int64_t chunk = ic_chunk_blocks(cfg, ic_blocks);
-  if (plane && chunk == 0) chunk = ic_blocks;  // one chunk: the whole reduction
   if (chunk > 0) {
     // Reduction blocking: the tile covers whole rows, and the input-channel
     // blocks are split into chunks outside the ow tiles, so that one chunk's
@@ -388,10 +399,18 @@ void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
     std::vector<IterVar> window = {ico_i, tile->reduce_axis(1), tile->reduce_axis(2)};
     if (cfg.knob("kernel_outer")) window = {tile->reduce_axis(1), tile->reduce_axis(2), ico_i};
     std::vector<IterVar> inner = {tile->axis(1)};
-    if (!plane) inner.push_back(tile->axis(2));
+    if (!plane && !rows_in_chunks) inner.push_back(tile->axis(2));
     inner.push_back(tw[1]);
-    std::vector<IterVar> order = {ico_o,     tw[0],     window[0],
-                                  window[1], window[2], tile->reduce_axis(3)};
+    // Rows inside the chunks: a chunk's weights serve every row of the plane
+    // before the next chunk's are read, where row by row each row reads all
+    // of the tile's weights again (from L3 once they outgrow L2).
+    std::vector<IterVar> order = {ico_o};
+    if (rows_in_chunks) {
+      order.push_back(tile->axis(2));
+      tile->keep_rolled(tile->axis(2));
+    }
+    for (const IterVar& loop : {tw[0], window[0], window[1], window[2], tile->reduce_axis(3)})
+      order.push_back(loop);
     order.insert(order.end(), inner.begin(), inner.end());
     IterVar lanes = tile->axis(4);
     order.push_back(lanes);
@@ -535,6 +554,11 @@ class Conv2dNCHWc final : public OpTemplate {
     // and columns fused (small planes: 7x7, 14x14), not row by row.
     if (detail::pixel_tile_plane(a))
       space.define_knob("pixel_tiles", {0, 1}, schedule::KnobOrigin::AddedLater);
+    // 1: a chunked reduction runs each chunk over the whole plane's rows
+    // (other small planes: 7x7 and 14x14 outputs of larger windows or
+    // strides), not each row over every chunk.
+    if (detail::plane_rows_plane(a))
+      space.define_knob("plane_rows", {0, 1}, schedule::KnobOrigin::AddedLater);
     // Output-channel tiles per group of the parallel loop (0: none, every
     // tile's rows in turn; schedule_conv_nchwc).
     space.define_knob("oc_group", {detail::kOcGroupValues.begin(), detail::kOcGroupValues.end()},
@@ -579,6 +603,7 @@ class Conv2dNCHWc final : public OpTemplate {
     const int64_t plane_tasks = a.batch * (a.out_channels / tile_channels);
     const bool pixel_tiles = detail::pixel_tile_plane(a) && a.out_width() % ft.columns != 0 &&
                              plane_tasks >= kMinPixelTileTasks;
+    bool rows_in_chunks = false;  // plane_rows: set with the window chunk below
     auto config = [&](int64_t ic_chunk) {
       detail::KnobValues knobs;
       knobs.split("tile_ic", a.in_channels, {icb})
@@ -590,6 +615,7 @@ class Conv2dNCHWc final : public OpTemplate {
           .knob("kernel_outer", 0)
           .knob("ic_chunk", ic_chunk);
       if (detail::pixel_tile_plane(a)) knobs.knob("pixel_tiles", pixel_tiles);
+      if (detail::plane_rows_plane(a)) knobs.knob("plane_rows", ic_chunk > 0 && rows_in_chunks);
       knobs.knob("oc_group", oc_group);
       return knobs.in(space(w));
     };
@@ -602,9 +628,18 @@ class Conv2dNCHWc final : public OpTemplate {
     // page (4K aliasing with the weight loads): over 16 stack offsets a 160
     // -> 320 conv onto 7 x 7 ran 0.55-3.05 ms on one thread, chunked
     // 0.47-0.54 (AVX2 code on a Zen 4).
+    //
+    // On a small plane its chunks run over the whole plane's rows
+    // (plane_rows): row by row, every row read all of the tile's weights
+    // again, from L3 once they outgrow L2. ResNet-50's 512 -> 512 stride-2
+    // conv onto 7 x 7 under a simulated 512 KiB L2 (cache_misses.py): 398 K
+    // L2 misses a call row by row, 88 K over the plane; 2.50 -> 2.42 ms on one
+    // thread of a Zen 4.
     const int64_t vectors = (ocb + isa.lanes() - 1) / isa.lanes();
-    if (chunk == 0 && window > 1 && !detail::operands_fit(ft.oc_blocks, ft.columns, vectors, isa))
+    if (chunk == 0 && window > 1 && !detail::operands_fit(ft.oc_blocks, ft.columns, vectors, isa)) {
       chunk = detail::fallback_window_chunk(a.in_channels, window, tile_channels, isa);
+      rows_in_chunks = detail::plane_rows_plane(a) && plane_tasks >= kMinPixelTileTasks;
+    }
     // Not where the chunked row would spill (ConvNeXt-T's 2x2 stride-2 384 ->
     // 768 on a 7-wide row, AVX2: 44 GFLOP/s chunked, 95 not, one thread). A
     // pixel-tiled plane keeps its chunk: its buffer is the whole plane. A
@@ -659,8 +694,9 @@ class Conv2dNCHWc final : public OpTemplate {
     bool plane = detail::pixel_tiles(cfg);
     bool chunked = plane || detail::ic_chunk_blocks(cfg, a.in_channels / icb) > 0;
     int64_t pixels = a.out_height() * a.out_width();
+    int64_t rows = chunked && detail::plane_rows(cfg) ? a.out_height() : rt.oh;
     int64_t buffer_floats = plane ? rt.oc * ((pixels + ow[1] - 1) / ow[1]) * ow[1] * ocb
-                                  : rt.oc * rt.oh * ow[0] * ow[1] * ocb;
+                                  : rt.oc * rows * ow[0] * ow[1] * ocb;
     bool row_fits = !chunked || buffer_floats * 4 <= ir::kMaxLocalStackBytes;
     return row_fits && detail::conv_tile_fits(rt, ow.back(), ocb, isa);
   }

@@ -28,7 +28,10 @@
 //   stay in L1; added later, so stored configs without it mean 0), oc_group
 //   (0, 2, 4, 8, 16, 32 output-channel tiles: the parallel loop runs each
 //   group's rows before the next group, so that the group's weights stay in
-//   L2 and the input streams from beyond it once per group; added later).
+//   L2 and the input streams from beyond it once per group; added later),
+//   pixel_tiles (small 1x1 stride-1 planes: tiles over the fused pixels) and
+//   plane_rows (other planes of at most 14 rows: a chunked reduction runs
+//   each chunk over all of the plane's rows; both added later).
 //   Fallback rule, for the target's ISA row (L float32 lanes, R vector
 //   registers; AVX-512 16 and 32, AVX2 8 and 16, NEON 4 and 32):
 //     block(X) = 16 if 16 | X, else 8 if 8 | X, else the largest divisor of X <= 16
@@ -47,8 +50,9 @@
 //     columns: 2 blocks x 3 for a 1x1 window, 1 x 6 for 3x3; a narrow row,
 //     whose fitting tile leaves a third of it in a partial tile, takes a
 //     tile that does not fit where it loads less per FMA over the whole row
-//     and fallback_window_chunk chunks it: AVX2, 7 columns of a 3x3 window,
-//     2 x 3 over 1 x 4), and for a
+//     and fallback_window_chunk chunks it, plane_rows where the plane's
+//     channel tiles make 16 tasks: AVX2, 7 columns of a 3x3 window, 2 x 3
+//     over 1 x 4), and for a
 //     shorter one the largest power of two <= cap (a partial last tile); a
 //     1-block tile of an odd block count takes 3 or 5 blocks (oc_reg) where
 //     its accumulators are whole vectors of <= 256 bits, the wider tile loads
@@ -225,6 +229,12 @@ bool pixel_tiles(const schedule::Config& cfg);
 // Whether a conv offers pixel tiles: 1x1, stride 1, a plane of at most
 // kMaxPixelTilePlane rows.
 bool pixel_tile_plane(const Conv2DAttrs& a);
+// Whether conv2d_NCHWc offers plane_rows for the workload (a plane of at most
+// 14 rows that pixel_tile_plane does not cover: larger windows, strides), and
+// whether the config takes it: a chunked reduction runs each chunk over all
+// of the plane's rows (rolled), the plane's accumulators in the buffer.
+bool plane_rows_plane(const Conv2DAttrs& a);
+bool plane_rows(const schedule::Config& cfg);
 // The schedule of the blocked conv templates (conv2d, group_conv2d): the
 // padding stage by rows in parallel; the output by batch x oc blocks x rows
 // in parallel, its register tile (conv_register_tile over

@@ -530,7 +530,8 @@ void check_config(const OpTemplate& t, const Workload& w, const Config& cfg, std
   if (t.name() == "conv2d_NCHWc.x86" || t.name() == "group_conv2d_NCHWc.x86")
     tile *= cfg.knob("oc_reg") * cfg.knob("oh_reg");
   // A chunked reduction keeps whole rows' accumulators between chunks, pixel
-  // tiles the whole plane's (every row, the pixels in whole tiles).
+  // tiles the whole plane's (every row, the pixels in whole tiles), and
+  // plane_rows every row's whole rows.
   if (t.name() == "conv2d_NCHWc.x86") {
     const auto& ow = cfg.split("tile_ow");
     int64_t per_column = tile / ow.back() / cfg.knob("oh_reg");
@@ -539,7 +540,8 @@ void check_config(const OpTemplate& t, const Workload& w, const Config& cfg, std
       tile = per_column * ((pixels + ow.back() - 1) / ow.back()) * ow.back();
     } else if (ops::detail::ic_chunk_blocks(cfg, w.get("data")[1] / cfg.split("tile_ic").back()) >
                0) {
-      tile = per_column * cfg.knob("oh_reg") * ow.front() * ow.back();
+      int64_t rows = ops::detail::plane_rows(cfg) ? shape[2] : cfg.knob("oh_reg");
+      tile = per_column * rows * ow.front() * ow.back();
     }
   }
   // A dense reduction in blocks keeps the whole task's accumulators between
@@ -1085,6 +1087,10 @@ TEST(Templates, FallbackNarrowWindowRowsTakeChunkedTwoBlockTiles) {
   EXPECT_EQ(f.knob("oc_reg"), 2);
   EXPECT_EQ(f.split("tile_ow").back(), 3);
   EXPECT_EQ(f.knob("ic_chunk"), 128);
+  // Its chunks run over the 7 x 7 plane's rows: 16 channel tiles are enough
+  // tasks (under a simulated 512 KiB L2, 88 K misses a call against 398 K
+  // row by row).
+  EXPECT_EQ(f.knob("plane_rows"), 1);
   EXPECT_EQ(ct.fallback(narrow, unknown).knob("oc_reg"), 1);  // nothing to chunk by
   // AVX-512 takes the whole row (7 columns x 2 blocks of zmm), no chunk.
   EXPECT_EQ(ct.fallback(narrow, zen4).split("tile_ow").back(), 7);
@@ -1103,8 +1109,11 @@ TEST(Templates, FallbackNarrowWindowRowsTakeChunkedTwoBlockTiles) {
     EXPECT_EQ(c.knob("oc_reg"), 2) << w.key();
     EXPECT_EQ(c.split("tile_ow").back(), 3) << w.key();
     EXPECT_GT(c.knob("ic_chunk"), 0) << w.key();
+    EXPECT_EQ(c.knob("plane_rows"), 0) << w.key();  // 1 or 2 channel tiles: rows are the tasks
     EXPECT_TRUE(ct.fits(w, c, zen3)) << w.key();
     check_config(ct, w, c, rng);
+    // The same with the chunks over the plane's rows.
+    check_config(ct, w, with_knob(ct.space(w), c, "plane_rows", 1), rng);
   }
 }
 
