@@ -29,9 +29,10 @@
 //   (0, 2, 4, 8, 16, 32 output-channel tiles: the parallel loop runs each
 //   group's rows before the next group, so that the group's weights stay in
 //   L2 and the input streams from beyond it once per group; added later),
-//   pixel_tiles (small 1x1 stride-1 planes: tiles over the fused pixels) and
+//   pixel_tiles (small 1x1 stride-1 planes: tiles over the fused pixels),
 //   plane_rows (other planes of at most 14 rows: a chunked reduction runs
-//   each chunk over all of the plane's rows; both added later).
+//   each chunk over all of the plane's rows) and rolled_reduction (0/1: an
+//   unchunked reduction's outer loop kept rolled; all three added later).
 //   Fallback rule, for the target's ISA row (L float32 lanes, R vector
 //   registers; AVX-512 16 and 32, AVX2 8 and 16, NEON 4 and 32):
 //     block(X) = 16 if 16 | X, else 8 if 8 | X, else the largest divisor of X <= 16
@@ -71,7 +72,8 @@
 //     the input's bytes): 0 while the input fits half of L2, else the largest
 //     group of tiles whose weights fit that half (Zen 3's 512 KiB L2, a 1x1
 //     conv of 256 to 128 channels on 56x56: all 4 tiles of 32 channels);
-//     unroll_kw = 1 if KW <= 3 else 0.
+//     unroll_kw = 1 if KW <= 3 else 0;
+//     rolled_reduction = 1 where the ISA has fewer than 32 vector registers.
 #pragma once
 
 #include <array>
@@ -235,6 +237,16 @@ bool pixel_tile_plane(const Conv2DAttrs& a);
 // of the plane's rows (rolled), the plane's accumulators in the buffer.
 bool plane_rows_plane(const Conv2DAttrs& a);
 bool plane_rows(const schedule::Config& cfg);
+// Whether an unchunked reduction keeps its outer loop rolled (the knob
+// rolled_reduction): the input-channel blocks, or where there is one block
+// the channels within it. Unrolled, a short reduction (2 or 3 blocks of a 1x1
+// conv) puts all of the tile's weights in the column loop's preheader, and
+// with 16 registers most of them in stack slots (AVX2, MobileNetV2's 24 ->
+// 144 on 56 x 56, 1 block x 6 columns: 48 weight vectors spilled, every FMA
+// reading one back).
+bool rolled_reduction(const schedule::Config& cfg);
+// The fallback's rolled_reduction: on ISAs of fewer than 32 vector registers.
+bool fallback_rolled_reduction(const Isa& isa);
 // The schedule of the blocked conv templates (conv2d, group_conv2d): the
 // padding stage by rows in parallel; the output by batch x oc blocks x rows
 // in parallel, its register tile (conv_register_tile over

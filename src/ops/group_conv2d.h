@@ -25,13 +25,16 @@
 // tile_oc (2 levels over OCg, exact factors <= 64; oc_bn = inner), tile_ow (2
 // levels over OW, divisors and powers of two <= 32, a partial last tile is
 // guarded), unroll_kw (0/1), oc_reg (1/2/4 oc blocks of one group, brought down
-// to a divisor of OCg/oc_bn), oh_reg (1/2/4 rows), kernel_outer (0/1).
+// to a divisor of OCg/oc_bn), oh_reg (1/2/4 rows), kernel_outer (0/1),
+// rolled_reduction (0/1, added later: conv2d_NCHWc's).
 // Fallback rule, for the target's ISA row: ic_bn = block(ICg), oc_bn =
 // block(OCg) with conv2d_NCHWc's block rule (16 if 16 | X, else 8 if 8 | X,
 // else the largest divisor of X <= 16: the same on every ISA); ow_tile =
 // conv2d_NCHWc's ow rule (detail::fallback_ow_tile: accumulators within 3/4
 // of the ISA's vector registers, ceil(oc_bn / lanes) vectors per column);
-// unroll_kw = 1 if KW <= 3; oc_reg = oh_reg = 1; kernel_outer = 0.
+// unroll_kw = 1 if KW <= 3; oc_reg = oh_reg = 1; kernel_outer = 1 where a
+// group has two input blocks or more and the ISA 16 vector registers, else 0;
+// rolled_reduction = conv2d_NCHWc's (ISAs of fewer than 32 vector registers).
 #pragma once
 
 #include <vector>
