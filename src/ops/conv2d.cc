@@ -591,13 +591,17 @@ class Conv2dNCHWc final : public OpTemplate {
     Conv2DAttrs a = attrs(w);
     int64_t icb = detail::fallback_channel_block(a.in_channels);
     int64_t ocb = detail::fallback_channel_block(a.out_channels);
-    // A short reduction (EfficientNet's 16- to 192-channel expansions, whose
-    // SiLU epilogue costs more than the dot) ran slower with the wider tile;
+    // A short reduction (EfficientNet's 16- to 112-channel expansions, whose
+    // SiLU epilogue costs more than the dot) ran slower with the wider tile:
+    // with the reduction rolled (rolled_reduction), the wide tile from 64
+    // channels on ran EfficientNet-B0 1.02x and ShuffleNetV2 1.02x, from 128
+    // on 0.98-1.00x on 11 models (RegNet, EfficientNet 0.98; ResNet-50,
+    // DenseNet, ConvNeXt 0.99), 2 threads of a Zen 4 running AVX2 code;
     // a wide window's is not short however few its channels: the 7x7 stem
     // (3 channels, 147 products per output) took the budget-filling 6 columns
     // of 2 ymm over 4, 101 -> 110 GFLOP/s on one thread of a Zen 4 running
     // AVX2 code (its 3x3 stems, 27 products, measured no better).
-    constexpr int64_t kMinReductionForWideTile = 256;
+    constexpr int64_t kMinReductionForWideTile = 128;
     constexpr int64_t kMinWindowForWideTile = 25;
     const int64_t window = a.kernel_h * a.kernel_w;
     int64_t reduction = a.in_channels * window;

@@ -44,7 +44,7 @@
 //     ow_tile = the largest divisor d of OW with d <= cap if d >= 8 or d == OW,
 //     with oc_reg = the most of 4, 2 channel blocks dividing OC / oc_bn whose
 //     d columns stay within the 3R/4 accumulators (AVX-512, 7 columns: 2);
-//     else, for a reduction C*KH*KW >= 256, conv_fallback_tile's 1 or 2 channel
+//     else, for a reduction C*KH*KW >= 128, conv_fallback_tile's 1 or 2 channel
 //     blocks (oc_reg) and balanced columns, whichever loads least per FMA of
 //     the tiles whose operands fit the registers (accumulators + min(weight
 //     vectors, columns) + 1 < R, for windows larger than 1x1) (AVX2, 56

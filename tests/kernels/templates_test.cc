@@ -855,6 +855,13 @@ TEST(Templates, FallbackRegisterTilesFollowTheIsa) {
   Workload shallow = conv(1, 16, 112, 112, 96, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
   EXPECT_EQ(ct.fallback(shallow, avx2).split("tile_ow").back(), 4);
   EXPECT_EQ(ct.fallback(shallow, avx2).knob("oc_reg"), 1);
+  // From 128 products on the reduction is not short: ResNeXt-50's 128 -> 256
+  // on 56 columns takes 1 x 6 (56 = 9 x 6 + 2); 112 channels keep 1 x 4.
+  Workload rx = conv(1, 128, 56, 56, 256, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(rx, avx2).split("tile_ow").back(), 6);
+  EXPECT_EQ(ct.fallback(rx, avx2).knob("oc_reg"), 1);
+  Workload en = conv(1, 112, 56, 56, 256, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(en, avx2).split("tile_ow").back(), 4);
   // So does a 3x3 stem (3 channels: 27 products per output), but a 7x7 stem's
   // 147 take the budget: 6 columns x 1 block on AVX2 (112 = 18 x 6 + 4),
   // NEON's 6 x 4 q registers; AVX-512's 16 columns either way.
