@@ -375,6 +375,12 @@ void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
   auto [oc_outer, oc_inner] = out->split(out->axis(1), rt.oc);
   auto [oh_outer, oh_inner] = out->split(out->axis(2), rt.oh);
   auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
+  // A heavy epilogue (SiLU's sigmoid) per column, as in the lane-window
+  // convs: unrolled over the register tile, LLVM ran each stage of it over
+  // every column at once and spilled the tile's vectors, the temporaries
+  // and the constants (EfficientNet-B0's 24 -> 144 SiLU expansion, AVX2
+  // code: 35 spill stores and 85 reloads a tile of 1 x 4).
+  if (detail::epilogue_is_heavy(inst.anchor, output)) out->keep_rolled(ow[1]);
   IterVar rows;
   if (int64_t group = oc_tile_group(cfg, extent(1) / rt.oc); group > 0) {
     // Output-channel tiles in groups, the rows inside each group: a group's
