@@ -20,6 +20,7 @@
 #include "ops/op_template.h"
 #include "ops/reference.h"
 #include "schedule/lower.h"
+#include "silu_epilogue.h"
 
 namespace kiln::test {
 namespace {
@@ -36,34 +37,6 @@ Workload conv_1x1(int64_t c, int64_t h, int64_t w, int64_t oc) {
                    {"strides", {1, 1}},
                    {"pads", {0, 0, 0, 0}},
                    {"dilation", {1, 1}}}};
-}
-
-// The template's kernel with SiLU fused after it; bias is the third argument.
-struct SiluKernel {
-  schedule::Schedule sch;
-  std::vector<ir::Tensor> args;
-};
-
-SiluKernel silu_kernel(const Workload& w, const Config& cfg) {
-  ops::TemplateInstance inst = tmpl().compute(w, cfg);
-  const auto& shape = inst.anchor->shape;  // [n, OC/ocb, oh, ow, ocb]
-  ir::Tensor bias = ir::placeholder({shape[1], shape[4]}, ir::DataType::f32(), "bias");
-  ir::Tensor z = ir::compute(
-      shape,
-      [&](const std::vector<ir::Var>& i) {
-        return ir::read(inst.anchor, {i.begin(), i.end()}) + ir::at(bias, i[1], i[4]);
-      },
-      "add");
-  ir::Tensor y = ir::compute(
-      shape,
-      [&](const std::vector<ir::Var>& i) {
-        ir::Expr v = ir::read(z, {i.begin(), i.end()});
-        return v * ir::call(ir::Intrinsic::Sigmoid, {v});
-      },
-      "silu");
-  SiluKernel k{schedule::create_schedule({y}), {inst.inputs[0], inst.inputs[1], bias, y}};
-  tmpl().schedule(k.sch, inst, y, cfg);
-  return k;
 }
 
 int64_t element_product(const std::vector<int64_t>& shape) {
@@ -87,7 +60,7 @@ void expect_silu_matches_reference(const Workload& w, const Config& cfg, std::mt
     double z = double(expected[i]) + bias[block * ocb + lane];
     expected[i] = static_cast<float>(z / (1.0 + std::exp(-z)));
   }
-  SiluKernel k = silu_kernel(w, cfg);
+  SiluKernel k = silu_kernel(tmpl(), w, cfg);
   auto mod = codegen::jit_compile({schedule::lower(k.sch, k.args, "conv_silu")}, host_target());
   std::vector<void*> args = {data.data(), weight.data(), bias.data(), got.data()};
   ASSERT_EQ(mod->get_function("conv_silu")(args.data()), 0);
@@ -127,7 +100,7 @@ TEST(Conv2dEpilogue, Avx2SiluRunsColumnByColumn) {
     SCOPED_TRACE(w.key() + " " + cfg.to_json());
     const int64_t vectors_per_column = tmpl().output_shape(w, cfg).back() / 8;
     ASSERT_GT(cfg.split("tile_ow").back(), 2);
-    SiluKernel k = silu_kernel(w, cfg);
+    SiluKernel k = silu_kernel(tmpl(), w, cfg);
     std::string as = codegen::emit_assembly({schedule::lower(k.sch, k.args, "conv_silu")}, znver3);
     const auto is_division = [](const std::string& l) { return l.find("vdivps") != l.npos; };
     int64_t total = 0, in_loops = 0;

@@ -20,6 +20,7 @@
 #include "ops/op_template.h"
 #include "ops/reference.h"
 #include "schedule/lower.h"
+#include "silu_epilogue.h"
 
 namespace kiln::test {
 namespace {
@@ -43,35 +44,6 @@ Workload workload(const Shape& s) {
                    {"dilation", {1, 1}}}};
 }
 
-// The template's kernel with y = z * sigmoid(z), z = conv + bias[channel],
-// fused after it; bias is the third argument.
-struct SiluKernel {
-  schedule::Schedule sch;
-  std::vector<ir::Tensor> args;
-};
-
-SiluKernel silu_kernel(const Workload& w, const Config& cfg) {
-  ops::TemplateInstance inst = tmpl().compute(w, cfg);
-  const auto& shape = inst.anchor->shape;  // [n, C/cb, oh, ow, cb]
-  ir::Tensor bias = ir::placeholder({shape[1], shape[4]}, ir::DataType::f32(), "bias");
-  ir::Tensor z = ir::compute(
-      shape,
-      [&](const std::vector<ir::Var>& i) {
-        return ir::read(inst.anchor, {i.begin(), i.end()}) + ir::at(bias, i[1], i[4]);
-      },
-      "add");
-  ir::Tensor y = ir::compute(
-      shape,
-      [&](const std::vector<ir::Var>& i) {
-        ir::Expr v = ir::read(z, {i.begin(), i.end()});
-        return v * ir::call(ir::Intrinsic::Sigmoid, {v});
-      },
-      "silu");
-  SiluKernel k{schedule::create_schedule({y}), {inst.inputs[0], inst.inputs[1], bias, y}};
-  tmpl().schedule(k.sch, inst, y, cfg);
-  return k;
-}
-
 void expect_silu_matches_plain(const Workload& w, const Config& cfg, std::mt19937_64& rng) {
   SCOPED_TRACE(w.key() + " config " + cfg.to_json());
   Conv2DAttrs a = ops::conv2d_attrs(w, ops::ConvKind::kDepthwise);
@@ -84,7 +56,7 @@ void expect_silu_matches_plain(const Workload& w, const Config& cfg, std::mt1993
   std::vector<float> weight_c(weight.size());
   for (int64_t c = 0; c < a.in_channels; ++c)
     for (int64_t t = 0; t < 9; ++t) weight_c[((c / cb) * 9 + t) * cb + c % cb] = weight[c * 9 + t];
-  SiluKernel k = silu_kernel(w, cfg);
+  SiluKernel k = silu_kernel(tmpl(), w, cfg);
   auto mod = codegen::jit_compile({schedule::lower(k.sch, k.args, "dw_silu")}, host_target());
   const int64_t OH = a.out_height(), OW = a.out_width();
   std::vector<float> out(a.in_channels * OH * OW, NAN);
@@ -134,7 +106,7 @@ TEST(DepthwiseEpilogue, Avx2SiluDoesNotSpill) {
   for (const Shape& s : {Shape{32, 112, 112, 1}, Shape{96, 112, 112, 2}}) {
     Workload w = workload(s);
     Config cfg = tmpl().fallback(w, znver3.isa());
-    SiluKernel k = silu_kernel(w, cfg);
+    SiluKernel k = silu_kernel(tmpl(), w, cfg);
     std::string as = codegen::emit_assembly({schedule::lower(k.sch, k.args, "dw_silu")}, znver3);
     EXPECT_EQ(inner_loop_spill_stores(as), 0) << w.key() << " " << cfg.to_json();
   }
