@@ -600,9 +600,10 @@ class Conv2dNCHWc final : public OpTemplate {
     // A short reduction (EfficientNet's 16- to 112-channel expansions, whose
     // SiLU epilogue costs more than the dot) ran slower with the wider tile:
     // with the reduction rolled (rolled_reduction), the wide tile from 64
-    // channels on ran EfficientNet-B0 1.02x and ShuffleNetV2 1.02x, from 128
-    // on 0.98-1.00x on 11 models (RegNet, EfficientNet 0.98; ResNet-50,
-    // DenseNet, ConvNeXt 0.99), 2 threads of a Zen 4 running AVX2 code;
+    // channels on ran ShuffleNetV2 1.03x and EfficientNet-B0 1.005x (1.02x
+    // before its epilogue ran column by column), from 128 on 0.98-1.00x on
+    // 11 models (RegNet, EfficientNet 0.98; ResNet-50, DenseNet, ConvNeXt
+    // 0.99), 2 threads of a Zen 4 running AVX2 code;
     // a wide window's is not short however few its channels: the 7x7 stem
     // (3 channels, 147 products per output) took the budget-filling 6 columns
     // of 2 ymm over 4, 101 -> 110 GFLOP/s on one thread of a Zen 4 running
