@@ -72,6 +72,10 @@ TargetKey TargetKey::in_graph() const {
   return k;
 }
 
+std::string TargetKey::codegen_target() const {
+  return features.empty() ? target : target + " -mattr=" + features;
+}
+
 TargetKey TargetKey::isolated(bool cold) const {
   TargetKey k = *this;
   k.measured = cold ? kColdWeights : "";

@@ -51,6 +51,11 @@ struct TargetKey {
   std::string key() const;
   // The same key with measured = kInGraph.
   TargetKey in_graph() const;
+  // A target string codegen::Target::parse turns back into the measured
+  // target's ISA: `target` with the features as -mattr. `target` alone is not
+  // enough where -mcpu implies nothing (a host LLVM calls "generic", such as
+  // Zen 5 with LLVM 16, parses as SSE).
+  std::string codegen_target() const;
   // The key of isolated measurements: measured = kColdWeights when `cold`, else "".
   TargetKey isolated(bool cold) const;
   // Parses key()'s format; anything else throws std::invalid_argument quoting the text.

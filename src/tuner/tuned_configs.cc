@@ -374,8 +374,9 @@ bool same_step(const Record& a, const Record& b) {
 const Record* untuned_in_graph_record(const std::string& target, const std::string& key,
                                       const std::vector<Record>& records, const Record& best) {
   try {
-    if (TargetKey::parse(target).measured != TargetKey::kInGraph) return nullptr;
-    const Isa isa = codegen::Target::parse(TargetKey::parse(target).target).isa();
+    const TargetKey k = TargetKey::parse(target);
+    if (k.measured != TargetKey::kInGraph) return nullptr;
+    const Isa isa = codegen::Target::parse(k.codegen_target()).isa();
     ops::Workload w = ops::Workload::parse(key);
     for (const Record* r :
          records_of(records, ops::get_template(w.template_name).fallback(w, isa).to_json()))

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
 #include "codegen/target.h"
 #include "ops/op_template.h"
@@ -830,6 +831,50 @@ TEST(BestRecords, CarryTheUntunedInGraphRecordForTheMargin) {
   EXPECT_TRUE(chosen.at(a.key()).kept_untuned);
   EXPECT_EQ(chosen.at(a.key()).origin, ConfigChoice::Origin::kShippedLog);
   std::filesystem::remove_all(dir);
+}
+
+// The untuned config an export carries is the fallback of the ISA the record
+// was measured for, whatever the host: a key whose -mcpu implies no features
+// (LLVM 16 names Zen 5 "generic") gets its ISA from the key's feature list.
+// Until 2026-11-30 it was parsed as SSE, and exports made on Zen 5 dropped
+// the untuned record.
+TEST(BestRecords, FindTheUntunedConfigOfAGenericCpuKey) {
+  const std::string generic = "llvm -mtriple=x86_64-pc-linux-gnu -mcpu=generic -mattr=";
+  for (const std::string features :
+       {"+avx,+avx2,+f16c,+fma",
+        "+avx,+avx2,+avx512bw,+avx512cd,+avx512dq,+avx512f,+avx512vl,+f16c,+fma"}) {
+    const codegen::Target target = codegen::Target::parse(generic + features);
+    const TargetKey key = TargetKey::for_target(target, 2);
+    EXPECT_EQ(codegen::Target::parse(key.codegen_target()).isa().isa_class, target.isa().isa_class)
+        << key.key();
+    auto dir = std::filesystem::temp_directory_path() /
+               ("kiln_best_generic_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    ops::Workload a = conv(12, 12);
+    const ops::OpTemplate& t = conv_template();
+    const schedule::Config fb = t.fallback(a, target.isa());
+    std::mt19937_64 rng(7);
+    // Another config with the fallback's blocks: pick_best takes it over the
+    // fallback, so only the carry rule exports the fallback's record.
+    schedule::Config other = t.space(a).random(rng);
+    while (other == fb || ops::layout_blocks(t, a, other) != ops::layout_blocks(t, a, fb))
+      other = t.space(a).random(rng);
+    std::vector<Record> best;
+    {
+      RecordDB db = RecordDB::open((dir / "t.db").string());
+      db.add(in_graph_record(a.key(), key.in_graph().key(), other.to_json(),
+                             std::vector<double>(10, 0.98)));
+      db.add(in_graph_record(a.key(), key.in_graph().key(), fb.to_json(),
+                             std::vector<double>(10, 1.0)));
+      best = best_records(db);
+    }
+    std::set<nlohmann::json> exported;
+    for (const Record& r : best) exported.insert(nlohmann::json::parse(r.config_json));
+    EXPECT_EQ(exported, (std::set<nlohmann::json>{nlohmann::json::parse(other.to_json()),
+                                                  nlohmann::json::parse(fb.to_json())}))
+        << features;
+    std::filesystem::remove_all(dir);
+  }
 }
 
 }  // namespace kiln::tuner
