@@ -349,7 +349,32 @@ CacheSizes host_caches() {
   return c;
 }
 
+bool host_cpuid(unsigned leaf, unsigned subleaf, unsigned regs[4]) {
+#if defined(__x86_64__) || defined(__i386__)
+  return __get_cpuid_count(leaf, subleaf, &regs[0], &regs[1], &regs[2], &regs[3]) != 0;
+#else
+  (void)leaf, (void)subleaf, (void)regs;
+  return false;
+#endif
+}
+
 }  // namespace
+
+CacheSizes cpuid_cache_sizes(CpuidQuery cpuid) {
+  CacheSizes c;
+  unsigned r[4] = {};
+  if (cpuid(0x80000005, 0, r)) c.l1d = int64_t{r[2] >> 24} << 10;  // AMD: ecx[31:24] KiB
+  for (unsigned sub = 0; c.l1d == 0 && sub < 8 && cpuid(4, sub, r); ++sub) {
+    const unsigned type = r[0] & 31, level = (r[0] >> 5) & 7;
+    if (type == 0) break;
+    if (level == 1 && type == 1) {  // the L1 data cache: ways x partitions x line x sets
+      c.l1d = int64_t{((r[1] >> 22) & 1023) + 1} * (((r[1] >> 12) & 1023) + 1) *
+              ((r[1] & 4095) + 1) * (int64_t{r[2]} + 1);
+    }
+  }
+  if (cpuid(0x80000006, 0, r)) c.l2 = int64_t{r[2] >> 16} << 10;  // ecx[31:16] KiB
+  return c;
+}
 
 const std::set<std::string>& cpu_models_llvm_calls_generic() {
   static const std::set<std::string> names = {"znver5"};
@@ -384,8 +409,13 @@ std::string cpu_model_name(const Target& target) {
 CacheSizes cache_sizes(const Target& target) {
   // Every Target::isa() asks: the host's answer is read once.
   static const Target host = Target::host();
-  static const CacheSizes host_sizes = host_caches();
-  if (target == host && host_sizes.l1d > 0) return host_sizes;
+  static const CacheSizes host_sizes = [] {
+    CacheSizes c = host_caches();
+    if (c.l1d == 0) c = cpuid_cache_sizes(host_cpuid);
+    return c;
+  }();
+  const bool use_host = target == host && host_sizes.l1d > 0;
+  if (use_host && host_sizes.l3 > 0) return host_sizes;
   // Known CPUs, per core (L3: the whole chip's share a core sees).
   static const std::map<std::string, CacheSizes> known = {
       {"skylake-avx512", {32 << 10, 1 << 20, 1408 << 10}},
@@ -397,8 +427,11 @@ CacheSizes cache_sizes(const Target& target) {
       {"cortex-a72", {32 << 10, 512 << 10, 0}},
       {"cortex-a7", {32 << 10, 128 << 10, 0}},
   };
-  if (auto it = known.find(target.cpu); it != known.end()) return it->second;
-  return {32 << 10, 1 << 20, 2 << 20};
+  CacheSizes table = {32 << 10, 1 << 20, 2 << 20};
+  if (auto it = known.find(target.cpu); it != known.end()) table = it->second;
+  if (!use_host) return table;
+  // The host's L1d and L2 from CPUID, its L3 (unknown there) from the table.
+  return {host_sizes.l1d, host_sizes.l2 > 0 ? host_sizes.l2 : table.l2, table.l3};
 }
 
 }  // namespace kiln::codegen

@@ -75,12 +75,22 @@ std::string cpu_model_from_cpuid(const std::string& llvm_name, const std::string
 // a shipped log of one of them holds records whose target says -mcpu=generic.
 const std::set<std::string>& cpu_models_llvm_calls_generic();
 
-// Per-core cache sizes in bytes (0: unknown): read from sysfs for the host,
-// from a small table for known -mcpu names, else typical values.
+// Per-core cache sizes in bytes (0: unknown): read from sysfs for the host
+// (from CPUID where sysfs lists no caches, as in some VMs), from a small
+// table for known -mcpu names, else typical values.
 struct CacheSizes {
   int64_t l1d = 0, l2 = 0, l3 = 0;
 };
 CacheSizes cache_sizes(const Target& target);
+
+// One CPUID query (leaf, subleaf) into eax, ebx, ecx, edx; false where the
+// CPU has no such leaf.
+using CpuidQuery = bool (*)(unsigned leaf, unsigned subleaf, unsigned regs[4]);
+// The per-core L1d and L2 sizes CPUID reports: L1d from AMD's leaf
+// 0x80000005 or else the deterministic cache leaf 4 (Intel), L2 from leaf
+// 0x80000006. L3 stays 0 (unknown): hypervisors pass the host's on (one
+// Zen 5 VM reported 508 MiB).
+CacheSizes cpuid_cache_sizes(CpuidQuery cpuid);
 
 // The version of the LLVM kiln generates code with, e.g. "16.0.6" (tuning
 // records are keyed by it: another LLVM may compile a config differently).

@@ -161,6 +161,42 @@ TEST(Target, CacheSizes) {
   EXPECT_GE(host.l2, host.l1d);
   CacheSizes a72 = cache_sizes(Target::parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72"));
   EXPECT_EQ(a72.l1d, 32 << 10);
+  EXPECT_GT(host.l3, 0);  // from sysfs, or the table where only CPUID told L1d and L2
+}
+
+// Where sysfs lists no caches (a Zen 5 VM), CPUID tells L1d and L2: AMD's
+// leaf 0x80000005, or Intel's leaf 4, and leaf 0x80000006.
+TEST(Target, CacheSizesFromCpuid) {
+  // An AMD Zen 5 as one VM reported it: 48 KiB L1d, 1 MiB L2.
+  CacheSizes amd = cpuid_cache_sizes([](unsigned leaf, unsigned, unsigned r[4]) {
+    r[0] = r[1] = r[2] = r[3] = 0;
+    if (leaf == 0x80000005) r[2] = 48u << 24;
+    if (leaf == 0x80000006) r[2] = 1024u << 16;
+    return leaf == 0x80000005 || leaf == 0x80000006;
+  });
+  EXPECT_EQ(amd.l1d, 48 << 10);
+  EXPECT_EQ(amd.l2, 1 << 20);
+  EXPECT_EQ(amd.l3, 0);
+  // An Intel CPU: leaf 0x80000005 is all zeros; leaf 4 lists L1i, L1d (12
+  // ways x 1 partition x 64-byte lines x 64 sets) and L2.
+  CacheSizes intel = cpuid_cache_sizes([](unsigned leaf, unsigned sub, unsigned r[4]) {
+    r[0] = r[1] = r[2] = r[3] = 0;
+    if (leaf == 4 && sub == 0) r[0] = 2 | 1 << 5;  // instruction cache, level 1
+    if (leaf == 4 && sub == 1) {
+      r[0] = 1 | 1 << 5;  // data cache, level 1
+      r[1] = 11u << 22 | 63;
+      r[2] = 63;
+    }
+    if (leaf == 4 && sub == 2) r[0] = 3 | 2 << 5;  // unified, level 2
+    if (leaf == 0x80000006) r[2] = 2048u << 16;
+    return true;
+  });
+  EXPECT_EQ(intel.l1d, 48 << 10);
+  EXPECT_EQ(intel.l2, 2 << 20);
+  // No leaves: unknown.
+  CacheSizes none = cpuid_cache_sizes([](unsigned, unsigned, unsigned*) { return false; });
+  EXPECT_EQ(none.l1d, 0);
+  EXPECT_EQ(none.l2, 0);
 }
 
 // The CPU model name of kiln's per-CPU tables: LLVM's -mcpu name, or for a
