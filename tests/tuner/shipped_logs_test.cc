@@ -32,8 +32,7 @@ TEST(ShippedLogs, EveryWorkloadHasAUsableRecordOfItsClassAndCpu) {
       for (const Record& r : records) {
         TargetKey key = TargetKey::parse(r.target_key);
         // With the key's features: a -mcpu=generic record's ISA is in them.
-        codegen::Target target = codegen::Target::parse(
-            key.features.empty() ? key.target : key.target + " -mattr=" + key.features);
+        codegen::Target target = codegen::Target::parse(key.codegen_target());
         EXPECT_EQ(isa_class(target), cls) << entry.path() << ": " << r.target_key;
         // Measured on that CPU: its -mcpu, or "generic" for a model LLVM 16
         // does not know and kiln names itself (codegen::cpu_model_name).
