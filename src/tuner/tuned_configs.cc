@@ -376,7 +376,13 @@ const Record* untuned_in_graph_record(const std::string& target, const std::stri
   try {
     const TargetKey k = TargetKey::parse(target);
     if (k.measured != TargetKey::kInGraph) return nullptr;
-    const Isa isa = codegen::Target::parse(k.codegen_target()).isa();
+    // The host's own target where the key is this machine's: its caches (which
+    // size the fallback) are the host's, where a parsed target gets the table's.
+    const codegen::Target host = codegen::Target::host();
+    const TargetKey host_key = TargetKey::for_target(host, k.threads);
+    const Isa isa = host_key.target == k.target && host_key.features == k.features
+                        ? host.isa()
+                        : codegen::Target::parse(k.codegen_target()).isa();
     ops::Workload w = ops::Workload::parse(key);
     for (const Record* r :
          records_of(records, ops::get_template(w.template_name).fallback(w, isa).to_json()))
