@@ -22,20 +22,23 @@ set(KILN_LAYER_ALLOWED
   # Post-training quantization: builds and runs the float model (driver,
   # runtime) and hands its decisions to the frontend's QDQ writer.
   "quantize:driver,frontend,graph,ops,schedule,ir,runtime,support,codegen/target.h"
+  # A tuning run's steps that build the model: driver (builds) and tuner (records).
+  "autotune:driver,tuner,frontend,graph,ops,schedule,ir,codegen,runtime,support"
   "runtime:"
   # The CLI parses arguments and prints: it drives the build (driver) and the
   # tuner, loads packages (runtime) and parses --target (codegen/target.h only).
-  "cli:driver,tuner,quantize,frontend,runtime,support,codegen/target.h"
+  "cli:autotune,driver,tuner,quantize,frontend,runtime,support,codegen/target.h"
   # The Python binding (src/python) is the CLI's peer: the same library calls
   # (kiln.build(precision="int8") quantizes as `kiln build --precision int8`),
   # plus graph/op_registry.h for the exception it maps to kiln.ModelError.
-  "python:driver,tuner,quantize,frontend,runtime,support,codegen/target.h,graph/op_registry.h")
+  "python:autotune,driver,tuner,quantize,frontend,runtime,support,codegen/target.h,graph/op_registry.h")
 
 set(KILN_LAYER_CHECK_STUB ${CMAKE_CURRENT_BINARY_DIR}/kiln_layer_check.cc)
 file(WRITE ${KILN_LAYER_CHECK_STUB} "// Linked with a whole kiln layer: see cmake/layering.cmake.\n")
 # Not in sanitizer builds: there the sanitizer runtime, which only executables
 # link, leaves every layer with undefined symbols. The default build checks.
-set(KILN_LAYER_CHECKED_LAYERS support ir schedule ops graph codegen frontend driver tuner quantize)
+set(KILN_LAYER_CHECKED_LAYERS support ir schedule ops graph codegen frontend driver tuner quantize
+  autotune)
 if(KILN_SANITIZE)
   set(KILN_LAYER_CHECKED_LAYERS)
 endif()

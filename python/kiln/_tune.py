@@ -36,13 +36,19 @@ class TuneSummary:
     stop_reason: str     # "every task finished", "time budget spent", "interrupted", ...
     tuning_log: str
     target: str          # the records' target key
+    # The in-graph step, per model: {model, skipped, records, workloads, changed,
+    # seconds, kernels, tuned_kernels, tuned_ms, untuned_ms} (kiln tune --report's
+    # "in_graph"; the last four where it measured the model's template kernels).
+    in_graph: List[dict] = dataclasses.field(default_factory=list)
     interrupted: bool = False         # Ctrl-C
     stopped_by_callback: bool = False  # a callback raised StopTuning or returned True
 
     @property
     def budget_spent(self) -> bool:
-        """kiln tune's exit status 3: the time budget ran out before the trials did."""
-        return self.stop_reason == "time budget spent"
+        """kiln tune's exit status 3: the time budget ran out before the trials
+        did, or before the in-graph step's last model."""
+        return self.stop_reason == "time budget spent" or any(
+            m.get("skipped") for m in self.in_graph)
 
     def report(self) -> dict:
         """The JSON object `kiln tune --report` writes."""
@@ -150,7 +156,7 @@ def _check_report_path(path, inputs):
 def tune(models, tuning_log, trials=64, time_budget=None, tuner="xgb", callbacks=None, *,
          early_stopping=0, batch=16, input_shapes=None, target=None, free_layout=False,
          number=1, repeat=3, min_repeat_ms=20.0, timeout=10.0, compile_budget=20.0,
-         runner=None, report=None, weights="auto") -> TuneSummary:
+         runner=None, report=None, weights="auto", in_graph=3) -> TuneSummary:
     """Tunes the template workloads of one or more models like `kiln tune`.
 
     models: a model (path, bytes, onnx.ModelProto) or a list of them.
@@ -167,8 +173,12 @@ def tune(models, tuning_log, trials=64, time_budget=None, tuner="xgb", callbacks
     (kiln tune --cold-weights), "warm" (--warm-weights) or "auto" (kiln
     tune's default: cold when the weights the largest model's kernels read,
     Winograd's transformed ones counted, exceed half this machine's
-    last-level cache). The other keywords are kiln tune's options
-    of the same names.
+    last-level cache). in_graph: after the search, each task's in_graph
+    fastest configs and its untuned one are re-timed inside the compiled
+    model and stored as in-graph records, which builds prefer (0: off; not
+    with a runner); with a time_budget the search stops at 85 % of it and
+    the step gets the rest. The other keywords are kiln tune's options of
+    the same names.
     """
     models = _as_list(models)
     a = _kiln.TuneArgs()
@@ -186,6 +196,7 @@ def tune(models, tuning_log, trials=64, time_budget=None, tuner="xgb", callbacks
     a.compile_budget = float(compile_budget)
     a.runner = runner or ""
     a.weights = weights
+    a.in_graph = int(in_graph)
     if report is not None:
         inputs = [("the tuning log", os.fspath(tuning_log))]
         inputs += [("the model", os.fspath(m)) for m in models if isinstance(m, (str, os.PathLike))]

@@ -19,13 +19,14 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
+#include "autotune/model_steps.h"
 #include "codegen/target.h"
 #include "driver/build.h"
-#include "driver/measure_in_graph.h"
-#include "driver/measure_transforms.h"
 #include "frontend/onnx_import.h"
 #include "runtime/c_runtime_api.h"
 #include "support/same_file.h"
@@ -59,7 +60,8 @@ const char* kTuneUsage =
     "(default 64)\n"
     "  --tuner T          xgb (cost model + simulated annealing, default), random, grid, ga\n"
     "  --early-stopping N stop a task after N trials without improvement (default off)\n"
-    "  --time-budget S    stop the whole run after S seconds (default none)\n"
+    "  --time-budget S    stop the whole run after S seconds (default none); with the in-graph\n"
+    "                     step the search stops at 85 % of it, the step gets the rest\n"
     "  --batch N          candidates measured per round (default 16)\n"
     "  --target TARGET    'llvm -mcpu=... -mattr=...' to tune for (default: this machine; the\n"
     "                     machine must be able to run the target's code)\n"
@@ -390,105 +392,47 @@ void choose_weight_measurement(TuneArgs& a, int64_t largest_weights) {
         double(largest_weights) / 1e6, double(llc) / 1e6);
 }
 
-// ---- in-graph re-measurement --------------------------------------------------
+// ---- the steps that build the model (autotune/model_steps.h) ----------------
 
-// Re-measures each of the model's tasks' best configs inside the compiled
-// model (driver/measure_in_graph.h) and stores the times as in-graph records,
-// which builds prefer. Prints one line per workload whose choice changed.
-void refine_in_graph(const TuneArgs& a, const codegen::Target& target, tuner::RecordDB& db,
-                     const std::string& model) {
-  tuner::TargetKey key = tuner::TargetKey::for_target(target, kiln_get_num_threads());
-  const graph::Graph g = frontend::import_onnx(model, frontend::parse_input_shapes(a.input_shapes));
-  std::vector<std::string> workloads =
-      driver::template_workloads(g, target.isa(), a.graph_precision());
-  const Isa isa = target.isa();
-  auto candidates = tuner::in_graph_candidates(db, key.isolated(a.measure.cold_weights).key(),
-                                               workloads, a.in_graph, &isa);
-  if (candidates.empty()) return;
-  driver::InGraphOptions o;
-  o.build.target = target;
-  o.build.input_shapes = a.input_shapes;
-  o.build.precision = a.graph_precision();
-  tuner::BuildRecordOptions records;
-  records.tuning_log = a.db;
-  o.build.choose_configs = [&](const std::vector<std::vector<std::string>>& sets) {
-    std::map<std::string, driver::ChosenConfig> configs;
-    for (const auto& [k, c] : tuner::configs_for_build(records, target, sets))
-      configs[k] = {c.config_json, c.gflops};
-    return configs;
-  };
-  o.progress = [](const std::string& line) { std::printf("  in-graph: %s\n", line.c_str()); };
-  std::printf("kiln tune: re-measuring up to %d configs per task inside %s\n", a.in_graph,
-              model.c_str());
-  auto start = std::chrono::steady_clock::now();
-  std::vector<tuner::Record> recs;
-  for (const driver::InGraphTime& t : driver::measure_in_graph(model, candidates, o))
-    recs.push_back(
-        tuner::in_graph_record(t.workload, key.in_graph().key(), t.config_json, t.per_call_ms));
-  db.add_batch(recs);
-  // What changed: per workload, the isolated best against the in-graph best,
-  // counted where the in-graph best ran clearly faster (ties are noise).
-  size_t changed = 0;
-  for (const auto& [w, cfgs] : candidates) {
-    const tuner::Record *best = nullptr, *isolated_best = nullptr;
-    size_t others = 0;
-    for (const tuner::Record& r : recs) {
-      if (r.workload_key != w) continue;
-      ++others;
-      if (!best || r.mean_ms() < best->mean_ms()) best = &r;
-      if (r.config_json == cfgs.front()) isolated_best = &r;
-    }
-    if (best && isolated_best && best != isolated_best &&
-        tuner::clearly_faster(*best, *isolated_best, others - 1))
-      ++changed;
-  }
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf(
-      "kiln tune: %zu in-graph records for %zu workloads in %.0f s; another candidate ran "
-      "clearly faster in the model than the isolated best for %zu\n",
-      recs.size(), candidates.size(), secs, changed);
-  // Whether tuning paid in this model: its kernels with the in-graph bests
-  // against the untuned defaults, both as measured in this step.
-  tuner::InGraphEstimate e = tuner::estimate_in_graph(
-      driver::template_workload_sets(g, isa, a.graph_precision()), recs, isa);
-  if (e.nodes > 0)
-    std::printf(
-        "kiln tune: inside the model the template kernels (%zu) take %.3f ms a run with the "
-        "in-graph best configs, %.3f ms untuned (%.2fx); %zu run a tuned config\n",
-        e.nodes, e.tuned_ms, e.untuned_ms, e.tuned_ms / e.untuned_ms, e.tuned_nodes);
+void print_line(const std::string& line) { std::printf("%s\n", line.c_str()); }
+
+autotune::ModelStepOptions model_step_options(const TuneArgs& a, const codegen::Target& target,
+                                              const std::string& input_shapes) {
+  autotune::ModelStepOptions o;
+  o.target = target;
+  o.tuning_log = a.db;
+  o.input_shapes = input_shapes;
+  o.precision = a.graph_precision();
+  o.cold_weights = a.measure.cold_weights;
+  o.in_graph = a.in_graph;
+  o.print = print_line;
+  return o;
 }
 
-// ---- layout transforms ------------------------------------------------------
+// Whether the run re-measures in the model after the search: not with
+// --runner (the model would run on this machine, not the device).
+bool runs_in_graph_step(const TuneArgs& a) { return a.in_graph > 0 && a.measure.runner.empty(); }
 
-// Times the layout transforms the model's candidates (records with any
-// channel blocks) may need and stores them (tuner/layout_records.h), for
-// kiln build's layout choice; those already stored are not measured again.
-void measure_layout_transforms(const TuneArgs& a, const codegen::Target& target,
-                               tuner::RecordDB& db, const std::string& model) {
-  int threads = kiln_get_num_threads();
-  std::vector<std::string> workloads = driver::template_workloads(
-      frontend::import_onnx(model, frontend::parse_input_shapes(a.input_shapes)), target.isa(),
-      a.graph_precision());
-  auto candidates = tuner::layout_candidates(db, target, threads, workloads);
-  std::map<std::string, double> known = tuner::load_transform_times(db, target, threads);
-  std::vector<tuner::TransformNeed> todo;
-  std::vector<driver::TransformSpec> specs;
-  for (const tuner::TransformNeed& t : tuner::needed_transforms(candidates)) {
-    if (known.count(tuner::transform_workload_key(t.shape, t.from, t.to))) continue;
-    todo.push_back(t);
-    specs.push_back({t.shape, t.from, t.to});
-  }
-  if (todo.empty()) return;
-  std::printf("kiln tune: timing %zu layout transforms for %s\n", todo.size(), model.c_str());
-  auto start = std::chrono::steady_clock::now();
-  std::vector<std::vector<double>> times = driver::measure_transforms(specs, target, 20);
-  std::string key = tuner::transform_target_key(target, threads);
-  std::vector<tuner::Record> recs;
-  for (size_t i = 0; i < todo.size(); ++i)
-    recs.push_back(tuner::transform_record(todo[i], key, times[i]));
-  db.add_batch(recs);
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("kiln tune: %zu layout transform records in %.0f s\n", recs.size(), secs);
+// The in-graph step over `models`, in what is left of the run's time budget
+// (counted from run_start).
+std::vector<autotune::ModelInGraph> in_graph_step(
+    const TuneArgs& a, const codegen::Target& target, tuner::RecordDB& db,
+    const std::vector<std::pair<std::string, std::string>>& models,
+    std::chrono::steady_clock::time_point run_start) {
+  std::vector<autotune::ModelInGraph> steps;
+  for (const auto& [path, shapes] : models) steps.push_back({path, shapes, std::nullopt, false});
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  if (a.time_budget > 0)
+    deadline = run_start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                               std::chrono::duration<double>(a.time_budget));
+  autotune::in_graph_step(model_step_options(a, target, ""), db, steps, deadline);
+  return steps;
+}
+
+bool any_skipped(const std::vector<autotune::ModelInGraph>& steps) {
+  for (const autotune::ModelInGraph& s : steps)
+    if (s.skipped) return true;
+  return false;
 }
 
 // ---- kiln tune --job ---------------------------------------------------------
@@ -661,11 +605,14 @@ int run_tune_job(TuneArgs a) {
   options.trials =
       jt.trials.empty() ? a.trials : *std::max_element(jt.trials.begin(), jt.trials.end());
   options.task_trials = jt.trials;
+  const bool in_graph = !a.worker && runs_in_graph_step(a);  // a worker leaves it to the main run
+  options.time_budget_s = autotune::search_budget_s(a.time_budget, in_graph);
   if (!jt.tasks.empty()) check_measurement(options);
   tuner::RecordDB db = tuner::RecordDB::open(a.db);
   tuner::RecordDBSink sink(db);
 
   tuner::TuneSummary summary;
+  auto run_start = std::chrono::steady_clock::now();
   if (!jt.tasks.empty()) {
     struct sigaction on_int = {}, prev = {};
     on_int.sa_handler = on_sigint;
@@ -674,6 +621,7 @@ int run_tune_job(TuneArgs a) {
     sigaction(SIGINT, &on_int, &prev);
     a.trials = options.trials;  // the progress line's "of N"
     ProgressLine progress(a, isatty(fileno(stdout)));
+    run_start = std::chrono::steady_clock::now();
     summary = tuner::tune(jt.sched_tasks, db, sink, options, &progress);
     progress.finish();
     sigaction(SIGINT, &prev, nullptr);
@@ -686,12 +634,35 @@ int run_tune_job(TuneArgs a) {
     summary.target_key = tuner::TargetKey::for_target(target, kiln_get_num_threads()).key();
   }
 
+  // The models' in-graph step and layout transforms, as kiln tune runs them.
+  // in_graph_results[i]: models[i]'s step (nullopt: failed to import, skipped
+  // or nothing to measure).
+  std::vector<std::optional<autotune::InGraphStepResult>> in_graph_results(models.size());
+  bool complete = true;
+  if (!jt.tasks.empty() && !summary.interrupted) {
+    std::vector<std::pair<std::string, std::string>> imported;
+    std::vector<size_t> index;  // imported[k] is models[index[k]]
+    for (size_t i = 0; i < models.size(); ++i)
+      if (models[i].error.empty()) {
+        imported.emplace_back(models[i].model->path, models[i].model->input_shapes);
+        index.push_back(i);
+      }
+    if (in_graph) {
+      std::vector<autotune::ModelInGraph> steps = in_graph_step(a, target, db, imported, run_start);
+      complete = !any_skipped(steps);
+      for (size_t k = 0; k < steps.size(); ++k) in_graph_results[index[k]] = steps[k].result;
+    }
+    if (a.free_layout && !a.worker && a.measure.runner.empty())
+      for (const auto& [path, shapes] : imported)
+        autotune::measure_layout_transforms(model_step_options(a, target, shapes), db, path);
+  }
+
   int status = 0;
   if (summary.interrupted)
     status = 130;
   else if (failed)
     status = 4;  // something is broken: more urgent than a short budget
-  else if (summary.budget_spent() && !a.worker)
+  else if ((summary.budget_spent() || !complete) && !a.worker)
     status = 3;
   if (failed)
     std::fprintf(stderr, "kiln tune: %d of %zu models failed to import (named above)\n", failed,
@@ -701,6 +672,12 @@ int run_tune_job(TuneArgs a) {
     tuner::JobReport report = tuner::make_job_report(job, models, jt, summary, db, target, previous,
                                                      previous_from, started_unix);
     report.exit_status = status;
+    for (size_t i = 0; i < models.size(); ++i)
+      if (in_graph_results[i] && in_graph_results[i]->estimate.nodes > 0) {
+        const tuner::InGraphEstimate& e = in_graph_results[i]->estimate;
+        report.models[i].in_graph = {e.tuned_ms, e.untuned_ms, static_cast<int>(e.nodes),
+                                     static_cast<int>(e.tuned_nodes)};
+      }
     for (const std::string& r : a.reports) {
       write_whole(
           r, is_html(r) ? tuner::job_report_html(report) : tuner::job_report_json(report) + "\n");
@@ -741,6 +718,11 @@ int run_tune(const std::vector<std::string>& args) {
   choose_weight_measurement(a, largest_weights);
   tuner::TuneOptions options = tune_options(a, target);
   options.implementation_sets = tuner::alternative_sets(nodes);
+  options.time_budget_s = autotune::search_budget_s(a.time_budget, runs_in_graph_step(a));
+  if (options.time_budget_s != a.time_budget)
+    std::printf(
+        "kiln tune: the search gets %.0f s of the %.0f s budget, the in-graph step the rest\n",
+        options.time_budget_s, a.time_budget);
   // Before the database is created: this machine, or the runner's device, must be able
   // to run the target's code.
   check_measurement(options);
@@ -756,32 +738,39 @@ int run_tune(const std::vector<std::string>& args) {
   on_int.sa_flags = SA_RESTART;
   sigaction(SIGINT, &on_int, &previous);
   ProgressLine progress(a, isatty(fileno(stdout)));
+  const auto run_start = std::chrono::steady_clock::now();
   tuner::TuneSummary summary = tuner::tune(tasks, db, sink, options, &progress);
   progress.finish();
   sigaction(SIGINT, &previous, nullptr);
 
   print_summary(a, summary);
-  // Not after Ctrl-C, nor past the time budget (it takes a few builds), nor
-  // with --runner (the model would run on this machine, not the device).
-  if (a.in_graph > 0 && a.measure.runner.empty()) {
-    if (summary.interrupted || summary.budget_spent())
-      std::printf("kiln tune: in-graph re-measurement skipped (%s)\n",
-                  summary.interrupted ? "interrupted" : "time budget spent");
-    else
-      for (const std::string& m : a.models) refine_in_graph(a, target, db, m);
+  // The in-graph step, in the budget's share kept for it; not after Ctrl-C.
+  std::vector<autotune::ModelInGraph> in_graph;
+  if (runs_in_graph_step(a)) {
+    if (summary.interrupted) {
+      std::printf("kiln tune: in-graph re-measurement skipped (interrupted)\n");
+    } else {
+      std::vector<std::pair<std::string, std::string>> models;
+      for (const std::string& m : a.models) models.emplace_back(m, a.input_shapes);
+      in_graph = in_graph_step(a, target, db, models, run_start);
+    }
   }
   // Layout transforms: a few small builds, so also past the time budget
   // (without them kiln build estimates them from bytes moved).
   if (a.free_layout && a.measure.runner.empty() && !summary.interrupted)
-    for (const std::string& m : a.models) measure_layout_transforms(a, target, db, m);
+    for (const std::string& m : a.models)
+      autotune::measure_layout_transforms(model_step_options(a, target, a.input_shapes), db, m);
   if (!a.report.empty()) {
     std::ofstream out(a.report);
-    out << tuner::tune_report_json(summary, tuner::redact_url(a.db)) << "\n";
+    nlohmann::json report =
+        nlohmann::json::parse(tuner::tune_report_json(summary, tuner::redact_url(a.db)));
+    report["in_graph"] = autotune::in_graph_json(in_graph);
+    out << report.dump(2) << "\n";
     if (!out) throw std::runtime_error("cannot write report '" + a.report + "'");
   }
   if (summary.interrupted) return 130;
   // A nightly job learns from the status whether the budget sufficed.
-  return summary.budget_spent() ? 3 : 0;
+  return summary.budget_spent() || any_skipped(in_graph) ? 3 : 0;
 }
 
 }  // namespace kiln::cli

@@ -10,10 +10,12 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "autotune/model_steps.h"
 #include "codegen/target.h"
 #include "driver/build.h"
 #include "frontend/onnx_import.h"
@@ -108,6 +110,7 @@ struct TuneArgs {
   int64_t trials = 64;
   int early_stopping = 0, batch = 16;
   double time_budget = 0;
+  int in_graph = 3;  // configs per task re-measured inside the model (0: none)
   bool free_layout = false;
   std::string weights = "auto";  // how candidates meet their weights: auto, cold, warm
   tuner::MeasureOptions measure;
@@ -122,12 +125,42 @@ void check_args(const TuneArgs& a) {
     throw std::invalid_argument("tuner must be xgb, random, grid or ga, not '" + a.tuner + "'");
   if (a.weights != "auto" && a.weights != "cold" && a.weights != "warm")
     throw std::invalid_argument("weights must be auto, cold or warm, not '" + a.weights + "'");
-  if (a.early_stopping < 0 || a.batch < 1 || a.time_budget < 0 || a.measure.number < 1 ||
-      a.measure.repeat < 1 || a.measure.min_repeat_ms < 0 || a.measure.timeout_s < 0 ||
-      a.measure.compile_budget_s < 0)
+  if (a.early_stopping < 0 || a.batch < 1 || a.time_budget < 0 || a.in_graph < 0 ||
+      a.measure.number < 1 || a.measure.repeat < 1 || a.measure.min_repeat_ms < 0 ||
+      a.measure.timeout_s < 0 || a.measure.compile_budget_s < 0)
     throw std::invalid_argument(
-        "early_stopping, time_budget, min_repeat_ms, timeout and compile_budget must be >= 0; "
+        "early_stopping, time_budget, in_graph, min_repeat_ms, timeout and compile_budget must be "
+        ">= 0; "
         "batch, number and repeat >= 1");
+}
+
+// As kiln tune: not with a runner (the model would run on this machine).
+bool runs_in_graph_step(const TuneArgs& a) { return a.in_graph > 0 && a.measure.runner.empty(); }
+
+// The steps after the search that build the model (autotune/model_steps.h),
+// as kiln tune runs them; silent (the summary reports them). Returns the
+// in-graph step's per-model results.
+std::vector<autotune::ModelInGraph> model_steps(const TuneArgs& a, const codegen::Target& target,
+                                                bool cold_weights, tuner::RecordDB& db,
+                                                std::chrono::steady_clock::time_point run_start) {
+  autotune::ModelStepOptions o;
+  o.target = target;
+  o.tuning_log = a.tuning_log;
+  o.input_shapes = a.input_shapes;
+  o.cold_weights = cold_weights;
+  o.in_graph = a.in_graph;
+  std::vector<autotune::ModelInGraph> steps;
+  if (runs_in_graph_step(a)) {
+    for (const std::string& m : a.models) steps.push_back({m, a.input_shapes, std::nullopt, false});
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+    if (a.time_budget > 0)
+      deadline = run_start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                 std::chrono::duration<double>(a.time_budget));
+    autotune::in_graph_step(o, db, steps, deadline);
+  }
+  if (a.free_layout && a.measure.runner.empty())
+    for (const std::string& m : a.models) autotune::measure_layout_transforms(o, db, m);
+  return steps;
 }
 
 tuner::TuneOptions tune_options(const TuneArgs& a, const codegen::Target& target) {
@@ -136,7 +169,7 @@ tuner::TuneOptions tune_options(const TuneArgs& a, const codegen::Target& target
   o.trials = a.trials;
   o.early_stopping = a.early_stopping;
   o.batch = a.batch;
-  o.time_budget_s = a.time_budget;
+  o.time_budget_s = autotune::search_budget_s(a.time_budget, runs_in_graph_step(a));
   o.free_layout = a.free_layout;
   o.target = target;
   o.measure = a.measure;
@@ -193,6 +226,7 @@ py::dict tune(const TuneArgs& a, py::object callback, bool handle_sigint) {
   tuner::TuneOptions options = tune_options(a, target);
   CallbackObserver observer(callback, a.trials);
   tuner::TuneSummary summary;
+  std::vector<autotune::ModelInGraph> in_graph;
   {
     py::gil_scoped_release unlocked;
     std::lock_guard<std::recursive_mutex> one_at_a_time(compiler_mutex());
@@ -220,12 +254,18 @@ py::dict tune(const TuneArgs& a, py::object callback, bool handle_sigint) {
       tuner::RecordDBSink sink(db);
       SigintGuard sigint(handle_sigint);
       options.should_stop = [&] { return g_interrupted.load() || observer.stop_requested(); };
+      const auto run_start = std::chrono::steady_clock::now();
       summary = tuner::tune(tasks, db, sink, options, &observer);
+      // Not after Ctrl-C, a callback's stop or its exception (which stops too).
+      if (!summary.interrupted && !observer.stop_requested())
+        in_graph = model_steps(a, target, options.measure.cold_weights, db, run_start);
     }
   }
   observer.rethrow();
   py::dict out;
-  out["report"] = tuner::tune_report_json(summary, a.tuning_log, -1);
+  nlohmann::json report = nlohmann::json::parse(tuner::tune_report_json(summary, a.tuning_log, -1));
+  report["in_graph"] = autotune::in_graph_json(in_graph);
+  out["report"] = report.dump();
   out["interrupted"] = summary.interrupted && handle_sigint && g_interrupted.load();
   out["stopped"] = observer.stop_requested();
   return out;
@@ -245,6 +285,7 @@ void bind_tune(py::module_& m) {
       .def_readwrite("early_stopping", &TuneArgs::early_stopping)
       .def_readwrite("batch", &TuneArgs::batch)
       .def_readwrite("time_budget", &TuneArgs::time_budget)
+      .def_readwrite("in_graph", &TuneArgs::in_graph)
       .def_readwrite("free_layout", &TuneArgs::free_layout)
       .def_readwrite("weights", &TuneArgs::weights)
       .def_property(

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,15 @@ struct JobReportModel {
   int no_fallback = 0;  // kernels whose fallback config was not measured correctly
   double fallback_ms = 0, now_ms = 0;
   double previous_ms = -1;  // in the previous report; -1: not there
+  // This run's in-graph step (the kernels timed inside the compiled model,
+  // autotune/model_steps.h); nullopt when it did not run for the model.
+  struct InGraph {
+    double tuned_ms = 0;    // the template kernels with the in-graph best configs
+    double untuned_ms = 0;  // the same kernels untuned
+    int kernels = 0;        // template kernels in the sums
+    int tuned_kernels = 0;  // of those, kernels a build gives a tuned config
+  };
+  std::optional<InGraph> in_graph;
 };
 
 struct JobReport {
@@ -80,6 +90,8 @@ JobReport make_job_report(const Job& job, const std::vector<JobModelWorkloads>& 
 
 // What is left out of the models' estimated latency (the report prints it).
 extern const char* const kLatencyNote;
+// What the models' "in the model" column is.
+extern const char* const kInGraphNote;
 
 std::string job_report_json(const JobReport& r);
 // One self-contained page: inline CSS and SVG, no script, no external file.

@@ -1,9 +1,9 @@
 // `kiln tune --job` as cron runs it: two tiny models sharing a convolution
-// are one job (the shared workload is one task), a re-run measures nothing
-// again, the exit status tells done (0), budget spent (3) and a model that
-// failed to import (4, the rest still tuned) apart, a malformed job file is
-// one error naming the file and line, a worker joins through the database,
-// and the HTML report renders in headless Chromium with a curve per chart.
+// are one job (the shared workload is one task), each model gets the
+// in-graph step after the search, a re-run measures nothing again, the exit status tells done (0),
+// budget spent (3) and a model that failed to import (4, the rest still tuned) apart, a malformed
+// job file is one error naming the file and line, a worker joins through the database, and the HTML
+// report renders in headless Chromium with a curve per chart.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -76,19 +76,25 @@ class KilnTuneJob : public ::testing::Test {
   ScratchDir work_, tmp_, capture_, logs_;
 };
 
-// Records per workload in the job's database.
+bool is_in_graph_key(const std::string& target_key) {
+  return target_key.find("; measured=in-graph") != std::string::npos;
+}
+
+// The search's records per workload in the job's database (the in-graph
+// step's, under their own target key, with `in_graph`).
 std::map<std::string, size_t> records_by_workload(const std::string& db_path,
                                                   std::set<std::string>* configs = nullptr,
-                                                  size_t* total = nullptr) {
+                                                  size_t* total = nullptr, bool in_graph = false) {
   tuner::RecordDB db = tuner::RecordDB::open(db_path, tuner::RecordDB::Mode::kMustExist);
   std::map<std::string, size_t> out;
   for (const std::string& t : db.targets())
-    for (const std::string& w : db.workloads(t))
-      for (const tuner::Record& r : db.records(w, t)) {
-        ++out[w];
-        if (configs) configs->insert(w + " " + r.config_json);
-        if (total) ++*total;
-      }
+    if (is_in_graph_key(t) == in_graph)
+      for (const std::string& w : db.workloads(t))
+        for (const tuner::Record& r : db.records(w, t)) {
+          ++out[w];
+          if (configs) configs->insert(w + " " + r.config_json);
+          if (total) ++*total;
+        }
   return out;
 }
 
@@ -123,6 +129,16 @@ TEST_F(KilnTuneJob, DeduplicatesResumesAndReports) {
     EXPECT_LE(m["estimated_ms"].get<double>(), m["fallback_ms"].get<double>()) << m;
     EXPECT_EQ(m["untuned"], 0);
   }
+  // The in-graph step ran for both models: both workloads have in-graph
+  // records, and each model's kernels were timed inside it, tuned and untuned.
+  EXPECT_EQ(records_by_workload(work_.file("tuning.db"), nullptr, nullptr, true).size(), 2u);
+  EXPECT_NE(r.out.find("in-graph records for 2 workloads"), std::string::npos) << r.out;
+  for (const auto& m : rep["models"]) {
+    ASSERT_TRUE(m.contains("in_graph")) << m;
+    EXPECT_EQ(m["in_graph"]["kernels"], m["kernels"]) << m;
+    EXPECT_GT(m["in_graph"]["tuned_ms"].get<double>(), 0) << m;
+    EXPECT_GT(m["in_graph"]["untuned_ms"].get<double>(), 0) << m;
+  }
   // tiny_b's estimate: its two kernels' best times.
   double b_ms = rep["tasks"][0]["best_ms"].get<double>() + rep["tasks"][1]["best_ms"].get<double>();
   EXPECT_NEAR(rep["models"][1]["estimated_ms"].get<double>(), b_ms, 1e-9);
@@ -152,7 +168,7 @@ TEST_F(KilnTuneJob, DeduplicatesResumesAndReports) {
   for (const std::string& text :
        {std::string("tiny_a"), std::string("tiny_b"),
         std::string("conv2d_NCHWc.x86(data=[1,8,6,6]"), std::string("Failures by error class"),
-        std::string("best GFLOP/s by time")})
+        std::string("best GFLOP/s by time"), std::string("in the model: tuned / untuned")})
     EXPECT_NE(dom.find(text), std::string::npos) << text;
   // The page's numbers: each task's trials, each model's estimate.
   EXPECT_NE(dom.find("5 of 5 trials"), std::string::npos);

@@ -26,13 +26,21 @@ def test_tune_with_callback_then_build(tiny, tmp_path):
     assert max(r["best_gflops"] for r in rounds) > 0
     # The --report JSON of kiln tune.
     report = json.loads((tmp_path / "report.json").read_text())
-    assert set(report) == {"tasks", "trials", "elapsed_s", "stop_reason", "tuning_log", "target"}
+    assert set(report) == {"tasks", "trials", "elapsed_s", "stop_reason", "tuning_log", "target",
+                           "in_graph"}
     assert report["tuning_log"] == db and report["target"] == kiln.records.target_key()
+    # After the search, the in-graph step (as kiln tune's): each workload's
+    # configs timed inside the compiled model, the model's 3 kernels summed.
+    [step] = summary.in_graph
+    assert report["in_graph"] == [step] and not step["skipped"]
+    assert step["workloads"] == 4 and step["records"] >= 4 and step["kernels"] == 3
+    assert step["tuned_ms"] > 0 and step["untuned_ms"] > 0
 
     # The records serve the build: every workload tuned from the database (3
-    # kernels: the 3x3 convolution's faster implementation is built).
+    # kernels: the 3x3 convolution's faster implementation is built), with
+    # the in-graph records.
     pkg = kiln.build(tiny[0], tuning_log=db, require_tuned=True, shipped_logs=False)
-    assert pkg.report.tuned == 3 and pkg.report.by_source == {db: 3}
+    assert pkg.report.tuned == 3 and pkg.report.by_source == {db + " (in-graph)": 3}
     assert all(w.origin == "database" for w in pkg.report.workloads)
 
     # kiln tasks: the same four tasks, now tuned.
@@ -110,14 +118,14 @@ def test_cold_weights(tiny, tmp_path):
     """weights="cold": records under the cold-weight key, which kiln.tasks
     and kiln.build read; tiny's weights fit any cache, so "auto" is warm."""
     db = str(tmp_path / "cold.db")
-    s = kiln.tune(tiny[0], db, trials=1, batch=1, tuner="random", weights="cold")
+    s = kiln.tune(tiny[0], db, trials=1, batch=1, tuner="random", weights="cold", in_graph=0)
     cold_key = kiln.records.target_key() + "; measured=cold-weights"
     assert s.target == cold_key and kiln.records.open(db).targets() == [cold_key]
     assert all(t.tuned and t.trials == 1 for t in kiln.tasks(tiny[0], tuning_log=db))
     pkg = kiln.build(tiny[0], tuning_log=db, require_tuned=True, shipped_logs=False)
     assert pkg.report.by_source == {db + " (cold weights)": 3}
     warm = str(tmp_path / "warm.db")
-    kiln.tune(tiny[0], warm, trials=1, batch=1, tuner="random")
+    kiln.tune(tiny[0], warm, trials=1, batch=1, tuner="random", in_graph=0)
     assert kiln.records.open(warm).targets() == [kiln.records.target_key()]
 
 

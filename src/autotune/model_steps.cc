@@ -1,0 +1,184 @@
+#include "autotune/model_steps.h"
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "driver/build.h"
+#include "driver/measure_in_graph.h"
+#include "driver/measure_transforms.h"
+#include "frontend/onnx_import.h"
+#include "runtime/c_runtime_api.h"
+#include "tuner/layout_records.h"
+#include "tuner/target_key.h"
+#include "tuner/tuned_configs.h"
+
+namespace kiln::autotune {
+namespace {
+
+template <typename... Args>
+void say(const ModelStepOptions& o, const char* format, Args... args) {
+  if (!o.print) return;
+  std::string line(std::snprintf(nullptr, 0, format, args...), '\0');
+  std::snprintf(line.data(), line.size() + 1, format, args...);
+  o.print(line);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+graph::Graph import_model(const ModelStepOptions& o, const std::string& model) {
+  return frontend::import_onnx(model, frontend::parse_input_shapes(o.input_shapes));
+}
+
+// Workloads where another candidate ran clearly faster in the model than the
+// isolated best (each candidate list's first config); ties are noise.
+size_t count_changed(const std::map<std::string, std::vector<std::string>>& candidates,
+                     const std::vector<tuner::Record>& records) {
+  size_t changed = 0;
+  for (const auto& [w, cfgs] : candidates) {
+    const tuner::Record *best = nullptr, *isolated_best = nullptr;
+    size_t others = 0;
+    for (const tuner::Record& r : records) {
+      if (r.workload_key != w) continue;
+      ++others;
+      if (!best || r.mean_ms() < best->mean_ms()) best = &r;
+      if (r.config_json == cfgs.front()) isolated_best = &r;
+    }
+    if (best && isolated_best && best != isolated_best &&
+        tuner::clearly_faster(*best, *isolated_best, others - 1))
+      ++changed;
+  }
+  return changed;
+}
+
+}  // namespace
+
+double search_budget_s(double budget_s, bool in_graph_step) {
+  if (budget_s <= 0 || !in_graph_step) return budget_s;
+  return budget_s * (1 - kInGraphBudgetShare);
+}
+
+std::optional<InGraphStepResult> refine_in_graph(const ModelStepOptions& o, tuner::RecordDB& db,
+                                                 const std::string& model) {
+  tuner::TargetKey key = tuner::TargetKey::for_target(o.target, kiln_get_num_threads());
+  const graph::Graph g = import_model(o, model);
+  const Isa isa = o.target.isa();
+  std::vector<std::string> workloads = driver::template_workloads(g, isa, o.precision);
+  auto candidates = tuner::in_graph_candidates(db, key.isolated(o.cold_weights).key(), workloads,
+                                               o.in_graph, &isa);
+  if (candidates.empty()) return std::nullopt;
+
+  driver::InGraphOptions in_graph;
+  in_graph.build.target = o.target;
+  in_graph.build.input_shapes = o.input_shapes;
+  in_graph.build.precision = o.precision;
+  tuner::BuildRecordOptions records;
+  records.tuning_log = o.tuning_log;
+  in_graph.build.choose_configs = [&](const std::vector<std::vector<std::string>>& sets) {
+    std::map<std::string, driver::ChosenConfig> configs;
+    for (const auto& [k, c] : tuner::configs_for_build(records, o.target, sets))
+      configs[k] = {c.config_json, c.gflops};
+    return configs;
+  };
+  if (o.print) in_graph.progress = [&](const std::string& line) { o.print("  in-graph: " + line); };
+  say(o, "kiln tune: re-measuring up to %d configs per task inside %s", o.in_graph, model.c_str());
+
+  auto start = std::chrono::steady_clock::now();
+  std::vector<tuner::Record> recs;
+  for (const driver::InGraphTime& t : driver::measure_in_graph(model, candidates, in_graph))
+    recs.push_back(
+        tuner::in_graph_record(t.workload, key.in_graph().key(), t.config_json, t.per_call_ms));
+  db.add_batch(recs);
+
+  InGraphStepResult r;
+  r.records = recs.size();
+  r.workloads = candidates.size();
+  r.changed = count_changed(candidates, recs);
+  r.seconds = seconds_since(start);
+  say(o,
+      "kiln tune: %zu in-graph records for %zu workloads in %.0f s; another candidate ran "
+      "clearly faster in the model than the isolated best for %zu",
+      r.records, r.workloads, r.seconds, r.changed);
+  // Whether tuning paid in this model: its kernels with the in-graph bests
+  // against the untuned defaults, both as measured in this step.
+  r.estimate =
+      tuner::estimate_in_graph(driver::template_workload_sets(g, isa, o.precision), recs, isa);
+  const tuner::InGraphEstimate& e = r.estimate;
+  if (e.nodes > 0)
+    say(o,
+        "kiln tune: inside the model the template kernels (%zu) take %.3f ms a run with the "
+        "in-graph best configs, %.3f ms untuned (%.2fx); %zu run a tuned config",
+        e.nodes, e.tuned_ms, e.untuned_ms, e.tuned_ms / e.untuned_ms, e.tuned_nodes);
+  return r;
+}
+
+void in_graph_step(const ModelStepOptions& base, tuner::RecordDB& db,
+                   std::vector<ModelInGraph>& models,
+                   std::optional<std::chrono::steady_clock::time_point> deadline) {
+  for (size_t i = 0; i < models.size(); ++i) {
+    if (deadline && std::chrono::steady_clock::now() >= *deadline) {
+      std::string skipped;
+      for (size_t j = i; j < models.size(); ++j) {
+        models[j].skipped = true;
+        skipped += (j > i ? ", " : "") + models[j].model;
+      }
+      say(base, "kiln tune: in-graph re-measurement skipped for %s (time budget spent)",
+          skipped.c_str());
+      return;
+    }
+    ModelStepOptions o = base;
+    o.input_shapes = models[i].input_shapes;
+    models[i].result = refine_in_graph(o, db, models[i].model);
+  }
+}
+
+nlohmann::json in_graph_json(const std::vector<ModelInGraph>& models) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const ModelInGraph& m : models) {
+    nlohmann::json j = {{"model", m.model}, {"skipped", m.skipped}};
+    if (m.result) {
+      const InGraphStepResult& r = *m.result;
+      j["records"] = r.records, j["workloads"] = r.workloads, j["changed"] = r.changed;
+      j["seconds"] = r.seconds;
+      if (r.estimate.nodes > 0) {
+        j["kernels"] = r.estimate.nodes, j["tuned_kernels"] = r.estimate.tuned_nodes;
+        j["tuned_ms"] = r.estimate.tuned_ms, j["untuned_ms"] = r.estimate.untuned_ms;
+      }
+    }
+    out.push_back(j);
+  }
+  return out;
+}
+
+size_t measure_layout_transforms(const ModelStepOptions& o, tuner::RecordDB& db,
+                                 const std::string& model) {
+  int threads = kiln_get_num_threads();
+  std::vector<std::string> workloads =
+      driver::template_workloads(import_model(o, model), o.target.isa(), o.precision);
+  auto candidates = tuner::layout_candidates(db, o.target, threads, workloads);
+  std::map<std::string, double> known = tuner::load_transform_times(db, o.target, threads);
+  std::vector<tuner::TransformNeed> todo;
+  std::vector<driver::TransformSpec> specs;
+  for (const tuner::TransformNeed& t : tuner::needed_transforms(candidates)) {
+    if (known.count(tuner::transform_workload_key(t.shape, t.from, t.to))) continue;
+    todo.push_back(t);
+    specs.push_back({t.shape, t.from, t.to});
+  }
+  if (todo.empty()) return 0;
+  say(o, "kiln tune: timing %zu layout transforms for %s", todo.size(), model.c_str());
+  auto start = std::chrono::steady_clock::now();
+  std::vector<std::vector<double>> times = driver::measure_transforms(specs, o.target, 20);
+  std::string key = tuner::transform_target_key(o.target, threads);
+  std::vector<tuner::Record> recs;
+  for (size_t i = 0; i < todo.size(); ++i)
+    recs.push_back(tuner::transform_record(todo[i], key, times[i]));
+  db.add_batch(recs);
+  say(o, "kiln tune: %zu layout transform records in %.0f s", recs.size(), seconds_since(start));
+  return recs.size();
+}
+
+}  // namespace kiln::autotune

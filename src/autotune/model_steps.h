@@ -1,0 +1,93 @@
+// The steps of a tuning run that build and run the model itself, after the
+// isolated search (tuner::tune) has measured each kernel alone:
+//
+//   1. the in-graph step: each task's fastest configs re-timed inside the
+//      compiled model (driver/measure_in_graph.h), stored as in-graph
+//      records, which `kiln build` prefers;
+//   2. with free layouts, the layout transforms the candidates may need,
+//      timed once each (tuner/layout_records.h) for the build's layout choice.
+//
+// `kiln tune`, `kiln tune --job` and Python's kiln.tune all run them, so that
+// what one of them tunes builds the same way. They sit in their own layer
+// because they need both the driver (builds) and the tuner (records).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codegen/target.h"
+#include "graph/passes/strategy.h"
+#include "tuner/in_graph_records.h"
+#include "tuner/records.h"
+
+namespace kiln::autotune {
+
+struct ModelStepOptions {
+  codegen::Target target;
+  std::string tuning_log;    // the records database's path: the build's config chooser reads it
+  std::string input_shapes;  // as `kiln tune --input-shapes`
+  graph::Precision precision = graph::Precision::kFp32;
+  bool cold_weights = false;  // the search's isolated records were timed with cold weights
+  int in_graph = 3;           // configs per task re-measured in the model
+  // Receives each line of progress and results; may be empty.
+  std::function<void(const std::string&)> print;
+};
+
+// What the in-graph step did for one model.
+struct InGraphStepResult {
+  size_t records = 0;    // in-graph records stored
+  size_t workloads = 0;  // workloads with candidates
+  // Workloads where another candidate ran clearly faster in the model than
+  // the isolated search's best.
+  size_t changed = 0;
+  double seconds = 0;
+  tuner::InGraphEstimate estimate;  // the model's template kernels, tuned and untuned
+};
+
+// Re-measures each of the model's tasks' best `options.in_graph` configs
+// (and their untuned config) inside the compiled model and stores the times
+// in `db` as in-graph records. nullopt when no task of the model has a
+// correct isolated record. Throws what build() and import_onnx() throw.
+std::optional<InGraphStepResult> refine_in_graph(const ModelStepOptions& options,
+                                                 tuner::RecordDB& db, const std::string& model);
+
+// One model of a run's in-graph step.
+struct ModelInGraph {
+  std::string model, input_shapes;
+  std::optional<InGraphStepResult> result;  // nullopt: skipped, or no task had a record
+  bool skipped = false;                     // the time budget was spent before its turn
+};
+
+// The in-graph step over `models` (each ModelInGraph's model and
+// input_shapes set; `base.input_shapes` is ignored), in order: a model is
+// started while `deadline` has not passed and finished once started; those
+// after are marked skipped, and one line names them. Fills each result.
+void in_graph_step(const ModelStepOptions& base, tuner::RecordDB& db,
+                   std::vector<ModelInGraph>& models,
+                   std::optional<std::chrono::steady_clock::time_point> deadline);
+
+// The step as kiln tune's --report and kiln.tune's summary show it: per
+// model {model, skipped, records, workloads, changed, seconds, kernels,
+// tuned_kernels, tuned_ms, untuned_ms} (the last four where it measured).
+nlohmann::json in_graph_json(const std::vector<ModelInGraph>& models);
+
+// Times the layout transforms the model's candidates (records with any
+// channel blocks) may need and stores them; those already stored are not
+// measured again. Returns how many it stored.
+size_t measure_layout_transforms(const ModelStepOptions& options, tuner::RecordDB& db,
+                                 const std::string& model);
+
+// The share of a run's time budget kept for the in-graph step: the search
+// stops at the rest. On a 2-core Zen 5 the step took 161 s for the six zoo
+// models (9 % of a 30-minute budget), ResNet-50 alone 77 s.
+constexpr double kInGraphBudgetShare = 0.15;
+
+// The search's time budget when a run of `budget_s` seconds (0: none) will
+// also run the in-graph step.
+double search_budget_s(double budget_s, bool in_graph_step);
+
+}  // namespace kiln::autotune
