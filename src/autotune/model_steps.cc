@@ -70,7 +70,11 @@ std::optional<InGraphStepResult> refine_in_graph(const ModelStepOptions& o, tune
   std::vector<std::string> workloads = driver::template_workloads(g, isa, o.precision);
   auto candidates = tuner::in_graph_candidates(db, key.isolated(o.cold_weights).key(), workloads,
                                                o.in_graph, &isa);
-  if (candidates.empty()) return std::nullopt;
+  if (candidates.empty()) {
+    say(o, "kiln tune: no in-graph re-measurement for %s: none of its tasks has a correct record",
+        model.c_str());
+    return std::nullopt;
+  }
 
   driver::InGraphOptions in_graph;
   in_graph.build.target = o.target;
