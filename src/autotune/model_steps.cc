@@ -62,6 +62,13 @@ double search_budget_s(double budget_s, bool in_graph_step) {
   return budget_s * (1 - kInGraphBudgetShare);
 }
 
+std::optional<std::chrono::steady_clock::time_point> budget_deadline(
+    std::chrono::steady_clock::time_point start, double budget_s) {
+  if (budget_s <= 0) return std::nullopt;
+  return start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                     std::chrono::duration<double>(budget_s));
+}
+
 std::optional<InGraphStepResult> refine_in_graph(const ModelStepOptions& o, tuner::RecordDB& db,
                                                  const std::string& model) {
   tuner::TargetKey key = tuner::TargetKey::for_target(o.target, kiln_get_num_threads());

@@ -86,6 +86,11 @@ size_t measure_layout_transforms(const ModelStepOptions& options, tuner::RecordD
 // models (9 % of a 30-minute budget), ResNet-50 alone 77 s.
 constexpr double kInGraphBudgetShare = 0.15;
 
+// When a run that started at `start` with a budget of `budget_s` seconds
+// (0: none) must stop; nullopt without a budget.
+std::optional<std::chrono::steady_clock::time_point> budget_deadline(
+    std::chrono::steady_clock::time_point start, double budget_s);
+
 // The search's time budget when a run of `budget_s` seconds (0: none) will
 // also run the in-graph step.
 double search_budget_s(double budget_s, bool in_graph_step);

@@ -421,11 +421,8 @@ std::vector<autotune::ModelInGraph> in_graph_step(
     std::chrono::steady_clock::time_point run_start) {
   std::vector<autotune::ModelInGraph> steps;
   for (const auto& [path, shapes] : models) steps.push_back({path, shapes, std::nullopt, false});
-  std::optional<std::chrono::steady_clock::time_point> deadline;
-  if (a.time_budget > 0)
-    deadline = run_start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                               std::chrono::duration<double>(a.time_budget));
-  autotune::in_graph_step(model_step_options(a, target, ""), db, steps, deadline);
+  autotune::in_graph_step(model_step_options(a, target, ""), db, steps,
+                          autotune::budget_deadline(run_start, a.time_budget));
   return steps;
 }
 

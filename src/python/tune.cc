@@ -152,11 +152,7 @@ std::vector<autotune::ModelInGraph> model_steps(const TuneArgs& a, const codegen
   std::vector<autotune::ModelInGraph> steps;
   if (runs_in_graph_step(a)) {
     for (const std::string& m : a.models) steps.push_back({m, a.input_shapes, std::nullopt, false});
-    std::optional<std::chrono::steady_clock::time_point> deadline;
-    if (a.time_budget > 0)
-      deadline = run_start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                 std::chrono::duration<double>(a.time_budget));
-    autotune::in_graph_step(o, db, steps, deadline);
+    autotune::in_graph_step(o, db, steps, autotune::budget_deadline(run_start, a.time_budget));
   }
   if (a.free_layout && a.measure.runner.empty())
     for (const std::string& m : a.models) autotune::measure_layout_transforms(o, db, m);

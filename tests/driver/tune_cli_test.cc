@@ -383,28 +383,31 @@ TEST_F(KilnTune, TimeBudgetRunningOutExitsThreeWithRecordsKept) {
 // With a time budget the search stops at its share (85 %) and the in-graph
 // step runs in the rest, so that a budgeted run still gets the records that
 // keep builds from picks that lose inside the model; a run whose search
-// spent its share exits 3.
+// spent its share exits 3. (A budget of 20 s: its 3 s share leaves room
+// for a search round that overruns on a loaded machine.)
 TEST_F(KilnTune, TimeBudgetKeepsTheInGraphStepsShare) {
   std::string db = work_.file("tuning.db");
   std::string report = work_.file("report.json");
   auto start = std::chrono::steady_clock::now();
   CommandResult r = kiln("tune " + quote(model_) + " --tuning-log " + quote(db) +
                          " --trials 100000 --batch 2 --repeat 1 --min-repeat-ms 0 --tuner random "
-                         "--time-budget 8 --in-graph 2 --keep-layouts --report " +
+                         "--time-budget 20 --in-graph 2 --keep-layouts --report " +
                          quote(report));
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.status, 3) << r.out << r.err;
-  EXPECT_NE(r.out.find("the search gets 7 s of the 8 s budget"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the search gets 17 s of the 20 s budget"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(time budget spent)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("in-graph records for 1 workloads"), std::string::npos) << r.out;
   nlohmann::json j = nlohmann::json::parse(read_bytes(report));
   EXPECT_EQ(j.at("stop_reason"), "time budget spent");
-  EXPECT_LE(j.at("elapsed_s").get<double>(), 8 * 0.85 + 2) << "the search kept to its share";
+  // A round that started within the share may end after it, by less than
+  // the step's 3 s here (else the step would have found the budget spent).
+  EXPECT_LE(j.at("elapsed_s").get<double>(), 20 * 0.85 + 3) << "the search kept to its share";
   ASSERT_EQ(j.at("in_graph").size(), 1u);
   EXPECT_EQ(j["in_graph"][0].at("skipped"), false);
   EXPECT_GE(j["in_graph"][0].at("records").get<int>(), 2);
   EXPECT_GT(j["in_graph"][0].at("tuned_ms").get<double>(), 0);
-  EXPECT_LT(seconds, 60) << "the in-graph step of one tiny conv takes seconds";
+  EXPECT_LT(seconds, 70) << "the in-graph step of one tiny conv takes seconds";
 }
 
 // --free-layout searches any channel blocks and then times the layout

@@ -10,7 +10,8 @@ import kiln
 @pytest.fixture(scope="module")
 def tuned_db(tiny, tmp_path_factory):
     db = str(tmp_path_factory.mktemp("records") / "tuning.db")
-    kiln.tune(tiny[0], db, trials=2, batch=2, tuner="random")
+    # The search's records only: no in-graph step (test_tune.py covers it).
+    kiln.tune(tiny[0], db, trials=2, batch=2, tuner="random", in_graph=0)
     return db
 
 
