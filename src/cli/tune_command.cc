@@ -426,6 +426,17 @@ std::vector<autotune::ModelInGraph> in_graph_step(
   return steps;
 }
 
+// The search's share of --time-budget (autotune::search_budget_s), said
+// when the in-graph step takes part of it.
+double search_budget(const TuneArgs& a, bool in_graph_step) {
+  double search = autotune::search_budget_s(a.time_budget, in_graph_step);
+  if (search != a.time_budget)
+    std::printf(
+        "kiln tune: the search gets %.0f s of the %.0f s budget, the in-graph step the rest\n",
+        search, a.time_budget);
+  return search;
+}
+
 bool any_skipped(const std::vector<autotune::ModelInGraph>& steps) {
   for (const autotune::ModelInGraph& s : steps)
     if (s.skipped) return true;
@@ -603,7 +614,7 @@ int run_tune_job(TuneArgs a) {
       jt.trials.empty() ? a.trials : *std::max_element(jt.trials.begin(), jt.trials.end());
   options.task_trials = jt.trials;
   const bool in_graph = !a.worker && runs_in_graph_step(a);  // a worker leaves it to the main run
-  options.time_budget_s = autotune::search_budget_s(a.time_budget, in_graph);
+  options.time_budget_s = search_budget(a, in_graph);
   if (!jt.tasks.empty()) check_measurement(options);
   tuner::RecordDB db = tuner::RecordDB::open(a.db);
   tuner::RecordDBSink sink(db);
@@ -715,11 +726,7 @@ int run_tune(const std::vector<std::string>& args) {
   choose_weight_measurement(a, largest_weights);
   tuner::TuneOptions options = tune_options(a, target);
   options.implementation_sets = tuner::alternative_sets(nodes);
-  options.time_budget_s = autotune::search_budget_s(a.time_budget, runs_in_graph_step(a));
-  if (options.time_budget_s != a.time_budget)
-    std::printf(
-        "kiln tune: the search gets %.0f s of the %.0f s budget, the in-graph step the rest\n",
-        options.time_budget_s, a.time_budget);
+  options.time_budget_s = search_budget(a, runs_in_graph_step(a));
   // Before the database is created: this machine, or the runner's device, must be able
   // to run the target's code.
   check_measurement(options);

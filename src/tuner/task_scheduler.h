@@ -94,9 +94,9 @@ class TaskScheduler {
   double best_gflops(size_t task) const { return stats_.at(task).stopper.best(); }
   int64_t run_trials() const { return run_trials_; }  // this run, all tasks
   double elapsed_s() const;
-  // Seconds left of the time budget (infinity without one, 0 when spent): a
-  // round's measurements may be given this as their deadline, since the
-  // budget is only checked between rounds.
+  // Seconds left of the time budget (infinity without one, 0 when spent):
+  // next_task() checks the budget between rounds, and the tuning loop ends a
+  // round's measurements when this reaches 0.
   double remaining_s() const;
   // Why next_task() returned nullopt; empty while the run goes on.
   const std::string& stop_reason() const { return stop_reason_; }

@@ -145,6 +145,16 @@ void store_round(RecordSink& sink, const std::vector<Record>& records, TuneObser
                            sink.import_hint(path) + "`");
 }
 
+// Frees the claims of a round's configs that were not measured (stopped, or
+// the time budget spent), for other runs.
+void release_unmeasured(RecordSink& sink) {
+  try {
+    sink.release_claims();
+  } catch (const std::exception&) {
+    // They expire by themselves.
+  }
+}
+
 // Drops this run's unstored claims when the run ends, however it ends.
 struct ClaimRelease {
   RecordSink& sink;
@@ -267,9 +277,16 @@ TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, Record
       obs.on_result(ti, done_before + static_cast<int64_t>(i) + 1, g, running_best,
                     remaining_trials(sched, o) - 1 - static_cast<int64_t>(i));
     };
-    mopts.should_stop = stopped;
+    // A round also ends at the time budget, between two measurements: its
+    // candidates past it would eat the time kept for what follows the search
+    // (kiln tune's in-graph step); the ones not measured are released.
+    mopts.should_stop = [&] { return stopped() || sched.remaining_s() <= 0; };
     std::vector<MeasureResult> results = measure_batch(inputs, o.target, mopts);
-    if (results.empty()) break;
+    if (results.empty()) {
+      if (stopped() || sched.remaining_s() > 0) break;
+      release_unmeasured(sink);
+      continue;  // next_task() ends the run: "time budget spent"
+    }
     batch.resize(results.size());
     std::vector<Record> records;
     std::vector<double> gflops;
@@ -279,13 +296,7 @@ TuneSummary tune(const std::vector<Task>& tasks, const RecordDB& history, Record
     }
     const bool all_measured = results.size() == inputs.size();
     store_round(sink, records, obs, stopped);  // stored before anything else can go wrong
-    if (!all_measured) {
-      try {
-        sink.release_claims();  // the configs not measured: free for others
-      } catch (const std::exception&) {
-        // They expire by themselves.
-      }
-    }
+    if (!all_measured) release_unmeasured(sink);
     t.record(batch, gflops, std::min(not_from_tuner, batch.size()));
     sched.record(ti, gflops);
     if (o.tuner == "xgb") model.retrain();

@@ -372,12 +372,28 @@ TEST_F(KilnTune, CostModelWarmStartsFromOtherWorkloadsRecords) {
 
 TEST_F(KilnTune, TimeBudgetRunningOutExitsThreeWithRecordsKept) {
   std::string db = work_.file("tuning.db");
+  std::string report = work_.file("report.json");
   CommandResult r = kiln("tune " + quote(model_) + " --tuning-log " + quote(db) +
-                         " --trials 50 --batch 2 --repeat 1 --min-repeat-ms 0 --tuner random "
-                         "--time-budget 0.01 --keep-layouts");
+                         " --trials 500 --batch 4 --repeat 1 --min-repeat-ms 0 --tuner random "
+                         "--time-budget 3 --in-graph 0 --keep-layouts --report " +
+                         quote(report));
   EXPECT_EQ(r.status, 3) << r.out << r.err;
   EXPECT_NE(r.out.find("time budget spent"), std::string::npos) << r.out;
-  EXPECT_EQ(records_in(db), 2u);  // the one round that started within the budget
+  nlohmann::json j = nlohmann::json::parse(read_bytes(report));
+  EXPECT_GE(records_in(db), 1u);
+  EXPECT_EQ(j.at("trials").get<size_t>(), records_in(db)) << "every measured trial is stored";
+  // A round ends at the budget between two measurements: the run overshoots
+  // by one candidate's measurement and the round's compilation, not a round.
+  EXPECT_LT(j.at("elapsed_s").get<double>(), 3 + 2.5) << r.out;
+
+  // A budget spent before the first measurement: nothing measured, exit 3.
+  std::string empty = work_.file("empty.db");
+  r = kiln("tune " + quote(model_) + " --tuning-log " + quote(empty) +
+           " --trials 50 --batch 2 --repeat 1 --min-repeat-ms 0 --tuner random "
+           "--time-budget 0.001 --in-graph 0 --keep-layouts");
+  EXPECT_EQ(r.status, 3) << r.out << r.err;
+  EXPECT_NE(r.out.find("time budget spent"), std::string::npos) << r.out;
+  EXPECT_EQ(records_in(empty), 0u);
 }
 
 // With a time budget the search stops at its share (85 %) and the in-graph
