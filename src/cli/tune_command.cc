@@ -681,11 +681,8 @@ int run_tune_job(TuneArgs a) {
                                                      previous_from, started_unix);
     report.exit_status = status;
     for (size_t i = 0; i < models.size(); ++i)
-      if (in_graph_results[i] && in_graph_results[i]->estimate.nodes > 0) {
-        const tuner::InGraphEstimate& e = in_graph_results[i]->estimate;
-        report.models[i].in_graph = {e.tuned_ms, e.untuned_ms, static_cast<int>(e.nodes),
-                                     static_cast<int>(e.tuned_nodes)};
-      }
+      if (in_graph_results[i] && in_graph_results[i]->estimate.nodes > 0)
+        report.models[i].in_graph = in_graph_results[i]->estimate;
     for (const std::string& r : a.reports) {
       write_whole(
           r, is_html(r) ? tuner::job_report_html(report) : tuner::job_report_json(report) + "\n");

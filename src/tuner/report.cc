@@ -208,8 +208,8 @@ std::string job_report_json(const JobReport& r) {
       if (m.in_graph)
         model["in_graph"] = {{"tuned_ms", m.in_graph->tuned_ms},
                              {"untuned_ms", m.in_graph->untuned_ms},
-                             {"kernels", m.in_graph->kernels},
-                             {"tuned_kernels", m.in_graph->tuned_kernels}};
+                             {"kernels", m.in_graph->nodes},
+                             {"tuned_kernels", m.in_graph->tuned_nodes}};
     }
     j["models"].push_back(model);
   }
@@ -252,10 +252,10 @@ std::string ms(double v) {
 // The model's in-graph times, "28.6 ms / 33.0 ms (0.87x), 32 of 54 tuned".
 std::string in_graph_cell(const JobReportModel& m) {
   if (!m.in_graph) return "&ndash;";
-  const JobReportModel::InGraph& g = *m.in_graph;
+  const InGraphEstimate& g = *m.in_graph;
   return ms(g.tuned_ms) + " / " + ms(g.untuned_ms) +
          (g.untuned_ms > 0 ? " (" + num(g.tuned_ms / g.untuned_ms, 2) + "x)" : "") + ", " +
-         std::to_string(g.tuned_kernels) + " of " + std::to_string(g.kernels) + " tuned";
+         std::to_string(g.tuned_nodes) + " of " + std::to_string(g.nodes) + " tuned";
 }
 
 // A "nice" axis maximum: 1, 2 or 5 times a power of ten, at least v.

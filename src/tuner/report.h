@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "codegen/target.h"
+#include "tuner/in_graph_records.h"
 #include "tuner/job.h"
 #include "tuner/records.h"
 #include "tuner/tune_loop.h"
@@ -56,15 +57,9 @@ struct JobReportModel {
   int no_fallback = 0;  // kernels whose fallback config was not measured correctly
   double fallback_ms = 0, now_ms = 0;
   double previous_ms = -1;  // in the previous report; -1: not there
-  // This run's in-graph step (the kernels timed inside the compiled model,
-  // autotune/model_steps.h); nullopt when it did not run for the model.
-  struct InGraph {
-    double tuned_ms = 0;    // the template kernels with the in-graph best configs
-    double untuned_ms = 0;  // the same kernels untuned
-    int kernels = 0;        // template kernels in the sums
-    int tuned_kernels = 0;  // of those, kernels a build gives a tuned config
-  };
-  std::optional<InGraph> in_graph;
+  // This run's in-graph step (the template kernels timed inside the compiled
+  // model, autotune/model_steps.h); nullopt when it did not run for the model.
+  std::optional<InGraphEstimate> in_graph;
 };
 
 struct JobReport {
