@@ -142,6 +142,16 @@ double TaskScheduler::gradient(size_t task) const {
   return tasks_[task].count * (options_.alpha * backward + (1 - options_.alpha) * forward);
 }
 
+std::optional<size_t> TaskScheduler::next_warm_up(const std::vector<size_t>& alive) const {
+  // Each model's heaviest kernels first (Task::model_share), interleaving the
+  // models; equal shares in task order.
+  std::optional<size_t> pick;
+  for (size_t i : alive)
+    if (stats_[i].rounds == 0 && (!pick || tasks_[i].model_share > tasks_[*pick].model_share))
+      pick = i;
+  return pick;
+}
+
 std::optional<size_t> TaskScheduler::next_task() {
   // Finished work is reported as finished, even if the budget ran out with it.
   std::vector<size_t> alive;
@@ -160,9 +170,7 @@ std::optional<size_t> TaskScheduler::next_task() {
     return std::nullopt;
   }
   stop_reason_.clear();
-  // Warm-up: every task one round, in order.
-  for (size_t i : alive)
-    if (stats_[i].rounds == 0) return i;
+  if (std::optional<size_t> i = next_warm_up(alive)) return i;
   std::uniform_real_distribution<double> u(0, 1);
   auto random_alive = [&] {
     return alive[std::uniform_int_distribution<size_t>(0, alive.size() - 1)(rng_)];

@@ -10,7 +10,9 @@ namespace kiln::tuner {
 std::vector<Task> make_tasks(const std::vector<std::vector<std::string>>& models) {
   std::vector<Task> tasks;
   std::map<std::string, size_t> by_key;
+  std::vector<std::map<size_t, int>> counts_in_model;  // per model: task -> kernels
   for (const std::vector<std::string>& keys : models) {
+    std::map<size_t, int>& in_model = counts_in_model.emplace_back();
     for (const std::string& key : keys) {
       auto [it, inserted] = by_key.emplace(key, tasks.size());
       if (inserted) {
@@ -19,12 +21,20 @@ std::vector<Task> make_tasks(const std::vector<std::vector<std::string>>& models
         tasks.push_back({key, w.template_name, 0, t.flops(w), 0.0});
       }
       ++tasks[it->second].count;
+      ++in_model[it->second];
     }
   }
   double total = 0;
   for (const Task& t : tasks) total += t.count * t.flops;
   if (total > 0)
     for (Task& t : tasks) t.weight = t.count * t.flops / total;
+  for (const std::map<size_t, int>& in_model : counts_in_model) {
+    double model_total = 0;
+    for (const auto& [i, n] : in_model) model_total += n * tasks[i].flops;
+    if (model_total <= 0) continue;
+    for (const auto& [i, n] : in_model)
+      tasks[i].model_share = std::max(tasks[i].model_share, n * tasks[i].flops / model_total);
+  }
   return tasks;
 }
 

@@ -112,6 +112,32 @@ TEST(Tasks, IdenticalWorkloadsMergeAcrossModels) {
   EXPECT_EQ(test::count_op(a, "Conv"), 2);
 }
 
+TEST(Tasks, ModelShareIsATasksLargestShareOfOneModel) {
+  // a and b share their convs; b's dense is bigger than a's. c's convs are
+  // small, its dense (the same FLOPs as b's) a larger share of c.
+  graph::Graph a = conv_conv_dense(1, 8, 10, 5);
+  graph::Graph b = conv_conv_dense(2, 8, 10, 40);
+  graph::Graph c = conv_conv_dense(3, 2, 10, 40);
+  std::vector<Task> tasks = extract_tasks({a, b, c});
+  ASSERT_EQ(tasks.size(), 5u);
+  auto share = [](int n, double flops, double model_total) { return n * flops / model_total; };
+  const double total_a = 2 * conv_flops(8, 10) + dense_flops(800, 5);
+  const double total_b = 2 * conv_flops(8, 10) + dense_flops(800, 40);
+  const double total_c = 2 * conv_flops(2, 10) + dense_flops(200, 40);
+  // The shared conv: 2 kernels in a and in b (its count is 4), a larger share of a.
+  EXPECT_NEAR(tasks[0].model_share, share(2, conv_flops(8, 10), total_a), 1e-12);
+  EXPECT_NEAR(tasks[1].model_share, share(1, dense_flops(800, 5), total_a), 1e-12);
+  EXPECT_NEAR(tasks[2].model_share, share(1, dense_flops(800, 40), total_b), 1e-12);
+  EXPECT_NEAR(tasks[3].model_share, share(2, conv_flops(2, 10), total_c), 1e-12);
+  EXPECT_NEAR(tasks[4].model_share, share(1, dense_flops(200, 40), total_c), 1e-12);
+  // A model's shares sum to 1; the same model twice leaves them alone.
+  std::vector<Task> once = extract_tasks({a});
+  EXPECT_NEAR(once[0].model_share + once[1].model_share, 1.0, 1e-12);
+  std::vector<Task> twice = extract_tasks({a, a});
+  for (size_t i = 0; i < once.size(); ++i)
+    EXPECT_NEAR(twice[i].model_share, once[i].model_share, 1e-12);
+}
+
 TEST(Tasks, NodeSetsFlattenAndAlternativesAreListedOnce) {
   std::vector<ModelNodes> models = {{{"d1", "w1"}, {"a"}, {"d1", "w1"}},
                                     {{"b"}, {"d1", "w1"}, {"d2", "w2"}}};
@@ -195,7 +221,7 @@ SchedulerOptions budget(int64_t total, int round = 16) {
   return o;
 }
 
-TEST(TaskScheduler, WarmUpGivesEveryTaskARoundInOrder) {
+TEST(TaskScheduler, WarmUpGivesEveryTaskARoundInTaskOrderWhenSharesTie) {
   TaskScheduler s({task("a", 1, 1e9), task("b", 1, 1e9), task("c", 1, 1e9)}, budget(1000));
   for (size_t want = 0; want < 3; ++want) {
     std::optional<size_t> i = s.next_task();
@@ -203,6 +229,40 @@ TEST(TaskScheduler, WarmUpGivesEveryTaskARoundInOrder) {
     EXPECT_EQ(*i, want);
     s.record(*i, std::vector<double>(s.round_size(*i), 10.0));
   }
+}
+
+TEST(TaskScheduler, WarmUpTakesEachModelsHeaviestTasksFirst) {
+  // Two models of three tasks each, in first-use order; model 2 is ten times
+  // model 1's FLOPs, so by weight alone its light tasks would come before
+  // model 1's heaviest.
+  std::vector<Task> tasks = {task("1a", 1, 1e8), task("1b", 1, 6e8), task("1c", 1, 3e8),
+                             task("2a", 1, 2e9), task("2b", 1, 1e9), task("2c", 1, 7e9)};
+  for (size_t i = 0; i < 3; ++i) tasks[i].model_share = tasks[i].flops / 1e9;
+  for (size_t i = 3; i < 6; ++i) tasks[i].model_share = tasks[i].flops / 1e10;
+  TaskScheduler s(tasks, budget(1000));
+  std::vector<std::string> order;
+  for (int k = 0; k < 6; ++k) {
+    std::optional<size_t> i = s.next_task();
+    ASSERT_TRUE(i);
+    order.push_back(tasks[*i].workload_key);
+    s.record(*i, std::vector<double>(s.round_size(*i), 10.0));
+  }
+  // Shares: 2c 0.7, 1b 0.6, 1c 0.3, 2a 0.2, 1a 0.1 and 2b 0.1 (task order).
+  EXPECT_EQ(order, (std::vector<std::string>{"2c", "1b", "1c", "2a", "1a", "2b"}));
+  // A time budget spent after two rounds has tuned each model's heaviest task.
+  double now = 0;
+  SchedulerOptions o = budget(0);
+  o.time_budget_s = 2;
+  o.clock = [&] { return now; };
+  TaskScheduler timed(tasks, o);
+  std::vector<std::string> tuned;
+  while (std::optional<size_t> i = timed.next_task()) {
+    tuned.push_back(tasks[*i].workload_key);
+    timed.record(*i, std::vector<double>(timed.round_size(*i), 10.0));
+    now += 1;
+  }
+  EXPECT_EQ(tuned, (std::vector<std::string>{"2c", "1b"}));
+  EXPECT_EQ(timed.stop_reason(), "time budget spent");
 }
 
 TEST(TaskScheduler, MoreTrialsForTheTaskWithMoreWeight) {
