@@ -143,11 +143,11 @@ double TaskScheduler::gradient(size_t task) const {
 }
 
 std::optional<size_t> TaskScheduler::next_warm_up(const std::vector<size_t>& alive) const {
-  // Each model's heaviest kernels first (Task::model_share), interleaving the
-  // models; equal shares in task order.
+  // The models take turns, each with its heaviest task first
+  // (Task::model_rank); equal ranks in task order.
   std::optional<size_t> pick;
   for (size_t i : alive)
-    if (stats_[i].rounds == 0 && (!pick || tasks_[i].model_share > tasks_[*pick].model_share))
+    if (stats_[i].rounds == 0 && (!pick || tasks_[i].model_rank < tasks_[*pick].model_rank))
       pick = i;
   return pick;
 }

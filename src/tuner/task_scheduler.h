@@ -23,8 +23,8 @@
 // best of the others (its backward term only while it is the minimum). A
 // losing implementation gets rounds only while its optimistic next cost
 // could overtake the winner. Before that every task
-// gets one round (warm-up: by Task::model_share, largest first, so each
-// model's heaviest kernels come before any model's light ones), and with probability eps_greedy a
+// gets one round (warm-up: by Task::model_rank, the models taking turns,
+// each with its heaviest task first), and with probability eps_greedy a
 // random active task is picked instead. A task stops when it reaches its
 // trial cap, its early-stopping patience, or its tuner's space is exhausted;
 // the run stops when no task is active, the total trial budget is spent, or
@@ -119,7 +119,7 @@ class TaskScheduler {
 
   int64_t cap(size_t task) const;  // the task's trial cap; 0: none
   // The warm-up's next task among `alive`: the one without a round yet with
-  // the largest Task::model_share; nullopt once every alive task had one.
+  // the smallest Task::model_rank; nullopt once every alive task had one.
   std::optional<size_t> next_warm_up(const std::vector<size_t>& alive) const;
   double cost(size_t task) const;  // best latency of one call, seconds (estimated if none)
   double fallback_gflops() const;

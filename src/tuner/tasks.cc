@@ -1,6 +1,7 @@
 #include "tuner/tasks.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include "ops/op_template.h"
@@ -28,13 +29,16 @@ std::vector<Task> make_tasks(const std::vector<std::vector<std::string>>& models
   for (const Task& t : tasks) total += t.count * t.flops;
   if (total > 0)
     for (Task& t : tasks) t.weight = t.count * t.flops / total;
+  std::vector<int> best_rank(tasks.size(), std::numeric_limits<int>::max());
   for (const std::map<size_t, int>& in_model : counts_in_model) {
-    double model_total = 0;
-    for (const auto& [i, n] : in_model) model_total += n * tasks[i].flops;
-    if (model_total <= 0) continue;
-    for (const auto& [i, n] : in_model)
-      tasks[i].model_share = std::max(tasks[i].model_share, n * tasks[i].flops / model_total);
+    std::vector<std::pair<size_t, double>> by_weight;  // task, count x flops in this model
+    for (const auto& [i, n] : in_model) by_weight.emplace_back(i, n * tasks[i].flops);
+    std::stable_sort(by_weight.begin(), by_weight.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    for (size_t r = 0; r < by_weight.size(); ++r)
+      best_rank[by_weight[r].first] = std::min(best_rank[by_weight[r].first], static_cast<int>(r));
   }
+  for (size_t i = 0; i < tasks.size(); ++i) tasks[i].model_rank = best_rank[i];
   return tasks;
 }
 

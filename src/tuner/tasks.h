@@ -23,19 +23,20 @@ struct Task {
   // one extraction sum to 1. Before tuning every workload is assumed to run at
   // the same GFLOP/s, so this is count * flops over the sum of those products.
   double weight = 0;
-  // The largest share of one model's template FLOPs this task has: its count
-  // in that model times its flops, over the model's sum of those products.
-  // The scheduler's warm-up goes by it, so that a budget spent before the
-  // warm-up ends has still tuned each model's heaviest kernels.
-  double model_share = 0;
+  // The task's place in the model where it ranks highest by count x flops
+  // (0: that model's heaviest task). The scheduler's warm-up goes by it, so
+  // that the models take turns, each with its heaviest task first, and a
+  // budget spent before the warm-up ends has tuned every model's largest
+  // kernels, not one model's whole list.
+  int model_rank = 0;
 };
 
 // One task per distinct workload key over all models, in first-use order
 // (model by model, kernel order within a model); `models` holds, per model,
 // the workload key of every template kernel. Identical keys from different
 // models merge: their counts add. Weights are count * flops over the total,
-// so they sum to 1 (all 0 when no model has a template workload); model_share
-// is per model the same ratio, the largest over the models. Throws
+// so they sum to 1 (all 0 when no model has a template workload). A model's
+// ranks go by count x flops in that model, ties in first-use order. Throws
 // what ops::Workload::parse and ops::get_template throw for a bad key.
 std::vector<Task> make_tasks(const std::vector<std::vector<std::string>>& models);
 

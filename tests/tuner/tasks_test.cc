@@ -112,30 +112,33 @@ TEST(Tasks, IdenticalWorkloadsMergeAcrossModels) {
   EXPECT_EQ(test::count_op(a, "Conv"), 2);
 }
 
-TEST(Tasks, ModelShareIsATasksLargestShareOfOneModel) {
-  // a and b share their convs; b's dense is bigger than a's. c's convs are
-  // small, its dense (the same FLOPs as b's) a larger share of c.
+TEST(Tasks, ModelRankIsATasksBestPlaceInOneModel) {
+  // a and b share their convs (count 4, each model's heaviest); b's dense is
+  // bigger than a's. c's convs are small, its dense its heaviest task.
   graph::Graph a = conv_conv_dense(1, 8, 10, 5);
   graph::Graph b = conv_conv_dense(2, 8, 10, 40);
   graph::Graph c = conv_conv_dense(3, 2, 10, 40);
+  ASSERT_GT(2 * conv_flops(8, 10), dense_flops(800, 40));
+  ASSERT_LT(2 * conv_flops(2, 10), dense_flops(200, 40));
   std::vector<Task> tasks = extract_tasks({a, b, c});
   ASSERT_EQ(tasks.size(), 5u);
-  auto share = [](int n, double flops, double model_total) { return n * flops / model_total; };
-  const double total_a = 2 * conv_flops(8, 10) + dense_flops(800, 5);
-  const double total_b = 2 * conv_flops(8, 10) + dense_flops(800, 40);
-  const double total_c = 2 * conv_flops(2, 10) + dense_flops(200, 40);
-  // The shared conv: 2 kernels in a and in b (its count is 4), a larger share of a.
-  EXPECT_NEAR(tasks[0].model_share, share(2, conv_flops(8, 10), total_a), 1e-12);
-  EXPECT_NEAR(tasks[1].model_share, share(1, dense_flops(800, 5), total_a), 1e-12);
-  EXPECT_NEAR(tasks[2].model_share, share(1, dense_flops(800, 40), total_b), 1e-12);
-  EXPECT_NEAR(tasks[3].model_share, share(2, conv_flops(2, 10), total_c), 1e-12);
-  EXPECT_NEAR(tasks[4].model_share, share(1, dense_flops(200, 40), total_c), 1e-12);
-  // A model's shares sum to 1; the same model twice leaves them alone.
-  std::vector<Task> once = extract_tasks({a});
-  EXPECT_NEAR(once[0].model_share + once[1].model_share, 1.0, 1e-12);
-  std::vector<Task> twice = extract_tasks({a, a});
-  for (size_t i = 0; i < once.size(); ++i)
-    EXPECT_NEAR(twice[i].model_share, once[i].model_share, 1e-12);
+  std::vector<int> ranks;
+  for (const Task& t : tasks) ranks.push_back(t.model_rank);
+  // a's conv, a's dense, b's dense, c's conv, c's dense.
+  EXPECT_EQ(ranks, (std::vector<int>{0, 1, 1, 1, 0}));
+  // The warm-up: each model's heaviest first (a's and b's conv, c's dense),
+  // then the next of each, in task order.
+  SchedulerOptions o;
+  o.eps_greedy = 0;
+  TaskScheduler s(tasks, o);
+  std::vector<size_t> order;
+  for (int k = 0; k < 5; ++k) {
+    std::optional<size_t> i = s.next_task();
+    ASSERT_TRUE(i);
+    order.push_back(*i);
+    s.record(*i, {10.0});
+  }
+  EXPECT_EQ(order, (std::vector<size_t>{0, 4, 1, 2, 3}));
 }
 
 TEST(Tasks, NodeSetsFlattenAndAlternativesAreListedOnce) {
@@ -231,14 +234,13 @@ TEST(TaskScheduler, WarmUpGivesEveryTaskARoundInTaskOrderWhenSharesTie) {
   }
 }
 
-TEST(TaskScheduler, WarmUpTakesEachModelsHeaviestTasksFirst) {
+TEST(TaskScheduler, WarmUpTakesEachModelsHeaviestTasksInTurn) {
   // Two models of three tasks each, in first-use order; model 2 is ten times
-  // model 1's FLOPs, so by weight alone its light tasks would come before
-  // model 1's heaviest.
+  // model 1's FLOPs, so by weight alone all its tasks would come first.
   std::vector<Task> tasks = {task("1a", 1, 1e8), task("1b", 1, 6e8), task("1c", 1, 3e8),
                              task("2a", 1, 2e9), task("2b", 1, 1e9), task("2c", 1, 7e9)};
-  for (size_t i = 0; i < 3; ++i) tasks[i].model_share = tasks[i].flops / 1e9;
-  for (size_t i = 3; i < 6; ++i) tasks[i].model_share = tasks[i].flops / 1e10;
+  const std::vector<int> ranks = {2, 0, 1, 1, 2, 0};  // by flops within each model
+  for (size_t i = 0; i < tasks.size(); ++i) tasks[i].model_rank = ranks[i];
   TaskScheduler s(tasks, budget(1000));
   std::vector<std::string> order;
   for (int k = 0; k < 6; ++k) {
@@ -247,8 +249,7 @@ TEST(TaskScheduler, WarmUpTakesEachModelsHeaviestTasksFirst) {
     order.push_back(tasks[*i].workload_key);
     s.record(*i, std::vector<double>(s.round_size(*i), 10.0));
   }
-  // Shares: 2c 0.7, 1b 0.6, 1c 0.3, 2a 0.2, 1a 0.1 and 2b 0.1 (task order).
-  EXPECT_EQ(order, (std::vector<std::string>{"2c", "1b", "1c", "2a", "1a", "2b"}));
+  EXPECT_EQ(order, (std::vector<std::string>{"1b", "2c", "1c", "2a", "1a", "2b"}));
   // A time budget spent after two rounds has tuned each model's heaviest task.
   double now = 0;
   SchedulerOptions o = budget(0);
@@ -261,7 +262,7 @@ TEST(TaskScheduler, WarmUpTakesEachModelsHeaviestTasksFirst) {
     timed.record(*i, std::vector<double>(timed.round_size(*i), 10.0));
     now += 1;
   }
-  EXPECT_EQ(tuned, (std::vector<std::string>{"2c", "1b"}));
+  EXPECT_EQ(tuned, (std::vector<std::string>{"1b", "2c"}));
   EXPECT_EQ(timed.stop_reason(), "time budget spent");
 }
 
