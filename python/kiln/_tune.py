@@ -37,8 +37,9 @@ class TuneSummary:
     tuning_log: str
     target: str          # the records' target key
     # The in-graph step, per model: {model, skipped, records, workloads, changed,
-    # seconds, kernels, tuned_kernels, tuned_ms, untuned_ms} (kiln tune --report's
-    # "in_graph"; the last four where it measured the model's template kernels).
+    # seconds, rounds, rounds_planned, kernels, tuned_kernels, tuned_ms, untuned_ms}
+    # (kiln tune --report's "in_graph"; rounds < rounds_planned where a time budget
+    # cut the step; the last four where it measured the model's template kernels).
     in_graph: List[dict] = dataclasses.field(default_factory=list)
     interrupted: bool = False         # Ctrl-C
     stopped_by_callback: bool = False  # a callback raised StopTuning or returned True

@@ -1,5 +1,6 @@
 #include "autotune/model_steps.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -55,6 +56,14 @@ size_t count_changed(const std::map<std::string, std::vector<std::string>>& cand
   return changed;
 }
 
+// A model's part of the time left before `deadline`, shared by the
+// `models_left` models (this one counted) still to do.
+std::chrono::steady_clock::time_point model_deadline(std::chrono::steady_clock::time_point deadline,
+                                                     size_t models_left) {
+  auto now = std::chrono::steady_clock::now();
+  return now + (deadline - now) / static_cast<int64_t>(std::max<size_t>(1, models_left));
+}
+
 }  // namespace
 
 double search_budget_s(double budget_s, bool in_graph_step) {
@@ -95,12 +104,14 @@ std::optional<InGraphStepResult> refine_in_graph(const ModelStepOptions& o, tune
       configs[k] = {c.config_json, c.gflops};
     return configs;
   };
+  in_graph.deadline = o.deadline;
   if (o.print) in_graph.progress = [&](const std::string& line) { o.print("  in-graph: " + line); };
   say(o, "kiln tune: re-measuring up to %d configs per task inside %s", o.in_graph, model.c_str());
 
   auto start = std::chrono::steady_clock::now();
   std::vector<tuner::Record> recs;
-  for (const driver::InGraphTime& t : driver::measure_in_graph(model, candidates, in_graph))
+  driver::InGraphResult measured = driver::measure_in_graph(model, candidates, in_graph);
+  for (const driver::InGraphTime& t : measured.times)
     recs.push_back(
         tuner::in_graph_record(t.workload, key.in_graph().key(), t.config_json, t.per_call_ms));
   db.add_batch(recs);
@@ -110,6 +121,7 @@ std::optional<InGraphStepResult> refine_in_graph(const ModelStepOptions& o, tune
   r.workloads = candidates.size();
   r.changed = count_changed(candidates, recs);
   r.seconds = seconds_since(start);
+  r.rounds = measured.rounds, r.rounds_planned = measured.rounds_planned;
   say(o,
       "kiln tune: %zu in-graph records for %zu workloads in %.0f s; another candidate ran "
       "clearly faster in the model than the isolated best for %zu",
@@ -143,6 +155,7 @@ void in_graph_step(const ModelStepOptions& base, tuner::RecordDB& db,
     }
     ModelStepOptions o = base;
     o.input_shapes = models[i].input_shapes;
+    if (deadline) o.deadline = model_deadline(*deadline, models.size() - i);
     models[i].result = refine_in_graph(o, db, models[i].model);
   }
 }
@@ -155,6 +168,7 @@ nlohmann::json in_graph_json(const std::vector<ModelInGraph>& models) {
       const InGraphStepResult& r = *m.result;
       j["records"] = r.records, j["workloads"] = r.workloads, j["changed"] = r.changed;
       j["seconds"] = r.seconds;
+      j["rounds"] = r.rounds, j["rounds_planned"] = r.rounds_planned;
       if (r.estimate.nodes > 0) {
         j["kernels"] = r.estimate.nodes, j["tuned_kernels"] = r.estimate.tuned_nodes;
         j["tuned_ms"] = r.estimate.tuned_ms, j["untuned_ms"] = r.estimate.untuned_ms;

@@ -33,8 +33,11 @@ struct ModelStepOptions {
   graph::Precision precision = graph::Precision::kFp32;
   bool cold_weights = false;  // the search's isolated records were timed with cold weights
   int in_graph = 3;           // configs per task re-measured in the model
+  // When refine_in_graph should end: it measures the rounds that fit
+  // (driver::InGraphOptions::deadline). in_graph_step sets it per model.
   // Receives each line of progress and results; may be empty.
   std::function<void(const std::string&)> print;
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 // What the in-graph step did for one model.
@@ -45,7 +48,8 @@ struct InGraphStepResult {
   // the isolated search's best.
   size_t changed = 0;
   double seconds = 0;
-  tuner::InGraphEstimate estimate;  // the model's template kernels, tuned and untuned
+  size_t rounds = 0, rounds_planned = 0;  // fewer measured than planned: the deadline cut them
+  tuner::InGraphEstimate estimate;        // the model's template kernels, tuned and untuned
 };
 
 // Re-measures each of the model's tasks' best `options.in_graph` configs
@@ -63,16 +67,19 @@ struct ModelInGraph {
 };
 
 // The in-graph step over `models` (each ModelInGraph's model and
-// input_shapes set; `base.input_shapes` is ignored), in order: a model is
-// started while `deadline` has not passed and finished once started; those
-// after are marked skipped, and one line names them. Fills each result.
+// input_shapes set; `base.input_shapes` is ignored), in order. With a
+// `deadline` each model gets an equal part of the time left when its turn
+// comes (what one leaves passes to the next) and measures the rounds that fit
+// in it, at least two; a model whose turn comes after the deadline is marked
+// skipped, and one line names those. Fills each result.
 void in_graph_step(const ModelStepOptions& base, tuner::RecordDB& db,
                    std::vector<ModelInGraph>& models,
                    std::optional<std::chrono::steady_clock::time_point> deadline);
 
 // The step as kiln tune's --report and kiln.tune's summary show it: per
-// model {model, skipped, records, workloads, changed, seconds, kernels,
-// tuned_kernels, tuned_ms, untuned_ms} (the last four where it measured).
+// model {model, skipped, records, workloads, changed, seconds, rounds,
+// rounds_planned, kernels, tuned_kernels, tuned_ms, untuned_ms} (the last
+// four where it measured).
 nlohmann::json in_graph_json(const std::vector<ModelInGraph>& models);
 
 // Times the layout transforms the model's candidates (records with any

@@ -1,6 +1,8 @@
 #include "driver/measure_in_graph.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <stdexcept>
@@ -79,9 +81,35 @@ std::vector<std::map<std::string, std::string>> in_graph_rounds(
   return out;
 }
 
-std::vector<InGraphTime> measure_in_graph(
-    const std::string& model_path,
-    const std::map<std::string, std::vector<std::string>>& candidates, const InGraphOptions& o) {
+namespace {
+
+// Each visit to a round runs its package once unrecorded, then this many
+// times recorded (see measure_in_graph).
+constexpr int kRunsPerVisit = 3;
+
+int visits_for(int repeats) { return std::max(1, (repeats + kRunsPerVisit - 1) / kRunsPerVisit); }
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+size_t in_graph_rounds_that_fit(size_t planned, double remaining_s, double build_s, double run_s,
+                                int repeats) {
+  const size_t at_least = std::min<size_t>(2, planned);
+  const double runs_s = visits_for(repeats) * (kRunsPerVisit + 1) * run_s;
+  // n rounds cost n - 1 more builds and n rounds of runs.
+  const double per_round = build_s + runs_s;
+  if (per_round <= 0) return planned;
+  const double fit = std::floor((remaining_s + build_s) / per_round);
+  if (!(fit >= static_cast<double>(at_least))) return at_least;  // also NaN
+  return std::min(planned, static_cast<size_t>(std::min(fit, double(planned))));
+}
+
+InGraphResult measure_in_graph(const std::string& model_path,
+                               const std::map<std::string, std::vector<std::string>>& candidates,
+                               const InGraphOptions& o) {
   auto say = [&](const std::string& line) {
     if (o.progress) o.progress(line);
   };
@@ -89,13 +117,17 @@ std::vector<InGraphTime> measure_in_graph(
       frontend::import_onnx(model_path, frontend::parse_input_shapes(o.build.input_shapes));
   std::vector<std::map<std::string, std::string>> rounds = in_graph_rounds(
       template_workload_sets(std::move(g), o.build.target.isa(), o.build.precision), candidates);
-  if (rounds.empty()) return {};
+  InGraphResult result;
+  result.rounds_planned = rounds.size();
+  if (rounds.empty()) return result;
 
   // One package per round; an explicit config makes its implementation the
   // node's (build.cc's choose_configs), so each round runs what it names.
   support::TempDir dir("ingraph");
   std::vector<runtime::GraphExecutor> executors;
-  for (size_t r = 0; r < rounds.size(); ++r) {
+  size_t keep = rounds.size();
+  for (size_t r = 0; r < keep; ++r) {
+    auto build_start = std::chrono::steady_clock::now();
     BuildOptions bo = o.build;
     for (const auto& [key, cfg] : rounds[r]) bo.configs[key] = cfg;
     bo.output_path = (dir.path() / ("round" + std::to_string(r) + ".tar")).string();
@@ -104,8 +136,23 @@ std::vector<InGraphTime> measure_in_graph(
     executors.push_back(runtime::GraphExecutor::load(bo.output_path));
     fill_inputs(executors.back());
     executors.back().run();  // warm: pages touched, threads up
+    const double build_s = seconds_since(build_start);
     say("round " + std::to_string(r + 1) + " of " + std::to_string(rounds.size()) + " built");
+    if (r == 0 && o.deadline) {
+      auto run_start = std::chrono::steady_clock::now();
+      executors.back().run();
+      const double run_s = seconds_since(run_start);
+      const double remaining_s =
+          std::chrono::duration<double>(*o.deadline - std::chrono::steady_clock::now()).count();
+      keep = in_graph_rounds_that_fit(rounds.size(), remaining_s, build_s, run_s, o.repeats);
+      if (keep < rounds.size())
+        say("the time left (" + std::to_string(static_cast<int>(std::max(0.0, remaining_s))) +
+            " s) fits " + std::to_string(keep) + " of the " + std::to_string(rounds.size()) +
+            " rounds: each node's later candidates are not measured");
+    }
   }
+  rounds.resize(keep);
+  result.rounds = keep;
 
   // Interleaved, so that the machine's drift spreads evenly over the rounds:
   // each visit to a round runs its package once unrecorded, then
@@ -114,9 +161,8 @@ std::vector<InGraphTime> measure_in_graph(
   // single run right after another package's evicted everything, which made
   // the kernels with the largest weights (Winograd's transformed ones) look
   // twice as slow as they run.
-  constexpr int kRunsPerVisit = 3;
   std::map<std::pair<std::string, std::string>, std::vector<double>> times;
-  const int visits = std::max(1, (o.repeats + kRunsPerVisit - 1) / kRunsPerVisit);
+  const int visits = visits_for(o.repeats);
   for (int visit = 0; visit < visits; ++visit)
     for (size_t r = 0; r < rounds.size(); ++r) {
       executors[r].run();
@@ -128,9 +174,8 @@ std::vector<InGraphTime> measure_in_graph(
         }
       }
     }
-  std::vector<InGraphTime> out;
-  for (auto& [kc, ms] : times) out.push_back({kc.first, kc.second, std::move(ms)});
-  return out;
+  for (auto& [kc, ms] : times) result.times.push_back({kc.first, kc.second, std::move(ms)});
+  return result;
 }
 
 }  // namespace kiln::driver

@@ -17,8 +17,10 @@
 // the layout transforms another block size would add (the caller filters).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,11 @@ struct InGraphOptions {
   int repeats = 30;
   // One line per step ("round 2 of 6 built", ...); may be empty.
   std::function<void(const std::string&)> progress;
+  // When the measurement should end (a tuning run's time budget): the rounds
+  // that would not fit, estimated from the first round's build and run
+  // times, are dropped, the last ones first (each node's worse candidates),
+  // never below two rounds.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 // The in-graph time of one candidate: the kernels of its workload in the
@@ -47,14 +54,29 @@ struct InGraphTime {
   std::vector<double> per_call_ms;
 };
 
+struct InGraphResult {
+  std::vector<InGraphTime> times;
+  size_t rounds = 0;          // rounds built and measured
+  size_t rounds_planned = 0;  // rounds the candidates asked for
+};
+
 // `candidates`: workload key -> configs to measure (Config::to_json text),
 // best first; workloads the model does not use are ignored. Returns a time
-// for every candidate of a workload the model uses, in no particular order.
-// Throws what build() throws, or std::runtime_error when a package fails.
-std::vector<InGraphTime> measure_in_graph(
-    const std::string& model_path,
-    const std::map<std::string, std::vector<std::string>>& candidates,
-    const InGraphOptions& options);
+// for every measured candidate of a workload the model uses (every one
+// unless the deadline dropped rounds), in no particular order. Throws what
+// build() throws, or std::runtime_error when a package fails.
+InGraphResult measure_in_graph(const std::string& model_path,
+                               const std::map<std::string, std::vector<std::string>>& candidates,
+                               const InGraphOptions& options);
+
+// How many of `planned` rounds fit in `remaining_s` seconds, counted from
+// the end of the first round's build: each further round costs a build
+// (`build_s`) and every round its recorded runs (`repeats`, rounded up to
+// visits of one unrecorded and 3 recorded runs, each `run_s`). At least
+// min(2, planned): the best and the next candidate of each node. Exposed
+// for tests.
+size_t in_graph_rounds_that_fit(size_t planned, double remaining_s, double build_s, double run_s,
+                                int repeats);
 
 // The rounds measure_in_graph builds: per round, workload key -> config.
 // Each implementation set (a node's workload keys) contributes its

@@ -48,9 +48,15 @@ std::map<std::string, std::vector<std::string>> in_graph_candidates(
     if (picked.empty()) continue;
     if (fallback_isa) {
       // Records store configs in canonical text (sorted keys, compact).
+      // Second, right after the isolated best: a step cut short by a time
+      // budget (driver::InGraphOptions::deadline) keeps its first rounds,
+      // which then still weigh each workload's best against the untuned.
       std::string fallback = nlohmann::json::parse(t->fallback(w, *fallback_isa).to_json()).dump();
-      if (std::find(picked.begin(), picked.end(), fallback) == picked.end())
-        picked.push_back(fallback);
+      auto it = std::find(picked.begin(), picked.end(), fallback);
+      if (it != picked.begin()) {
+        if (it != picked.end()) picked.erase(it);
+        picked.insert(picked.begin() + 1, fallback);
+      }
     }
     out[key] = std::move(picked);
   }

@@ -22,7 +22,8 @@ namespace kiln::tuner {
 // template's fallback channel blocks (a per-kernel time cannot see the
 // layout transforms other blocks would add). Workloads without such
 // records are left out. With `fallback_isa`, each workload's fallback config
-// for that ISA follows its candidates when they lack it: timed in the graph
+// for that ISA is added when they lack it, second, after the best (first
+// when it is the best; a step cut short keeps the first rounds): timed in the graph
 // beside them, it keeps a build from taking a tuned config that the isolated
 // search ranked above the untuned build's but that runs slower in the model
 // (ConvNeXt-T's Linear layers, tuned on a loaded machine, built 4 % slower).

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <random>
+#include <set>
 
 #include "codegen/target.h"
 #include "driver_harness.h"
@@ -77,8 +79,11 @@ TEST(MeasureInGraph, TimesEveryCandidateOfEveryImplementation) {
   o.repeats = 4;
   int progress = 0;
   o.progress = [&](const std::string&) { ++progress; };
-  std::vector<driver::InGraphTime> times = driver::measure_in_graph(model, cands, o);
+  driver::InGraphResult result = driver::measure_in_graph(model, cands, o);
+  const std::vector<driver::InGraphTime>& times = result.times;
   EXPECT_EQ(progress, 4);  // rounds: max(3, 2 + 2)
+  EXPECT_EQ(result.rounds, 4u);
+  EXPECT_EQ(result.rounds_planned, 4u);
   size_t want = 0;
   for (const auto& s : sets)
     for (const std::string& k : s) want += cands[k].size();
@@ -90,6 +95,55 @@ TEST(MeasureInGraph, TimesEveryCandidateOfEveryImplementation) {
     EXPECT_GE(t.per_call_ms.size(), 4u);
     for (double ms : t.per_call_ms) EXPECT_GT(ms, 0);
   }
+}
+
+// A deadline already past keeps the first two rounds: each node's first two
+// candidates (the isolated best and, from the tuner, the untuned config).
+TEST(MeasureInGraph, ADeadlineKeepsTheRoundsThatFitAndAtLeastTwo) {
+  ScratchDir work;
+  std::string model = work.file("m.onnx");
+  write_bytes(model, two_conv_model().bytes());
+  auto sets = driver::template_workload_sets(frontend::import_onnx(model, {}),
+                                             codegen::Target::host().isa());
+  ASSERT_EQ(sets.size(), 2u);
+  std::mt19937_64 rng(2);
+  std::map<std::string, std::vector<std::string>> cands;
+  cands[sets[0][0]] = configs_of(sets[0][0], 4, rng);
+  cands[sets[1][0]] = configs_of(sets[1][0], 3, rng);
+  driver::InGraphOptions o;
+  o.repeats = 3;
+  o.deadline = std::chrono::steady_clock::now();
+  std::vector<std::string> lines;
+  o.progress = [&](const std::string& line) { lines.push_back(line); };
+  driver::InGraphResult result = driver::measure_in_graph(model, cands, o);
+  EXPECT_EQ(result.rounds_planned, 4u);
+  EXPECT_EQ(result.rounds, 2u);
+  std::set<std::pair<std::string, std::string>> measured;
+  for (const driver::InGraphTime& t : result.times) measured.insert({t.workload, t.config_json});
+  std::set<std::pair<std::string, std::string>> want = {{sets[0][0], cands[sets[0][0]][0]},
+                                                        {sets[0][0], cands[sets[0][0]][1]},
+                                                        {sets[1][0], cands[sets[1][0]][0]},
+                                                        {sets[1][0], cands[sets[1][0]][1]}};
+  EXPECT_EQ(measured, want);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[1].find("fits 2 of the 4 rounds"), std::string::npos) << lines[1];
+}
+
+TEST(MeasureInGraph, RoundsThatFitCountOneBuildLessThanRounds) {
+  // 6 planned; a build 2 s; 30 repeats are 10 visits of 4 runs, at 0.05 s: 2 s.
+  EXPECT_EQ(driver::in_graph_rounds_that_fit(6, 1000, 2, 0.05, 30), 6u);
+  // n rounds: (n - 1) * 2 + n * 2 <= 10  ->  n = 3.
+  EXPECT_EQ(driver::in_graph_rounds_that_fit(6, 10, 2, 0.05, 30), 3u);
+  EXPECT_EQ(driver::in_graph_rounds_that_fit(6, 9.9, 2, 0.05, 30), 2u);
+  // Never below two, nor above what is planned.
+  EXPECT_EQ(driver::in_graph_rounds_that_fit(6, 0, 2, 0.05, 30), 2u);
+  EXPECT_EQ(driver::in_graph_rounds_that_fit(6, -5, 2, 0.05, 30), 2u);
+  EXPECT_EQ(driver::in_graph_rounds_that_fit(1, 0, 2, 0.05, 30), 1u);
+  EXPECT_EQ(driver::in_graph_rounds_that_fit(3, 1e9, 2, 0.05, 30), 3u);
+  // Fewer repeats, more rounds: (8 + 2) / 4 s with 30 repeats; 4 repeats are
+  // 2 visits (8 runs, 0.4 s), (8 + 2) / 2.4 s.
+  EXPECT_EQ(driver::in_graph_rounds_that_fit(6, 8, 2, 0.05, 30), 2u);
+  EXPECT_EQ(driver::in_graph_rounds_that_fit(6, 8, 2, 0.05, 4), 4u);
 }
 
 }  // namespace

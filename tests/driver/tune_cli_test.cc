@@ -423,6 +423,10 @@ TEST_F(KilnTune, TimeBudgetKeepsTheInGraphStepsShare) {
   EXPECT_EQ(j["in_graph"][0].at("skipped"), false);
   EXPECT_GE(j["in_graph"][0].at("records").get<int>(), 2);
   EXPECT_GT(j["in_graph"][0].at("tuned_ms").get<double>(), 0);
+  // The rounds that fit in the share: at least the best and the untuned.
+  const int rounds = j["in_graph"][0].at("rounds").get<int>();
+  EXPECT_GE(rounds, 2);
+  EXPECT_LE(rounds, j["in_graph"][0].at("rounds_planned").get<int>());
   EXPECT_LT(seconds, 70) << "the in-graph step of one tiny conv takes seconds";
 }
 
