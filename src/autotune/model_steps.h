@@ -89,8 +89,9 @@ size_t measure_layout_transforms(const ModelStepOptions& options, tuner::RecordD
                                  const std::string& model);
 
 // The share of a run's time budget kept for the in-graph step: the search
-// stops at the rest. On a 2-core Zen 5 the step took 161 s for the six zoo
-// models (9 % of a 30-minute budget), ResNet-50 alone 77 s.
+// stops at the rest. On a 2-core Zen 5 the whole step took 161 s for the six
+// zoo models (9 % of a 30-minute budget), ResNet-50 alone 77 s; in a smaller
+// share each model measures fewer rounds (in_graph_step).
 constexpr double kInGraphBudgetShare = 0.15;
 
 // When a run that started at `start` with a budget of `budget_s` seconds
