@@ -33,10 +33,10 @@ struct ModelStepOptions {
   graph::Precision precision = graph::Precision::kFp32;
   bool cold_weights = false;  // the search's isolated records were timed with cold weights
   int in_graph = 3;           // configs per task re-measured in the model
-  // When refine_in_graph should end: it measures the rounds that fit
-  // (driver::InGraphOptions::deadline). in_graph_step sets it per model.
   // Receives each line of progress and results; may be empty.
   std::function<void(const std::string&)> print;
+  // When refine_in_graph should end: it measures the rounds that fit
+  // (driver::InGraphOptions::deadline). in_graph_step sets it per model.
   std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 

@@ -14,6 +14,16 @@
 namespace kiln::driver {
 namespace {
 
+// Each visit to a round runs its package once unrecorded, then this many
+// times recorded (see measure_in_graph).
+constexpr int kRunsPerVisit = 3;
+
+int visits_for(int repeats) { return std::max(1, (repeats + kRunsPerVisit - 1) / kRunsPerVisit); }
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 // A node's candidates in the order its rounds take them: implementations
 // alternating, each best first.
 std::vector<std::pair<std::string, std::string>> interleave(
@@ -80,20 +90,6 @@ std::vector<std::map<std::string, std::string>> in_graph_rounds(
       if (!list.empty()) out[r][list[r % list.size()].first] = list[r % list.size()].second;
   return out;
 }
-
-namespace {
-
-// Each visit to a round runs its package once unrecorded, then this many
-// times recorded (see measure_in_graph).
-constexpr int kRunsPerVisit = 3;
-
-int visits_for(int repeats) { return std::max(1, (repeats + kRunsPerVisit - 1) / kRunsPerVisit); }
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-}  // namespace
 
 size_t in_graph_rounds_that_fit(size_t planned, double remaining_s, double build_s, double run_s,
                                 int repeats) {
