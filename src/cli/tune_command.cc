@@ -681,8 +681,11 @@ int run_tune_job(TuneArgs a) {
                                                      previous_from, started_unix);
     report.exit_status = status;
     for (size_t i = 0; i < models.size(); ++i)
-      if (in_graph_results[i] && in_graph_results[i]->estimate.nodes > 0)
+      if (in_graph_results[i] && in_graph_results[i]->estimate.nodes > 0) {
         report.models[i].in_graph = in_graph_results[i]->estimate;
+        report.models[i].in_graph_rounds = in_graph_results[i]->rounds;
+        report.models[i].in_graph_rounds_planned = in_graph_results[i]->rounds_planned;
+      }
     for (const std::string& r : a.reports) {
       write_whole(
           r, is_html(r) ? tuner::job_report_html(report) : tuner::job_report_json(report) + "\n");

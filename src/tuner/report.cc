@@ -206,10 +206,10 @@ std::string job_report_json(const JobReport& r) {
       model["estimated_ms"] = m.now_ms;
       if (m.previous_ms >= 0) model["previous_ms"] = m.previous_ms;
       if (m.in_graph)
-        model["in_graph"] = {{"tuned_ms", m.in_graph->tuned_ms},
-                             {"untuned_ms", m.in_graph->untuned_ms},
-                             {"kernels", m.in_graph->nodes},
-                             {"tuned_kernels", m.in_graph->tuned_nodes}};
+        model["in_graph"] = {
+            {"tuned_ms", m.in_graph->tuned_ms}, {"untuned_ms", m.in_graph->untuned_ms},
+            {"kernels", m.in_graph->nodes},     {"tuned_kernels", m.in_graph->tuned_nodes},
+            {"rounds", m.in_graph_rounds},      {"rounds_planned", m.in_graph_rounds_planned}};
     }
     j["models"].push_back(model);
   }
@@ -249,13 +249,18 @@ std::string ms(double v) {
   return v >= 0.1 ? num(v, 3) + " ms" : num(v * 1000, 2) + " us";
 }
 
-// The model's in-graph times, "28.6 ms / 33.0 ms (0.87x), 32 of 54 tuned".
+// The model's in-graph times, "28.6 ms / 33.0 ms (0.87x), 32 of 54 tuned",
+// and " (3 of 7 rounds: time budget)" where the budget cut the step.
 std::string in_graph_cell(const JobReportModel& m) {
   if (!m.in_graph) return "&ndash;";
   const InGraphEstimate& g = *m.in_graph;
   return ms(g.tuned_ms) + " / " + ms(g.untuned_ms) +
          (g.untuned_ms > 0 ? " (" + num(g.tuned_ms / g.untuned_ms, 2) + "x)" : "") + ", " +
-         std::to_string(g.tuned_nodes) + " of " + std::to_string(g.nodes) + " tuned";
+         std::to_string(g.tuned_nodes) + " of " + std::to_string(g.nodes) + " tuned" +
+         (m.in_graph_rounds < m.in_graph_rounds_planned
+              ? " (" + std::to_string(m.in_graph_rounds) + " of " +
+                    std::to_string(m.in_graph_rounds_planned) + " rounds: time budget)"
+              : "");
 }
 
 // A "nice" axis maximum: 1, 2 or 5 times a power of ten, at least v.

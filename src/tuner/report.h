@@ -60,6 +60,8 @@ struct JobReportModel {
   // This run's in-graph step (the template kernels timed inside the compiled
   // model, autotune/model_steps.h); nullopt when it did not run for the model.
   std::optional<InGraphEstimate> in_graph;
+  // Its rounds measured and planned: fewer where the time budget cut the step.
+  size_t in_graph_rounds = 0, in_graph_rounds_planned = 0;
 };
 
 struct JobReport {

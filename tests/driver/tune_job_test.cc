@@ -138,6 +138,8 @@ TEST_F(KilnTuneJob, DeduplicatesResumesAndReports) {
     EXPECT_EQ(m["in_graph"]["kernels"], m["kernels"]) << m;
     EXPECT_GT(m["in_graph"]["tuned_ms"].get<double>(), 0) << m;
     EXPECT_GT(m["in_graph"]["untuned_ms"].get<double>(), 0) << m;
+    EXPECT_GE(m["in_graph"]["rounds"].get<int>(), 1) << m;
+    EXPECT_EQ(m["in_graph"]["rounds"], m["in_graph"]["rounds_planned"]) << "no budget: all rounds";
   }
   // tiny_b's estimate: its two kernels' best times.
   double b_ms = rep["tasks"][0]["best_ms"].get<double>() + rep["tasks"][1]["best_ms"].get<double>();

@@ -305,6 +305,20 @@ TEST(JobReport, NumbersFromTheRecords) {
     EXPECT_NE(html.find("<td>9.000 ms</td>"), std::string::npos);  // a's previous report
     EXPECT_EQ(html.find("<script"), std::string::npos);
     EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));  // no external URL
+
+    // The in-graph column: a model whose step the time budget cut says so.
+    InGraphEstimate g;
+    g.nodes = 3, g.tuned_nodes = 2, g.tuned_ms = 1.5, g.untuned_ms = 2.0;
+    r.models[0].in_graph = r.models[1].in_graph = g;
+    r.models[0].in_graph_rounds = 2, r.models[0].in_graph_rounds_planned = 5;
+    r.models[1].in_graph_rounds = r.models[1].in_graph_rounds_planned = 4;
+    html = job_report_html(r);
+    EXPECT_EQ(count("1.500 ms / 2.000 ms (0.75x), 2 of 3 tuned"), 2u) << html;
+    EXPECT_EQ(count("2 of 3 tuned (2 of 5 rounds: time budget)"), 1u) << html;
+    EXPECT_EQ(count("rounds: time budget"), 1u) << html;
+    j = nlohmann::json::parse(job_report_json(r));
+    EXPECT_EQ(j["models"][0]["in_graph"]["rounds"], 2);
+    EXPECT_EQ(j["models"][0]["in_graph"]["rounds_planned"], 5);
   }
   fs::remove_all(dir);
 }
