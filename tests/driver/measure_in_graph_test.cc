@@ -60,12 +60,17 @@ std::vector<std::string> configs_of(const std::string& key, size_t n, std::mt199
   return out;
 }
 
+// two_conv_model() written to `path`; returns its nodes' implementation sets.
+std::vector<std::vector<std::string>> write_two_conv_model(const std::string& path) {
+  write_bytes(path, two_conv_model().bytes());
+  return driver::template_workload_sets(frontend::import_onnx(path, {}),
+                                        codegen::Target::host().isa());
+}
+
 TEST(MeasureInGraph, TimesEveryCandidateOfEveryImplementation) {
   ScratchDir work;
   std::string model = work.file("m.onnx");
-  write_bytes(model, two_conv_model().bytes());
-  auto sets = driver::template_workload_sets(frontend::import_onnx(model, {}),
-                                             codegen::Target::host().isa());
+  auto sets = write_two_conv_model(model);
   ASSERT_EQ(sets.size(), 2u);
   ASSERT_EQ(sets[1].size(), 2u) << "the 3x3 stride-1 conv has a Winograd implementation";
   std::mt19937_64 rng(1);
@@ -102,9 +107,7 @@ TEST(MeasureInGraph, TimesEveryCandidateOfEveryImplementation) {
 TEST(MeasureInGraph, ADeadlineKeepsTheRoundsThatFitAndAtLeastTwo) {
   ScratchDir work;
   std::string model = work.file("m.onnx");
-  write_bytes(model, two_conv_model().bytes());
-  auto sets = driver::template_workload_sets(frontend::import_onnx(model, {}),
-                                             codegen::Target::host().isa());
+  auto sets = write_two_conv_model(model);
   ASSERT_EQ(sets.size(), 2u);
   std::mt19937_64 rng(2);
   std::map<std::string, std::vector<std::string>> cands;
