@@ -250,13 +250,19 @@ std::string ms(double v) {
 }
 
 // The model's in-graph times, "28.6 ms / 33.0 ms (0.87x), 32 of 54 tuned",
-// and " (3 of 7 rounds: time budget)" where the budget cut the step.
+// then ", 54 of 60 kernels timed" where the step timed only the kernels
+// whose tasks had records (the times cover those, not the whole model), and
+// " (3 of 7 rounds: time budget)" where the budget cut the step.
 std::string in_graph_cell(const JobReportModel& m) {
   if (!m.in_graph) return "&ndash;";
   const InGraphEstimate& g = *m.in_graph;
+  const size_t kernels = static_cast<size_t>(std::max(0, m.kernels));
   return ms(g.tuned_ms) + " / " + ms(g.untuned_ms) +
          (g.untuned_ms > 0 ? " (" + num(g.tuned_ms / g.untuned_ms, 2) + "x)" : "") + ", " +
          std::to_string(g.tuned_nodes) + " of " + std::to_string(g.nodes) + " tuned" +
+         (g.nodes < kernels
+              ? ", " + std::to_string(g.nodes) + " of " + std::to_string(kernels) + " kernels timed"
+              : "") +
          (m.in_graph_rounds < m.in_graph_rounds_planned
               ? " (" + std::to_string(m.in_graph_rounds) + " of " +
                     std::to_string(m.in_graph_rounds_planned) + " rounds: time budget)"

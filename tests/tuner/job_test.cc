@@ -316,6 +316,10 @@ TEST(JobReport, NumbersFromTheRecords) {
     EXPECT_EQ(count("1.500 ms / 2.000 ms (0.75x), 2 of 3 tuned"), 2u) << html;
     EXPECT_EQ(count("2 of 3 tuned (2 of 5 rounds: time budget)"), 1u) << html;
     EXPECT_EQ(count("rounds: time budget"), 1u) << html;
+    // Where the step timed fewer kernels than the model has, the cell says so.
+    r.models[1].kernels = 7;
+    html = job_report_html(r);
+    EXPECT_EQ(count("2 of 3 tuned, 3 of 7 kernels timed"), 1u) << html;
     j = nlohmann::json::parse(job_report_json(r));
     EXPECT_EQ(j["models"][0]["in_graph"]["rounds"], 2);
     EXPECT_EQ(j["models"][0]["in_graph"]["rounds_planned"], 5);
