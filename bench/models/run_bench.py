@@ -5,7 +5,7 @@ Usage:
   run_bench.py [--kiln build/kiln] [--models resnet18,...] [--models-dir DIR] [--work DIR]
                [--rounds 3] [--repeat 30] [--warmup 5] [--threads 2] [--out results.md]
                [--kiln-build-args "..."] [--skip kiln,torch,ort] [--peers-spin]
-               [--tuning-log DB] [--shipped-logs] [--isa native|avx2]
+               [--tuning-log DB] [--shipped-logs] [--isa native|avx2] [--json OUT.json]
 
 For each model (generated into --models-dir by generate.py when missing): `kiln build` with
 the fallback configs (no tuning log, --no-shipped-logs) and, with --tuning-log DB, a second
@@ -20,7 +20,8 @@ PyTorch ms, kiln/ORT, kiln/PyTorch, and kiln's relative error against PyTorch's 
 Every engine runs with --threads threads (kiln through KILN_NUM_THREADS). The peers' worker
 threads sleep rather than spin when idle (ORT allow_spinning=0, OMP_WAIT_POLICY=passive), their
 faster setting on this busy shared machine (see ort_bench.js and torch_bench.py); --peers-spin
-gives them their spinning defaults, for a quiet machine.
+gives them their spinning defaults, for a quiet machine. --json OUT.json also writes each
+model's medians, fastest runs and status for scripts (fp32_goals.py reads it).
 
 --isa avx2 times every engine's AVX2 code on a CPU that also has AVX-512: kiln builds for
 `llvm -mcpu=znver3` (the AMD EPYC Zen 3 of MACHINE.md; unless --kiln-build-args names a
@@ -31,6 +32,7 @@ AVX2-only machine: like-for-like code, not that machine's clock, caches or absol
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import re
@@ -188,6 +190,29 @@ def fmt_ratio(a, b):
     return "n/a" if a is None or b is None else f"{a / b:.2f}"
 
 
+def write_json(args, names, engines, med, best, status, tuned_counts):
+    """The table's numbers for scripts: per model and engine the median and the fastest run
+    (ms, null where the engine failed or was skipped), kiln's check status and tuned count."""
+    load = os.getloadavg()
+    doc = {
+        "threads": args.threads, "rounds": args.rounds, "repeat": args.repeat, "isa": args.isa,
+        "tuning_log": args.tuning_log, "shipped_logs": args.shipped_logs,
+        "date": f"{datetime.datetime.now():%Y-%m-%d %H:%M}", "host": platform.node(),
+        "load_average": [round(x, 2) for x in load],
+        "models": {
+            name: {
+                "median_ms": {e: med(name, e) for e in engines},
+                "min_ms": {e: best(name, e) for e in engines},
+                "status": status.get(name),
+                "tuned_workloads": tuned_counts.get(name),
+            } for name in names
+        },
+    }
+    with open(args.json, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--kiln", default=os.path.join(HERE, "..", "..", "build", "kiln"))
@@ -212,6 +237,7 @@ def main():
                    help="avx2: every engine's AVX2 code on this CPU (kiln for znver3, the peers "
                         "with AVX-512 hidden or capped); see above")
     p.add_argument("--out", help="also write the markdown table here")
+    p.add_argument("--json", help="also write the medians, minima and status as JSON here")
     args = p.parse_args()
     args.work = args.work or os.path.join(args.models_dir, "kiln")
     skip = {s for s in args.skip.split(",") if s}
@@ -311,6 +337,8 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             f.write(table)
+    if args.json:
+        write_json(args, names, engines, med, best, status, bench.tuned_counts)
     failed = any(packages.get((n, "kiln")) is None or "FAIL" in status.get(n, "") for n in names) \
         if "kiln" not in skip else False
     return 1 if failed else 0
