@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <map>
 #include <string>
 #include <vector>
@@ -56,15 +57,45 @@ size_t count_changed(const std::map<std::string, std::vector<std::string>>& cand
   return changed;
 }
 
-// A model's part of the time left before `deadline`, shared by the
-// `models_left` models (this one counted) still to do.
-std::chrono::steady_clock::time_point model_deadline(std::chrono::steady_clock::time_point deadline,
-                                                     size_t models_left) {
-  auto now = std::chrono::steady_clock::now();
-  return now + (deadline - now) / static_cast<int64_t>(std::max<size_t>(1, models_left));
+// Says which models' turn came after the deadline, and marks them skipped.
+void skip_models(const ModelStepOptions& o, std::vector<ModelInGraph>& models,
+                 const std::vector<size_t>& order, size_t from) {
+  std::string skipped;
+  for (size_t k = from; k < order.size(); ++k) {
+    models[order[k]].skipped = true;
+    skipped += (k > from ? ", " : "") + models[order[k]].model;
+  }
+  say(o, "kiln tune: in-graph re-measurement skipped for %s (time budget spent)", skipped.c_str());
 }
 
 }  // namespace
+
+double in_graph_cost(const ModelStepOptions& o, const std::string& model) {
+  try {
+    const graph::Graph g = import_model(o, model);
+    return std::max<size_t>(1,
+                            driver::template_workload_sets(g, o.target.isa(), o.precision).size());
+  } catch (const std::exception&) {
+    return 1;
+  }
+}
+
+std::vector<size_t> in_graph_order(const std::vector<double>& costs) {
+  std::vector<size_t> order(costs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return costs[a] < costs[b]; });
+  return order;
+}
+
+std::chrono::steady_clock::time_point model_deadline(std::chrono::steady_clock::time_point now,
+                                                     std::chrono::steady_clock::time_point deadline,
+                                                     double cost, double cost_left) {
+  if (deadline <= now || cost_left <= 0 || cost >= cost_left) return deadline;
+  auto left = std::chrono::duration<double>(deadline - now);
+  return now +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(left * (cost / cost_left));
+}
 
 double search_budget_s(double budget_s, bool in_graph_step) {
   if (budget_s <= 0 || !in_graph_step) return budget_s;
@@ -142,20 +173,24 @@ std::optional<InGraphStepResult> refine_in_graph(const ModelStepOptions& o, tune
 void in_graph_step(const ModelStepOptions& base, tuner::RecordDB& db,
                    std::vector<ModelInGraph>& models,
                    std::optional<std::chrono::steady_clock::time_point> deadline) {
-  for (size_t i = 0; i < models.size(); ++i) {
-    if (deadline && std::chrono::steady_clock::now() >= *deadline) {
-      std::string skipped;
-      for (size_t j = i; j < models.size(); ++j) {
-        models[j].skipped = true;
-        skipped += (j > i ? ", " : "") + models[j].model;
-      }
-      say(base, "kiln tune: in-graph re-measurement skipped for %s (time budget spent)",
-          skipped.c_str());
-      return;
+  std::vector<double> costs(models.size(), 1.0);
+  if (deadline)
+    for (size_t i = 0; i < models.size(); ++i) {
+      ModelStepOptions o = base;
+      o.input_shapes = models[i].input_shapes;
+      costs[i] = in_graph_cost(o, models[i].model);
     }
+  const std::vector<size_t> order = in_graph_order(costs);
+  double cost_left = 0;
+  for (double c : costs) cost_left += c;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const size_t i = order[k];
+    auto now = std::chrono::steady_clock::now();
+    if (deadline && now >= *deadline) return skip_models(base, models, order, k);
     ModelStepOptions o = base;
     o.input_shapes = models[i].input_shapes;
-    if (deadline) o.deadline = model_deadline(*deadline, models.size() - i);
+    if (deadline) o.deadline = model_deadline(now, *deadline, costs[i], cost_left);
+    cost_left -= costs[i];
     models[i].result = refine_in_graph(o, db, models[i].model);
   }
 }

@@ -67,14 +67,34 @@ struct ModelInGraph {
 };
 
 // The in-graph step over `models` (each ModelInGraph's model and
-// input_shapes set; `base.input_shapes` is ignored), in order. With a
-// `deadline` each model gets an equal part of the time left when its turn
-// comes (what one leaves passes to the next) and measures the rounds that fit
-// in it, at least two; a model whose turn comes after the deadline is marked
-// skipped, and one line names those. Fills each result.
+// input_shapes set; `base.input_shapes` is ignored). Without a deadline it
+// goes in order. With a `deadline` it goes cheapest model first
+// (in_graph_cost), and each model gets a part of the time left when its turn
+// comes in proportion to its cost, so that what a cheap model leaves passes
+// to the costlier ones; each measures the rounds that fit in its part, at
+// least two. A model whose turn comes after the deadline is marked skipped,
+// and one line names those. Fills each result, in `models`' order.
 void in_graph_step(const ModelStepOptions& base, tuner::RecordDB& db,
                    std::vector<ModelInGraph>& models,
                    std::optional<std::chrono::steady_clock::time_point> deadline);
+
+// What one round of the model's in-graph step costs against another
+// model's: its template kernels, since a round builds the whole model and
+// the build's time grows with them (of the six zoo models' 161 s on a Zen 5,
+// ResNet-50, the most kernels, took 77 s). 1 for a model that does not
+// import: refine_in_graph then says why.
+double in_graph_cost(const ModelStepOptions& options, const std::string& model);
+
+// The order of models of these costs in a budgeted in-graph step: cheapest
+// first, ties in the given order.
+std::vector<size_t> in_graph_order(const std::vector<double>& costs);
+
+// When the part of the time left before `deadline`, from `now`, of a model
+// of cost `cost` ends, the models still to do (it counted) costing
+// `cost_left` in all.
+std::chrono::steady_clock::time_point model_deadline(std::chrono::steady_clock::time_point now,
+                                                     std::chrono::steady_clock::time_point deadline,
+                                                     double cost, double cost_left);
 
 // The step as kiln tune's --report and kiln.tune's summary show it: per
 // model {model, skipped, records, workloads, changed, seconds, rounds,

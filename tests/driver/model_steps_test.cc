@@ -1,0 +1,111 @@
+// The budgeted in-graph step (autotune/model_steps.h): the models' costs,
+// the order they go in, and each one's part of the time left.
+#include "autotune/model_steps.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+
+#include "codegen/target.h"
+#include "driver_harness.h"
+
+namespace kiln::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// x -> (1x1 Conv 8 -> 8, Relu) `convs` times -> y
+std::string write_conv_chain(const ScratchDir& work, const std::string& name, int convs) {
+  std::mt19937 rng(7);
+  OnnxBuilder b;
+  b.input("x", {"1", "8", "8", "8"});
+  b.output("y", {"1", "8", "8", "8"});
+  std::string in = "x";
+  for (int i = 0; i < convs; ++i) {
+    const std::string id = std::to_string(i);
+    const std::string out = i + 1 == convs ? "y" : "r" + id;
+    conv(b, "c" + id, in, "a" + id, {8, 8, 1, 1, 1, 0}, rng);
+    b.node("Relu", "relu" + id, {"a" + id}, {out});
+    in = out;
+  }
+  const std::string path = work.file(name + ".onnx");
+  write_bytes(path, b.bytes());
+  return path;
+}
+
+autotune::ModelStepOptions host_options() {
+  autotune::ModelStepOptions o;
+  o.target = codegen::Target::host();
+  return o;
+}
+
+TEST(InGraphStep, CostIsTheModelsTemplateKernels) {
+  ScratchDir work;
+  autotune::ModelStepOptions o = host_options();
+  EXPECT_EQ(autotune::in_graph_cost(o, write_conv_chain(work, "one", 1)), 1);
+  EXPECT_EQ(autotune::in_graph_cost(o, write_conv_chain(work, "three", 3)), 3);
+  // A model that does not import costs 1: refine_in_graph says why.
+  EXPECT_EQ(autotune::in_graph_cost(o, work.file("missing.onnx")), 1);
+}
+
+TEST(InGraphStep, CheapestModelsGoFirstTiesInOrder) {
+  EXPECT_EQ(autotune::in_graph_order({3, 1, 3, 2}), (std::vector<size_t>{1, 3, 0, 2}));
+  EXPECT_EQ(autotune::in_graph_order({}), std::vector<size_t>{});
+}
+
+TEST(InGraphStep, EachModelGetsTheTimeLeftInProportionToItsCost) {
+  const Clock::time_point now = Clock::now();
+  const Clock::time_point deadline = now + std::chrono::seconds(100);
+  auto seconds = [&](Clock::time_point t) {
+    return std::chrono::duration<double>(t - now).count();
+  };
+  EXPECT_NEAR(seconds(autotune::model_deadline(now, deadline, 1, 4)), 25, 1e-6);
+  EXPECT_NEAR(seconds(autotune::model_deadline(now, deadline, 3, 4)), 75, 1e-6);
+  // The last model gets all that is left; a deadline past stays past.
+  EXPECT_EQ(autotune::model_deadline(now, deadline, 2, 2), deadline);
+  EXPECT_EQ(autotune::model_deadline(deadline + std::chrono::seconds(1), deadline, 1, 4), deadline);
+}
+
+// The order the step visits models in, seen in the line each prints: with an
+// empty database each says it has no record to re-measure.
+std::vector<std::string> visit_order(const std::vector<std::string>& paths,
+                                     std::optional<Clock::time_point> deadline,
+                                     std::vector<autotune::ModelInGraph>& models) {
+  ScratchDir work;
+  tuner::RecordDB db = tuner::RecordDB::open(work.file("empty.db"));
+  autotune::ModelStepOptions o = host_options();
+  std::vector<std::string> lines;
+  o.print = [&](const std::string& line) { lines.push_back(line); };
+  for (const std::string& p : paths) models.push_back({p, "", std::nullopt, false});
+  autotune::in_graph_step(o, db, models, deadline);
+  std::vector<std::string> order;
+  for (const std::string& line : lines)
+    for (const std::string& p : paths)
+      if (line.find("no in-graph re-measurement for " + p + ":") != std::string::npos)
+        order.push_back(p);
+  return order;
+}
+
+TEST(InGraphStep, ABudgetedStepGoesCheapestModelFirst) {
+  ScratchDir work;
+  const std::string big = write_conv_chain(work, "big", 3);
+  const std::string small = write_conv_chain(work, "small", 1);
+  std::vector<autotune::ModelInGraph> models;
+  EXPECT_EQ(visit_order({big, small}, Clock::now() + std::chrono::hours(1), models),
+            (std::vector<std::string>{small, big}));
+  ASSERT_EQ(models.size(), 2u);
+  EXPECT_EQ(models[0].model, big) << "the results stay in the models' order";
+  EXPECT_FALSE(models[0].skipped);
+  // Without a budget the models go in their order.
+  models.clear();
+  EXPECT_EQ(visit_order({big, small}, std::nullopt, models),
+            (std::vector<std::string>{big, small}));
+  // A budget already spent skips every model, and says so.
+  models.clear();
+  EXPECT_TRUE(visit_order({big, small}, Clock::now(), models).empty());
+  EXPECT_TRUE(models[0].skipped && models[1].skipped);
+}
+
+}  // namespace
+}  // namespace kiln::test
