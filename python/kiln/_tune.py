@@ -37,9 +37,10 @@ class TuneSummary:
     tuning_log: str
     target: str          # the records' target key
     # The in-graph step, per model: {model, skipped, records, workloads, changed,
-    # seconds, rounds, rounds_planned, kernels, tuned_kernels, tuned_ms, untuned_ms}
-    # (kiln tune --report's "in_graph"; rounds < rounds_planned where a time budget
-    # cut the step; the last four where it measured the model's template kernels).
+    # seconds, rounds, rounds_planned, model_kernels, kernels, tuned_kernels, tuned_ms,
+    # untuned_ms} (kiln tune --report's "in_graph"; rounds < rounds_planned where a
+    # time budget cut the step; the last four where it measured the model's template
+    # kernels: kernels of its model_kernels, those whose tasks had records).
     in_graph: List[dict] = dataclasses.field(default_factory=list)
     interrupted: bool = False         # Ctrl-C
     stopped_by_callback: bool = False  # a callback raised StopTuning or returned True

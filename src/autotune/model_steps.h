@@ -49,7 +49,9 @@ struct InGraphStepResult {
   size_t changed = 0;
   double seconds = 0;
   size_t rounds = 0, rounds_planned = 0;  // fewer measured than planned: the deadline cut them
-  tuner::InGraphEstimate estimate;        // the model's template kernels, tuned and untuned
+  // The template kernels timed (those whose tasks had records), tuned and untuned.
+  tuner::InGraphEstimate estimate;
+  size_t model_kernels = 0;  // all the model's template kernels: the estimate covers some
 };
 
 // Re-measures each of the model's tasks' best `options.in_graph` configs
@@ -98,8 +100,9 @@ std::chrono::steady_clock::time_point model_deadline(std::chrono::steady_clock::
 
 // The step as kiln tune's --report and kiln.tune's summary show it: per
 // model {model, skipped, records, workloads, changed, seconds, rounds,
-// rounds_planned, kernels, tuned_kernels, tuned_ms, untuned_ms} (the last
-// four where it measured).
+// rounds_planned, model_kernels, kernels, tuned_kernels, tuned_ms,
+// untuned_ms} (the last four where it measured; kernels of model_kernels
+// were timed).
 nlohmann::json in_graph_json(const std::vector<ModelInGraph>& models);
 
 // Times the layout transforms the model's candidates (records with any

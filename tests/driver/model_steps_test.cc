@@ -8,7 +8,12 @@
 #include <random>
 
 #include "codegen/target.h"
+#include "driver/build.h"
 #include "driver_harness.h"
+#include "frontend/onnx_import.h"
+#include "ops/op_template.h"
+#include "runtime/c_runtime_api.h"
+#include "tuner/target_key.h"
 
 namespace kiln::test {
 namespace {
@@ -105,6 +110,52 @@ TEST(InGraphStep, ABudgetedStepGoesCheapestModelFirst) {
   models.clear();
   EXPECT_TRUE(visit_order({big, small}, Clock::now(), models).empty());
   EXPECT_TRUE(models[0].skipped && models[1].skipped);
+}
+
+// Where only some of the model's tasks have records, the step times those
+// kernels, and says how many of the model's it timed.
+TEST(InGraphStep, SaysHowManyOfTheModelsKernelsItTimed) {
+  ScratchDir work;
+  std::mt19937 rng(3);
+  OnnxBuilder b;  // x -> 1x1 Conv 8 -> 8 -> Relu -> 1x1 Conv 8 -> 16 -> y: two workloads
+  b.input("x", {"1", "8", "8", "8"});
+  b.output("y", {"1", "16", "8", "8"});
+  conv(b, "c0", "x", "a", {8, 8, 1, 1, 1, 0}, rng);
+  b.node("Relu", "relu", {"a"}, {"r"});
+  conv(b, "c1", "r", "y", {8, 16, 1, 1, 1, 0}, rng);
+  const std::string model = work.file("two.onnx");
+  write_bytes(model, b.bytes());
+
+  autotune::ModelStepOptions o = host_options();
+  o.tuning_log = work.file("t.db");
+  o.in_graph = 1;
+  std::vector<std::string> lines;
+  o.print = [&](const std::string& line) { lines.push_back(line); };
+  const Isa isa = o.target.isa();
+  auto sets = driver::template_workload_sets(frontend::import_onnx(model, {}), isa);
+  ASSERT_EQ(sets.size(), 2u);
+  // One isolated record, for the first conv's workload: its fallback config.
+  const ops::Workload w = ops::Workload::parse(sets[0][0]);
+  tuner::Record rec;
+  rec.workload_key = sets[0][0];
+  rec.target_key =
+      tuner::TargetKey::for_target(o.target, kiln_get_num_threads()).isolated(false).key();
+  rec.config_json = ops::get_template(w.template_name).fallback(w, isa).to_json();
+  rec.times_ms = {0.01, 0.01};
+  rec.kiln_version = "test";
+  tuner::RecordDB db = tuner::RecordDB::open(o.tuning_log);
+  db.add_batch({rec});
+
+  std::optional<autotune::InGraphStepResult> r = autotune::refine_in_graph(o, db, model);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->model_kernels, 2u);
+  EXPECT_EQ(r->estimate.nodes, 1u);
+  bool said = false;
+  for (const std::string& line : lines)
+    said |= line.find("the template kernels (1 of its 2) take ") != std::string::npos;
+  EXPECT_TRUE(said) << "no line names 1 of the model's 2 kernels";
+  std::vector<autotune::ModelInGraph> models = {{model, "", r, false}};
+  EXPECT_EQ(autotune::in_graph_json(models)[0].at("model_kernels"), 2);
 }
 
 }  // namespace
