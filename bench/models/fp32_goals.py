@@ -3,7 +3,8 @@
 
 Usage:
   fp32_goals.py --out DIR [--kiln build/kiln] [--models-dir DIR] [--isa native|avx2]
-                [--threads 2] [--steps zoo,extras,kernels,layers,curve] [--redo STEP,...]
+                [--threads 2] [--steps zoo,shipped,extras,kernels,layers,curve]
+                [--redo STEP,...]
                 [--zoo M,...] [--zoo-budget 2700] [--zoo-trials 32]
                 [--extras M,...] [--extra-budget 1800] [--extra-trials 64] [--tune-above 0.9]
                 [--kernels-model resnet50] [--layers-model resnext50_32x4d]
@@ -18,6 +19,11 @@ layer_compare.py, latency_curve.py), each step's results kept in DIR:
            encoder_float) into DIR/zoo.db with --zoo-budget seconds, then run_bench.py:
            fallback, tuned (zoo.db alone) and ORT, --rounds x --repeat, interleaved.
            Goal: the geomean of tuned/ORT at most 0.75.
+  shipped  run_bench.py --shipped-logs of the zoo: the default build (kiln's shipped logs for
+           this CPU, no database) against the fallback and ORT: what a user gets without
+           tuning. A check, not one of the issue's goals: a log made on another CPU, or
+           before the fallback last changed, can run slower than the fallback
+           (bench/models/results/zen5-log-2026-11-30.md); then re-export the log from zoo.db.
   extras   run_bench.py of extra_models.py's 13 models untuned against ORT; each whose
            fallback/ORT is above --tune-above is tuned on its own (`kiln tune M
            --time-budget --extra-budget`, into DIR/extras.db), and those are timed again,
@@ -33,7 +39,8 @@ layer_compare.py, latency_curve.py), each step's results kept in DIR:
 Then DIR/report.md: the machine (CPU model, family and model number, kiln's target and ISA
 class, the measured peak), a goals table (met / missed / not run) and every step's tables.
 
-A step whose result file exists is not run again (DIR/zoo.json, extras.json, kernels.json,
+A step whose result file exists is not run again (DIR/zoo.json, shipped.json, extras.json,
+kernels.json,
 layers.md, curve/curve.md), so a run that was cut off resumes where it stopped; --redo STEP
 runs a step again. `kiln tune` resumes its database too. --isa avx2 measures every engine's
 AVX2 code on a CPU that also has AVX-512 (run_bench.py's proxy): kiln tunes and builds for
@@ -62,7 +69,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "peers"))
 import peer_isa  # noqa: E402  (kiln's target for --isa avx2)
 
 ZOO = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "encoder", "encoder_float"]
-STEPS = ["zoo", "extras", "kernels", "layers", "curve"]
+STEPS = ["zoo", "shipped", "extras", "kernels", "layers", "curve"]
 ZOO_GOAL = 0.75
 EXTRA_GOAL = 1.0
 CURVE_GOAL_MINUTES = 30.0
@@ -151,7 +158,8 @@ class Goals:
         status, _ = run(cmd, self.env, ok=(0, 3), log_path=self.path(log_name + ".log"))
         return {"seconds": round(time.monotonic() - start, 1), "exit": status}
 
-    def run_bench(self, names, name, rounds, repeat, tuning_log=None, torch=False):
+    def run_bench(self, names, name, rounds, repeat, tuning_log=None, torch=False,
+                  shipped_logs=False):
         cmd = [PYTHON, os.path.join(HERE, "run_bench.py"), "--kiln", self.a.kiln,
                "--models", ",".join(names), "--models-dir", self.a.models_dir,
                "--work", self.work, "--rounds", str(rounds), "--repeat", str(repeat),
@@ -159,6 +167,8 @@ class Goals:
                "--out", self.path(name + ".md"), "--json", self.path(name + ".bench.json")]
         if tuning_log:
             cmd += ["--tuning-log", tuning_log]
+        if shipped_logs:
+            cmd += ["--shipped-logs"]
         if not torch:
             cmd += ["--skip", "torch"]
         run(cmd, self.env, log_path=self.path(name + ".log"))
@@ -185,6 +195,21 @@ class Goals:
         return {"tune": tune, "models": rows,
                 "tuned_over_ort_geomean": geomean(ratios) if complete else None,
                 "tuned_over_fallback_geomean": geomean(gains) if gains else None}
+
+    def shipped(self):
+        self.ensure_models(self.a.zoo)
+        bench = self.run_bench(self.a.zoo, "shipped", self.a.rounds, self.a.repeat,
+                               shipped_logs=True)
+        rows = {name: {"fallback_ms": m["median_ms"].get("kiln"),
+                       "default_ms": m["median_ms"].get("kiln_tuned"),
+                       "ort_ms": m["median_ms"].get("ort"),
+                       "from_log": m["tuned_workloads"]} for name, m in bench["models"].items()}
+        slower = [n for n, r in rows.items()
+                  if r["default_ms"] and r["fallback_ms"] and r["default_ms"] > r["fallback_ms"]]
+        gains = [r["default_ms"] / r["fallback_ms"] for r in rows.values()
+                 if r["default_ms"] and r["fallback_ms"]]
+        return {"models": rows, "slower_than_fallback": slower,
+                "default_over_fallback_geomean": geomean(gains)}
 
     def extras(self):
         self.ensure_models(self.a.extras)
@@ -346,6 +371,12 @@ def report(goals, results, failures):
             f"{fmt(g)} over {', '.join(zoo['models'])}; tuned/fallback "
             f"{fmt(zoo['tuned_over_fallback_geomean'])}" if zoo else "-",
             None if g is None else g <= ZOO_GOAL)
+    sh = results.get("shipped")
+    if sh:  # a check, not a goal: no verdict
+        lines.append("| check: the default build (shipped logs) no slower than the fallback | "
+                     f"default/fallback geomean {fmt(sh['default_over_fallback_geomean'])}; "
+                     f"slower on: {', '.join(sh['slower_than_fallback']) or 'none'} | "
+                     f"{'yes' if not sh['slower_than_fallback'] else 'no'} |")
     ex = results.get("extras")
     verdict(f"every extra model <= {EXTRA_GOAL}x ORT (tuned where tuned)",
             f"worst {ex['worst']} {ex['worst_over_ort']:.2f}; tuned: "
@@ -364,7 +395,13 @@ def report(goals, results, failures):
         lines += ["", "## zoo", "",
                   f"`kiln tune` of {len(zoo['models'])} models, --time-budget {a.zoo_budget} "
                   f"--trials {a.zoo_trials}: {t['seconds']:.0f} s, exit {t['exit']} (3: the "
-                  "budget ended it). run_bench.py:", "", open(goals.path("zoo.md")).read()]
+                  "budget ended it). run_bench.py:", "", open(goals.path("zoo.md")).read(),
+                  "To ship these records as this CPU's log: `kiln records export --best "
+                  "zoo.db -o logs/<ISA class>.<cpu>.jsonl` (logs/README.md)."]
+    if sh:
+        lines += ["", "## the default build (shipped logs)", "",
+                  "run_bench.py --shipped-logs (the \"tuned\" column is the default build):",
+                  "", open(goals.path("shipped.md")).read()]
     if ex:
         lines += ["", "## extras", "",
                   "| model | fallback/ORT | tuned workloads | tuned/ORT | tuned/fallback | tuning s |",
@@ -453,7 +490,8 @@ def main():
 
     goals = Goals(a)
     results, failures = {}, {}
-    done_files = {"zoo": "zoo.json", "extras": "extras.json", "kernels": "kernels.json",
+    done_files = {"zoo": "zoo.json", "shipped": "shipped.json", "extras": "extras.json",
+                  "kernels": "kernels.json",
                   "layers": "layers.md", "curve": os.path.join("curve", "curve.md")}
     for step in STEPS:
         done = goals.path(done_files[step])

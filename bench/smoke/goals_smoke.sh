@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Smoke test (ctest bench_fp32_goals_smoke) of fp32_goals.py on the tiny model:
-# every step (zoo, extras, kernels, layers, curve) with budgets of seconds, then
+# every step (zoo, shipped, extras, kernels, layers, curve) with budgets of seconds, then
 # a second run that finds every step's result and runs none again. Checks the
 # report's goals table and sections; no timing is checked. Skipped without
 # node, onnxruntime-node or PyTorch.
@@ -38,6 +38,8 @@ for goal in 'zoo tuned/ORT geomean <= 0.75' 'every extra model <= 1.0x ORT' \
   grep -Eq "^\| $goal[^|]* \| [^|]*[0-9][^|]* \| (met|MISSED) \|$" "$report" ||
     fail "report.md has no measured row for '$goal'"
 done
+grep -Eq '^\| check: the default build \(shipped logs\) no slower than the fallback \| default/fallback geomean [0-9.]+; slower on: [^|]+ \| (yes|no) \|$' \
+  "$report" || fail "report.md has no shipped-log check"
 grep -Eq '^\| tiny \| [0-9.]+ \| [0-9]+ of [0-9]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \|$' "$report" ||
   fail "report.md's extras table has no tuned row for tiny"
 grep -Eq '^Peak: [0-9]+ GFLOP/s \(x86_64-[a-z0-9]+ FMA chains' "$report" ||
