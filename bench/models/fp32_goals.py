@@ -57,7 +57,7 @@ import math
 import os
 import re
 import shlex
-import statistics
+import shutil
 import subprocess
 import sys
 import time
@@ -318,7 +318,6 @@ class Goals:
             cmd += ["--tune-args", self.a.tune_args]
         run(cmd, self.env, log_path=self.path("curve.log"))
         if os.path.exists(out):
-            import shutil
             shutil.rmtree(out)
         os.replace(out + ".partial", out)
 
