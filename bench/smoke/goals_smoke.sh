@@ -8,7 +8,7 @@
 #   goals_smoke.sh KILN WORKDIR KILN_BENCH_ISA
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-kiln=${1:?usage: goals_smoke.sh KILN WORKDIR}
+kiln=${1:?usage: goals_smoke.sh KILN WORKDIR KILN_BENCH_ISA}
 work=${2:?usage: goals_smoke.sh KILN WORKDIR KILN_BENCH_ISA}
 bench_isa=${3:?usage: goals_smoke.sh KILN WORKDIR KILN_BENCH_ISA}
 need_onnxruntime_node
@@ -42,7 +42,7 @@ grep -Eq '^\| check: the default build \(shipped logs\) no slower than the fallb
   "$report" || fail "report.md has no shipped-log check"
 grep -Eq '^\| tiny \| [0-9.]+ \| [0-9]+ of [0-9]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \|$' "$report" ||
   fail "report.md's extras table has no tuned row for tiny"
-grep -Eq '^Peak: [0-9]+ GFLOP/s \(x86_64-[a-z0-9]+ FMA chains' "$report" ||
+grep -Eq '^Peak: [0-9]+ GFLOP/s \([a-z0-9_]+-[a-z0-9]+ FMA chains' "$report" ||
   fail "report.md names no peak"
 [ "$(grep -Ec '^\| fused_[^|]+ \| [^|]+ \| [0-9.]+ \| ([0-9]+|n/a) \| ([0-9]+ %|n/a) \|$' "$report")" -ge 3 ] ||
   fail "report.md lists fewer than 3 kernels"
