@@ -332,9 +332,9 @@ int run_build(const std::vector<std::string>& args) {
   records.borrow = !a.no_borrow;
   records.require_tuned = a.require_tuned;
   options.choose_configs = [&](const std::vector<std::vector<std::string>>& workloads) {
-    std::string note;
-    tuned = tuner::configs_for_build(records, options.target, workloads, &note);
-    if (!note.empty()) std::printf("note: %s\n", note.c_str());
+    std::vector<std::string> notes;
+    tuned = tuner::configs_for_build(records, options.target, workloads, &notes);
+    for (const std::string& note : notes) std::printf("note: %s\n", note.c_str());
     std::map<std::string, driver::ChosenConfig> configs;
     for (const auto& [key, choice] : tuned) configs[key] = {choice.config_json, choice.gflops};
     return configs;

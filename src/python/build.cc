@@ -162,9 +162,7 @@ py::tuple build(const std::string& model_path, const std::string& input_shapes,
   std::map<std::string, tuner::ConfigChoice> tuned;
   std::vector<std::string> notes;
   options.choose_configs = [&](const std::vector<std::vector<std::string>>& workloads) {
-    std::string note;
-    tuned = tuner::configs_for_build(records, options.target, workloads, &note);
-    if (!note.empty()) notes.push_back(note);
+    tuned = tuner::configs_for_build(records, options.target, workloads, &notes);
     std::map<std::string, driver::ChosenConfig> chosen;
     for (const auto& [key, choice] : tuned) chosen[key] = {choice.config_json, choice.gflops};
     return chosen;

@@ -474,10 +474,20 @@ void keep_untuned_alternatives(const std::vector<std::vector<std::string>>& impl
 // (its untuned default's fallback, timed in the same step) unless the chosen
 // one ran clearly faster (in_graph_records.h). The chosen implementation is
 // the one graph::choose_implementations will build: the highest GFLOP/s.
+//
+// A shipped log's in-graph record whose step timed no record of today's
+// untuned config is dropped, and the node runs that config: the log was made
+// before kiln tune's step timed the untuned config beside the tuned ones
+// (2026-11-29), or against an older fallback, and its records were never shown
+// to beat today's. Measured: the AVX2 log tuned on the Zen 5 VM on 2026-11-28
+// ran 1.02x today's fallback there (1.08x on SqueezeNet;
+// bench/models/results/stale-logs-2026-11-30-zen5.md). `stale` counts such
+// nodes per log. The user's database keeps its records: its step may have
+// been cut short before it timed the untuned config, and kiln tune re-times it.
 void keep_untuned_unless_clearly_faster(
     const std::vector<std::vector<std::string>>& implementations,
     const std::vector<RecordSource>& sources, const Isa& isa,
-    std::map<std::string, ConfigChoice>& chosen) {
+    std::map<std::string, ConfigChoice>& chosen, std::map<std::string, size_t>& stale) {
   for (const std::vector<std::string>& keys : implementations) {
     const std::string* winner = nullptr;
     for (const std::string& w : keys) {
@@ -491,7 +501,15 @@ void keep_untuned_unless_clearly_faster(
     auto src = std::find_if(sources.begin(), sources.end(), [&](const RecordSource& s) {
       return s.in_graph && s.name == choice.source;
     });
-    if (src == sources.end() || !src->by_workload.count(keys.front())) continue;
+    if (src == sources.end()) continue;
+    if (!src->by_workload.count(keys.front())) {
+      // The untuned default has no in-graph record at all in a shipped log.
+      if (src->shipped) {
+        for (const std::string& w : keys) chosen.erase(w);
+        ++stale[src->name];
+      }
+      continue;
+    }
     // The chosen record as pick_best found it (the fastest of its config),
     // and the untuned config's record of the same step.
     const Record* pick = nullptr;
@@ -507,6 +525,11 @@ void keep_untuned_unless_clearly_faster(
     const Record* untuned = nullptr;
     for (const Record* r : records_of(src->by_workload.at(keys.front()), fallback))
       if (pick && same_step(*r, *pick)) untuned = r;
+    if (!untuned && src->shipped) {
+      for (const std::string& w : keys) chosen.erase(w);
+      ++stale[src->name];
+      continue;
+    }
     if (!untuned || untuned == pick) continue;
     size_t others = 0;
     for (const std::string& w : keys)
@@ -531,15 +554,15 @@ void keep_untuned_unless_clearly_faster(
 std::map<std::string, ConfigChoice> configs_for_build(const BuildRecordOptions& o,
                                                       const codegen::Target& target,
                                                       const std::vector<std::string>& workloads,
-                                                      std::string* note) {
+                                                      std::vector<std::string>* notes) {
   std::vector<std::vector<std::string>> one_each;
   for (const std::string& w : workloads) one_each.push_back({w});
-  return configs_for_build(o, target, one_each, note);
+  return configs_for_build(o, target, one_each, notes);
 }
 
 std::map<std::string, ConfigChoice> configs_for_build(
     const BuildRecordOptions& o, const codegen::Target& target,
-    const std::vector<std::vector<std::string>>& implementations, std::string* note) {
+    const std::vector<std::vector<std::string>>& implementations, std::vector<std::string>* notes) {
   std::vector<std::string> workloads;
   for (const auto& keys : implementations)
     for (const std::string& w : keys)
@@ -568,9 +591,9 @@ std::map<std::string, ConfigChoice> configs_for_build(
     if (any_isolated) sources.push_back(std::move(cold));
     sources.push_back(load_database(db, key));
     any_isolated = any_isolated || !sources.back().by_workload.empty();
-    if (note && !any_isolated && db.count() > 0)
-      *note = o.tuning_log + " holds " + std::to_string(db.count()) +
-              " records, none for this target (" + key + ")";
+    if (notes && !any_isolated && db.count() > 0)
+      notes->push_back(o.tuning_log + " holds " + std::to_string(db.count()) +
+                       " records, none for this target (" + key + ")");
   }
   if (o.shipped_logs) {
     // This CPU model's own log first (records measured on the same
@@ -592,7 +615,16 @@ std::map<std::string, ConfigChoice> configs_for_build(
   if (!sources.empty()) {
     Isa isa = target.isa();
     chosen = choose_configs(workloads, sources, o.borrow, &isa);
-    keep_untuned_unless_clearly_faster(implementations, sources, isa, chosen);
+    std::map<std::string, size_t> stale;
+    keep_untuned_unless_clearly_faster(implementations, sources, isa, chosen, stale);
+    for (const auto& [log, nodes] : stale)
+      if (notes)
+        notes->push_back(std::to_string(nodes) + " workload" + (nodes == 1 ? "" : "s") +
+                         " run their fallback config: " + log +
+                         " timed no record of today's untuned config beside " +
+                         (nodes == 1 ? "its" : "their") +
+                         " tuned ones (the log predates it; logs/README.md says how to "
+                         "re-tune)");
   }
   if (o.require_tuned)
     require_own_records(o, implementations, chosen);

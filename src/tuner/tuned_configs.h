@@ -130,12 +130,13 @@ struct BuildRecordOptions {
 // then a nearby shape's record (choose_configs). Records are keyed by the
 // target and the runtime's thread count. With require_tuned, throws
 // std::runtime_error naming every workload without a record of its own (a
-// borrowed config does not count). `note` (may be null) receives a line when
-// the database holds records, none for this target.
+// borrowed config does not count). `notes` (may be null) receives a line when
+// the database holds records, none for this target, and one per shipped log
+// whose in-graph records some nodes could not use (below).
 std::map<std::string, ConfigChoice> configs_for_build(const BuildRecordOptions& options,
                                                       const codegen::Target& target,
                                                       const std::vector<std::string>& workloads,
-                                                      std::string* note = nullptr);
+                                                      std::vector<std::string>* notes = nullptr);
 // The same for a build's nodes, each with its implementations (workload
 // keys; driver::ConfigChooser): with require_tuned, each node needs a record
 // of its own for one of its implementations. Without it, a node with several
@@ -147,10 +148,14 @@ std::map<std::string, ConfigChoice> configs_for_build(const BuildRecordOptions& 
 // timed its fallback config and the node's chosen config is an in-graph
 // record that is not clearly_faster (in_graph_records.h) than that one, the
 // node gets the fallback (ConfigChoice::kept_untuned) and its other
-// implementations no choice.
+// implementations no choice. Where that record comes from a shipped log whose
+// step timed no record of today's untuned config (a log made before the step
+// timed it, or against an older fallback), the node gets no choice at all: it
+// runs the fallback, listed as such, and `notes` says why.
 std::map<std::string, ConfigChoice> configs_for_build(
     const BuildRecordOptions& options, const codegen::Target& target,
-    const std::vector<std::vector<std::string>>& implementations, std::string* note = nullptr);
+    const std::vector<std::vector<std::string>>& implementations,
+    std::vector<std::string>* notes = nullptr);
 
 // What a build report says about the records it used ("tuned: N of M").
 struct TunedSummary {

@@ -590,6 +590,13 @@ TEST(ConfigsForBuild, PrefersAShippedLogsInGraphRecords) {
         << "\n"
         << record_to_json_line(in_graph_record(a.key(), key.in_graph().key(),
                                                fast_in_graph.to_json(), {0.4, 0.4, 0.4}))
+        << "\n"
+        // The untuned config, timed in the same step (a build on a shipped log
+        // needs it: ShippedInGraphRecordsNeedTodaysUntunedConfig).
+        << record_to_json_line(
+               in_graph_record(a.key(), key.in_graph().key(),
+                               ops::get_template(a.template_name).fallback(a, host.isa()).to_json(),
+                               {0.6, 0.6, 0.6}))
         << "\n";
     // b has isolated records only; a layout transform's time is no config's.
     Record transform = record(b, b_alone, 0.01, threads);
@@ -612,7 +619,7 @@ TEST(ConfigsForBuild, PrefersAShippedLogsInGraphRecords) {
   ASSERT_EQ(isolated.by_workload.at(c.key()).size(), 1u);
   EXPECT_EQ(isolated.by_workload.at(c.key())[0].target_key, key.isolated(true).key());
   ASSERT_EQ(in_graph.by_workload.size(), 1u);
-  EXPECT_EQ(in_graph.by_workload.at(a.key()).size(), 2u);
+  EXPECT_EQ(in_graph.by_workload.at(a.key()).size(), 3u);
   EXPECT_EQ(in_graph.name, log + " (in-graph)");
 
   ::setenv("KILN_LOGS_DIR", dir.c_str(), 1);
@@ -784,6 +791,91 @@ TEST(ConfigsForBuild, InGraphTiesKeepTheUntunedConfig) {
   ASSERT_EQ(both.count(b.key()), 1u);
   EXPECT_EQ(json::parse(both.at(b.key()).config_json), json::parse(faster.to_json()));
   EXPECT_FALSE(both.at(b.key()).kept_untuned);
+  std::filesystem::remove_all(dir);
+}
+
+// A shipped log's in-graph record stands only against today's untuned config
+// timed in the same step. Where the step timed none (a log made before the
+// step timed it, or one made against an older fallback), the node runs its
+// fallback, unconfigured, and the build says why in one note per log. A
+// log's record that is today's untuned config stands; the user's database
+// keeps its records either way (its step may have been cut short).
+TEST(ConfigsForBuild, ShippedInGraphRecordsNeedTodaysUntunedConfig) {
+  using nlohmann::json;
+  const codegen::Target host = codegen::Target::host();
+  if (isa_class(host).empty()) GTEST_SKIP() << "no shipped log for this ISA class";
+  auto dir =
+      std::filesystem::temp_directory_path() / ("kiln_stale_log_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const int threads = kiln_get_num_threads();
+  const TargetKey key = TargetKey::for_target(host, threads);
+  const std::string ig = key.in_graph().key();
+  std::mt19937_64 rng(53);
+  auto fallback = [&](const ops::Workload& w) {
+    return ops::get_template(w.template_name).fallback(w, host.isa());
+  };
+  // a: a tuned record alone. b: a tuned record beside another untuned config
+  // (an older fallback). c: a tuned record clearly faster than today's
+  // untuned one. d: today's untuned config alone, the step's pick.
+  ops::Workload a = conv(12, 12), b = conv(10, 10), c = conv(14, 14), d = conv(16, 16);
+  schedule::Config a_tuned = same_layout(a, rng), c_tuned = same_layout(c, rng);
+  while (a_tuned == fallback(a)) a_tuned = same_layout(a, rng);
+  while (c_tuned == fallback(c)) c_tuned = same_layout(c, rng);
+  auto [b_tuned, b_old_untuned] = two_same_layout(b, rng);
+  while (b_tuned == fallback(b) || b_old_untuned == fallback(b))
+    std::tie(b_tuned, b_old_untuned) = two_same_layout(b, rng);
+  const std::vector<Record> records = {
+      in_graph_record(a.key(), ig, a_tuned.to_json(), std::vector<double>(6, 0.5)),
+      in_graph_record(b.key(), ig, b_tuned.to_json(), std::vector<double>(6, 0.5)),
+      in_graph_record(b.key(), ig, b_old_untuned.to_json(), std::vector<double>(6, 0.9)),
+      in_graph_record(c.key(), ig, c_tuned.to_json(), std::vector<double>(6, 0.5)),
+      in_graph_record(c.key(), ig, fallback(c).to_json(), std::vector<double>(6, 0.9)),
+      in_graph_record(d.key(), ig, fallback(d).to_json(), std::vector<double>(6, 0.5))};
+  const std::string log = (dir / (isa_class(host) + ".jsonl")).string();
+  {
+    std::ofstream out(log);
+    for (const Record& r : records) out << record_to_json_line(r) << "\n";
+  }
+  const std::vector<std::vector<std::string>> nodes = {{a.key()}, {b.key()}, {c.key()}, {d.key()}};
+  ::setenv("KILN_LOGS_DIR", dir.c_str(), 1);
+  BuildRecordOptions o;
+  o.borrow = false;
+  std::vector<std::string> notes;
+  auto chosen = configs_for_build(o, host, nodes, &notes);
+  EXPECT_EQ(chosen.count(a.key()), 0u);
+  EXPECT_EQ(chosen.count(b.key()), 0u);
+  ASSERT_EQ(chosen.count(c.key()), 1u);
+  EXPECT_EQ(json::parse(chosen.at(c.key()).config_json), json::parse(c_tuned.to_json()));
+  ASSERT_EQ(chosen.count(d.key()), 1u);
+  EXPECT_EQ(json::parse(chosen.at(d.key()).config_json), json::parse(fallback(d).to_json()));
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].rfind("2 workloads run their fallback config: " + log + " (in-graph)", 0), 0u)
+      << notes[0];
+  // --require-tuned: the two count as untuned.
+  o.require_tuned = true;
+  try {
+    configs_for_build(o, host, nodes);
+    ADD_FAILURE() << "expected --require-tuned to fail";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("2 of 4 workloads"), std::string::npos) << e.what();
+  }
+  ::unsetenv("KILN_LOGS_DIR");
+
+  // The same records in the user's database: each node takes its record.
+  {
+    RecordDB db = RecordDB::open((dir / "t.db").string());
+    for (const Record& r : records) db.add(r);
+  }
+  BuildRecordOptions own;
+  own.tuning_log = (dir / "t.db").string();
+  own.shipped_logs = false;
+  own.borrow = false;
+  notes.clear();
+  chosen = configs_for_build(own, host, nodes, &notes);
+  EXPECT_EQ(chosen.size(), 4u);
+  EXPECT_EQ(json::parse(chosen.at(a.key()).config_json), json::parse(a_tuned.to_json()));
+  EXPECT_EQ(json::parse(chosen.at(b.key()).config_json), json::parse(b_tuned.to_json()));
+  for (const std::string& n : notes) EXPECT_EQ(n.find("fallback config"), std::string::npos) << n;
   std::filesystem::remove_all(dir);
 }
 
