@@ -70,11 +70,21 @@ void skip_models(const ModelStepOptions& o, std::vector<ModelInGraph>& models,
 
 }  // namespace
 
-double in_graph_cost(const ModelStepOptions& o, const std::string& model) {
+double in_graph_cost(const ModelStepOptions& o, const tuner::RecordDB& db,
+                     const std::string& model) {
   try {
-    const graph::Graph g = import_model(o, model);
-    return std::max<size_t>(1,
-                            driver::template_workload_sets(g, o.target.isa(), o.precision).size());
+    const Isa isa = o.target.isa();
+    const std::vector<std::vector<std::string>> sets =
+        driver::template_workload_sets(import_model(o, model), isa, o.precision);
+    std::vector<std::string> workloads;
+    for (const std::vector<std::string>& keys : sets)
+      workloads.insert(workloads.end(), keys.begin(), keys.end());
+    const tuner::TargetKey key = tuner::TargetKey::for_target(o.target, kiln_get_num_threads());
+    const size_t rounds = driver::in_graph_rounds(sets, tuner::in_graph_candidates(
+                                                            db, key.isolated(o.cold_weights).key(),
+                                                            workloads, o.in_graph, &isa))
+                              .size();
+    return static_cast<double>(std::max<size_t>(1, sets.size()) * std::max<size_t>(1, rounds));
   } catch (const std::exception&) {
     return 1;
   }
@@ -184,7 +194,7 @@ void in_graph_step(const ModelStepOptions& base, tuner::RecordDB& db,
     for (size_t i = 0; i < models.size(); ++i) {
       ModelStepOptions o = base;
       o.input_shapes = models[i].input_shapes;
-      costs[i] = in_graph_cost(o, models[i].model);
+      costs[i] = in_graph_cost(o, db, models[i].model);
     }
   const std::vector<size_t> order = in_graph_order(costs);
   double cost_left = 0;

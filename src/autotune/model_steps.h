@@ -80,12 +80,18 @@ void in_graph_step(const ModelStepOptions& base, tuner::RecordDB& db,
                    std::vector<ModelInGraph>& models,
                    std::optional<std::chrono::steady_clock::time_point> deadline);
 
-// What one round of the model's in-graph step costs against another
-// model's: its template kernels, since a round builds the whole model and
-// the build's time grows with them (of the six zoo models' 161 s on a Zen 5,
-// ResNet-50, the most kernels, took 77 s). 1 for a model that does not
-// import: refine_in_graph then says why.
-double in_graph_cost(const ModelStepOptions& options, const std::string& model);
+// What the model's in-graph step costs against another model's: its template
+// kernels times the rounds it plans (driver::in_graph_rounds over the
+// candidates `db` holds for it, at least 1). A round builds the whole model
+// and the build's time grows with its kernels (of the six zoo models' 161 s on
+// a Zen 5, ResNet-50, the most kernels, took 77 s); a node with Winograd and
+// direct alternates them, so such a model plans twice the rounds. Weighing
+// kernels alone, ResNet-18 (8 rounds) got 35 s of a 360 s step and measured 4
+// of them, while the other five models left 208 s unused (AVX2 code on a
+// Zen 5, 2026-11-30). 1 for a model that does not import: refine_in_graph
+// then says why.
+double in_graph_cost(const ModelStepOptions& options, const tuner::RecordDB& db,
+                     const std::string& model);
 
 // The order of models of these costs in a budgeted in-graph step: cheapest
 // first, ties in the given order.

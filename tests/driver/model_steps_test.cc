@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -45,13 +46,52 @@ autotune::ModelStepOptions host_options() {
   return o;
 }
 
-TEST(InGraphStep, CostIsTheModelsTemplateKernels) {
+TEST(InGraphStep, CostIsTheModelsTemplateKernelsTimesItsRounds) {
   ScratchDir work;
   autotune::ModelStepOptions o = host_options();
-  EXPECT_EQ(autotune::in_graph_cost(o, write_conv_chain(work, "one", 1)), 1);
-  EXPECT_EQ(autotune::in_graph_cost(o, write_conv_chain(work, "three", 3)), 3);
+  o.in_graph = 3;
+  tuner::RecordDB db = tuner::RecordDB::open(work.file("t.db"));
+  const std::string one = write_conv_chain(work, "one", 1);
+  const std::string three = write_conv_chain(work, "three", 3);
+  // No candidates yet: one round's worth, the kernels.
+  EXPECT_EQ(autotune::in_graph_cost(o, db, one), 1);
+  EXPECT_EQ(autotune::in_graph_cost(o, db, three), 3);
   // A model that does not import costs 1: refine_in_graph says why.
-  EXPECT_EQ(autotune::in_graph_cost(o, work.file("missing.onnx")), 1);
+  EXPECT_EQ(autotune::in_graph_cost(o, db, work.file("missing.onnx")), 1);
+
+  // Two isolated records of the chain's one workload, neither its fallback:
+  // the step plans 3 rounds (the two and the fallback), for each kernel.
+  const Isa isa = o.target.isa();
+  const std::vector<std::string> keys =
+      driver::template_workloads(frontend::import_onnx(one, {}), isa);
+  ASSERT_EQ(keys.size(), 1u);
+  const ops::Workload w = ops::Workload::parse(keys[0]);
+  const ops::OpTemplate& t = ops::get_template(w.template_name);
+  const schedule::Config fb = t.fallback(w, isa);
+  std::mt19937_64 rng(5);
+  std::vector<schedule::Config> picked;
+  while (picked.size() < 2) {
+    schedule::Config c = t.space(w).random(rng);
+    if (c == fb || ops::layout_blocks(t, w, c) != ops::layout_blocks(t, w, fb)) continue;
+    if (std::find(picked.begin(), picked.end(), c) == picked.end()) picked.push_back(c);
+  }
+  const tuner::TargetKey key = tuner::TargetKey::for_target(o.target, kiln_get_num_threads());
+  for (size_t i = 0; i < picked.size(); ++i) {
+    tuner::Record rec;
+    rec.workload_key = keys[0];
+    rec.target_key = key.isolated(o.cold_weights).key();
+    rec.config_json = picked[i].to_json();
+    rec.times_ms = {0.1 + 0.01 * static_cast<double>(i)};
+    rec.error = tuner::ErrorClass::kOk;
+    rec.gflops = 1;
+    rec.kiln_version = "test";
+    db.add(rec);
+  }
+  EXPECT_EQ(autotune::in_graph_cost(o, db, one), 3);
+  EXPECT_EQ(autotune::in_graph_cost(o, db, three), 9);
+  // --in-graph 1: the best and the fallback.
+  o.in_graph = 1;
+  EXPECT_EQ(autotune::in_graph_cost(o, db, three), 6);
 }
 
 TEST(InGraphStep, CheapestModelsGoFirstTiesInOrder) {
