@@ -21,9 +21,11 @@ layer_compare.py, latency_curve.py), each step's results kept in DIR:
            Goal: the geomean of tuned/ORT at most 0.75.
   shipped  run_bench.py --shipped-logs of the zoo: the default build (kiln's shipped logs for
            this CPU, no database) against the fallback and ORT: what a user gets without
-           tuning. A check, not one of the issue's goals: a log made on another CPU, or
-           before the fallback last changed, can run slower than the fallback
-           (bench/models/results/zen5-log-2026-11-30.md); then re-export the log from zoo.db.
+           tuning. A check, not one of the issue's goals: a log made on another CPU can
+           run slower than the fallback (bench/models/results/zen5-log-2026-11-30.md); a
+           log's in-graph records that predate today's untuned configs are not used
+           (logs/README.md), so the "tuned workloads" column counts what it still serves.
+           Re-export the log from zoo.db to ship this CPU's records.
   extras   run_bench.py of extra_models.py's 13 models untuned against ORT; each whose
            fallback/ORT is above --tune-above is tuned on its own (`kiln tune M
            --time-budget --extra-budget`, into DIR/extras.db), and those are timed again,
