@@ -476,7 +476,7 @@ void keep_untuned_alternatives(const std::vector<std::vector<std::string>>& impl
 // the one graph::choose_implementations will build: the highest GFLOP/s.
 //
 // A shipped log's in-graph record whose step timed no record of today's
-// untuned config is dropped, and the node runs that config: the log was made
+// untuned config is dropped, and the node runs its fallback: the log was made
 // before kiln tune's step timed the untuned config beside the tuned ones
 // (2026-11-29), or against an older fallback, and its records were never shown
 // to beat today's. Measured: the AVX2 log tuned on the Zen 5 VM on 2026-11-28
@@ -502,12 +502,13 @@ void keep_untuned_unless_clearly_faster(
       return s.in_graph && s.name == choice.source;
     });
     if (src == sources.end()) continue;
+    // A shipped log's record that was never timed beside today's untuned config.
+    auto drop_stale = [&] {
+      for (const std::string& w : keys) chosen.erase(w);
+      ++stale[src->name];
+    };
     if (!src->by_workload.count(keys.front())) {
-      // The untuned default has no in-graph record at all in a shipped log.
-      if (src->shipped) {
-        for (const std::string& w : keys) chosen.erase(w);
-        ++stale[src->name];
-      }
+      if (src->shipped) drop_stale();  // no in-graph record of the untuned default at all
       continue;
     }
     // The chosen record as pick_best found it (the fastest of its config),
@@ -526,8 +527,7 @@ void keep_untuned_unless_clearly_faster(
     for (const Record* r : records_of(src->by_workload.at(keys.front()), fallback))
       if (pick && same_step(*r, *pick)) untuned = r;
     if (!untuned && src->shipped) {
-      for (const std::string& w : keys) chosen.erase(w);
-      ++stale[src->name];
+      drop_stale();
       continue;
     }
     if (!untuned || untuned == pick) continue;
@@ -619,12 +619,12 @@ std::map<std::string, ConfigChoice> configs_for_build(
     keep_untuned_unless_clearly_faster(implementations, sources, isa, chosen, stale);
     for (const auto& [log, nodes] : stale)
       if (notes)
-        notes->push_back(std::to_string(nodes) + " workload" + (nodes == 1 ? "" : "s") +
-                         " run their fallback config: " + log +
-                         " timed no record of today's untuned config beside " +
-                         (nodes == 1 ? "its" : "their") +
-                         " tuned ones (the log predates it; logs/README.md says how to "
-                         "re-tune)");
+        notes->push_back(
+            std::to_string(nodes) + (nodes == 1 ? " workload runs its" : " workloads run their") +
+            " fallback config: " + log + " timed no record of today's untuned config beside " +
+            (nodes == 1 ? "its" : "their") +
+            " tuned ones (the log predates it; logs/README.md says how to "
+            "re-tune)");
   }
   if (o.require_tuned)
     require_own_records(o, implementations, chosen);
