@@ -481,13 +481,18 @@ void keep_untuned_alternatives(const std::vector<std::vector<std::string>>& impl
 // (2026-11-29), or against an older fallback, and its records were never shown
 // to beat today's. Measured: the AVX2 log tuned on the Zen 5 VM on 2026-11-28
 // ran 1.02x today's fallback there (1.08x on SqueezeNet;
-// bench/models/results/stale-logs-2026-11-30-zen5.md). `stale` counts such
-// nodes per log. The user's database keeps its records: its step may have
-// been cut short before it timed the untuned config, and kiln tune re-times it.
+// bench/models/results/stale-logs-2026-11-30-zen5.md). The user's database
+// keeps such records: its step may have been cut short before it timed the
+// untuned config, and kiln tune run again re-times them. Both are counted per
+// source, for the build's notes.
+struct UnweighedPicks {
+  std::map<std::string, size_t> dropped;  // shipped logs': the node runs its fallback
+  std::map<std::string, size_t> kept;     // the user's database's: the pick stands
+};
 void keep_untuned_unless_clearly_faster(
     const std::vector<std::vector<std::string>>& implementations,
     const std::vector<RecordSource>& sources, const Isa& isa,
-    std::map<std::string, ConfigChoice>& chosen, std::map<std::string, size_t>& stale) {
+    std::map<std::string, ConfigChoice>& chosen, UnweighedPicks& unweighed) {
   for (const std::vector<std::string>& keys : implementations) {
     const std::string* winner = nullptr;
     for (const std::string& w : keys) {
@@ -502,13 +507,18 @@ void keep_untuned_unless_clearly_faster(
       return s.in_graph && s.name == choice.source;
     });
     if (src == sources.end()) continue;
-    // A shipped log's record that was never timed beside today's untuned config.
-    auto drop_stale = [&] {
+    // A record that was never timed beside today's untuned config: a shipped
+    // log's is dropped, the user's database's stands.
+    auto unweighed_pick = [&] {
+      if (!src->shipped) {
+        ++unweighed.kept[src->name];
+        return;
+      }
       for (const std::string& w : keys) chosen.erase(w);
-      ++stale[src->name];
+      ++unweighed.dropped[src->name];
     };
     if (!src->by_workload.count(keys.front())) {
-      if (src->shipped) drop_stale();  // no in-graph record of the untuned default at all
+      unweighed_pick();  // no in-graph record of the untuned default at all
       continue;
     }
     // The chosen record as pick_best found it (the fastest of its config),
@@ -526,11 +536,11 @@ void keep_untuned_unless_clearly_faster(
     const Record* untuned = nullptr;
     for (const Record* r : records_of(src->by_workload.at(keys.front()), fallback))
       if (pick && same_step(*r, *pick)) untuned = r;
-    if (!untuned && src->shipped) {
-      drop_stale();
+    if (!untuned) {
+      unweighed_pick();
       continue;
     }
-    if (!untuned || untuned == pick) continue;
+    if (untuned == pick) continue;
     size_t others = 0;
     for (const std::string& w : keys)
       if (auto it = src->by_workload.find(w); it != src->by_workload.end())
@@ -547,6 +557,26 @@ void keep_untuned_unless_clearly_faster(
         untuned->gflops,
         /*kept_untuned=*/true};
   }
+}
+
+void add_unweighed_notes(const UnweighedPicks& unweighed, std::vector<std::string>& notes) {
+  auto count = [](size_t n, const char* one, const char* many) {
+    return std::to_string(n) + (n == 1 ? one : many);
+  };
+  for (const auto& [log, n] : unweighed.dropped)
+    notes.push_back(
+        count(n, " workload runs its", " workloads run their") + " fallback config: " + log +
+        " timed no record of today's untuned config beside " + (n == 1 ? "its" : "their") +
+        " tuned ones (the log predates it; logs/README.md says how to re-tune)");
+  // A database tuned before a kiln upgrade that changed a fallback, or whose
+  // step was cut short: its picks were never shown to beat today's untuned
+  // configs, which may now run faster.
+  for (const auto& [db, n] : unweighed.kept)
+    notes.push_back(count(n, " workload takes its", " workloads take their") + " config from " +
+                    db + " without a record of today's untuned config from the same step (" +
+                    "kiln's fallback changed since, or the step was cut short): `kiln tune` " +
+                    "with this database re-times " + (n == 1 ? "it" : "them") +
+                    " against the untuned config");
 }
 
 }  // namespace
@@ -615,16 +645,9 @@ std::map<std::string, ConfigChoice> configs_for_build(
   if (!sources.empty()) {
     Isa isa = target.isa();
     chosen = choose_configs(workloads, sources, o.borrow, &isa);
-    std::map<std::string, size_t> stale;
-    keep_untuned_unless_clearly_faster(implementations, sources, isa, chosen, stale);
-    for (const auto& [log, nodes] : stale)
-      if (notes)
-        notes->push_back(
-            std::to_string(nodes) + (nodes == 1 ? " workload runs its" : " workloads run their") +
-            " fallback config: " + log + " timed no record of today's untuned config beside " +
-            (nodes == 1 ? "its" : "their") +
-            " tuned ones (the log predates it; logs/README.md says how to "
-            "re-tune)");
+    UnweighedPicks unweighed;
+    keep_untuned_unless_clearly_faster(implementations, sources, isa, chosen, unweighed);
+    if (notes) add_unweighed_notes(unweighed, *notes);
   }
   if (o.require_tuned)
     require_own_records(o, implementations, chosen);

@@ -799,7 +799,8 @@ TEST(ConfigsForBuild, InGraphTiesKeepTheUntunedConfig) {
 // step timed it, or one made against an older fallback), the node runs its
 // fallback, unconfigured, and the build says why in one note per log. A
 // log's record that is today's untuned config stands; the user's database
-// keeps its records either way (its step may have been cut short).
+// keeps its records either way (its step may have been cut short), with a
+// note that says how to re-time them.
 TEST(ConfigsForBuild, ShippedInGraphRecordsNeedTodaysUntunedConfig) {
   using nlohmann::json;
   const codegen::Target host = codegen::Target::host();
@@ -875,6 +876,18 @@ TEST(ConfigsForBuild, ShippedInGraphRecordsNeedTodaysUntunedConfig) {
   EXPECT_EQ(chosen.size(), 4u);
   EXPECT_EQ(json::parse(chosen.at(a.key()).config_json), json::parse(a_tuned.to_json()));
   EXPECT_EQ(json::parse(chosen.at(b.key()).config_json), json::parse(b_tuned.to_json()));
+  // One note names the two picks that no step weighed against today's
+  // untuned config, and says how to re-time them.
+  // (Another note says the database holds no isolated records.)
+  auto re_time = std::find_if(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.find("without a record of today's untuned config") != std::string::npos;
+  });
+  ASSERT_NE(re_time, notes.end());
+  EXPECT_EQ(
+      re_time->rfind("2 workloads take their config from " + own.tuning_log + " (in-graph)", 0), 0u)
+      << *re_time;
+  EXPECT_NE(re_time->find("`kiln tune` with this database re-times them"), std::string::npos)
+      << *re_time;
   for (const std::string& n : notes) EXPECT_EQ(n.find("fallback config"), std::string::npos) << n;
   std::filesystem::remove_all(dir);
 }
