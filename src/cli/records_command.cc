@@ -24,7 +24,9 @@ const char* kRecordsUsage =
     "           -o - writes to stdout; --workload keeps one workload's records; --best keeps\n"
     "           per workload and target the record a build would pick (and the fastest; for\n"
     "           in-graph records also the untuned config's, which a build weighs them against),\n"
-    "           as kiln's shipped logs/ are made\n"
+    "           as kiln's shipped logs/ are made; a note counts the in-graph picks whose\n"
+    "           step timed no record of today's untuned config (a build on the log runs\n"
+    "           their fallback)\n"
     "  import   add the records of IN.jsonl to DB (created if absent), skipping records\n"
     "           DB holds already; a bad line imports nothing\n"
     "  sync     copy every record of FROM into TO (created if absent), skipping records TO\n"
@@ -39,8 +41,20 @@ struct UsageError : std::invalid_argument {
 // written whole or not at all.
 size_t export_best(const tuner::RecordDB& db, const std::string& workload, const std::string& out) {
   std::string text;
-  size_t n = 0;
-  for (const tuner::Record& r : tuner::best_records(db)) {
+  size_t n = 0, unweighed = 0;
+  const std::vector<tuner::Record> records =
+      tuner::best_records(db, workload.empty() ? &unweighed : nullptr);
+  // A log made from them would leave these nodes on their fallback: say so
+  // before it ships (logs/README.md, "A log's in-graph records need today's
+  // untuned config").
+  if (unweighed > 0)
+    std::fprintf(stderr,
+                 "kiln records: note: %zu in-graph pick%s no record of today's untuned config "
+                 "from the same step; a build on the exported log runs %s fallback instead "
+                 "(`kiln tune` with %s times it)\n",
+                 unweighed, unweighed == 1 ? " has" : "s have", unweighed == 1 ? "its" : "their",
+                 db.path().c_str());
+  for (const tuner::Record& r : records) {
     if (!workload.empty() && r.workload_key != workload) continue;
     text += tuner::record_to_json_line(r) + "\n";
     ++n;

@@ -367,10 +367,18 @@ bool same_step(const Record& a, const Record& b) {
   return std::abs(a.timestamp_unix - b.timestamp_unix) <= kSameStepS;
 }
 
+bool in_graph_target(const std::string& target) {
+  try {
+    return TargetKey::parse(target).measured == TargetKey::kInGraph;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 // An in-graph target's record of the workload's untuned config from the
-// step that measured `best`, or null: a build on the exported records then
-// weighs `best` against it as it would on the database
-// (keep_untuned_unless_clearly_faster).
+// step that measured `best` (`best` itself where it is that config), or null:
+// a build on the exported records then weighs `best` against it as it would
+// on the database (keep_untuned_unless_clearly_faster).
 const Record* untuned_in_graph_record(const std::string& target, const std::string& key,
                                       const std::vector<Record>& records, const Record& best) {
   try {
@@ -395,8 +403,9 @@ const Record* untuned_in_graph_record(const std::string& target, const std::stri
 
 }  // namespace
 
-std::vector<Record> best_records(const RecordDB& db) {
+std::vector<Record> best_records(const RecordDB& db, size_t* unweighed) {
   std::vector<Record> out;
+  if (unweighed) *unweighed = 0;
   for (const std::string& target : db.targets())
     for (const std::string& key : db.workloads(target)) {
       std::vector<Record> records = db.records(key, target);
@@ -412,6 +421,7 @@ std::vector<Record> best_records(const RecordDB& db) {
       const Record* untuned = untuned_in_graph_record(target, key, records, *best);
       if (untuned && !(*untuned == *best) && !(fastest && *untuned == *fastest))
         out.push_back(*untuned);
+      if (unweighed && !untuned && in_graph_target(target)) ++*unweighed;
     }
   return out;
 }

@@ -178,6 +178,9 @@ TunedSummary summarize_choices(const std::vector<std::string>& workloads,
 // pick_best record and, when it differs, the fastest one; for an in-graph
 // target also the untuned config's record of the same step, so that a build
 // on the shipped records keeps the untuned config where the database's would.
-std::vector<Record> best_records(const RecordDB& db);
+// `unweighed` (if given) counts the in-graph picks whose step timed no record
+// of today's untuned config: a build on the exported log runs their fallback
+// instead (configs_for_build's rule for shipped logs).
+std::vector<Record> best_records(const RecordDB& db, size_t* unweighed = nullptr);
 
 }  // namespace kiln::tuner

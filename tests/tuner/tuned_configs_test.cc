@@ -943,6 +943,53 @@ TEST(BestRecords, CarryTheUntunedInGraphRecordForTheMargin) {
   std::filesystem::remove_all(dir);
 }
 
+// An export counts the in-graph picks that no step weighed against today's
+// untuned config (kiln records export --best says so): a build on the log
+// would run their fallback. A pick with the untuned config timed in its step,
+// a pick that is the untuned config, and an isolated record are not counted;
+// a pick alone and one whose untuned record is from another step are.
+TEST(BestRecords, CountThePicksNoStepWeighedAgainstTheUntunedConfig) {
+  const codegen::Target host = codegen::Target::host();
+  auto dir = std::filesystem::temp_directory_path() /
+             ("kiln_best_unweighed_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const int threads = kiln_get_num_threads();
+  const std::string ig = TargetKey::for_target(host, threads).in_graph().key();
+  std::mt19937_64 rng(5);
+  auto fallback = [&](const ops::Workload& w) {
+    return ops::get_template(w.template_name).fallback(w, host.isa());
+  };
+  auto tuned = [&](const ops::Workload& w) {
+    schedule::Config c = same_layout(w, rng);
+    while (c == fallback(w)) c = same_layout(w, rng);
+    return c;
+  };
+  auto at = [&](const ops::Workload& w, const schedule::Config& c, double ms, int64_t t) {
+    Record r = in_graph_record(w.key(), ig, c.to_json(), std::vector<double>(6, ms));
+    r.timestamp_unix = t;
+    return r;
+  };
+  const int64_t t0 = 1796000000, later = t0 + 3600;
+  // weighed: tuned beside its untuned config; untuned: the untuned config
+  // alone; alone: tuned alone; apart: tuned, its untuned config an hour later.
+  ops::Workload weighed = conv(12, 12), untuned = conv(14, 14), alone = conv(10, 10),
+                apart = conv(16, 16), isolated = conv(18, 18);
+  size_t unweighed = 99;
+  {
+    RecordDB db = RecordDB::open((dir / "t.db").string());
+    db.add(at(weighed, tuned(weighed), 0.5, t0));
+    db.add(at(weighed, fallback(weighed), 0.9, t0));
+    db.add(at(untuned, fallback(untuned), 0.5, t0));
+    db.add(at(alone, tuned(alone), 0.5, t0));
+    db.add(at(apart, tuned(apart), 0.5, t0));
+    db.add(at(apart, fallback(apart), 0.9, later));
+    db.add(record(isolated, tuned(isolated), 0.5, threads));
+    best_records(db, &unweighed);
+  }
+  EXPECT_EQ(unweighed, 2u);
+  std::filesystem::remove_all(dir);
+}
+
 // The untuned config an export carries is the fallback of the ISA the record
 // was measured for, whatever the host: a key whose -mcpu implies no features
 // (LLVM 16 names Zen 5 "generic") gets its ISA from the key's feature list.
