@@ -406,7 +406,8 @@ const Record* untuned_in_graph_record(const std::string& target, const std::stri
 std::vector<Record> best_records(const RecordDB& db, size_t* unweighed) {
   std::vector<Record> out;
   if (unweighed) *unweighed = 0;
-  for (const std::string& target : db.targets())
+  for (const std::string& target : db.targets()) {
+    const bool in_graph = in_graph_target(target);
     for (const std::string& key : db.workloads(target)) {
       std::vector<Record> records = db.records(key, target);
       std::optional<Record> best = pick_best(key, records);
@@ -421,8 +422,9 @@ std::vector<Record> best_records(const RecordDB& db, size_t* unweighed) {
       const Record* untuned = untuned_in_graph_record(target, key, records, *best);
       if (untuned && !(*untuned == *best) && !(fastest && *untuned == *fastest))
         out.push_back(*untuned);
-      if (unweighed && !untuned && in_graph_target(target)) ++*unweighed;
+      if (unweighed && !untuned && in_graph) ++*unweighed;
     }
+  }
   return out;
 }
 
