@@ -8,7 +8,7 @@ PACKAGES=(
   llvm-16-dev libzstd-dev zlib1g-dev libffi-dev libedit-dev libxml2-dev
   # ld.lld links packages cross-compiled for Arm (aarch64, armv7)
   lld
-  libtbb-dev libgtest-dev libgmock-dev
+  libgtest-dev libgmock-dev
   nlohmann-json3-dev libsqlite3-dev libarchive-dev
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers clang-format
   # scripts/test.sh --sanitize and scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes
@@ -77,8 +77,8 @@ install_arm() {
     echo "install-deps: warning: could not install ${missing[*]}; the $arch qemu test will be skipped"
   fi
 }
-install_arm arm64 g++-aarch64-linux-gnu qemu-user-static libtbb-dev:arm64 libarchive-dev:arm64
-install_arm armhf g++-arm-linux-gnueabihf qemu-user-static libtbb-dev:armhf libarchive13:armhf
+install_arm arm64 g++-aarch64-linux-gnu qemu-user-static libarchive-dev:arm64
+install_arm armhf g++-arm-linux-gnueabihf qemu-user-static libarchive13:armhf
 
 # ONNX Runtime (onnxruntime-node, bench/models/package.json) for the peer
 # benchmarks and the tests that check kiln's quantized models against ORT on

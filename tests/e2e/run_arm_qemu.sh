@@ -35,7 +35,6 @@ PYTHON=/usr/bin/python3
 missing=()
 command -v $GNU-g++ >/dev/null || missing+=(g++-$GNU)
 command -v $QEMU >/dev/null || missing+=(qemu-user-static)
-[ -e /usr/lib/$GNU/libtbb.so ] || missing+=(libtbb-dev:$DEB_ARCH)
 [ -e /usr/lib/$GNU/$ARCHIVE_LIB ] || missing+=(libarchive:$DEB_ARCH)
 command -v ld.lld >/dev/null || command -v ld.lld-16 >/dev/null || missing+=(lld)
 "$PYTHON" -c "import torch, torchvision, onnx, numpy" 2>/dev/null || missing+=(python3-torch)

@@ -21,7 +21,6 @@ PYTHON=/usr/bin/python3
 missing=()
 command -v aarch64-linux-gnu-g++ >/dev/null || missing+=(g++-aarch64-linux-gnu)
 command -v qemu-aarch64-static >/dev/null || missing+=(qemu-user-static)
-[ -e /usr/lib/aarch64-linux-gnu/libtbb.so ] || missing+=(libtbb-dev:arm64)
 [ -e /usr/lib/aarch64-linux-gnu/libarchive.so ] || missing+=(libarchive-dev:arm64)
 command -v ld.lld >/dev/null || command -v ld.lld-16 >/dev/null || missing+=(lld)
 "$PYTHON" -c "import torch, onnx, numpy" 2>/dev/null || missing+=(python3-torch)

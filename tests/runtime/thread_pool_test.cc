@@ -1,6 +1,11 @@
 // The parallel launcher: every iteration runs exactly once, the thread count
-// set through the API is honoured, and errors from a block propagate.
+// set through the API is honoured, errors from a block propagate, a block
+// keeps its thread from launch to launch, and nested launches, launches from
+// several threads, launches after the workers slept and launches in a forked
+// child all complete.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -83,6 +88,135 @@ TEST_F(ThreadPool, BlockErrorPropagates) {
   EXPECT_EQ(kiln_parallel_for(10, failing_body, nullptr), 7);
 }
 
+// Block b of every launch runs on the same thread (the caller runs block 0):
+// a kernel split like its producer reads what its own core wrote.
+struct BlockThreads {
+  std::mutex mu;
+  std::vector<std::thread::id> by_block;
+};
+
+int32_t note_block_thread(int64_t begin, int64_t, void* closure) {
+  auto* b = static_cast<BlockThreads*>(closure);
+  std::lock_guard<std::mutex> lock(b->mu);
+  b->by_block[begin] = std::this_thread::get_id();
+  return 0;
+}
+
+TEST_F(ThreadPool, EachBlockKeepsItsThread) {
+  kiln_set_num_threads(3);
+  BlockThreads first;
+  first.by_block.resize(3);
+  ASSERT_EQ(kiln_parallel_for(3, note_block_thread, &first), 0);
+  EXPECT_EQ(first.by_block[0], std::this_thread::get_id());
+  EXPECT_NE(first.by_block[1], first.by_block[2]);
+  for (int launch = 0; launch < 200; ++launch) {
+    BlockThreads again;
+    again.by_block.resize(3);
+    ASSERT_EQ(kiln_parallel_for(3, note_block_thread, &again), 0);
+    ASSERT_EQ(again.by_block, first.by_block) << "launch " << launch;
+  }
+}
+
+// A block that launches again: the inner loop runs on the block's thread.
+struct Nested {
+  std::atomic<int64_t> inner_iterations{0};
+  std::atomic<int> inner_on_other_thread{0};
+};
+
+int32_t inner_body(int64_t begin, int64_t end, void* closure) {
+  static_cast<Nested*>(closure)->inner_iterations += end - begin;
+  return 0;
+}
+
+int32_t outer_body(int64_t begin, int64_t end, void* closure) {
+  auto* n = static_cast<Nested*>(closure);
+  for (int64_t i = begin; i < end; ++i) {
+    std::thread::id me = std::this_thread::get_id();
+    struct Probe {
+      std::thread::id outer;
+      Nested* n;
+    } probe{me, n};
+    kiln_parallel_for(
+        10,
+        [](int64_t b, int64_t e, void* c) -> int32_t {
+          auto* p = static_cast<Probe*>(c);
+          if (std::this_thread::get_id() != p->outer) p->n->inner_on_other_thread++;
+          return inner_body(b, e, p->n);
+        },
+        &probe);
+  }
+  return 0;
+}
+
+TEST_F(ThreadPool, NestedLaunchRunsOnTheBlocksThread) {
+  kiln_set_num_threads(2);
+  Nested n;
+  ASSERT_EQ(kiln_parallel_for(8, outer_body, &n), 0);
+  EXPECT_EQ(n.inner_iterations.load(), 80);
+  EXPECT_EQ(n.inner_on_other_thread.load(), 0);
+}
+
+int32_t sum_body(int64_t begin, int64_t end, void* closure) {
+  auto* sum = static_cast<std::atomic<int64_t>*>(closure);
+  for (int64_t i = begin; i < end; ++i) *sum += i;
+  return 0;
+}
+
+// Programs that run models from several threads: every launch completes with
+// every iteration once, whether it got the workers or ran on its caller.
+TEST_F(ThreadPool, LaunchesFromSeveralThreadsAllComplete) {
+  kiln_set_num_threads(2);
+  constexpr int kCallers = 4, kLaunches = 500;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&wrong, c] {
+      for (int l = 0; l < kLaunches; ++l) {
+        int64_t extent = 1 + (c * 7 + l) % 97;
+        std::atomic<int64_t> sum{0};
+        if (kiln_parallel_for(extent, sum_body, &sum) != 0 ||
+            sum.load() != extent * (extent - 1) / 2)
+          wrong++;
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+// Idle workers sleep after a while; a launch wakes them.
+TEST_F(ThreadPool, LaunchAfterTheWorkersSleptCompletes) {
+  kiln_set_num_threads(4);
+  for (int round = 0; round < 5; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    Record r(4);
+    ASSERT_EQ(kiln_parallel_for(4, record_body, &r), 0);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(r.hits[i].load(), 1);
+    EXPECT_EQ(r.threads.size(), 4u) << "round " << round;
+  }
+}
+
+// The parent's workers do not exist in a forked child: its launches start
+// workers of its own and complete (an alarm ends a child that hangs).
+TEST_F(ThreadPool, ForkedChildLaunchesComplete) {
+  kiln_set_num_threads(2);
+  std::atomic<int64_t> sum{0};
+  ASSERT_EQ(kiln_parallel_for(100, sum_body, &sum), 0);  // the parent's workers exist
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    alarm(20);
+    std::atomic<int64_t> s{0};
+    int32_t rc = kiln_parallel_for(1000, sum_body, &s);
+    _exit(rc == 0 && s.load() == 999 * 1000 / 2 && kiln_get_num_threads() == 2 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child hung or crashed (signal "
+                                 << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ")";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 // On a line; from a page up (the size class: the next power of two) two lines
 // into a page, behind allocate_buffer's header line and the workspace's own
 // (runtime/buffer.h). The whole request is usable.
@@ -91,7 +225,9 @@ TEST_F(ThreadPool, WorkspaceIsAligned) {
     void* p = kiln_workspace_alloc(bytes);
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << bytes << " bytes";
-    if (bytes > 2048) EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 4096, 128u) << bytes << " bytes";
+    if (bytes > 2048) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 4096, 128u) << bytes << " bytes";
+    }
     std::memset(p, 7, static_cast<size_t>(bytes));
     kiln_workspace_free(p);
   }
