@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -530,11 +531,23 @@ void print_line(const std::string& line) {
 // the signal handler and ends the server; the host restarts it.
 constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGALRM};
 char g_fatal_lines[std::size(kFatalSignals)][256];
+// The kernel's threads fault together (an output they may not write): the
+// first to enter the handler writes the line and ends the process; the others
+// wait for it (a bounded wait: should the first fault inside the handler, the
+// process still ends), so that none ends it before the line is written.
+std::atomic<bool> g_fatal_claimed{false};
+std::atomic<bool> g_fatal_written{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
 
 extern "C" void on_fatal_signal(int sig) {
+  if (g_fatal_claimed.exchange(true)) {
+    for (int i = 0; i < 1000 && !g_fatal_written.load(); ++i) usleep(1000);
+    _exit(3);
+  }
   for (size_t i = 0; i < std::size(kFatalSignals); ++i)
     if (kFatalSignals[i] == sig)
       write_all(g_protocol_fd, g_fatal_lines[i], strlen(g_fatal_lines[i]));
+  g_fatal_written.store(true);
   _exit(3);
 }
 
@@ -557,7 +570,9 @@ std::string serve_in_process(const WorkerArgs& a, double timeout_s) {
   struct sigaction sa = {};
   sa.sa_handler = on_fatal_signal;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+  // Not SA_RESETHAND: a second thread's fault must reach the handler too,
+  // not end the process before the first has written the line.
+  sa.sa_flags = SA_NODEFER;
   for (int sig : kFatalSignals) sigaction(sig, &sa, nullptr);
   itimerval timer = {};
   double t = std::max(timeout_s, 1e-3);
