@@ -5,7 +5,7 @@
 // many only microseconds long (DenseNet-121's 7x7 concats: 2 us of work). On
 // TBB, which this launcher used before, a launch cost about 2.6 us beyond its
 // work (bench/runtime's kiln_bench_runtime, 2 threads of a Zen 5), more than
-// such a kernel's work; here it costs about 1.2 us, the round trip of two cache
+// such a kernel's work; here it costs about 1 us, the round trip of two cache
 // lines between the cores. TVM's threading backend and ONNX Runtime's pool are
 // built the same way, for the same reason.
 //
