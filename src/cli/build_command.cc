@@ -38,7 +38,7 @@ const char* kBuildUsage =
     "                  [--output-format tar|so] [--config FILE] [--tuning-log DB "
     "[--require-tuned]]\n"
     "                  [--no-shipped-logs] [--no-borrow] [--layout-dp] [--dump-kernels DIR]\n"
-    "                  [--time-report]\n"
+    "                  [--time-report] [--channel-splits]\n"
     "                  [--precision fp32|int8|bf16 [--calibration DATA] [--calibrate M]\n"
     "                   [--percentile P] [--keep-float NODE...] [--quantize-also OPS]\n"
     "                   [--no-fold-batchnorm] [--reduce-range]]\n"
@@ -61,6 +61,9 @@ const char* kBuildUsage =
     "                     without it each workload's best record, the fallback's blocks first\n"
     "  --dump-kernels DIR write each kernel's LLVM IR (.ll) and assembly (.s) into DIR\n"
     "  --time-report      print the slowest kernels' compile times and estimated sizes\n"
+    "  --channel-splits   every kernel shares its work between threads by channel blocks,\n"
+    "                     as the tuner measures kernels alone (default: by rows where the\n"
+    "                     kernel's producer wrote by rows; for A/B comparisons)\n"
     "  --precision P      fp32 (the default); int8: quantize with kiln quantize's code (needs\n"
     "                     --calibration DATA; --calibrate, --percentile, --keep-float,\n"
     "                     --quantize-also, --no-fold-batchnorm, --reduce-range as there)\n"
@@ -120,7 +123,7 @@ struct BuildArgs {
   std::string model, output, target, input_shapes, format = "tar", config_file, tuning_log;
   std::string dump_kernels;
   bool require_tuned = false, no_shipped_logs = false, no_borrow = false, time_report = false,
-       layout_dp = false;
+       layout_dp = false, channel_splits = false;
   std::string precision = "fp32";
   quantize::QuantizeOptions quantize;  // --precision int8
   bool quantize_flags = false;         // any of parse_quantize_option's flags given
@@ -165,6 +168,8 @@ BuildArgs parse_args(const std::vector<std::string>& args) {
       a.no_borrow = true;
     else if (s == "--layout-dp")
       a.layout_dp = true;
+    else if (s == "--channel-splits")
+      a.channel_splits = true;
     else if (s == "--no-layout-dp")  // the default; accepted for scripts written when it was not
       a.layout_dp = false;
     else if (s == "--precision")
@@ -321,6 +326,7 @@ int run_build(const std::vector<std::string>& args) {
   options.format =
       a.format == "so" ? driver::PackageFormat::kSharedLibrary : driver::PackageFormat::kTar;
   options.dump_kernels_dir = a.dump_kernels;
+  options.row_splits = !a.channel_splits;
   // KILN_DUMP_KERNELS=DIR, or =1 for OUT.kernels/ next to the package.
   if (const char* env = std::getenv("KILN_DUMP_KERNELS");
       options.dump_kernels_dir.empty() && env && *env && std::string(env) != "0")

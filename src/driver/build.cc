@@ -149,11 +149,12 @@ std::vector<WorkloadUse> count_workloads(const std::vector<graph::TemplateUse>& 
 // One kernel per fused group, named kiln_k<i>; generic schedules take the
 // target's vector lanes.
 std::vector<GroupKernel> lower_groups(const Graph& g, const std::vector<graph::FusedGroup>& groups,
+                                      const std::vector<graph::ParallelSplit>& splits,
                                       const codegen::Target& target) {
   const int64_t lanes = target.float_lanes();  // asks LLVM: once, not per group
   std::vector<GroupKernel> kernels;
   for (size_t i = 0; i < groups.size(); ++i)
-    kernels.push_back(lower_group(g, groups[i], "kiln_k" + std::to_string(i), lanes));
+    kernels.push_back(lower_group(g, groups[i], "kiln_k" + std::to_string(i), lanes, splits.at(i)));
   return kernels;
 }
 
@@ -180,6 +181,19 @@ struct ViewAlias {
   std::vector<size_t> offsets;  // concat only
   bool concat = false;
 };
+
+// How each kernel shares its work between the threads: as its producers
+// did (graph/passes/parallel_splits.h), or every kernel by channel blocks
+// (BuildOptions::row_splits off).
+std::vector<graph::ParallelSplit> choose_splits(const Graph& g,
+                                                const std::vector<graph::FusedGroup>& groups,
+                                                const std::vector<ViewAlias>& views,
+                                                const BuildOptions& o) {
+  if (!o.row_splits) return std::vector<graph::ParallelSplit>(groups.size());
+  std::map<std::string, std::vector<std::string>> view_sources;
+  for (const ViewAlias& v : views) view_sources[v.output] = v.inputs;
+  return graph::choose_parallel_splits(g, groups, view_sources);
+}
 
 // The concats whose inputs can be written in place: each input produced by
 // a kernel (not a graph input, weight or output, nor a reshape's or another
@@ -394,7 +408,8 @@ BuiltModule run_build(ModelSource model, const BuildOptions& o) {
   debug_graph("fusion", g, groups);
   std::vector<ViewAlias> views;  // Reshape/Flatten/..., concats: no kernel
   groups = split_views(g, std::move(groups), views);
-  std::vector<GroupKernel> kernels = lower_groups(g, groups, o.target);
+  std::vector<graph::ParallelSplit> splits = choose_splits(g, groups, views, o);
+  std::vector<GroupKernel> kernels = lower_groups(g, groups, splits, o.target);
   TensorTable table = tabulate(g, kernels, views);
   graph::passes::MemoryPlan plan = plan_storage(g, kernels, views, table);
   BuiltModule m = assemble(g, groups, std::move(kernels), table, plan, o.target);

@@ -70,6 +70,11 @@ struct BuildOptions {
   // weights, float32 accumulation); everything else stays float32. The
   // target must pass check_precision (build() checks it first).
   graph::Precision precision = graph::Precision::kFp32;
+  // Kernels share their NCHW[x]c work between the threads by rows where
+  // their producers wrote by rows (graph/passes/parallel_splits.h); false:
+  // every kernel by channel blocks, as the tuner measures a kernel alone
+  // (kiln build --channel-splits).
+  bool row_splits = true;
 };
 
 // Throws std::runtime_error naming the missing feature when `target` cannot

@@ -436,13 +436,16 @@ GroupKernel lower_own_loops_with_epilogue(GroupBuilder& b, const ops::OpTemplate
 }
 
 GroupKernel lower_group_template(const Graph& g, const graph::FusedGroup& group,
-                                 const std::string& func_name, int64_t vector_lanes) {
+                                 const std::string& func_name, int64_t vector_lanes,
+                                 const graph::ParallelSplit& split) {
   const Node& anchor = g.nodes[static_cast<size_t>(group.anchor)];
   const ops::OpTemplate& t = ops::get_template(*anchor.attr<std::string>("template"));
   ops::Workload w = ops::Workload::parse(*anchor.attr<std::string>("workload"));
   schedule::Config cfg =
       schedule::Config::from_json(t.space(w), *anchor.attr<std::string>("config"));
   ops::TemplateInstance inst = t.compute(w, cfg);
+  if (split.rows) inst.facts[ops::kSplitRows] = 1;
+  if (split.input_rows) inst.facts[ops::kInputSplitRows] = 1;
 
   GroupBuilder b{g, group, {}, {}, {}};
   // Template inputs take the graph values' memory as is (same element count,
@@ -508,7 +511,8 @@ GroupKernel lower_group_template(const Graph& g, const graph::FusedGroup& group,
 }  // namespace
 
 GroupKernel lower_group_generic(const Graph& g, const graph::FusedGroup& group,
-                                const std::string& func_name, int64_t vector_lanes) {
+                                const std::string& func_name, int64_t vector_lanes,
+                                const graph::ParallelSplit& split) {
   GroupBuilder b{g, group, {}, {}, {}};
   b.bind_external_inputs();
   for (size_t ni : group.nodes) b.compute_node(g.nodes[ni]);
@@ -520,16 +524,17 @@ GroupKernel lower_group_generic(const Graph& g, const graph::FusedGroup& group,
     b.k.outputs.push_back(group.outputs[i]);
   }
   b.k.flops = estimate_flops(outputs);
-  schedule::Schedule sch = ops::schedule_generic(outputs, vector_lanes);
+  schedule::Schedule sch = ops::schedule_generic(outputs, vector_lanes, split.rows);
   lower_within_budget(b.k, sch, b.arg_tensors, func_name, vector_lanes);
   return b.k;
 }
 
 GroupKernel lower_group(const Graph& g, const graph::FusedGroup& group,
-                        const std::string& func_name, int64_t vector_lanes) {
+                        const std::string& func_name, int64_t vector_lanes,
+                        const graph::ParallelSplit& split) {
   if (group.anchor >= 0 && g.nodes[static_cast<size_t>(group.anchor)].op_type == "kiln.Template")
-    return lower_group_template(g, group, func_name, vector_lanes);
-  return lower_group_generic(g, group, func_name, vector_lanes);
+    return lower_group_template(g, group, func_name, vector_lanes, split);
+  return lower_group_generic(g, group, func_name, vector_lanes, split);
 }
 
 }  // namespace kiln::driver

@@ -8,6 +8,7 @@
 
 #include "graph/graph.h"
 #include "graph/passes/fuse_ops.h"
+#include "graph/passes/parallel_splits.h"
 #include "ir/function.h"
 
 namespace kiln::driver {
@@ -31,14 +32,18 @@ struct GroupKernel {
 // the group's anchor is a kiln.Template node (the anchor computed inside the
 // output's register tile, the epilogue applied there), else generically.
 // vector_lanes: the target's float32 lanes, for the generic schedule.
+// split: how its parallel loop is shared between the threads
+// (graph::choose_parallel_splits); the default is by channel blocks.
 GroupKernel lower_group(const graph::Graph& g, const graph::FusedGroup& group,
-                        const std::string& func_name, int64_t vector_lanes);
+                        const std::string& func_name, int64_t vector_lanes,
+                        const graph::ParallelSplit& split = {});
 
 // Builds the kernel of `group` named `func_name`, scheduled generically
 // (ops::schedule_generic). Throws std::runtime_error naming the node whose
 // compute failed.
 GroupKernel lower_group_generic(const graph::Graph& g, const graph::FusedGroup& group,
-                                const std::string& func_name, int64_t vector_lanes);
+                                const std::string& func_name, int64_t vector_lanes,
+                                const graph::ParallelSplit& split = {});
 
 // Flops of a lowered group estimated from its tensor expression: one per
 // output element of every injective stage, two per reduction step.

@@ -350,16 +350,29 @@ bool fallback_rolled_reduction(const Isa& isa) {
   return isa.vector_registers < kRegistersThatHoldHoistedWeights;
 }
 
+namespace {
+
+// A padding copy of an NCHW[x]c input, at root: (n, channel blocks, rows)
+// in parallel, or (n, rows, channel blocks) when the input was written by
+// rows (kInputSplitRows: each thread then copies the rows its core wrote).
+void schedule_padding_copy(const schedule::Stage& sp, const TemplateInstance& inst) {
+  if (has_fact(inst, kInputSplitRows)) {
+    sp->reorder({sp->axis(2), sp->axis(1)});
+    sp->parallel(sp->fuse({sp->axis(0), sp->axis(2), sp->axis(1)}));
+  } else {
+    sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)}));
+  }
+  sp->vectorize(sp->axis(4));
+}
+
+}  // namespace
+
 void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
                          const Tensor& output, const Config& cfg, const std::string& name,
                          int64_t oc_blocks_per_tile) {
   auto [tile, out] = prepare_anchor(sch, inst.anchor, output, name);
-  for (auto& t : input_tensors(inst.anchor)) {
-    if (t->is_placeholder) continue;
-    auto sp = sch[t];  // the padding stage: at root, rows in parallel
-    sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)}));
-    sp->vectorize(sp->axis(4));
-  }
+  for (auto& t : input_tensors(inst.anchor))
+    if (!t->is_placeholder) schedule_padding_copy(sch[t], inst);
   const auto& anchor_out = out;  // a structured binding: lambdas capture a reference to it
   auto extent = [&](size_t d) { return *ir::as_const_int(anchor_out->axis(d)->dom.extent); };
   ConvRegisterTile rt = conv_register_tile(oc_blocks_per_tile > 0 ? oc_blocks_per_tile : extent(1),
@@ -390,6 +403,12 @@ void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
     out->reorder({out->axis(0), group_outer, oh_outer, group_inner, ow[0], oc_inner, oh_inner,
                   ow[1], out->axis(4)});
     rows = out->fuse({out->axis(0), group_outer, oh_outer, group_inner});
+  } else if (has_fact(inst, kSplitRows)) {
+    // Row tiles outside the channel tiles: each thread writes whole rows of
+    // every channel and reads only its rows of the input (and all weights).
+    out->reorder(
+        {out->axis(0), oh_outer, oc_outer, ow[0], oc_inner, oh_inner, ow[1], out->axis(4)});
+    rows = out->fuse({out->axis(0), oh_outer, oc_outer});
   } else {
     out->reorder(
         {out->axis(0), oc_outer, oh_outer, ow[0], oc_inner, oh_inner, ow[1], out->axis(4)});
@@ -508,12 +527,23 @@ void schedule_lane_window_conv(schedule::Schedule& sch, const TemplateInstance& 
       sch[t]->compute_inline();
       continue;
     }
-    auto sp = sch[t];  // the padded copy: at root, rows in parallel
-    sp->parallel(sp->fuse({sp->axis(0), sp->axis(1), sp->axis(2)}));
-    sp->vectorize(sp->axis(4));
+    schedule_padding_copy(sch[t], inst);
   }
   auto ow = apply_split(out, out->axis(3), cfg.split("tile_ow"));
-  out->parallel(out->fuse({out->axis(0), out->axis(1), out->axis(2)}));
+  if (has_fact(inst, kSplitRows)) {
+    // The rows in two halves outside the channel blocks, each half's rows
+    // inside them: with two threads each writes (and reads) half of the rows
+    // of every channel, and a channel block's window rows stay in L1 from
+    // one output row to the next. With the rows outermost, all the channel
+    // blocks ran between two rows of one block (84 blocks of a 5x5 window's
+    // padded rows at 14x14: 480 KB, beyond L1).
+    const int64_t height = *ir::as_const_int(out->axis(2)->dom.extent);
+    auto [half, row] = out->split(out->axis(2), (height + 1) / 2);
+    out->reorder({half, out->axis(1), row});
+    out->parallel(out->fuse({out->axis(0), half, out->axis(1)}));
+  } else {
+    out->parallel(out->fuse({out->axis(0), out->axis(1), out->axis(2)}));
+  }
   out->vectorize(out->axis(4));
   // A heavy epilogue (SiLU's sigmoid) per column: unrolled over the tile, its
   // constants and temporaries beside the tile's vectors spilled (EfficientNet-

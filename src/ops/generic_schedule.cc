@@ -93,7 +93,16 @@ bool contiguous_along(const Stage& s, const ir::Var& v) {
 // [spatial..., reduce..., lanes] keeps one vector accumulator per lane group
 // and loads whole vectors. The lane groups outside the vector (16 partials
 // with 8 lanes) are unrolled: independent accumulators.
-bool vectorize_reduction(const Stage& s, int64_t vector_lanes, bool parallel) {
+// An NCHW[x]c stage's loops outside its innermost ones with the rows before
+// the channel blocks, (n, h, c_block, ...): the threads' blocks of the fused
+// loop are then rows of every channel (graph/passes/parallel_splits.h).
+void rows_before_channel_blocks(const Stage& s, std::vector<ir::IterVar>& outer, bool rows_first) {
+  if (!rows_first || s->op->axis.size() != 5 || outer.size() < 3) return;
+  s->reorder({outer[2], outer[1]});
+  std::swap(outer[1], outer[2]);
+}
+
+bool vectorize_reduction(const Stage& s, int64_t vector_lanes, bool parallel, bool rows_first) {
   const auto& axis = s->op->axis;
   const ir::IterVar last = axis.back();
   const int64_t extent = extent_of(last);
@@ -119,6 +128,7 @@ bool vectorize_reduction(const Stage& s, int64_t vector_lanes, bool parallel) {
       outer.pop_back();
     }
   }
+  rows_before_channel_blocks(s, outer, rows_first);
   ir::IterVar fused;
   if (!outer.empty()) fused = outer.size() == 1 ? outer[0] : s->fuse(outer);
   auto [lo, li] = s->split(last, vector_lanes);
@@ -152,7 +162,8 @@ int64_t work_of(const Stage& s) {
 
 namespace {
 
-void schedule_loops_impl(const Stage& s, int64_t vector_lanes, bool may_parallel) {
+void schedule_loops_impl(const Stage& s, int64_t vector_lanes, bool may_parallel,
+                         bool rows_first = false) {
   const auto& axis = s->op->axis;
   if (axis.empty()) return;
   bool parallel = may_parallel && spatial_elements(s) >= kMinParallelElements;
@@ -160,10 +171,11 @@ void schedule_loops_impl(const Stage& s, int64_t vector_lanes, bool may_parallel
     // A reduction's loop nest covers its reduce loops too: 512 softmax rows
     // of 128 are 64K iterations, worth two threads although only 512 outputs.
     parallel = may_parallel && work_of(s) >= kMinParallelElements && spatial_elements(s) > 1;
-    if (vectorize_reduction(s, vector_lanes, parallel)) return;
+    if (vectorize_reduction(s, vector_lanes, parallel, rows_first)) return;
     // The innermost spatial loop stays its own loop: indices inside the
     // reduction then need no division by the fused extents.
     std::vector<ir::IterVar> outer(axis.begin(), axis.end() - (axis.size() > 1 ? 1 : 0));
+    rows_before_channel_blocks(s, outer, rows_first);
     fuse_and_parallelize(s, outer, parallel);
     return;
   }
@@ -176,6 +188,7 @@ void schedule_loops_impl(const Stage& s, int64_t vector_lanes, bool may_parallel
   } else {
     outer.push_back(last);
   }
+  rows_before_channel_blocks(s, outer, rows_first);
   fuse_leading_and_parallelize(s, outer, parallel);
 }
 
@@ -352,11 +365,12 @@ void schedule_pixel_rows(const Stage& out, const std::vector<Stage>& stats,
 
 }  // namespace
 
-void schedule_loops(const Stage& s, int64_t vector_lanes) {
-  schedule_loops_impl(s, vector_lanes, true);
+void schedule_loops(const Stage& s, int64_t vector_lanes, bool rows_first) {
+  schedule_loops_impl(s, vector_lanes, true, rows_first);
 }
 
-schedule::Schedule schedule_generic(const std::vector<ir::Tensor>& outputs, int64_t vector_lanes) {
+schedule::Schedule schedule_generic(const std::vector<ir::Tensor>& outputs, int64_t vector_lanes,
+                                    bool rows_first) {
   schedule::Schedule sch = schedule::create_schedule(outputs);
   std::vector<Stage> outs, reductions, injective;
   for (const Stage& s : sch.stages()) {
@@ -412,7 +426,7 @@ schedule::Schedule schedule_generic(const std::vector<ir::Tensor>& outputs, int6
       s->compute_inline();
       continue;
     }
-    schedule_loops(s, vector_lanes);
+    schedule_loops(s, vector_lanes, rows_first);
   }
   return sch;
 }

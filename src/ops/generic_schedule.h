@@ -23,7 +23,11 @@ namespace kiln::ops {
 // outside the normalized ones, the statistics computed inside it per pixel.
 // vector_lanes: float32 lanes of the target's vector registers
 // (codegen::Target::float_lanes(): 16 with AVX-512, 8 with AVX2, 4 with NEON).
-schedule::Schedule schedule_generic(const std::vector<ir::Tensor>& outputs, int64_t vector_lanes);
+// rows_first: NCHW[x]c stages share their rows between the threads, not their
+// channel blocks (graph/passes/parallel_splits.h); row and pixel kernels keep
+// their own parallel loops.
+schedule::Schedule schedule_generic(const std::vector<ir::Tensor>& outputs, int64_t vector_lanes,
+                                    bool rows_first = false);
 
 // Injective stage: the innermost axis split by the vector width and
 // vectorized, the loops outside it fused into one, parallel when the stage is
@@ -33,7 +37,7 @@ schedule::Schedule schedule_generic(const std::vector<ir::Tensor>& outputs, int6
 // and contiguous in every input, that axis runs as vectors inside the
 // reduction loops (vector accumulators: a row's partial sums, a channel
 // block), else the reduction runs serially inside.
-void schedule_loops(const schedule::Stage& stage, int64_t vector_lanes);
+void schedule_loops(const schedule::Stage& stage, int64_t vector_lanes, bool rows_first = false);
 
 // Elements below which a stage runs on one thread.
 inline constexpr int64_t kMinParallelElements = 16384;

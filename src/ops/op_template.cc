@@ -174,6 +174,11 @@ ir::Stmt OpTemplate::build_loops(const Workload& w, const schedule::Config&,
   throw std::logic_error(w.key() + ": " + name() + " is lowered through its schedule");
 }
 
+bool has_fact(const TemplateInstance& inst, const char* fact) {
+  auto it = inst.facts.find(fact);
+  return it != inst.facts.end() && it->second != 0;
+}
+
 ir::LoweredFunc lower_template_kernel(const OpTemplate& t, const Workload& w,
                                       const schedule::Config& cfg,
                                       const schedule::LowerOptions& options) {

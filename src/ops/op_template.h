@@ -42,6 +42,15 @@ struct TemplateInstance {
   std::map<std::string, int64_t> facts = {};
 };
 
+// Facts the build adds from the graph (graph/passes/parallel_splits.h), read
+// by the NCHW[x]c convolutions' schedules: 1 when the kernel's parallel loop
+// is to run its rows before its channel blocks (kSplitRows), and when its
+// data input was written that way (kInputSplitRows: a padding copy follows
+// it). Absent, as in the tuner's measurements of a kernel alone: channels.
+inline constexpr const char* kSplitRows = "split_rows";
+inline constexpr const char* kInputSplitRows = "input_split_rows";
+bool has_fact(const TemplateInstance& inst, const char* fact);
+
 class OpTemplate {
  public:
   virtual ~OpTemplate() = default;

@@ -588,6 +588,22 @@ TEST_F(KilnBuildAndRun, ConfigsFromFileAreApplied) {
   expect_files({"m.onnx", "m.tar"});
 }
 
+// --channel-splits (every kernel shares its work by channel blocks: the
+// A/B baseline of the build's parallel splits) computes the same output.
+TEST_F(KilnBuildAndRun, ChannelSplitsComputeTheSameOutput) {
+  graph::Initializer x = write_input();
+  graph::Initializer want = reference(x, 0.25f);
+  write_model("m.onnx", small_model(0.25f, "1"));
+  std::string pkg = work_.file("m.tar");
+  for (const char* flag : {"", " --channel-splits"}) {
+    SCOPED_TRACE(flag);
+    CommandResult r = kiln("build " + quote(work_.file("m.onnx")) + " -o " + quote(pkg) + flag);
+    ASSERT_EQ(r.status, 0) << r.err;
+    run_and_compare(pkg, want);
+  }
+  expect_files({"m.onnx", "m.tar"});
+}
+
 // A second build over an existing package replaces it; a failed one leaves
 // it as it was.
 TEST_F(KilnBuildAndRun, ReplacesOnSuccessKeepsOnFailure) {

@@ -452,12 +452,21 @@ struct Built {
   ir::Tensor anchor;
 };
 
-Built build(const OpTemplate& t, const Workload& w, const Config& cfg, bool residual) {
+// facts: added to the instance before it is scheduled (TemplateInstance::
+// facts: the build's parallel splits).
+Built build(const OpTemplate& t, const Workload& w, const Config& cfg, bool residual,
+            const std::map<std::string, int64_t>& facts = {}) {
   Built b;
-  ops::Kernel k = ops::make_kernel(t, w, cfg);
-  b.plain = schedule::lower(k.sch, k.args, "plain");
+  ops::TemplateInstance plain = t.compute(w, cfg);
+  plain.facts.insert(facts.begin(), facts.end());
+  schedule::Schedule plain_sch = schedule::create_schedule({plain.anchor});
+  t.schedule(plain_sch, plain, plain.anchor, cfg);
+  std::vector<ir::Tensor> plain_args = plain.inputs;
+  plain_args.push_back(plain.anchor);
+  b.plain = schedule::lower(plain_sch, plain_args, "plain");
 
   ops::TemplateInstance inst = t.compute(w, cfg);
+  inst.facts.insert(facts.begin(), facts.end());
   Epilogue e = make_epilogue(inst.anchor, residual);
   schedule::Schedule sch = schedule::create_schedule({e.output});
   t.schedule(sch, inst, e.output, cfg);
@@ -471,8 +480,11 @@ Built build(const OpTemplate& t, const Workload& w, const Config& cfg, bool resi
 
 // Runs the template alone and with the epilogue, both against the reference,
 // and checks the fused kernel's IR.
-void check_config(const OpTemplate& t, const Workload& w, const Config& cfg, std::mt19937_64& rng) {
-  SCOPED_TRACE(w.key() + " config " + cfg.to_json());
+void check_config(const OpTemplate& t, const Workload& w, const Config& cfg, std::mt19937_64& rng,
+                  const std::map<std::string, int64_t>& facts = {}) {
+  std::string fact_names;
+  for (const auto& [name, value] : facts) fact_names += " " + name + "=" + std::to_string(value);
+  SCOPED_TRACE(w.key() + " config " + cfg.to_json() + fact_names);
   auto t0 = std::chrono::steady_clock::now();
   struct Timer {
     std::string what;
@@ -486,7 +498,7 @@ void check_config(const OpTemplate& t, const Workload& w, const Config& cfg, std
     }
   } timer{w.key() + " " + cfg.to_json(), t0};
   bool residual = t.output_shape(w, cfg).size() == 5;
-  Built b = build(t, w, cfg, residual);
+  Built b = build(t, w, cfg, residual, facts);
   auto mod = codegen::jit_compile({b.plain, b.fused}, host_target());
 
   Inputs in = make_inputs(t, w, cfg, rng);
@@ -1238,6 +1250,29 @@ TEST(Templates, DepthwiseWindowOrderAndPaddedCopyMatchTheReference) {
           if (f.has_knob("pad_copy")) c = with_knob(space, c, "pad_copy", pad_copy);
           check_config(t, w, c, rng);
         }
+    }
+  }
+}
+
+// The build's parallel splits (graph/passes/parallel_splits.h): a
+// convolution's output tiles and padding copy with their rows outside their
+// channel blocks compute what the channel-first order does, on shapes whose
+// rows the row tiles do not divide and configs of every kind (grouped output
+// tiles, reduction chunks, pixel tiles, padded copies).
+TEST(Templates, RowSplitsMatchTheReference) {
+  std::mt19937_64 rng(43);
+  const std::vector<std::map<std::string, int64_t>> splits = {
+      {{ops::kSplitRows, 1}, {ops::kInputSplitRows, 1}},
+      {{ops::kSplitRows, 0}, {ops::kInputSplitRows, 1}},
+      {{ops::kSplitRows, 1}, {ops::kInputSplitRows, 0}}};
+  for (const char* name :
+       {"conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86", "group_conv2d_lanes_NCHWc.x86"}) {
+    const OpTemplate& t = ops::get_template(name);
+    for (const Workload& w : workloads_of(name)) {
+      std::vector<Config> configs = {t.fallback(w, host_isa())};
+      for (int i = 0; i < configs_per_shape(2); ++i) configs.push_back(t.space(w).random(rng));
+      for (const Config& cfg : configs)
+        for (const auto& facts : splits) check_config(t, w, cfg, rng, facts);
     }
   }
 }
