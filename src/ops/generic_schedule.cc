@@ -87,12 +87,6 @@ bool contiguous_along(const Stage& s, const ir::Var& v) {
   return true;
 }
 
-// A reduction whose innermost spatial axis is a multiple of the lanes and
-// contiguous in its inputs (a row reduction's partials, pooling over a
-// channel block) runs that axis as vectors inside its reduction loops:
-// [spatial..., reduce..., lanes] keeps one vector accumulator per lane group
-// and loads whole vectors. The lane groups outside the vector (16 partials
-// with 8 lanes) are unrolled: independent accumulators.
 // An NCHW[x]c stage's loops outside its innermost ones with the rows before
 // the channel blocks, (n, h, c_block, ...): the threads' blocks of the fused
 // loop are then rows of every channel (graph/passes/parallel_splits.h).
@@ -102,6 +96,12 @@ void rows_before_channel_blocks(const Stage& s, std::vector<ir::IterVar>& outer,
   std::swap(outer[1], outer[2]);
 }
 
+// A reduction whose innermost spatial axis is a multiple of the lanes and
+// contiguous in its inputs (a row reduction's partials, pooling over a
+// channel block) runs that axis as vectors inside its reduction loops:
+// [spatial..., reduce..., lanes] keeps one vector accumulator per lane group
+// and loads whole vectors. The lane groups outside the vector (16 partials
+// with 8 lanes) are unrolled: independent accumulators.
 bool vectorize_reduction(const Stage& s, int64_t vector_lanes, bool parallel, bool rows_first) {
   const auto& axis = s->op->axis;
   const ir::IterVar last = axis.back();
