@@ -211,15 +211,30 @@ Target Target::parse(const std::string& s) {
 }
 
 Target Target::host() {
-  Target t;
-  t.triple = llvm::sys::getProcessTriple();
-  t.cpu = llvm::sys::getHostCPUName().str();
   llvm::StringMap<bool> feats;
-  if (llvm::sys::getHostCPUFeatures(feats)) {
-    for (const auto& kv : feats)
-      if (kv.second) t.features.push_back("+" + kv.first().str());
+  std::map<std::string, bool> present;
+  if (llvm::sys::getHostCPUFeatures(feats))
+    for (const auto& kv : feats) present[kv.first().str()] = kv.second;
+  return from_host_features(llvm::sys::getProcessTriple(), llvm::sys::getHostCPUName().str(),
+                            present);
+}
+
+Target Target::from_host_features(const std::string& triple, const std::string& cpu,
+                                  const std::map<std::string, bool>& present) {
+  Target named;  // what the CPU name alone implies
+  named.triple = triple;
+  named.cpu = cpu;
+  Target t = named;
+  std::vector<std::string> hidden;
+  for (const auto& [name, on] : present) {
+    if (on)
+      t.features.push_back("+" + name);
+    else if (named.has_feature(name))
+      hidden.push_back("-" + name);
   }
   std::sort(t.features.begin(), t.features.end());
+  std::sort(hidden.begin(), hidden.end());
+  t.features.insert(t.features.end(), hidden.begin(), hidden.end());
   return t;
 }
 

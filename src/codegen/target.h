@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -27,8 +28,16 @@ struct Target {
   static Target parse(const std::string& s);
   // The machine this process runs on. Features come from the host's CPUID
   // (llvm::sys::getHostCPUFeatures), not from the CPU name, which a VM may
-  // misreport; only enabled features are kept, sorted.
+  // misreport: see from_host_features.
   static Target host();
+  // The target of a host LLVM names `cpu` with these CPUID features (name ->
+  // present): every present feature as "+name", and "-name" for each absent
+  // one the CPU name implies. A VM can hide what its CPU model has (AMX on a
+  // Sapphire Rapids guest whose hypervisor does not pass the tile state on);
+  // without the "-", the name would put it back into the code and into the
+  // package's required features. Sorted: "+" names, then "-" names.
+  static Target from_host_features(const std::string& triple, const std::string& cpu,
+                                   const std::map<std::string, bool>& present);
 
   // "llvm -mtriple=... -mcpu=... -mattr=+a,+b [-fast-math]"; parse(str()) == *this.
   std::string str() const;

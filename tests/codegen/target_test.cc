@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 
 #include "runtime/cpu_features.h"
@@ -45,9 +46,45 @@ TEST(Target, HostFeaturesComeFromCpuid) {
   Target h = Target::host();
   EXPECT_FALSE(h.triple.empty());
   EXPECT_FALSE(h.features.empty());
-  for (const std::string& f : h.features) EXPECT_EQ(f[0], '+') << f;  // only enabled ones
+  // Enabled ones, and off only what the CPU name would otherwise imply.
+  Target named;
+  named.triple = h.triple;
+  named.cpu = h.cpu;
+  for (const std::string& f : h.features)
+    if (f[0] == '-') EXPECT_TRUE(named.has_feature(f.substr(1))) << f;
+  EXPECT_EQ(h.features.front()[0], '+');
   EXPECT_EQ(Target::parse("llvm"), h);
   EXPECT_TRUE(h.has_feature("sse2"));
+}
+
+// A Sapphire Rapids guest whose hypervisor hides AMX (seen on a KVM VM,
+// family 6 model 207): LLVM names the CPU sapphirerapids, which implies AMX,
+// and CPUID says there is none. The host target must not require it.
+TEST(Target, HostFeaturesAVmHidesAreSwitchedOff) {
+  const std::string triple = "x86_64-pc-linux-gnu";
+  std::map<std::string, bool> present = {
+      {"avx2", true},      {"avx512f", true},   {"avx512vnni", true}, {"amx-tile", false},
+      {"amx-int8", false}, {"amx-bf16", false}, {"sse4a", false}};
+  Target vm = Target::from_host_features(triple, "sapphirerapids", present);
+  EXPECT_EQ(vm.features, (std::vector<std::string>{"+avx2", "+avx512f", "+avx512vnni", "-amx-bf16",
+                                                   "-amx-int8", "-amx-tile"}));
+  // sse4a is AMD's: sapphirerapids never implied it, so it needs no "-".
+  EXPECT_FALSE(vm.has_feature("amx-tile"));
+  EXPECT_FALSE(vm.isa().amx_int8);
+  EXPECT_FALSE(vm.isa().amx_bf16);
+  EXPECT_TRUE(vm.isa().int8_dot_instruction);
+  EXPECT_EQ(vm.isa().isa_class, "x86_64-avx512");
+  std::vector<std::string> req = vm.required_features();
+  for (const char* amx : {"amx-tile", "amx-int8", "amx-bf16"})
+    EXPECT_EQ(std::find(req.begin(), req.end(), amx), req.end()) << amx;
+  EXPECT_NE(std::find(req.begin(), req.end(), "avx512bf16"), req.end());  // still implied
+  EXPECT_EQ(Target::parse(vm.str()), vm);
+
+  // The bare metal: AMX present, nothing switched off.
+  for (const char* amx : {"amx-tile", "amx-int8", "amx-bf16"}) present[amx] = true;
+  Target metal = Target::from_host_features(triple, "sapphirerapids", present);
+  EXPECT_TRUE(metal.isa().amx_int8);
+  for (const std::string& f : metal.features) EXPECT_EQ(f[0], '+') << f;
 }
 
 TEST(Target, RejectsGarbage) {
