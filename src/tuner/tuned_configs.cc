@@ -464,7 +464,11 @@ void require_own_records(const BuildRecordOptions& o,
 // (bench/models/results/bf16-2026-11-24-zen4.md): ResNet-18 fp32 built on
 // the shipped log's direct records ran 1.58x slower than untuned Winograd.
 // The records are dropped for such nodes; the build reports them untuned.
-// A record in the user's database always counts (kiln tune measured it here).
+// A record in the user's database always counts (kiln tune measured it here),
+// and so does the untuned default that an in-graph step weighed against the
+// other implementation's records and kept (ConfigChoice::kept_untuned, from
+// keep_untuned_unless_clearly_faster): the node runs that config either way,
+// and the build counts it as kept rather than as missing a record.
 void keep_untuned_alternatives(const std::vector<std::vector<std::string>>& implementations,
                                std::map<std::string, ConfigChoice>& chosen) {
   for (const std::vector<std::string>& keys : implementations) {
@@ -475,7 +479,7 @@ void keep_untuned_alternatives(const std::vector<std::vector<std::string>>& impl
       auto it = chosen.find(w);
       if (it == chosen.end()) continue;
       ++with_choice;
-      own |= it->second.origin == ConfigChoice::Origin::kDatabase;
+      own |= it->second.origin == ConfigChoice::Origin::kDatabase || it->second.kept_untuned;
     }
     if (own || with_choice == keys.size()) continue;
     for (const std::string& w : keys) chosen.erase(w);

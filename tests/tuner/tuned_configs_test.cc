@@ -892,6 +892,53 @@ TEST(ConfigsForBuild, ShippedInGraphRecordsNeedTodaysUntunedConfig) {
   std::filesystem::remove_all(dir);
 }
 
+// A shipped log's in-graph records of both implementations of a node, from
+// one step, where the direct config only ties Winograd's untuned one: the node
+// keeps Winograd's untuned config and the build counts it as kept (configured),
+// not as a node without records (ResNet-18's 256-channel 3x3 convolutions on
+// the AVX-512 log of 2026-12-01 were reported among the fallback configs).
+TEST(ConfigsForBuild, ShippedInGraphTieOfTwoImplementationsCountsAsKept) {
+  using nlohmann::json;
+  const codegen::Target host = codegen::Target::host();
+  if (isa_class(host).empty()) GTEST_SKIP() << "no shipped log for this ISA class";
+  auto dir =
+      std::filesystem::temp_directory_path() / ("kiln_shipped_tie_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const TargetKey key = TargetKey::for_target(host, kiln_get_num_threads());
+  const std::string ig = key.in_graph().key();
+  std::mt19937_64 rng(59);
+  ops::Workload direct = conv(10, 10), winograd = direct;
+  winograd.template_name = "conv2d_winograd_NCHWc.x86";
+  const schedule::Config winograd_untuned =
+      ops::get_template(winograd.template_name).fallback(winograd, host.isa());
+  const schedule::Config direct_tuned = same_layout(direct, rng);
+  {
+    std::ofstream out(dir / (isa_class(host) + ".jsonl"));
+    for (const Record& r :
+         {in_graph_record(winograd.key(), ig, winograd_untuned.to_json(),
+                          std::vector<double>(6, 0.5)),
+          in_graph_record(direct.key(), ig, direct_tuned.to_json(), std::vector<double>(6, 0.495))})
+      out << record_to_json_line(r) << "\n";
+  }
+  ::setenv("KILN_LOGS_DIR", dir.c_str(), 1);
+  BuildRecordOptions o;
+  o.borrow = false;
+  std::vector<std::string> notes;
+  const std::vector<std::vector<std::string>> nodes = {{winograd.key(), direct.key()}};
+  auto chosen = configs_for_build(o, host, nodes, &notes);
+  ::unsetenv("KILN_LOGS_DIR");
+  ASSERT_EQ(chosen.count(winograd.key()), 1u);
+  EXPECT_EQ(chosen.count(direct.key()), 0u);
+  EXPECT_EQ(json::parse(chosen.at(winograd.key()).config_json),
+            json::parse(winograd_untuned.to_json()));
+  EXPECT_TRUE(chosen.at(winograd.key()).kept_untuned);
+  const TunedSummary s = summarize_choices({winograd.key(), direct.key()}, chosen);
+  EXPECT_EQ(s.tuned, 1u);
+  EXPECT_EQ(s.kept_untuned, 1u);
+  EXPECT_TRUE(notes.empty()) << notes.front();
+  std::filesystem::remove_all(dir);
+}
+
 // Exported records (kiln records export --best, the shipped logs) carry the
 // untuned config's in-graph record of the same step, so that a build on the
 // log keeps the untuned config where a build on the database does.
