@@ -46,6 +46,12 @@ KILN_NUM_THREADS=2 "$PYTHON" "$models/ab_packages.py" --kiln "$kiln" --inputs "$
   --rounds 2 --repeat 2 "$work/tiny.tar" "$work/tiny.tar" | tee "$work/ab.txt"
 grep -Eq '^B/A median [0-9.]+ \(quartiles [0-9.]+ [0-9.]+\) over 2 rounds; A [0-9.]+ ms' \
   "$work/ab.txt" || fail "ab_packages.py printed no paired ratio"
+# The same package under two runtime settings: B with the thread pool's fixed blocks.
+KILN_NUM_THREADS=2 "$PYTHON" "$models/ab_packages.py" --kiln "$kiln" --inputs "$dir/input.npz" \
+  --rounds 2 --repeat 2 --env-b KILN_STATIC_BLOCKS=1 "$work/tiny.tar" "$work/tiny.tar" |
+  tee "$work/ab_env.txt"
+grep -Eq '^B/A median [0-9.]+ .* B [0-9.]+ ms \(.*tiny.tar KILN_STATIC_BLOCKS=1\)$' \
+  "$work/ab_env.txt" || fail "ab_packages.py --env-b did not name B's setting"
 rc=0
 "$PYTHON" "$models/ab_packages.py" --kiln "$kiln" --inputs "$dir/input.npz" --rounds 1 \
   "$work/tiny.tar" "$work/missing.tar" > /dev/null 2>&1 || rc=$?

@@ -20,7 +20,10 @@ typedef int32_t (*kiln_kernel_fn)(void** args);
 typedef int32_t (*kiln_parallel_body_fn)(int64_t begin, int64_t end, void* closure);
 
 /* Runs body over [0, extent) on the thread pool, split into contiguous blocks,
- * and returns when all finished: 0, or the first non-zero body result. */
+ * and returns when all finished: 0, or the first non-zero body result. A block
+ * may run in several calls of body, on more than one thread (a thread that
+ * finishes first takes over part of a slower one's block): body must accept
+ * any sub-range. */
 int32_t kiln_parallel_for(int64_t extent, kiln_parallel_body_fn body, void* closure);
 
 /* Thread count of kiln_parallel_for. Defaults to the environment variable

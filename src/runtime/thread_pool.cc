@@ -1,7 +1,7 @@
 // The parallel launcher behind kiln_parallel_for: kiln's own worker threads.
 //
-// Every parallel loop kiln generates is one static block per thread, and a
-// model launches one to three of them per kernel, a few hundred per run(),
+// Every parallel loop kiln generates starts as one contiguous block per thread,
+// and a model launches one to three of them per kernel, a few hundred per run(),
 // many only microseconds long (DenseNet-121's 7x7 concats: 2 us of work). On
 // TBB, which this launcher used before, a launch cost about 2.6 us beyond its
 // work (bench/runtime's kiln_bench_runtime, 2 threads of a Zen 5), more than
@@ -13,6 +13,18 @@
 // - Workers 1..n-1 are started once; worker i runs block i of every launch and
 //   the calling thread block 0. The same core gets the same block every time,
 //   so a kernel split like its producer reads what its own core wrote.
+// - A thread claims its block's iterations a chunk at a time from the front
+//   (about kChunksPerBlock chunks). One that finishes its block takes the back
+//   half of what is left of the fullest other block, as ONNX Runtime's pool
+//   does, and goes on. On a shared VM one core often runs slower than the
+//   other for a while: with fixed blocks a launch took as long as the slower
+//   one (summed over ViT-B/16's 150 launches a run, the slower block ran 14-19 %
+//   longer than the faster), and stealing made ViT-B/16, ResNet-18 and
+//   MobileNetV2 7-9 % faster (paired medians, 2 threads of an Intel Xeon VM).
+//   A block's last iteration is never taken (two left, at least), so a block
+//   of one iteration, and where nothing is slow most of every block, stays on
+//   its core. KILN_STATIC_BLOCKS=1 turns stealing off (fixed blocks), for
+//   comparisons.
 // - The caller publishes the job and bumps `epoch_`. An idle worker spins on
 //   `epoch_` for kSpinMicros (kernels follow each other within microseconds),
 //   then sleeps on it (a futex, through std::atomic::wait), so a program
@@ -52,6 +64,9 @@ constexpr auto kSpinMicros = std::chrono::microseconds(100);
 // Workers' stacks: kernels keep register-tile buffers of up to 256 KiB each on
 // the stack (kMaxLocalStackBytes in ir/expr.h); TBB's workers had 4 MiB.
 constexpr size_t kWorkerStackBytes = size_t(8) << 20;
+// A thread claims its block's iterations in about this many chunks, so that a
+// thread that finishes first can take the rest of a slower one's block.
+constexpr int64_t kChunksPerBlock = 16;
 
 // True on a worker and on a caller inside its own block: a nested launch runs
 // serially.
@@ -77,6 +92,11 @@ bool spin_until(Done&& done, Clock::duration limit) {
     }
     if (Clock::now() >= deadline) return done();
   }
+}
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::string(v) != "0";
 }
 
 int default_num_threads() {
@@ -118,6 +138,8 @@ class Pool {
     closure_ = closure;
     extent_ = extent;
     blocks_ = std::min<int64_t>(extent, threads_);
+    balanced_ = stealing_ && extent <= int64_t(UINT32_MAX);
+    chunk_ = std::max<int64_t>(1, extent / blocks_ / kChunksPerBlock);
     status_.store(0, std::memory_order_relaxed);
     pending_.store(threads_ - 1, std::memory_order_relaxed);
     publish();
@@ -165,15 +187,74 @@ class Pool {
     if (sleeping_.load(std::memory_order_seq_cst) > 0) epoch_.notify_all();
   }
 
+  // Block `index` of the launch, then whatever this thread can steal.
   void run_block(int64_t index) {
-    if (index >= blocks_) return;
-    int64_t begin = extent_ * index / blocks_, end = extent_ * (index + 1) / blocks_;
+    if (!balanced_) {
+      if (index < blocks_) run_range(extent_ * index / blocks_, extent_ * (index + 1) / blocks_);
+      return;
+    }
+    if (index < blocks_) {
+      // Each thread publishes its own block: its line stays in its core's
+      // cache. Every block is empty between launches (all iterations ran),
+      // and no thief touches an empty block, so a store is enough; a thief
+      // that looks before it finds nothing to take from this block.
+      ranges_[index].value.store(
+          pack_range(extent_ * index / blocks_, extent_ * (index + 1) / blocks_),
+          std::memory_order_release);
+      drain(index);
+    }
+    while (steal_into(index)) drain(index);
+  }
+
+  void run_range(int64_t begin, int64_t end) {
     int32_t rc = body_(begin, end, closure_);
     if (rc != 0) {
       int32_t zero = 0;
       status_.compare_exchange_strong(zero, rc, std::memory_order_relaxed);
     }
   }
+
+  // Runs block `index`'s remaining iterations in chunks from its front.
+  void drain(int64_t index) {
+    std::atomic<uint64_t>& range = ranges_[index].value;
+    uint64_t r = range.load(std::memory_order_acquire);
+    for (;;) {
+      const int64_t lo = range_lo(r), hi = range_hi(r);
+      if (lo >= hi) return;
+      const int64_t end = std::min(hi, lo + chunk_);
+      if (range.compare_exchange_weak(r, pack_range(end, hi), std::memory_order_acq_rel))
+        run_range(lo, end), r = range.load(std::memory_order_acquire);
+    }
+  }
+
+  // Takes the back half of the block with the most iterations left (at least
+  // two: a block's last iteration stays with its own thread) into this
+  // thread's block; false when no block has that many left.
+  bool steal_into(int64_t index) {
+    if (index >= blocks_) return false;  // no block of its own to put the iterations in
+    for (;;) {
+      int64_t victim = -1, most = 1;
+      uint64_t seen = 0;
+      for (int64_t b = 0; b < blocks_; ++b) {
+        uint64_t r = ranges_[b].value.load(std::memory_order_acquire);
+        if (b != index && range_hi(r) - range_lo(r) > most)
+          victim = b, most = range_hi(r) - range_lo(r), seen = r;
+      }
+      if (victim < 0) return false;
+      const int64_t lo = range_lo(seen), hi = range_hi(seen), split = hi - most / 2;
+      if (!ranges_[victim].value.compare_exchange_strong(seen, pack_range(lo, split),
+                                                         std::memory_order_acq_rel))
+        continue;  // the owner or another thief moved first
+      // Only this thread writes its own empty block (thieves skip blocks with
+      // fewer than two iterations left), so a store publishes the new range.
+      ranges_[index].value.store(pack_range(split, hi), std::memory_order_release);
+      return true;
+    }
+  }
+
+  static uint64_t pack_range(int64_t lo, int64_t hi) { return uint64_t(lo) << 32 | uint64_t(hi); }
+  static int64_t range_lo(uint64_t r) { return int64_t(r >> 32); }
+  static int64_t range_hi(uint64_t r) { return int64_t(r & 0xffffffffu); }
 
   uint32_t wait_for_epoch_after(uint32_t seen) {
     auto changed = [&] { return epoch_.load(std::memory_order_acquire) != seen; };
@@ -198,6 +279,7 @@ class Pool {
   }
 
   const int threads_;
+  const bool stealing_ = !env_flag("KILN_STATIC_BLOCKS");
   std::vector<pthread_t> workers_;
   // The job: written by the caller before publish(), read by workers after
   // they see the new epoch.
@@ -205,6 +287,13 @@ class Pool {
   void* closure_ = nullptr;
   int64_t extent_ = 0;
   int64_t blocks_ = 0;
+  bool balanced_ = false;  // stealing on, and the range fits ranges_'s packing
+  int64_t chunk_ = 1;
+  // Each block's iterations not yet claimed, [lo, hi) packed as lo << 32 | hi.
+  struct alignas(64) Range {
+    std::atomic<uint64_t> value{0};
+  };
+  std::vector<Range> ranges_ = std::vector<Range>(threads_);
   std::atomic<bool> stopping_{false};
   alignas(64) std::atomic<uint32_t> epoch_{0};
   alignas(64) std::atomic<int32_t> pending_{0};

@@ -1,8 +1,9 @@
 // The parallel launcher: every iteration runs exactly once, the thread count
 // set through the API is honoured, errors from a block propagate, a block
-// keeps its thread from launch to launch, and nested launches, launches from
-// several threads, launches after the workers slept and launches in a forked
-// child all complete.
+// keeps its thread from launch to launch, a thread that finishes first takes
+// over a slow block's iterations (not with KILN_STATIC_BLOCKS=1), and nested launches, launches
+// from several threads, launches after the workers slept and launches in a forked child all
+// complete.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -115,6 +116,50 @@ TEST_F(ThreadPool, EachBlockKeepsItsThread) {
     ASSERT_EQ(kiln_parallel_for(3, note_block_thread, &again), 0);
     ASSERT_EQ(again.by_block, first.by_block) << "launch " << launch;
   }
+}
+
+// Each iteration notes its thread; on the launching thread each takes 1 ms,
+// as on a core that something else slows down.
+struct SlowCaller {
+  std::thread::id caller = std::this_thread::get_id();
+  std::vector<std::atomic<int>> hits;
+  std::atomic<int> on_caller{0}, elsewhere{0};
+  explicit SlowCaller(size_t n) : hits(n) {}
+};
+
+int32_t slow_on_caller(int64_t begin, int64_t end, void* closure) {
+  auto* s = static_cast<SlowCaller*>(closure);
+  const bool caller = std::this_thread::get_id() == s->caller;
+  for (int64_t i = begin; i < end; ++i) {
+    s->hits[i]++;
+    (caller ? s->on_caller : s->elsewhere)++;
+    if (caller) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return 0;
+}
+
+TEST_F(ThreadPool, AThreadThatFinishesFirstTakesOverTheSlowBlock) {
+  kiln_set_num_threads(2);
+  SlowCaller s(64);
+  ASSERT_EQ(kiln_parallel_for(64, slow_on_caller, &s), 0);
+  for (int64_t i = 0; i < 64; ++i) ASSERT_EQ(s.hits[i].load(), 1) << i;
+  // The worker's own block is 32 iterations; it steals the back half of what
+  // the caller has left, again and again, while the caller sleeps.
+  EXPECT_GT(s.elsewhere.load(), 40) << "the worker ran only its own block";
+  EXPECT_GE(s.on_caller.load(), 1);
+}
+
+TEST_F(ThreadPool, StaticBlocksWhenAsked) {
+  ASSERT_EQ(setenv("KILN_STATIC_BLOCKS", "1", 1), 0);
+  kiln_set_num_threads(3);
+  kiln_set_num_threads(2);  // a new pool, which reads the variable
+  SlowCaller s(64);
+  ASSERT_EQ(kiln_parallel_for(64, slow_on_caller, &s), 0);
+  unsetenv("KILN_STATIC_BLOCKS");
+  kiln_set_num_threads(3);  // the pool of the next launch steals again
+  for (int64_t i = 0; i < 64; ++i) ASSERT_EQ(s.hits[i].load(), 1) << i;
+  EXPECT_EQ(s.on_caller.load(), 32);
+  EXPECT_EQ(s.elsewhere.load(), 32);
 }
 
 // A block that launches again: the inner loop runs on the block's thread.

@@ -2,7 +2,8 @@
 // blocks of its NCHW[x]c activations.
 //
 // The runtime gives each thread one contiguous block of a kernel's parallel
-// loop (runtime/thread_pool.cc), so the loop order decides which part of the
+// loop (runtime/thread_pool.cc; a thread that finishes first takes over only
+// the tail of a slower one's), so the loop order decides which part of the
 // output a thread writes: the leading dims of the fused parallel loop. When a
 // kernel reads the part of a tensor that the other core wrote, every cache
 // line crosses between the cores; on the 2-core Zen 5 VM that cost 2.4-3.3x
