@@ -82,7 +82,7 @@ LoweredFunc lower(const Schedule& sch, const std::vector<Tensor>& args, const st
   trace("storage_flatten", s);
   s = simplify(s);
   trace("simplify", s);
-  s = vectorize_loops(s);
+  s = vectorize_loops(s, options.vector_bits);
   trace("vectorize_loops", s);
   s = unswitch_selects(s);
   trace("unswitch_selects", s);

@@ -201,6 +201,9 @@ class Vectorizer : public IRMutator {
 };
 
 class LoopVectorizer : public IRMutator {
+ public:
+  explicit LoopVectorizer(int vector_bits) : vector_bits_(vector_bits) {}
+
  protected:
   Stmt mutate_for(const Stmt& s, const ForNode* op) override {
     Stmt body = mutate(op->body);
@@ -210,6 +213,7 @@ class LoopVectorizer : public IRMutator {
       return make_for(op->var, op->min, op->extent, kind, body);
     }
     int lanes = static_cast<int>(*ext);
+    if (Stmt chunks = native_chunks(op, body, lanes)) return chunks;
     Stmt serial = make_for(op->var, op->min, op->extent, ForKind::Serial, body);
     try {
       Vectorizer v(op->var, ramp(op->min, make_int(1), lanes), lanes);
@@ -220,6 +224,26 @@ class LoopVectorizer : public IRMutator {
     } catch (const CannotVectorize&) {
       return serial;
     }
+  }
+
+  // A loop of a whole number (3 or more) of native float vectors that is not
+  // a power of two of lanes (48 floats with AVX-512, 24 with AVX2) becomes an
+  // unrolled loop over native-width chunks around a vectorized loop of one
+  // vector each. LLVM legalizes a <48 x float> carried through a loop (a
+  // register tile's accumulators) as pieces of 128 bits shuffled back
+  // together every step: a dense 8 x 48 tile ran at 12 GFLOP/s where 8 x 32
+  // ran at 145 (Intel Xeon VM, 1 thread; 1554 shuffles in its code, none in
+  // the 8 x 32 one). Null when the loop is not such a loop.
+  Stmt native_chunks(const ForNode* op, const Stmt& body, int lanes) {
+    const int native = vector_bits_ / 32;
+    if (native < 2 || (lanes & (lanes - 1)) == 0 || lanes % native != 0 || lanes <= native)
+      return Stmt();
+    Var chunk(op->var.name() + ".chunk", op->var.dtype()),
+        lane(op->var.name() + ".v", op->var.dtype());
+    Expr index = op->min + chunk * make_int(native) + lane;
+    Stmt inner = make_for(lane, make_int(0), make_int(native), ForKind::Vectorized,
+                          substitute(body, {{op->var, index}}));
+    return make_for(chunk, make_int(0), make_int(lanes / native), ForKind::Unrolled, mutate(inner));
   }
 
   // The statement for the iterations where some guard leaves lanes out: the
@@ -233,12 +257,15 @@ class LoopVectorizer : public IRMutator {
       return serial;
     }
   }
+
+ private:
+  int vector_bits_;
 };
 
 }  // namespace
 
-Stmt vectorize_loops(const Stmt& s) {
-  LoopVectorizer v;
+Stmt vectorize_loops(const Stmt& s, int vector_bits) {
+  LoopVectorizer v(vector_bits);
   return v.mutate(s);
 }
 

@@ -12,6 +12,10 @@
 
 namespace kiln::schedule {
 
-ir::Stmt vectorize_loops(const ir::Stmt& s);
+// vector_bits: the target's vector register width. A loop of a whole number
+// of float vectors that is not a power of two of lanes (48 floats at 512
+// bits) is vectorized one native vector at a time, in an unrolled loop over
+// them; 0 vectorizes every loop whole.
+ir::Stmt vectorize_loops(const ir::Stmt& s, int vector_bits = 0);
 
 }  // namespace kiln::schedule

@@ -319,6 +319,45 @@ TEST(Schedule, PrimitivesRejectLoopsOfOtherStages) {
   }
 }
 
+// A register tile three vectors wide (48 floats at 512 bits, 24 at 256) is
+// vectorized one native vector at a time: LLVM turned a loop-carried
+// <48 x float> into 128-bit pieces shuffled together every step (a dense
+// 8 x 48 tile ran 12x slower than 8 x 32). Widths of a power of two, or of no
+// whole number of vectors (40 at 512 bits), keep one vector. Every width
+// computes the reference's result, with rows the tiles do not divide.
+TEST(Lower, VectorLoopsOfSeveralNativeVectorsAreSplitIntoThem) {
+  struct Case {
+    int vector_bits;
+    int64_t cols, widest;  // the tile's columns; the widest float vector expected
+  };
+  for (const Case& c : {Case{512, 48, 16}, Case{256, 24, 8}, Case{512, 32, 32}, Case{512, 40, 40},
+                        Case{256, 48, 8}}) {
+    ops::DenseWorkload w{13, 2 * c.cols, 12};
+    auto space = ops::dense_pack_space(w, schedule::SplitPolicy::All);
+    auto cfg = schedule::Config::from_json(
+        space, R"({"knobs": {"tile_y": [4, 1, 4], "tile_x": [2, 1, )" + std::to_string(c.cols) +
+                   R"(], "tile_k": [3, 4], "tile_order": 0}})");
+    auto kern = ops::dense_pack(w, cfg, /*pack_in_kernel=*/false);
+    schedule::LowerOptions o;
+    o.vector_bits = c.vector_bits;
+    LoweredFunc f = schedule::lower(kern.sch, kern.args, "dense", o);
+    int64_t widest = 0;
+    post_order_visit(f.body, [&](const Expr& e) {
+      if (e.dtype().is_float()) widest = std::max<int64_t>(widest, e.dtype().lanes);
+    });
+    EXPECT_EQ(widest, c.widest) << c.cols << " columns at " << c.vector_bits << " bits\n"
+                                << to_string(f);
+    auto A = ops::reference::random_uniform(w.M * w.K, 7),
+         B = ops::reference::random_uniform(w.K * w.N, 8);
+    auto Bp = ops::pack_dense_weight(B.data(), w.K, w.N, c.cols);
+    std::vector<float> C(w.M * w.N, NAN), ref(w.M * w.N);
+    ops::reference::dense(A.data(), B.data(), ref.data(), w.M, w.N, w.K);
+    Interpreter().run(f, {A.data(), Bp.data(), C.data()});
+    EXPECT_LE(ops::reference::max_relative_error(C.data(), ref.data(), C.size()), 1e-6)
+        << c.cols << " columns at " << c.vector_bits << " bits";
+  }
+}
+
 }  // namespace
 }  // namespace kiln::test
 
