@@ -19,8 +19,9 @@
 //   does, and goes on. On a shared VM one core often runs slower than the
 //   other for a while: with fixed blocks a launch took as long as the slower
 //   one (summed over ViT-B/16's 150 launches a run, the slower block ran 14-19 %
-//   longer than the faster), and stealing made ViT-B/16, ResNet-18 and
-//   MobileNetV2 7-9 % faster (paired medians, 2 threads of an Intel Xeon VM).
+//   longer than the faster). Stealing made the zoo and ViT-B/16 1-3 % faster
+//   in a quiet hour and 7-13 % in a noisy one (paired medians, 2 threads of
+//   an Intel Xeon VM).
 //   A block's last iteration is never taken (two left, at least), so a block
 //   of one iteration, and where nothing is slow most of every block, stays on
 //   its core. KILN_STATIC_BLOCKS=1 turns stealing off (fixed blocks), for
