@@ -270,6 +270,16 @@ bool chunked_row_spills(int64_t row_vectors, int64_t step_operands, const Isa& i
   return row_vectors <= isa.vector_registers && row_vectors + step_operands > isa.vector_registers;
 }
 
+std::vector<int64_t> conv_oh_reg_values(int64_t out_height) {
+  std::vector<int64_t> values = {1, 2, 4};
+  for (int64_t rows = 7; rows >= 3; --rows)
+    if (rows != 4 && out_height % rows == 0) {
+      values.push_back(rows);
+      break;
+    }
+  return values;
+}
+
 ConvRegisterTile conv_register_tile(int64_t oc_blocks, int64_t oh, int64_t ocb, const Config& cfg) {
   constexpr int64_t kMaxTileFloats = 512, kFloatsPerLine = 16;
   int64_t ow_tile = cfg.split("tile_ow").back();
@@ -599,7 +609,7 @@ class Conv2dNCHWc final : public OpTemplate {
     // convolutions keep agreeing. Values that do not divide the extent use
     // its largest divisor below them (register_tile()).
     space.define_knob("oc_reg", detail::conv_oc_reg_values(a.out_channels));
-    space.define_knob("oh_reg", {1, 2, 4});
+    space.define_knob("oh_reg", detail::conv_oh_reg_values(a.out_height()));
     // Reduction order: input-channel blocks outermost (0) or the kernel
     // window outermost (1).
     space.define_knob("kernel_outer", {0, 1});

@@ -21,7 +21,8 @@
 //   partial last tile is peeled off, schedule/peel_tail_loops.h), unroll_kw
 //   (0/1), oc_reg and oh_reg (channel blocks and rows in the register tile:
 //   1, 2, 4; oc_reg also 3 and 5 where they divide an odd count of the
-//   fallback's channel blocks, conv_oc_reg_values),
+//   fallback's channel blocks, conv_oc_reg_values; oh_reg also the largest
+//   divisor of OH from 3 to 7, conv_oh_reg_values),
 //   kernel_outer (window loops outside the ic blocks), ic_chunk (0, 64, 128,
 //   256 input channels: the reduction split into chunks outside the ow tiles,
 //   whole rows' accumulators kept between chunks, so that a chunk's weights
@@ -142,6 +143,14 @@ int64_t fallback_ow_tile(int64_t out_width, int64_t channel_block, const Isa& is
 // fallback's blocks of out_channels are an odd count, its divisors 3 and 5
 // (1000 channels: 125 blocks of 8, which 2 and 4 leave at one block a tile).
 std::vector<int64_t> conv_oc_reg_values(int64_t out_channels);
+// conv2d_NCHWc's oh_reg values: 1, 2 and 4 rows, and the largest divisor of
+// out_height from 3 to 7 beside them, if any (a 7-row plane: 7; 14, 28, 56
+// rows: 7; 6 rows: 6). A 3x3 conv on a 7x7 plane otherwise has only tiles of
+// one row (1, 2 and 4 come down to 1), whose weight vectors each serve at
+// most 4-7 columns: 7 rows x 4 columns x 1 block of 16 reads a weight vector
+// per 28 FMAs where 1 row x 4 columns x 4 blocks reads one per 4 (AVX-512,
+// ResNet-50's 512-channel 3x3s, one thread: 156 against 124 GFLOP/s).
+std::vector<int64_t> conv_oh_reg_values(int64_t out_height);
 
 // The register tile of the conv templates (conv2d, group_conv2d) beyond the
 // width: output-channel blocks and rows computed together. The knobs oc_reg

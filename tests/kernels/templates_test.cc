@@ -1006,6 +1006,59 @@ TEST(Templates, FallbackSharesBroadcastsOverOddBlockCounts) {
     check_config(ct, small, ops::detail::config_from_knobs(ct.space(small), knobs), rng);
 }
 
+// Row tiles beyond 1, 2 and 4: the largest divisor of the output height from
+// 3 to 7, so that a 7-row plane (ResNet-50's last stage) can put all of its
+// rows in one register tile; against the reference with partial column
+// tiles, strides, reduction chunks and a batch.
+TEST(Templates, RowTilesOfUpToSevenRowsMatchTheReference) {
+  using ops::detail::conv_oh_reg_values;
+  EXPECT_EQ(conv_oh_reg_values(7), (std::vector<int64_t>{1, 2, 4, 7}));
+  EXPECT_EQ(conv_oh_reg_values(56), (std::vector<int64_t>{1, 2, 4, 7}));
+  EXPECT_EQ(conv_oh_reg_values(12), (std::vector<int64_t>{1, 2, 4, 6}));
+  EXPECT_EQ(conv_oh_reg_values(9), (std::vector<int64_t>{1, 2, 4, 3}));
+  EXPECT_EQ(conv_oh_reg_values(10), (std::vector<int64_t>{1, 2, 4, 5}));
+  EXPECT_EQ(conv_oh_reg_values(8), (std::vector<int64_t>{1, 2, 4}));
+  EXPECT_EQ(conv_oh_reg_values(13), (std::vector<int64_t>{1, 2, 4}));
+  const OpTemplate& t = ops::get_template("conv2d_NCHWc.x86");
+  struct Case {
+    Workload w;
+    const char* knobs;
+    int64_t rows;  // the register tile's rows
+  };
+  const Case cases[] = {
+      {conv(1, 32, 7, 7, 32, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}),
+       R"("tile_ic": [2, 16], "tile_oc": [2, 16], "tile_ow": [2, 4], "unroll_kw": 1, )"
+       R"("oc_reg": 1, "oh_reg": 7, "kernel_outer": 0, "ic_chunk": 0, "plane_rows": 0)",
+       7},
+      {conv(2, 48, 14, 14, 16, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}),
+       R"("tile_ic": [6, 8], "tile_oc": [2, 8], "tile_ow": [4, 2], "unroll_kw": 0, )"
+       R"("oc_reg": 2, "oh_reg": 7, "kernel_outer": 1, "ic_chunk": 0, "plane_rows": 0)",
+       7},
+      {conv(1, 128, 7, 7, 16, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}),
+       R"("tile_ic": [8, 16], "tile_oc": [1, 16], "tile_ow": [2, 4], "unroll_kw": 1, )"
+       R"("oc_reg": 1, "oh_reg": 7, "kernel_outer": 0, "ic_chunk": 64, "plane_rows": 0)",
+       7},
+      {conv(1, 16, 14, 14, 32, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}),
+       R"("tile_ic": [1, 16], "tile_oc": [2, 16], "tile_ow": [4, 4], "unroll_kw": 1, )"
+       R"("oc_reg": 1, "oh_reg": 7, "kernel_outer": 0, "ic_chunk": 0, "pixel_tiles": 0)",
+       7},
+      {conv(1, 8, 12, 10, 8, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}),
+       R"("tile_ic": [1, 8], "tile_oc": [1, 8], "tile_ow": [3, 4], "unroll_kw": 0, )"
+       R"("oc_reg": 1, "oh_reg": 6, "kernel_outer": 0, "ic_chunk": 0)",
+       6},
+  };
+  std::mt19937_64 rng(31);
+  for (const Case& c : cases) {
+    Config cfg = ops::detail::config_from_knobs(t.space(c.w), c.knobs);
+    ops::Conv2DAttrs a = ops::conv2d_attrs(c.w, ops::ConvKind::kDense);
+    int64_t ocb = ops::conv2d_nchwc_oc_block(cfg);
+    EXPECT_EQ(ops::detail::conv_register_tile(a.out_channels / ocb, a.out_height(), ocb, cfg).oh,
+              c.rows)
+        << c.w.key();
+    check_config(t, c.w, cfg, rng);
+  }
+}
+
 // The fallback chunks a reduction whose register tile's weights outgrow
 // half of the target's L1 (Zen 3: ResNeXt-50's and ResNet-50's 1x1 convs ran
 // 7-20 % faster chunked); the chunked kernels match the reference.
