@@ -7,6 +7,7 @@
 
 #include "ops/op_template.h"
 #include "support/version.h"
+#include "tuner/config_match.h"
 #include "tuner/rank_test.h"
 #include "tuner/target_key.h"
 
@@ -32,15 +33,20 @@ std::map<std::string, std::vector<std::string>> in_graph_candidates(
     std::sort(records.begin(), records.end(),
               [](const Record& a, const Record& b) { return a.mean_ms() < b.mean_ms(); });
     std::vector<std::string> picked;
+    // Their indices in today's space: one config stored under two indices
+    // (before and after its space grew, config_match.h) is measured once.
+    std::vector<int64_t> picked_index;
     for (const Record& r : records) {
       if (static_cast<int>(picked.size()) >= k) break;
       if (r.error != ErrorClass::kOk || r.times_ms.empty()) continue;
       try {
         schedule::Config cfg = schedule::Config::from_json(space, r.config_json);
         if (ops::layout_blocks(*t, w, cfg) != want) continue;
+        if (std::find(picked_index.begin(), picked_index.end(), cfg.index()) != picked_index.end())
+          continue;
         // The stored (canonical) text: the in-graph record of this config then has the same.
-        const std::string& json = r.config_json;
-        if (std::find(picked.begin(), picked.end(), json) == picked.end()) picked.push_back(json);
+        picked.push_back(r.config_json);
+        picked_index.push_back(cfg.index());
       } catch (const std::exception&) {
         // A record of an older space.
       }
@@ -51,11 +57,11 @@ std::map<std::string, std::vector<std::string>> in_graph_candidates(
       // Second, right after the isolated best: a step cut short by a time
       // budget (driver::InGraphOptions::deadline) keeps its first rounds,
       // which then still weigh each workload's best against the untuned.
-      std::string fallback = nlohmann::json::parse(t->fallback(w, *fallback_isa).to_json()).dump();
-      auto it = std::find(picked.begin(), picked.end(), fallback);
-      if (it != picked.begin()) {
-        if (it != picked.end()) picked.erase(it);
-        picked.insert(picked.begin() + 1, fallback);
+      schedule::Config fallback = t->fallback(w, *fallback_isa);
+      auto it = std::find(picked_index.begin(), picked_index.end(), fallback.index());
+      if (it != picked_index.begin()) {
+        if (it != picked_index.end()) picked.erase(picked.begin() + (it - picked_index.begin()));
+        picked.insert(picked.begin() + 1, nlohmann::json::parse(fallback.to_json()).dump());
       }
     }
     out[key] = std::move(picked);
@@ -83,11 +89,10 @@ InGraphEstimate estimate_in_graph(const std::vector<std::vector<std::string>>& i
     const Record* untuned = nullptr;
     try {
       ops::Workload w = ops::Workload::parse(set.front());
-      const std::string fallback =
-          nlohmann::json::parse(ops::get_template(w.template_name).fallback(w, isa).to_json())
-              .dump();
+      const ConfigMatcher fallback(set.front(),
+                                   ops::get_template(w.template_name).fallback(w, isa).to_json());
       for (const Record* r : by_workload[set.front()])
-        if (r->config_json == fallback) untuned = r;
+        if (fallback.matches(r->config_json)) untuned = r;
     } catch (const std::exception&) {
       continue;  // a workload this kiln cannot parse: not in the estimate
     }

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <sstream>
 
 #include "ops/op_template.h"
+#include "tuner/config_match.h"
 
 namespace kiln::tuner {
 
@@ -26,10 +28,6 @@ const char* const kInGraphNote =
 
 namespace {
 
-// Canonical form of a config, as the records database stores it (sorted keys,
-// compact), so that the fallback's record can be found by string.
-std::string canonical(const std::string& json) { return nlohmann::json::parse(json).dump(); }
-
 // A workload improved when its best GFLOP/s rose by more than 1% (less is
 // within the noise of two measurements of one kernel).
 constexpr double kImproved = 1.01;
@@ -37,12 +35,14 @@ constexpr double kImproved = 1.01;
 // A longer pause between two records of a task is not tuning time.
 constexpr double kPauseS = 600;
 
-std::string fallback_config(const std::string& workload_key, const codegen::Target& target) {
+std::optional<ConfigMatcher> fallback_config(const std::string& workload_key,
+                                             const codegen::Target& target) {
   try {
     ops::Workload w = ops::Workload::parse(workload_key);
-    return canonical(ops::get_template(w.template_name).fallback(w, target.isa()).to_json());
+    return ConfigMatcher(workload_key,
+                         ops::get_template(w.template_name).fallback(w, target.isa()).to_json());
   } catch (const std::exception&) {
-    return "";  // no fallback to compare with: the report says "not measured"
+    return std::nullopt;  // no fallback to compare with: the report says "not measured"
   }
 }
 
@@ -87,7 +87,7 @@ JobReport make_job_report(const Job& job, const std::vector<JobModelWorkloads>& 
     auto pg = prev_gflops.find(task.workload_key);
     if (pg != prev_gflops.end()) t.previous_gflops = pg->second;
 
-    std::string fallback = fallback_config(task.workload_key, target);
+    std::optional<ConfigMatcher> fallback = fallback_config(task.workload_key, target);
     std::vector<Record> recs = db.records(task.workload_key, summary.target_key);
     t.trials = static_cast<int64_t>(recs.size());
     double best = 0, best_ms = 0;
@@ -107,7 +107,7 @@ JobReport make_job_report(const Job& job, const std::vector<JobModelWorkloads>& 
         if (rec.timestamp_unix >= started_unix) ++r.failures_run[cls];
       }
       bool ok = rec.error == ErrorClass::kOk && rec.mean_ms() > 0;
-      if (ok && !fallback.empty() && t.fallback_ms == 0 && canonical(rec.config_json) == fallback)
+      if (ok && fallback && t.fallback_ms == 0 && fallback->matches(rec.config_json))
         t.fallback_ms = rec.mean_ms();
       CurvePoint p{static_cast<int64_t>(k + 1), seconds, best};
       if (ok && (best_ms == 0 || rec.mean_ms() < best_ms)) {

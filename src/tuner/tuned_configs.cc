@@ -12,6 +12,7 @@
 #include "codegen/target.h"
 #include "ops/op_template.h"
 #include "runtime/c_runtime_api.h"
+#include "tuner/config_match.h"
 #include "tuner/in_graph_records.h"
 #include "tuner/target_key.h"
 
@@ -348,14 +349,15 @@ std::map<std::string, ConfigChoice> choose_configs(const std::vector<std::string
 
 namespace {
 
-// The OK records of `config_json` (compared as JSON) among `records`.
+// The OK records of `config_json` among `records` (of `workload_key`),
+// compared as today's space reads them (ConfigMatcher).
 std::vector<const Record*> records_of(const std::vector<Record>& records,
+                                      const std::string& workload_key,
                                       const std::string& config_json) {
-  const nlohmann::json want = nlohmann::json::parse(config_json);
+  const ConfigMatcher want(workload_key, config_json);
   std::vector<const Record*> out;
   for (const Record& r : records)
-    if (r.error == ErrorClass::kOk && !r.times_ms.empty() &&
-        nlohmann::json::parse(r.config_json) == want)
+    if (r.error == ErrorClass::kOk && !r.times_ms.empty() && want.matches(r.config_json))
       out.push_back(&r);
   return out;
 }
@@ -393,7 +395,7 @@ const Record* untuned_in_graph_record(const std::string& target, const std::stri
                         : codegen::Target::parse(k.codegen_target()).isa();
     ops::Workload w = ops::Workload::parse(key);
     for (const Record* r :
-         records_of(records, ops::get_template(w.template_name).fallback(w, isa).to_json()))
+         records_of(records, key, ops::get_template(w.template_name).fallback(w, isa).to_json()))
       if (same_step(*r, best)) return r;
   } catch (const std::exception&) {
     // A target or workload this kiln cannot parse: nothing to add.
@@ -540,7 +542,7 @@ void keep_untuned_unless_clearly_faster(
     // The chosen record as pick_best found it (the fastest of its config),
     // and the untuned config's record of the same step.
     const Record* pick = nullptr;
-    for (const Record* r : records_of(src->by_workload.at(*winner), choice.config_json))
+    for (const Record* r : records_of(src->by_workload.at(*winner), *winner, choice.config_json))
       if (!pick || r->mean_ms() < pick->mean_ms()) pick = r;
     std::string fallback;
     try {
@@ -550,7 +552,7 @@ void keep_untuned_unless_clearly_faster(
       continue;  // a workload this kiln cannot parse: the build reports it
     }
     const Record* untuned = nullptr;
-    for (const Record* r : records_of(src->by_workload.at(keys.front()), fallback))
+    for (const Record* r : records_of(src->by_workload.at(keys.front()), keys.front(), fallback))
       if (pick && same_step(*r, *pick)) untuned = r;
     if (!untuned) {
       unweighed_pick();

@@ -19,6 +19,7 @@
 #include "ops/op_template.h"
 #include "runtime/c_runtime_api.h"
 #include "support/version.h"
+#include "tuner/config_match.h"
 #include "tuner/in_graph_records.h"
 #include "tuner/records.h"
 #include "tuner/target_key.h"
@@ -191,8 +192,16 @@ TEST(ChooseConfigs, OtherIsaLogsOnlyLendConfigsThatFitTheTarget) {
   EXPECT_NE(chosen.at(w.key()).source.find("tuned for x86_64-avx512"), std::string::npos);
   // The target's own class at a nearby shape comes first.
   ops::Workload near = conv(30, 28);
+  // One that w's space holds too (30 rows offer oh_reg 6, 28 rows 7).
+  auto lendable = [&](const schedule::Config& c) {
+    try {
+      return t.fits(w, schedule::Config::from_json(t.space(w), c.to_json()), avx2);
+    } catch (const std::invalid_argument&) {
+      return false;
+    }
+  };
   schedule::Config cn = same_layout(near, rng);
-  while (!t.fits(w, cn, avx2)) cn = same_layout(near, rng);
+  while (!lendable(cn)) cn = same_layout(near, rng);
   RecordSource own = source("logs/x86_64-avx2.jsonl", true, {record(near, cn, 1.0)});
   chosen = choose_configs({w.key()}, {own, log512}, true, &avx2);
   ASSERT_EQ(chosen.count(w.key()), 1u);
@@ -935,6 +944,83 @@ TEST(ConfigsForBuild, ShippedInGraphTieOfTwoImplementationsCountsAsKept) {
   const TunedSummary s = summarize_choices({winograd.key(), direct.key()}, chosen);
   EXPECT_EQ(s.tuned, 1u);
   EXPECT_EQ(s.kept_untuned, 1u);
+  EXPECT_TRUE(notes.empty()) << notes.front();
+  std::filesystem::remove_all(dir);
+}
+
+// A config's text as a space that has since grown stored it: another index
+// (every index shifts when a knob gains a value), and without the knobs
+// added later whose value is their first (records made before them).
+std::string as_stored_by_an_older_space(const schedule::Config& cfg) {
+  nlohmann::json j = nlohmann::json::parse(cfg.to_json());
+  j["index"] = j["index"].get<int64_t>() + 977;
+  for (const char* added_later : {"rolled_reduction", "oc_group", "plane_rows"})
+    if (j["knobs"].contains(added_later) && j["knobs"][added_later] == 0)
+      j["knobs"].erase(added_later);
+  return j.dump();
+}
+
+TEST(ConfigMatcher, ReadsBothTextsThroughTodaysSpace) {
+  const codegen::Target host = codegen::Target::host();
+  ops::Workload w = conv(14, 14);
+  const schedule::Config fallback = conv_template().fallback(w, host.isa());
+  const ConfigMatcher m(w.key(), fallback.to_json());
+  EXPECT_TRUE(m.matches(fallback.to_json()));
+  EXPECT_TRUE(m.matches(as_stored_by_an_older_space(fallback)));
+  std::mt19937_64 rng(61);
+  EXPECT_FALSE(m.matches(same_layout(w, rng).to_json()));
+  EXPECT_FALSE(m.matches(R"({"knobs": {"no_such_knob": 1}})"));
+  // A workload this kiln cannot read: the texts, as JSON.
+  const ConfigMatcher text("no_such_template(x=[1])", R"({"knobs": {"a": 1, "b": 2}})");
+  EXPECT_TRUE(text.matches(R"({"knobs":{"b":2,"a":1}})"));
+  EXPECT_FALSE(text.matches(R"({"knobs":{"b":2,"a":3}})"));
+}
+
+// A shipped log made before the space grew: its in-graph records of the
+// untuned config still weigh its picks (a clear win is taken, a tie keeps
+// the untuned config), with no note. Matched by text, every such log's
+// picks ran their fallback after conv2d_NCHWc's oh_reg gained 7.
+TEST(ConfigsForBuild, ShippedInGraphRecordsOfAnOlderSpaceStillWeighTheirPicks) {
+  using nlohmann::json;
+  const codegen::Target host = codegen::Target::host();
+  if (isa_class(host).empty()) GTEST_SKIP() << "no shipped log for this ISA class";
+  auto dir =
+      std::filesystem::temp_directory_path() / ("kiln_older_space_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const TargetKey key = TargetKey::for_target(host, kiln_get_num_threads());
+  const std::string ig = key.in_graph().key();
+  std::mt19937_64 rng(67);
+  ops::Workload win = conv(14, 14), tie = conv(12, 12);
+  const schedule::Config win_untuned = conv_template().fallback(win, host.isa());
+  const schedule::Config tie_untuned = conv_template().fallback(tie, host.isa());
+  schedule::Config win_tuned = same_layout(win, rng), tie_tuned = same_layout(tie, rng);
+  {
+    std::ofstream out(dir / (isa_class(host) + ".jsonl"));
+    for (const Record& r : {in_graph_record(win.key(), ig, as_stored_by_an_older_space(win_tuned),
+                                            std::vector<double>(6, 0.5)),
+                            in_graph_record(win.key(), ig, as_stored_by_an_older_space(win_untuned),
+                                            std::vector<double>(6, 0.9)),
+                            in_graph_record(tie.key(), ig, as_stored_by_an_older_space(tie_tuned),
+                                            std::vector<double>(6, 0.495)),
+                            in_graph_record(tie.key(), ig, as_stored_by_an_older_space(tie_untuned),
+                                            std::vector<double>(6, 0.5))})
+      out << record_to_json_line(r) << "\n";
+  }
+  ::setenv("KILN_LOGS_DIR", dir.c_str(), 1);
+  BuildRecordOptions o;
+  o.borrow = false;
+  std::vector<std::string> notes;
+  const std::vector<std::vector<std::string>> nodes = {{win.key()}, {tie.key()}};
+  auto chosen = configs_for_build(o, host, nodes, &notes);
+  ::unsetenv("KILN_LOGS_DIR");
+  ASSERT_EQ(chosen.count(win.key()), 1u);
+  EXPECT_TRUE(schedule::Config::from_json(conv_template().space(win),
+                                          chosen.at(win.key()).config_json) == win_tuned);
+  EXPECT_FALSE(chosen.at(win.key()).kept_untuned);
+  ASSERT_EQ(chosen.count(tie.key()), 1u);
+  EXPECT_TRUE(schedule::Config::from_json(conv_template().space(tie),
+                                          chosen.at(tie.key()).config_json) == tie_untuned);
+  EXPECT_TRUE(chosen.at(tie.key()).kept_untuned);
   EXPECT_TRUE(notes.empty()) << notes.front();
   std::filesystem::remove_all(dir);
 }
