@@ -120,6 +120,38 @@ std::optional<ConfigChoice> borrow(const ops::Workload& w, const std::vector<Rec
 
 }  // namespace
 
+namespace {
+
+// One in-graph step stamps its records together, once its rounds have run;
+// a database may hold several steps' (kiln tune run again).
+constexpr int64_t kSameStepS = 60;
+bool same_step(const Record& a, const Record& b) {
+  return std::abs(a.timestamp_unix - b.timestamp_unix) <= kSameStepS;
+}
+
+// A workload's in-graph records of its newest step only. Each step times
+// its candidates and the untuned config side by side, in one model and one
+// state of the machine; across steps the times do not compare (another
+// day's load, another kiln), and the fastest record of all steps is the
+// luckiest draw: on the Intel VM's zoo database of 2026-12-01 a direct
+// config's record from an older step beat the Winograd untuned config timed
+// only in the newer one, and 8 picks of the export had no untuned record
+// of their step.
+void keep_newest_step(std::vector<Record>& records) {
+  const Record* newest = nullptr;
+  for (const Record& r : records)
+    if (!newest || r.timestamp_unix > newest->timestamp_unix) newest = &r;
+  if (!newest) return;
+  const Record last = *newest;
+  std::erase_if(records, [&](const Record& r) { return !same_step(r, last); });
+}
+
+void keep_newest_steps(RecordSource& src) {
+  for (auto& [workload, records] : src.by_workload) keep_newest_step(records);
+}
+
+}  // namespace
+
 RecordSource load_database(const RecordDB& db, const std::string& target_key) {
   RecordSource src;
   src.name = db.path();
@@ -188,6 +220,7 @@ JsonlSources load_jsonl_sources(const std::string& path, int threads) {
       out.isolated.by_workload[workload] = std::move(records);
   keep_thread_count(out.isolated, threads);
   keep_thread_count(out.in_graph, threads);
+  keep_newest_steps(out.in_graph);
   return out;
 }
 
@@ -362,13 +395,6 @@ std::vector<const Record*> records_of(const std::vector<Record>& records,
   return out;
 }
 
-// One in-graph step stamps its records together, once its rounds have run;
-// a database may hold several steps' (kiln tune run again).
-constexpr int64_t kSameStepS = 60;
-bool same_step(const Record& a, const Record& b) {
-  return std::abs(a.timestamp_unix - b.timestamp_unix) <= kSameStepS;
-}
-
 bool in_graph_target(const std::string& target) {
   try {
     return TargetKey::parse(target).measured == TargetKey::kInGraph;
@@ -412,6 +438,7 @@ std::vector<Record> best_records(const RecordDB& db, size_t* unweighed) {
     const bool in_graph = in_graph_target(target);
     for (const std::string& key : db.workloads(target)) {
       std::vector<Record> records = db.records(key, target);
+      if (in_graph) keep_newest_step(records);
       std::optional<Record> best = pick_best(key, records);
       if (!best) continue;
       out.push_back(*best);
@@ -628,6 +655,7 @@ std::map<std::string, ConfigChoice> configs_for_build(
         load_database(db, TargetKey::for_target(target, threads).in_graph().key());
     in_graph.name = db.path() + " (in-graph)";
     in_graph.in_graph = true;
+    keep_newest_steps(in_graph);
     if (!in_graph.by_workload.empty()) sources.push_back(std::move(in_graph));
     // Then isolated times taken with cold weights (kiln tune's measurement
     // for models whose weights outgrow the last-level cache), closer to the

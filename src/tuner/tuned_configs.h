@@ -18,6 +18,10 @@
 //      borrowed configs, and only those that fit the target's registers
 //      (OpTemplate::fits). The build report says so.
 // Anything else runs the template's fallback config, and the build says so.
+// In-graph records count only from each workload's newest step (a step
+// times the candidates and the untuned config side by side; across steps
+// the fastest record is the luckiest draw), and configs compare by what
+// they configure, as today's space reads them (config_match.h).
 //
 // Within one workload's records the pick is the fastest verified record
 // whose channel blocks match the fallback's (neighbouring convolutions then
@@ -176,7 +180,8 @@ TunedSummary summarize_choices(const std::vector<std::string>& workloads,
 
 // The records worth shipping from a database: per workload and target, the
 // pick_best record and, when it differs, the fastest one; for an in-graph
-// target also the untuned config's record of the same step, so that a build
+// target (of the workload's newest step only) also the untuned config's
+// record of the same step, so that a build
 // on the shipped records keeps the untuned config where the database's would.
 // `unweighed` (if given) counts the in-graph picks whose step timed no record
 // of today's untuned config: a build on the exported log runs their fallback

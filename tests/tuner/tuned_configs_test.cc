@@ -1080,7 +1080,9 @@ TEST(BestRecords, CarryTheUntunedInGraphRecordForTheMargin) {
 // untuned config (kiln records export --best says so): a build on the log
 // would run their fallback. A pick with the untuned config timed in its step,
 // a pick that is the untuned config, and an isolated record are not counted;
-// a pick alone and one whose untuned record is from another step are.
+// a pick alone is. Only each workload's newest step counts: a tuned record
+// whose untuned config was timed an hour later, in a step that did not time
+// it, is not picked (the newer step's untuned record is).
 TEST(BestRecords, CountThePicksNoStepWeighedAgainstTheUntunedConfig) {
   const codegen::Target host = codegen::Target::host();
   auto dir = std::filesystem::temp_directory_path() /
@@ -1104,7 +1106,8 @@ TEST(BestRecords, CountThePicksNoStepWeighedAgainstTheUntunedConfig) {
   };
   const int64_t t0 = 1796000000, later = t0 + 3600;
   // weighed: tuned beside its untuned config; untuned: the untuned config
-  // alone; alone: tuned alone; apart: tuned, its untuned config an hour later.
+  // alone; alone: tuned alone; apart: tuned, its untuned config an hour
+  // later (the newest step).
   ops::Workload weighed = conv(12, 12), untuned = conv(14, 14), alone = conv(10, 10),
                 apart = conv(16, 16), isolated = conv(18, 18);
   size_t unweighed = 99;
@@ -1119,7 +1122,56 @@ TEST(BestRecords, CountThePicksNoStepWeighedAgainstTheUntunedConfig) {
     db.add(record(isolated, tuned(isolated), 0.5, threads));
     best_records(db, &unweighed);
   }
-  EXPECT_EQ(unweighed, 2u);
+  EXPECT_EQ(unweighed, 1u);
+  std::filesystem::remove_all(dir);
+}
+
+// Two in-graph steps of one workload: the build and the export go by the
+// newest, where the tuned config did not clearly beat the untuned one, not
+// by the older step's faster draw of the same config.
+TEST(ConfigsForBuild, InGraphRecordsOfTheNewestStepOnly) {
+  using nlohmann::json;
+  const codegen::Target host = codegen::Target::host();
+  auto dir =
+      std::filesystem::temp_directory_path() / ("kiln_newest_step_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const int threads = kiln_get_num_threads();
+  const std::string ig = TargetKey::for_target(host, threads).in_graph().key();
+  std::mt19937_64 rng(71);
+  ops::Workload w = conv(12, 12);
+  const schedule::Config untuned = conv_template().fallback(w, host.isa());
+  schedule::Config tuned = same_layout(w, rng);
+  auto at = [&](const schedule::Config& c, double ms, int64_t t) {
+    Record r = in_graph_record(w.key(), ig, c.to_json(), std::vector<double>(6, ms));
+    r.timestamp_unix = t;
+    return r;
+  };
+  const int64_t older = 1796000000, newer = older + 3600;
+  const std::string path = (dir / "t.db").string();
+  {
+    RecordDB db = RecordDB::open(path);
+    db.add(at(tuned, 0.4, older));
+    db.add(at(untuned, 0.6, older));
+    db.add(at(tuned, 0.59, newer));
+    db.add(at(untuned, 0.6, newer));
+  }
+  BuildRecordOptions o;
+  o.tuning_log = path;
+  o.shipped_logs = false;
+  o.borrow = false;
+  const std::vector<std::vector<std::string>> nodes = {{w.key()}};
+  auto chosen = configs_for_build(o, host, nodes);
+  ASSERT_EQ(chosen.count(w.key()), 1u);
+  EXPECT_EQ(json::parse(chosen.at(w.key()).config_json), json::parse(untuned.to_json()));
+  EXPECT_TRUE(chosen.at(w.key()).kept_untuned);
+  size_t unweighed = 99;
+  std::vector<Record> best;
+  {
+    RecordDB db = RecordDB::open(path);
+    best = best_records(db, &unweighed);
+  }
+  EXPECT_EQ(unweighed, 0u);
+  for (const Record& r : best) EXPECT_EQ(r.timestamp_unix, newer) << r.config_json;
   std::filesystem::remove_all(dir);
 }
 
