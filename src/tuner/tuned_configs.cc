@@ -118,10 +118,6 @@ std::optional<ConfigChoice> borrow(const ops::Workload& w, const std::vector<Rec
   return pick;
 }
 
-}  // namespace
-
-namespace {
-
 // One in-graph step stamps its records together, once its rounds have run;
 // a database may hold several steps' (kiln tune run again).
 constexpr int64_t kSameStepS = 60;
