@@ -15,6 +15,7 @@
 #include "graph/passes/fuse_layer_norm.h"
 #include "graph/passes/simplify.h"
 #include "graph/passes/strategy.h"
+#include "graph/passes/trim_conv_taps.h"
 
 namespace kiln::graph::passes {
 namespace {
@@ -55,6 +56,9 @@ void run_default_passes(Graph& g) {
   trace(g, "fold_constants",
         std::to_string(f.folded) + " folded, " + std::to_string(f.skipped_too_large) +
             " left (too large)");
+  // After folding: a weight may have been a Constant node until then.
+  int tt = trim_conv_taps(g);
+  trace(g, "trim_conv_taps", std::to_string(tt) + " trimmed");
   // After folding: the pattern's eps, exponent and axes are Constant nodes
   // until then.
   int ln = fuse_layer_norm(g);
