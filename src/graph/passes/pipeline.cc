@@ -13,6 +13,7 @@
 #include "graph/passes/fold_qdq.h"
 #include "graph/passes/fuse_gelu.h"
 #include "graph/passes/fuse_layer_norm.h"
+#include "graph/passes/lower_conv_transpose.h"
 #include "graph/passes/simplify.h"
 #include "graph/passes/strategy.h"
 #include "graph/passes/trim_conv_taps.h"
@@ -56,7 +57,10 @@ void run_default_passes(Graph& g) {
   trace(g, "fold_constants",
         std::to_string(f.folded) + " folded, " + std::to_string(f.skipped_too_large) +
             " left (too large)");
-  // After folding: a weight may have been a Constant node until then.
+  // After folding: a weight may have been a Constant node until then. The
+  // phase convs of lower_conv_transpose may have taps to trim.
+  int ct = lower_conv_transpose(g);
+  trace(g, "lower_conv_transpose", std::to_string(ct) + " rewritten");
   int tt = trim_conv_taps(g);
   trace(g, "trim_conv_taps", std::to_string(tt) + " trimmed");
   // After folding: the pattern's eps, exponent and axes are Constant nodes
