@@ -191,10 +191,34 @@ TEST(ConvOp, RejectsBadShapesWithNodeName) {
     EXPECT_NE(std::string(e.what()).find("Conv_under_test"), std::string::npos) << e.what();
   }
   Initializer x1 = random_tensor("float32", {1, 3, 5}, rng);
-  Initializer w1 = random_tensor("float32", {4, 3, 3}, rng);
-  EXPECT_THROW(evaluate(node, {&x1, &w1}), graph::OpError);  // 1-D conv
+  Initializer w1_2d = random_tensor("float32", {4, 3, 1, 3}, rng);
+  EXPECT_THROW(evaluate(node, {&x1, &w1_2d}), graph::OpError);  // a 1-D input, a 2-D weight
   Initializer w2 = random_tensor("float32", {4, 3, 7, 7}, rng);
   EXPECT_THROW(evaluate(node, {&x, &w2}), graph::OpError);  // kernel larger than input
+}
+
+// A 1-D conv (and pool) evaluates as its 2-D form on [N, C, 1, L].
+TEST(ConvOp, OneDimensionalAsTwoDimensional) {
+  std::mt19937_64 rng(6);
+  Initializer x = random_tensor("float32", {2, 4, 11}, rng);
+  Initializer w = random_tensor("float32", {6, 2, 3}, rng);
+  Node node = make_node("Conv", 2);
+  node.attrs = {{"group", int64_t{2}},
+                {"strides", std::vector<int64_t>{2}},
+                {"pads", std::vector<int64_t>{1, 2}},
+                {"dilations", std::vector<int64_t>{2}}};
+  Node node_2d = make_node("Conv", 2);
+  node_2d.attrs = {{"group", int64_t{2}},
+                   {"strides", std::vector<int64_t>{1, 2}},
+                   {"pads", std::vector<int64_t>{0, 1, 0, 2}},
+                   {"dilations", std::vector<int64_t>{1, 2}}};
+  Initializer x_2d = x, w_2d = w;
+  x_2d.type.shape = {2, 4, 1, 11};
+  w_2d.type.shape = {6, 2, 1, 3};
+  Initializer y = evaluate(node, {&x, &w}).at(0);
+  Initializer y_2d = evaluate(node_2d, {&x_2d, &w_2d}).at(0);
+  EXPECT_EQ(y.type.shape, (std::vector<int64_t>{2, 6, 5}));
+  EXPECT_EQ(y.data, y_2d.data);
 }
 
 // ---- ConvTranspose ---------------------------------------------------------------------

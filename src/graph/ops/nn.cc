@@ -469,9 +469,13 @@ std::vector<Tensor> matmul_compute(const Node& node, const ComputeInputs& in,
 }  // namespace
 
 void register_nn_ops() {
-  register_op({"Conv", OpPattern::kAnchor, conv_evaluate, conv_compute, {}});
   register_op(
-      {"ConvTranspose", OpPattern::kAnchor, conv_transpose_evaluate, conv_transpose_compute, {}});
+      {"Conv", OpPattern::kAnchor, evaluate_1d_as_2d(conv_evaluate, true), conv_compute, {}});
+  register_op({"ConvTranspose",
+               OpPattern::kAnchor,
+               evaluate_1d_as_2d(conv_transpose_evaluate, true),
+               conv_transpose_compute,
+               {}});
   register_op({"Gemm", OpPattern::kAnchor, gemm_evaluate, gemm_compute, {}});
   register_op({"MatMul", OpPattern::kAnchor, matmul_evaluate, matmul_compute, {}});
 }

@@ -841,12 +841,12 @@ void register_reduce_ops() {
       {"LayerNormalization", OpPattern::kReduction, layer_norm_evaluate, layer_norm_compute, {}});
   register_op({"MaxPool",
                OpPattern::kReduction,
-               pool_evaluate(PoolKind::kMax),
+               evaluate_1d_as_2d(pool_evaluate(PoolKind::kMax), false),
                pool_compute(PoolKind::kMax),
                {}});
   register_op({"AveragePool",
                OpPattern::kReduction,
-               pool_evaluate(PoolKind::kAverage),
+               evaluate_1d_as_2d(pool_evaluate(PoolKind::kAverage), false),
                pool_compute(PoolKind::kAverage),
                {}});
   register_op({"GlobalAveragePool",

@@ -153,4 +153,41 @@ TransposeWindow conv_transpose_window(const Node& node, const std::vector<int64_
   return w;
 }
 
+void lift_1d_window_attrs(Node& node) {
+  using Ints = std::vector<int64_t>;
+  for (const char* key : {"kernel_shape", "strides", "dilations"})
+    if (auto v = node.attr<Ints>(key); v && v->size() == 1) node.attrs[key] = Ints{1, (*v)[0]};
+  if (auto p = node.attr<Ints>("pads"); p && p->size() == 2)
+    node.attrs["pads"] = Ints{0, (*p)[0], 0, (*p)[1]};
+  if (auto p = node.attr<Ints>("output_padding"); p && p->size() == 1)
+    node.attrs["output_padding"] = Ints{0, (*p)[0]};
+  if (auto s = node.attr<Ints>("output_shape"); s && s->size() == 1)
+    node.attrs["output_shape"] = Ints{1, (*s)[0]};
+}
+
+EvaluateFn evaluate_1d_as_2d(EvaluateFn eval_2d, bool weighted) {
+  return [eval_2d, weighted](const Node& node, const std::vector<const Initializer*>& inputs) {
+    auto is_1d = [](const Initializer* t) { return t && t->type.shape.size() == 3; };
+    if (inputs.empty() || !is_1d(inputs[0]) ||
+        (weighted && (inputs.size() < 2 || !is_1d(inputs[1]))))
+      return eval_2d(node, inputs);  // not 1-D, or malformed: the 2-D op says why
+    auto lifted = [](const Initializer& t) {
+      Initializer u = t;
+      u.type.shape.insert(u.type.shape.begin() + 2, 1);
+      return u;
+    };
+    Node node_2d = node;
+    lift_1d_window_attrs(node_2d);
+    std::vector<Initializer> held = {lifted(*inputs[0])};
+    if (weighted) held.push_back(lifted(*inputs[1]));
+    std::vector<const Initializer*> in_2d = inputs;
+    for (size_t i = 0; i < held.size(); ++i) in_2d[i] = &held[i];
+    std::vector<Initializer> out = eval_2d(node_2d, in_2d);
+    for (Initializer& o : out)
+      if (o.type.shape.size() == 4 && o.type.shape[2] == 1)
+        o.type.shape.erase(o.type.shape.begin() + 2);
+    return out;
+  };
+}
+
 }  // namespace kiln::graph::op_util

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "graph/op_registry.h"
 
 namespace kiln::graph::op_util {
 
@@ -44,5 +45,17 @@ struct TransposeWindow {
 };
 TransposeWindow conv_transpose_window(const Node& node, const std::vector<int64_t>& in_spatial,
                                       const std::vector<int64_t>& kernel);
+
+// 1-D windows (Conv1d, pools on [N, C, L]) as 2-D ones on [N, C, 1, L]: the
+// new leading spatial dim takes kernel 1, stride 1, dilation 1 and no pads.
+// Rewrites the node's kernel_shape, strides, dilations, pads,
+// output_padding and output_shape (graph/passes/lift_1d_windows.h lifts
+// whole regions with it).
+void lift_1d_window_attrs(Node& node);
+
+// The reference evaluation of a 1-D window op through its 2-D one: the data
+// input (and, `weighted`, the weight input 1) gain the unit dim, the outputs
+// lose it. Other ranks go to `eval_2d` as they are.
+EvaluateFn evaluate_1d_as_2d(EvaluateFn eval_2d, bool weighted);
 
 }  // namespace kiln::graph::op_util

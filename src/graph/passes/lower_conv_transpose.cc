@@ -1,7 +1,6 @@
 #include "graph/passes/lower_conv_transpose.h"
 
 #include <algorithm>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -101,14 +100,6 @@ Initializer phase_weight(const Initializer& wt, const Rewrite& r) {
               v[at] = w[static_cast<size_t>(((c * mg + m % mg) * ws[2] + kh) * ws[3] + kw)];
             }
   return float_tensor({r.m * sh * sw, cg, r.h.kernel, r.w.kernel}, v);
-}
-
-Initializer int64_tensor(const std::vector<int64_t>& values) {
-  Initializer t;
-  t.type = {"int64", {static_cast<int64_t>(values.size())}};
-  t.data.resize(values.size() * sizeof(int64_t));
-  if (!values.empty()) std::memcpy(t.data.data(), values.data(), t.data.size());
-  return t;
 }
 
 // Appends the nodes that replace ConvTranspose `n`.

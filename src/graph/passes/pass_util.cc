@@ -80,6 +80,14 @@ Initializer float_tensor(std::vector<int64_t> shape, const std::vector<float>& v
   return t;
 }
 
+Initializer int64_tensor(const std::vector<int64_t>& values) {
+  Initializer t;
+  t.type = {"int64", {static_cast<int64_t>(values.size())}};
+  t.data.resize(values.size() * sizeof(int64_t));
+  if (!values.empty()) std::memcpy(t.data.data(), values.data(), t.data.size());
+  return t;
+}
+
 int64_t num_elements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

@@ -37,6 +37,9 @@ void erase_nodes(Graph& g, const std::vector<bool>& removed);
 // float32 tensor from values (shape must match the element count).
 Initializer float_tensor(std::vector<int64_t> shape, const std::vector<float>& values);
 
+// A 1-D int64 tensor of `values` (Reshape's shape, Slice's starts and ends).
+Initializer int64_tensor(const std::vector<int64_t>& values);
+
 // Product of the dims (1 for a scalar shape).
 int64_t num_elements(const std::vector<int64_t>& shape);
 

@@ -13,6 +13,7 @@
 #include "graph/passes/fold_qdq.h"
 #include "graph/passes/fuse_gelu.h"
 #include "graph/passes/fuse_layer_norm.h"
+#include "graph/passes/lift_1d_windows.h"
 #include "graph/passes/lower_conv_transpose.h"
 #include "graph/passes/simplify.h"
 #include "graph/passes/strategy.h"
@@ -57,8 +58,11 @@ void run_default_passes(Graph& g) {
   trace(g, "fold_constants",
         std::to_string(f.folded) + " folded, " + std::to_string(f.skipped_too_large) +
             " left (too large)");
-  // After folding: a weight may have been a Constant node until then. The
-  // phase convs of lower_conv_transpose may have taps to trim.
+  // After folding: a weight may have been a Constant node until then. 1-D
+  // transposed convs are 2-D ones after lifting, and the phase convs of
+  // lower_conv_transpose may have taps to trim.
+  int l1 = lift_1d_windows(g);
+  trace(g, "lift_1d_windows", std::to_string(l1) + " lifted");
   int ct = lower_conv_transpose(g);
   trace(g, "lower_conv_transpose", std::to_string(ct) + " rewritten");
   int tt = trim_conv_taps(g);
