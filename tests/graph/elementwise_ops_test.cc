@@ -460,3 +460,107 @@ TEST(ElementwiseCompute, ClipPowBatchNormDropout) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+using graph::Initializer;
+using Shape = std::vector<int64_t>;
+
+graph::Node op_node(const std::string& op, size_t n_in) {
+  graph::Node n;
+  n.op_type = op;
+  n.name = op + "_test";
+  for (size_t i = 0; i < n_in; ++i) n.inputs.push_back("x" + std::to_string(i));
+  n.outputs = {"y"};
+  return n;
+}
+
+std::vector<float> eval_floats(const graph::Node& n, const std::vector<const Initializer*>& in) {
+  Initializer y = graph::get_op(n.op_type).evaluate(n, in).at(0);
+  std::vector<float> v(y.data.size() / sizeof(float));
+  std::memcpy(v.data(), y.data.data(), y.data.size());
+  return v;
+}
+
+// The activations exporters emit beyond ReLU and GELU, against their formulas.
+TEST(ElementwiseEval, MoreActivations) {
+  const std::vector<float> xs = {-30, -2, -0.5f, 0, 0.5f, 2.5f, 30};
+  Initializer x = test::tensor_of<float>({7}, xs);
+  auto each = [&](const std::string& op, auto f, std::map<std::string, float> attrs = {}) {
+    graph::Node n = op_node(op, 1);
+    for (auto& [k, v] : attrs) n.attrs[k] = v;
+    std::vector<float> got = eval_floats(n, {&x});
+    for (size_t i = 0; i < xs.size(); ++i)
+      EXPECT_NEAR(got[i], f(double(xs[i])), 1e-6 * std::max(1.0, std::fabs(f(double(xs[i])))))
+          << op << " at " << xs[i];
+  };
+  auto softplus = [](double v) { return std::log1p(std::exp(v)); };
+  each("Softplus", softplus);
+  each("Softsign", [](double v) { return v / (1 + std::fabs(v)); });
+  each("Mish", [&](double v) { return v * std::tanh(softplus(v)); });
+  each("Elu", [](double v) { return v < 0 ? 0.7 * (std::exp(v) - 1) : v; }, {{"alpha", 0.7f}});
+  each("Selu", [](double v) {
+    return 1.0507009873554805 * (v <= 0 ? 1.6732632423543772 * (std::exp(v) - 1) : v);
+  });
+  each("Celu", [](double v) { return std::max(0.0, v) + std::min(0.0, 2 * (std::exp(v / 2) - 1)); },
+       {{"alpha", 2.0f}});
+  each("ThresholdedRelu", [](double v) { return v > 0.5 ? v : 0; }, {{"alpha", 0.5f}});
+  each("Floor", [](double v) { return std::floor(v); });
+  each("Ceil", [](double v) { return std::ceil(v); });
+  each("Round", [](double v) { return std::nearbyint(v); });  // 0.5 -> 0, 2.5 -> 2
+  each("Sign", [](double v) { return double((0 < v) - (v < 0)); });
+  Initializer slope = test::tensor_of<float>({1}, {0.25f});
+  std::vector<float> pr = eval_floats(op_node("PRelu", 2), {&x, &slope});
+  for (size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(pr[i], xs[i] < 0 ? xs[i] * 0.25f : xs[i]);
+}
+
+TEST(ElementwiseEval, ComparisonsLogicModSumMean) {
+  Initializer a = test::tensor_of<int64_t>({6}, {-7, -7, 7, 7, 0, 5});
+  Initializer b = test::tensor_of<int64_t>({6}, {3, -3, 3, -3, 4, 5});
+  Initializer y = graph::get_op("Mod").evaluate(op_node("Mod", 2), {&a, &b}).at(0);
+  std::vector<int64_t> mod(6);
+  std::memcpy(mod.data(), y.data.data(), y.data.size());
+  EXPECT_EQ(mod, (std::vector<int64_t>{2, -1, 1, -2, 0, 0}));  // the divisor's sign
+  graph::Node fmod = op_node("Mod", 2);
+  fmod.attrs["fmod"] = int64_t{1};
+  y = graph::get_op("Mod").evaluate(fmod, {&a, &b}).at(0);
+  std::memcpy(mod.data(), y.data.data(), y.data.size());
+  EXPECT_EQ(mod, (std::vector<int64_t>{-1, -1, 1, 1, 0, 0}));  // the dividend's sign
+  y = graph::get_op("Greater").evaluate(op_node("Greater", 2), {&a, &b}).at(0);
+  EXPECT_EQ(y.type.dtype, "bool");
+  EXPECT_EQ(y.data, (std::vector<uint8_t>{0, 0, 1, 1, 0, 0}));
+  y = graph::get_op("LessOrEqual").evaluate(op_node("LessOrEqual", 2), {&a, &b}).at(0);
+  EXPECT_EQ(y.data, (std::vector<uint8_t>{1, 1, 0, 0, 1, 1}));
+  Initializer p = test::tensor_of<float>({3}, {1, 2, 3}), q = test::tensor_of<float>({1}, {3});
+  EXPECT_EQ(eval_floats(op_node("Sum", 3), {&p, &q, &p}), (std::vector<float>{5, 7, 9}));
+  EXPECT_EQ(eval_floats(op_node("Mean", 2), {&p, &q}), (std::vector<float>{2, 2.5f, 3}));
+}
+
+// Kernels against evaluate() over shapes and broadcasts.
+TEST(ElementwiseCompute, MoreActivationsAndComparisonsSweep) {
+  std::mt19937_64 rng(12);
+  for (const char* op : {"Softplus", "Softsign", "Mish", "Elu", "Selu", "Celu", "ThresholdedRelu",
+                         "Floor", "Ceil", "Round", "Sign"})
+    for (const Shape& s : {Shape{}, Shape{37}, Shape{2, 3, 17}}) {
+      Initializer x = test::random_tensor("float32", s, rng, -25, 25);
+      SCOPED_TRACE(std::string(op) + " " + graph::shape_str(s));
+      test::check_node(op_node(op, 1), {&x}, 2e-6);
+    }
+  Initializer x = test::random_tensor("float32", {2, 4, 3, 5}, rng, -3, 3);
+  Initializer slope = test::random_tensor("float32", {4, 1, 1}, rng, 0, 1);
+  test::check_node(op_node("PRelu", 2), {&x, &slope}, 2e-6);
+  Initializer y = test::random_tensor("float32", {3, 5}, rng, 0.5, 3);
+  for (const char* op : {"Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Sum", "Mean"})
+    test::check_node(op_node(op, 2), {&x, &y}, 2e-6);
+  graph::Node fmod = op_node("Mod", 2);
+  fmod.attrs["fmod"] = int64_t{1};
+  test::check_node(fmod, {&x, &y}, 2e-6);
+  Initializer c = test::random_tensor("bool", {3, 5}, rng),
+              d = test::random_tensor("bool", {5}, rng);
+  for (const char* op : {"And", "Or", "Xor"}) test::check_node(op_node(op, 2), {&c, &d});
+  test::check_node(op_node("Not", 1), {&c});
+}
+
+}  // namespace
+}  // namespace kiln

@@ -8,6 +8,7 @@
 // the reference is at least as accurate as the kernel.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -382,10 +383,10 @@ void register_parametric() {
             eval_map<Types::kFloat>(node, {&required_input(node, ins, 0)}, [&](auto* v) {
               using T = std::remove_cv_t<std::remove_pointer_t<decltype(v)>>;
               double x = static_cast<double>(v[0]);
-              double phi = tanh_form
-                               ? 0.5 * (1.0 + std::tanh(0.7978845608028654 *
-                                                        (x + 0.044715 * x * x * x)))
-                               : 0.5 * (1.0 + std::erf(x * 0.7071067811865476));
+              double phi =
+                  tanh_form
+                      ? 0.5 * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+                      : 0.5 * (1.0 + std::erf(x * 0.7071067811865476));
               return static_cast<T>(x * phi);
             })};
       },
@@ -483,6 +484,143 @@ void register_minmax() {
   }
 }
 
+// ---- More activations and rounding -------------------------------------------------
+
+// A float activation with float attributes: evaluate f(x, attrs) in double,
+// compute g(x, attrs) in the element type.
+void reg_float_attrs(const std::string& name, std::vector<std::pair<std::string, float>> attrs,
+                     std::function<double(double, const std::vector<double>&)> f,
+                     std::function<Expr(const Expr&, const std::vector<double>&)> g) {
+  auto read = [attrs](const Node& node) {
+    std::vector<double> a;
+    for (const auto& [key, dflt] : attrs) a.push_back(attr_float(node, key, dflt));
+    return a;
+  };
+  reg(
+      name,
+      [read, f](const Node& node, const std::vector<const Initializer*>& ins) {
+        std::vector<double> a = read(node);
+        return std::vector<Initializer>{
+            eval_map<Types::kFloat>(node, {&required_input(node, ins, 0)},
+                                    [&](auto* v) { return f(static_cast<double>(v[0]), a); })};
+      },
+      [read, g, name](const Node& node, const ComputeInputs& in,
+                      const std::vector<TensorType>& out_types) {
+        std::vector<double> a = read(node);
+        return std::vector<ir::Tensor>{compute_map(
+            out_types, {required_tensor(node, in, 0)},
+            [&](const std::vector<Expr>& v) { return g(v[0], a); }, name)};
+      });
+}
+
+// log(1 + e^x) without overflow: max(x, 0) + log(1 + e^-|x|).
+double softplus_value(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }
+// log1p(e) to full precision: log(u) * e / (u - 1) with u = 1 + e cancels
+// u's rounding (Goldberg); e itself where u rounds to 1.
+Expr log1p_expr(const Expr& e) {
+  Expr u = konst(e, 1) + e;
+  Expr d = u - konst(e, 1);
+  return ir::select(ir::eq(d, konst(e, 0)), e, ir::log(u) * e / d);
+}
+Expr softplus_expr(const Expr& x) {
+  return ir::max(x, konst(x, 0)) + log1p_expr(ir::exp(-ir::fabs(x)));
+}
+
+Expr expm1_expr(const Expr& x) { return ir::exp(x) - konst(x, 1); }
+
+void register_activations() {
+  using A = const std::vector<double>&;
+  reg_float_attrs(
+      "Softplus", {}, [](double x, A) { return softplus_value(x); },
+      [](const Expr& x, A) { return softplus_expr(x); });
+  reg_float_attrs(
+      "Softsign", {}, [](double x, A) { return x / (1 + std::fabs(x)); },
+      [](const Expr& x, A) { return x / (konst(x, 1) + ir::fabs(x)); });
+  // Mish (opset 18): x * tanh(softplus(x)).
+  reg_float_attrs(
+      "Mish", {}, [](double x, A) { return x * std::tanh(softplus_value(x)); },
+      [](const Expr& x, A) { return x * ir::tanh(softplus_expr(x)); });
+  reg_float_attrs(
+      "Elu", {{"alpha", 1.0f}}, [](double x, A a) { return x < 0 ? a[0] * std::expm1(x) : x; },
+      [](const Expr& x, A a) {
+        return ir::select(x < konst(x, 0), konst(x, a[0]) * expm1_expr(x), x);
+      });
+  reg_float_attrs(
+      "Selu", {{"alpha", 1.67326319217681884765625f}, {"gamma", 1.05070102214813232421875f}},
+      [](double x, A a) { return a[1] * (x <= 0 ? a[0] * std::expm1(x) : x); },
+      [](const Expr& x, A a) {
+        return konst(x, a[1]) * ir::select(x <= konst(x, 0), konst(x, a[0]) * expm1_expr(x), x);
+      });
+  // Celu: max(0, x) + min(0, alpha * (exp(x / alpha) - 1)).
+  reg_float_attrs(
+      "Celu", {{"alpha", 1.0f}},
+      [](double x, A a) { return std::max(0.0, x) + std::min(0.0, a[0] * std::expm1(x / a[0])); },
+      [](const Expr& x, A a) {
+        return ir::max(x, konst(x, 0)) +
+               ir::min(konst(x, 0), konst(x, a[0]) * expm1_expr(x / konst(x, a[0])));
+      });
+  reg_float_attrs(
+      "ThresholdedRelu", {{"alpha", 1.0f}}, [](double x, A a) { return x > a[0] ? x : 0.0; },
+      [](const Expr& x, A a) { return ir::select(x > konst(x, a[0]), x, konst(x, 0)); });
+  reg_float_attrs(
+      "Floor", {}, [](double x, A) { return std::floor(x); },
+      [](const Expr& x, A) { return ir::floor(x); });
+  reg_float_attrs(
+      "Ceil", {}, [](double x, A) { return std::ceil(x); },
+      [](const Expr& x, A) { return ir::ceil(x); });
+  // ONNX Round: half to even.
+  reg_float_attrs(
+      "Round", {}, [](double x, A) { return std::nearbyint(x); },
+      [](const Expr& x, A) { return ir::round_even(x); });
+  reg_unary<Types::kNumeric>(
+      "Sign",
+      [](auto x) {
+        using T = decltype(x);
+        return static_cast<T>((T(0) < x) - (x < T(0)));
+      },
+      [](const std::vector<Expr>& v) {
+        Expr zero = konst(v[0], 0);
+        return ir::select(v[0] > zero, konst(v[0], 1),
+                          ir::select(v[0] < zero, konst(v[0], -1), zero));
+      });
+  // PRelu(x, slope): the slope broadcasts to x (typically [C, 1, 1]).
+  reg_binary<Types::kNumeric>(
+      "PRelu",
+      [](auto x, auto slope, const Node&) {
+        return x < decltype(x)(0) ? static_cast<decltype(x)>(x * slope) : x;
+      },
+      [](const std::vector<Expr>& v) {
+        return ir::select(v[0] < konst(v[0], 0), v[0] * v[1], v[0]);
+      });
+}
+
+// Sum and Mean over any number of broadcast inputs.
+void register_sum_mean() {
+  for (bool mean : {false, true}) {
+    reg(
+        mean ? "Mean" : "Sum",
+        [mean](const Node& node, const std::vector<const Initializer*>& ins) {
+          size_t n = ins.size();
+          return std::vector<Initializer>{eval_map<Types::kNumeric>(node, ins, [&](auto* v) {
+            auto r = v[0];
+            for (size_t k = 1; k < n; ++k) r = static_cast<decltype(r)>(r + v[k]);
+            return mean ? static_cast<decltype(r)>(r / static_cast<decltype(r)>(n)) : r;
+          })};
+        },
+        [mean](const Node& node, const ComputeInputs& in,
+               const std::vector<TensorType>& out_types) {
+          return std::vector<ir::Tensor>{compute_map(
+              out_types, first_tensors(node, in, in.tensors.size()),
+              [mean](const std::vector<Expr>& v) {
+                Expr r = v[0];
+                for (size_t k = 1; k < v.size(); ++k) r = r + v[k];
+                return mean ? div_expr(r, konst(r, static_cast<double>(v.size()))) : r;
+              },
+              node.op_type)};
+        });
+  }
+}
+
 // ---- Comparison, selection, conversion -------------------------------------------
 
 std::vector<Initializer> eval_where(const Node& node, const std::vector<const Initializer*>& ins) {
@@ -527,10 +665,76 @@ std::vector<Initializer> eval_cast(const Node& node, const std::vector<const Ini
   return {out};
 }
 
+// Integer Mod: the result takes the divisor's sign (Python's %) unless fmod=1,
+// which truncates like C's fmod (required for floats by ONNX).
+template <typename T>
+T mod_op(T a, T b, const Node& node) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::fmod(a, b);
+  } else {
+    if (b == 0) fail(node, "integer modulo by zero");
+    if constexpr (std::is_signed_v<T>) {
+      if (b == -1) return T(0);
+      T r = static_cast<T>(a % b);
+      if (attr_int(node, "fmod", 0) == 0 && r != 0 && ((r < 0) != (b < 0)))
+        r = static_cast<T>(r + b);
+      return r;
+    } else {
+      return static_cast<T>(a % b);
+    }
+  }
+}
+
+std::vector<Initializer> eval_mod(const Node& node, const std::vector<const Initializer*>& ins) {
+  if (ins.size() != 2) fail(node, "expects 2 inputs");
+  bool fmod = attr_int(node, "fmod", 0) != 0;
+  if (!fmod && ins[0] && (ins[0]->type.dtype == "float32" || ins[0]->type.dtype == "float64"))
+    fail(node, "fmod must be 1 for floating-point inputs");
+  return {eval_map<Types::kNumeric>(node, ins, [&](auto* v) { return mod_op(v[0], v[1], node); })};
+}
+
 void register_logic() {
   reg_binary<Types::kAll, true>(
       "Equal", [](auto a, auto b, const Node&) { return a == b; },
       [](const std::vector<Expr>& v) { return ir::eq(v[0], v[1]); });
+  reg_binary<Types::kNumeric, true>(
+      "Greater", [](auto a, auto b, const Node&) { return a > b; },
+      [](const std::vector<Expr>& v) { return v[0] > v[1]; });
+  reg_binary<Types::kNumeric, true>(
+      "Less", [](auto a, auto b, const Node&) { return a < b; },
+      [](const std::vector<Expr>& v) { return v[0] < v[1]; });
+  reg_binary<Types::kNumeric, true>(
+      "GreaterOrEqual", [](auto a, auto b, const Node&) { return a >= b; },
+      [](const std::vector<Expr>& v) { return v[0] >= v[1]; });
+  reg_binary<Types::kNumeric, true>(
+      "LessOrEqual", [](auto a, auto b, const Node&) { return a <= b; },
+      [](const std::vector<Expr>& v) { return v[0] <= v[1]; });
+  reg_binary<Types::kAll>(
+      "And", [](auto a, auto b, const Node&) { return a && b; },
+      [](const std::vector<Expr>& v) { return ir::logical_and(v[0], v[1]); });
+  reg_binary<Types::kAll>(
+      "Or", [](auto a, auto b, const Node&) { return a || b; },
+      [](const std::vector<Expr>& v) { return ir::logical_or(v[0], v[1]); });
+  reg_binary<Types::kAll>(
+      "Xor", [](auto a, auto b, const Node&) { return bool(a) != bool(b); },
+      [](const std::vector<Expr>& v) { return ir::ne(v[0], v[1]); });
+  reg_unary<Types::kAll>(
+      "Not", [](auto a) { return !a; },
+      [](const std::vector<Expr>& v) { return ir::logical_not(v[0]); });
+  // Mod runs in kernels only on floats (fmod); integer Mod is folded from
+  // constants (shape arithmetic, Swin's window masks).
+  reg("Mod", eval_mod,
+      [](const Node& node, const ComputeInputs& in, const std::vector<TensorType>& out_types) {
+        if (out_types.at(0).dtype != "float32") fail(node, "integer Mod runs only on constants");
+        return std::vector<ir::Tensor>{compute_map(
+            out_types, first_tensors(node, in, 2),
+            [](const std::vector<Expr>& v) {  // C's fmod: the quotient truncated toward zero
+              Expr q = v[0] / v[1];
+              Expr trunc = ir::select(q < konst(q, 0), ir::ceil(q), ir::floor(q));
+              return v[0] - trunc * v[1];
+            },
+            "Mod")};
+      });
   reg("Where", eval_where,
       map_compute(3, [](const std::vector<Expr>& v) { return ir::select(v[0], v[1], v[2]); }));
   reg("Cast", eval_cast,
@@ -652,6 +856,8 @@ void register_elementwise_ops() {
   register_parametric();
   reg("Clip", eval_clip, compute_clip, {1, 2});
   register_minmax();
+  register_activations();
+  register_sum_mean();
   register_logic();
   reg("BatchNormalization", eval_bn, compute_bn);
   reg(
