@@ -87,10 +87,18 @@ int fold_small_constants(onnx::ModelProto* model, std::vector<std::string>* name
     std::vector<const graph::Initializer*> args;
     bool ok = def && def->evaluate;
     if (ok && np.op_type() == "Shape" && np.input_size() == 1) {
+      // The input's type: inferred, or an initializer's (a value this loop
+      // folded in an earlier round has no value_info any more).
       auto t = types.find(np.input(0));
-      ok = t != types.end();
+      auto p = protos.find(np.input(0));
+      ok = t != types.end() || p != protos.end();
       if (ok) {
-        shape_only.push_back(graph::Initializer{t->second, {}});
+        graph::TensorType type = t != types.end() ? t->second : graph::TensorType{};
+        if (t == types.end()) {
+          type.dtype = dtype_name(p->second->data_type(), "initializer '" + p->first + "'");
+          type.shape.assign(p->second->dims().begin(), p->second->dims().end());
+        }
+        shape_only.push_back(graph::Initializer{type, {}});
         args.push_back(&shape_only.back());
       }
     } else {

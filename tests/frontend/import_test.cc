@@ -186,4 +186,25 @@ TEST(ImportOnnx, ChunkSplitPointsFromShapeArithmetic) {
   }
 }
 
+// A value that only folding types (a Reshape by a Div's result, which ONNX's
+// data propagation does not follow) and that a Shape then reads: the Shape
+// folds from the new initializer's type in the next round (Swin's window
+// masks: Shape of a folded Add).
+TEST(ImportOnnx, ShapeOfAValueFoldedInAnEarlierRound) {
+  OnnxBuilder b(13);
+  b.input("x", {"1", "6"});
+  b.output("y", {"a", "b"});
+  b.init_f32("data", {6}, {1, 2, 3, 4, 5, 6});
+  b.init_i64("dims2", {2}, {4, 6});
+  b.init_i64("two", {1}, {2});
+  b.node("Div", "div", {"dims2", "two"}, {"dims"});
+  b.node("Reshape", "reshape_data", {"data", "dims"}, {"z"});
+  b.node("Shape", "shape", {"z"}, {"s"});
+  b.node("Reshape", "reshape_x", {"x", "s"}, {"y"});
+  kiln::graph::Graph g = import_onnx(b.write("shape_of_folded.onnx"));
+  EXPECT_THAT(shape_of(g, "y"), ElementsAre(2, 3));
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].name, "reshape_x");
+}
+
 }  // namespace

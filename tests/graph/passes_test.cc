@@ -281,11 +281,22 @@ TEST_F(Passes, SimplifyLeavesTrainingModeDropout) {
   g.outputs = {"z"};
   EXPECT_EQ(passes::simplify(g), 0);
   EXPECT_EQ(count_op(g, "Dropout"), 1);
+  // Training mode with a constant ratio of 0 drops nothing (torchvision's Swin).
+  g.initializers["ratio"] = test::tensor_of<float>({}, {0.25f});
+  g.value_info["ratio"] = g.initializers["ratio"].type;
+  g.nodes.back().inputs[1] = "ratio";
+  EXPECT_EQ(passes::simplify(g), 0);
+  g.initializers["ratio"] = test::tensor_of<float>({}, {0.0f});
+  EXPECT_EQ(passes::simplify(g), 1);
+  EXPECT_EQ(count_op(g, "Dropout"), 0);
+  g.nodes.push_back({"Dropout", "", "drop2", {"z", "", "train"}, {"z2"}, {}});
+  g.value_info["z2"] = g.value_info["z"];
+  g.outputs = {"z2"};
   g.initializers["train"].data[0] = 0;
   EXPECT_EQ(passes::simplify(g), 1);
   passes::verify_graph(g);
   EXPECT_EQ(count_op(g, "Dropout"), 0);
-  EXPECT_EQ(g.nodes[0].outputs[0], "z");
+  EXPECT_EQ(g.nodes[0].outputs[0], "z2");
 }
 
 // ---- fold_batch_norm -------------------------------------------------------------

@@ -585,4 +585,32 @@ TEST(ShapeCompute, ResizeSweep) {
 }
 
 }  // namespace
+// Range and ScatterND fold constants (evaluate only).
+TEST(ShapeOps, RangeAndScatterND) {
+  Initializer start = tensor_of<int64_t>({}, {1}), limit = tensor_of<int64_t>({}, {10}),
+              delta = tensor_of<int64_t>({}, {3});
+  EXPECT_EQ(eval(make_node("Range", 3), {&start, &limit, &delta})[0].as<int64_t>(),
+            (std::vector<int64_t>{1, 4, 7}));
+  Initializer fs = tensor_of<float>({}, {1}), fl = tensor_of<float>({}, {0}),
+              fd = tensor_of<float>({}, {-0.25f});
+  EXPECT_EQ(eval(make_node("Range", 3), {&fs, &fl, &fd})[0].as<float>(),
+            (std::vector<float>{1, 0.75f, 0.5f, 0.25f}));
+  Initializer empty_limit = tensor_of<int64_t>({}, {0});
+  EXPECT_EQ(eval(make_node("Range", 3), {&start, &empty_limit, &delta})[0].type.shape,
+            (std::vector<int64_t>{0}));
+  // Rows 2 and 0 of a [3, 2] tensor replaced; a negative index counts from the end.
+  Initializer data = tensor_of<float>({3, 2}, {1, 2, 3, 4, 5, 6});
+  Initializer idx = tensor_of<int64_t>({2, 1}, {2, -3});
+  Initializer upd = tensor_of<float>({2, 2}, {10, 20, 30, 40});
+  EXPECT_EQ(eval(make_node("ScatterND", 3), {&data, &idx, &upd})[0].as<float>(),
+            (std::vector<float>{30, 40, 3, 4, 10, 20}));
+  Initializer points = tensor_of<int64_t>({2, 2}, {0, 1, 1, 0});
+  Initializer vals = tensor_of<float>({2}, {-1, -2});
+  EXPECT_EQ(eval(make_node("ScatterND", 3), {&data, &points, &vals})[0].as<float>(),
+            (std::vector<float>{1, -1, -2, 4, 5, 6}));
+  Initializer bad = tensor_of<int64_t>({1, 1}, {3});
+  Initializer one_row = tensor_of<float>({1, 2}, {0, 0});
+  EXPECT_THROW(eval(make_node("ScatterND", 3), {&data, &bad, &one_row}), graph::OpError);
+}
+
 }  // namespace kiln

@@ -813,12 +813,20 @@ std::vector<ir::Tensor> compute_bn(const Node& node, const ComputeInputs& in,
       "BatchNormalization")};
 }
 
+// Training mode drops nothing only with a ratio of 0 (the default is 0.5).
+void check_inference_dropout(const Node& node, const Initializer* training_mode,
+                             const Initializer* ratio) {
+  if (!training_mode) return;
+  std::vector<double> v = to_doubles(node, *training_mode);
+  if (v.empty() || v[0] == 0) return;
+  std::vector<double> r = ratio ? to_doubles(node, *ratio) : std::vector<double>{};
+  if (r.size() != 1 || r[0] != 0)
+    fail(node, "training_mode=true is not supported (only with a ratio of 0)");
+}
+
 std::vector<Initializer> eval_dropout(const Node& node,
                                       const std::vector<const Initializer*>& ins) {
-  if (const Initializer* tm = optional_input(ins, 2)) {
-    std::vector<double> v = to_doubles(node, *tm);
-    if (!v.empty() && v[0] != 0) fail(node, "training_mode=true is not supported");
-  }
+  check_inference_dropout(node, optional_input(ins, 2), optional_input(ins, 1));
   std::vector<Initializer> out = {required_input(node, ins, 0)};
   if (node.outputs.size() > 1 && !node.outputs[1].empty()) {
     Initializer mask = make_tensor("bool", out[0].type.shape);
@@ -831,8 +839,7 @@ std::vector<Initializer> eval_dropout(const Node& node,
 std::vector<ir::Tensor> compute_dropout(const Node& node, const ComputeInputs& in,
                                         const std::vector<TensorType>& out_types) {
   if (const Initializer* tm = const_input(in, 2)) {
-    std::vector<double> v = to_doubles(node, *tm);
-    if (!v.empty() && v[0] != 0) fail(node, "training_mode=true is not supported");
+    check_inference_dropout(node, tm, const_input(in, 1));
   } else if (in.tensors.size() > 2 && in.tensors[2]) {
     fail(node, "training_mode must be a constant");
   }

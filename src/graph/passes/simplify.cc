@@ -24,12 +24,20 @@ bool extra_output_used(const Graph& g, const Node& n,
   return false;
 }
 
-// Dropout is the identity unless training_mode (input 2) is set or unknown.
+// Dropout is the identity unless training_mode (input 2) is set or unknown,
+// and in training mode too with a constant ratio (input 1) of 0: torchvision's
+// Swin calls F.dropout(attn, p=0.0) without training=, which exports as
+// training_mode=true.
 bool dropout_is_identity(const Graph& g, const Node& n) {
   if (n.inputs.size() < 3 || n.inputs[2].empty()) return true;
   const Initializer* mode = constant_of(g, n.inputs[2]);
   if (!mode || mode->type.dtype != "bool" || mode->data.size() != 1) return false;
-  return mode->data[0] == 0;
+  if (mode->data[0] == 0) return true;
+  const Initializer* ratio = n.inputs[1].empty() ? nullptr : constant_of(g, n.inputs[1]);
+  if (!ratio || ratio->type.num_elements() != 1) return false;
+  if (ratio->type.dtype == "float32") return ratio->as<float>()[0] == 0.0f;
+  if (ratio->type.dtype == "float64") return ratio->as<double>()[0] == 0.0;
+  return false;
 }
 
 bool is_identity_perm(const Node& n, const Graph& g) {
