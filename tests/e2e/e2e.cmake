@@ -10,6 +10,16 @@ foreach(model ${KILN_E2E_MODELS})
   set_tests_properties(e2e_${model} PROPERTIES TIMEOUT 1800 LABELS e2e)
 endforeach()
 
+# Small models of paths the zoo does not take (bench/models/coverage_models.py): 1-D convs,
+# transposed convs, dilated ASPP, more activations, a GPT-style decoder.
+set(KILN_E2E_COVERAGE_MODELS keyword_spotter unet dcgan_generator aspp tabular_mlp gpt_decoder)
+foreach(model ${KILN_E2E_COVERAGE_MODELS})
+  add_test(NAME e2e_coverage_${model}
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_model.sh $<TARGET_FILE:kiln> ${model}
+            ${CMAKE_BINARY_DIR}/e2e 1e-4 coverage_models.py)
+  set_tests_properties(e2e_coverage_${model} PROPERTIES TIMEOUT 900 LABELS e2e)
+endforeach()
+
 # Arm: packages cross-compiled for aarch64 run by the cross-built kiln-run under
 # qemu-user (skipped, naming what is missing, without the cross toolchain).
 add_test(NAME e2e_arm_qemu

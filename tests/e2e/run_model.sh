@@ -2,20 +2,23 @@
 # End-to-end test of one model: generate it with PyTorch (cached), kiln build, kiln run, and
 # compare kiln's outputs with PyTorch's (relative error max|a-b|/max|ref| <= RTOL).
 #
-#   run_model.sh KILN MODEL WORKDIR [RTOL]
+#   run_model.sh KILN MODEL WORKDIR [RTOL] [GENERATOR]
 #
-# The generated model is cached in WORKDIR/models/MODEL and regenerated only when
-# bench/models/generate.py changes (its sha256 is stored beside the model).
+# GENERATOR is a script of bench/models that writes MODEL (default generate.py;
+# coverage_models.py for the coverage set). The generated model is cached in
+# WORKDIR/models/MODEL and regenerated only when the generator scripts change (their
+# sha256 is stored beside the model).
 set -euo pipefail
 
 if [ $# -lt 3 ]; then
-  echo "usage: $0 KILN MODEL WORKDIR [RTOL]" >&2
+  echo "usage: $0 KILN MODEL WORKDIR [RTOL] [GENERATOR]" >&2
   exit 2
 fi
 KILN=$1
 MODEL=$2
 WORK=$3
 RTOL=${4:-1e-4}
+GENERATOR=${5:-generate.py}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 MODELS=$ROOT/bench/models
 PYTHON=${KILN_E2E_PYTHON:-/usr/bin/python3}  # override only to test this script
@@ -30,13 +33,13 @@ fi
 CACHE=$WORK/models
 DIR=$CACHE/$MODEL
 mkdir -p "$CACHE"
-STAMP=$(sha256sum "$MODELS/generate.py" | cut -d' ' -f1)
+STAMP=$(cat "$MODELS/$GENERATOR" "$MODELS/generate.py" "$MODELS/extra_models.py" | sha256sum | cut -d' ' -f1)
 if [ -f "$DIR/model.onnx" ] && [ -f "$DIR/input.npz" ] && [ -f "$DIR/expected.npz" ] &&
   [ "$(cat "$DIR/.generator" 2>/dev/null)" = "$STAMP" ]; then
   echo "e2e $MODEL: using cached $DIR"
 else
   echo "e2e $MODEL: generating into $DIR"
-  "$PYTHON" "$MODELS/generate.py" --out "$CACHE" --models "$MODEL"
+  "$PYTHON" "$MODELS/$GENERATOR" --out "$CACHE" --models "$MODEL"
   echo "$STAMP" >"$DIR/.generator"
 fi
 
