@@ -11,7 +11,7 @@ Two sets:
     net), transposed convolutions (a U-Net and a DCGAN-style generator), dilated convolutions
     whose taps fall in the padding (DeepLab's ASPP), activations beyond ReLU and GELU (an MLP
     with SELU, ELU, PReLU, Softsign and Mish), and a GPT-style decoder (token embedding, causal
-    mask through Where, tanh GELU).
+    mask through Where, tanh GELU), and LSTM and GRU layers (a sequence tagger).
   torchvision: 19 torchvision models that neither generate.py nor extra_models.py has
     (resnet34 ... swin_t, deeplabv3_mobilenet_v3_large, resnext101_32x8d), 1x3x224x224 input,
     for bench/models/run_bench.py --models-dir.
@@ -163,6 +163,21 @@ class Gpt(nn.Module):
         return self.head(self.ln(x))
 
 
+class SequenceTagger(nn.Module):
+    """A two-layer bidirectional LSTM (batch first) and a GRU over its outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(24, 32, num_layers=2, batch_first=True, bidirectional=True)
+        self.gru = nn.GRU(64, 16, batch_first=True)
+        self.fc = nn.Linear(16, 9)
+
+    def forward(self, x):
+        y, _ = self.lstm(x)
+        z, _ = self.gru(y)
+        return self.fc(z)
+
+
 def _randn(*shape):
     return lambda: {"input": torch.randn(*shape, generator=_gen())}
 
@@ -175,6 +190,7 @@ SMALL = {
     "aspp": (Aspp, 13, _randn(1, 3, 28, 28)),
     "tabular_mlp": (TabularMlp, 14, _randn(8, 40)),
     "gpt_decoder": (Gpt, 14, lambda: {"input": torch.randint(0, 512, (1, 32), generator=_gen())}),
+    "sequence_tagger": (SequenceTagger, 13, _randn(2, 16, 24)),
 }
 
 

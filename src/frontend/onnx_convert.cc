@@ -123,6 +123,7 @@ graph::Attribute convert_attribute(const onnx::AttributeProto& a, const std::str
     case AP::INTS: return std::vector<int64_t>(a.ints().begin(), a.ints().end());
     case AP::FLOATS: return std::vector<float>(a.floats().begin(), a.floats().end());
     case AP::TENSOR: return convert_tensor(a.t(), what);
+    case AP::STRINGS: return std::vector<std::string>(a.strings().begin(), a.strings().end());
     default:
       throw ImportError(what + ": attribute kind " + AP::AttributeType_Name(a.type()) +
                         " is not supported");

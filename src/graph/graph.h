@@ -44,11 +44,12 @@ struct Initializer {
   std::vector<T> as() const;
 };
 
-// A node attribute: ONNX's INT, FLOAT, STRING, INTS, FLOATS and TENSOR kinds
-// (ConstantOfShape's `value` is a TENSOR). Graph-valued attributes (If, Loop)
-// have no counterpart: the frontend rejects those operators.
+// A node attribute: ONNX's INT, FLOAT, STRING, INTS, FLOATS, TENSOR and
+// STRINGS kinds (ConstantOfShape's `value` is a TENSOR, LSTM's `activations`
+// STRINGS). Graph-valued attributes (If, Loop) have no counterpart: the
+// frontend rejects those operators.
 using Attribute = std::variant<int64_t, float, std::string, std::vector<int64_t>,
-                               std::vector<float>, Initializer>;
+                               std::vector<float>, Initializer, std::vector<std::string>>;
 
 struct Node {
   std::string op_type;

@@ -24,6 +24,7 @@ void ensure_registered() {
     register_quantize_ops();
     register_requantize_ops();
     register_channel_norm_ops();
+    register_recurrent_ops();
   });
 }
 

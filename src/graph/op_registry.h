@@ -89,5 +89,6 @@ void register_template_ops();
 void register_quantize_ops();
 void register_requantize_ops();
 void register_channel_norm_ops();
+void register_recurrent_ops();
 
 }  // namespace kiln::graph

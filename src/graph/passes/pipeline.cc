@@ -18,6 +18,7 @@
 #include "graph/passes/simplify.h"
 #include "graph/passes/strategy.h"
 #include "graph/passes/trim_conv_taps.h"
+#include "graph/passes/unroll_recurrent.h"
 
 namespace kiln::graph::passes {
 namespace {
@@ -61,6 +62,8 @@ void run_default_passes(Graph& g) {
   // After folding: a weight may have been a Constant node until then. 1-D
   // transposed convs are 2-D ones after lifting, and the phase convs of
   // lower_conv_transpose may have taps to trim.
+  int ur = unroll_recurrent(g);
+  trace(g, "unroll_recurrent", std::to_string(ur) + " unrolled");
   int l1 = lift_1d_windows(g);
   trace(g, "lift_1d_windows", std::to_string(l1) + " lifted");
   int ct = lower_conv_transpose(g);

@@ -1,0 +1,176 @@
+// LSTM and GRU: the attribute checks and the reference evaluation (plain
+// loops, double accumulation). No compute: graph/passes/unroll_recurrent.cc
+// rewrites every LSTM and GRU into MatMul, Split and elementwise nodes.
+#include "graph/ops/recurrent.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "graph/op_registry.h"
+#include "graph/ops/op_util.h"
+
+namespace kiln::graph {
+namespace op_util {
+
+RecurrentShape recurrent_shape(const Node& node, const std::vector<int64_t>& x,
+                               const std::vector<int64_t>& w, const std::vector<int64_t>& r) {
+  RecurrentShape s{};
+  s.kind = node.op_type == "LSTM" ? RecurrentKind::kLstm : RecurrentKind::kGru;
+  const std::string direction = attr_string(node, "direction", "forward");
+  if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
+    fail(node, "unknown direction '" + direction + "'");
+  s.directions = direction == "bidirectional" ? 2 : 1;
+  s.reverse = direction == "reverse";
+  s.batch_first = attr_int(node, "layout", 0) != 0;
+  s.linear_before_reset = attr_int(node, "linear_before_reset", 0) != 0;
+  if (node.attrs.count("clip")) fail(node, "clip is not supported");
+  if (attr_int(node, "input_forget", 0) != 0) fail(node, "input_forget is not supported");
+  const std::vector<std::string> defaults =
+      s.kind == RecurrentKind::kLstm ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+                                     : std::vector<std::string>{"Sigmoid", "Tanh"};
+  if (auto acts = node.attr<std::vector<std::string>>("activations")) {
+    for (size_t i = 0; i < acts->size(); ++i)
+      if ((*acts)[i] != defaults[i % defaults.size()])
+        fail(node, "activation '" + (*acts)[i] + "' is not supported (only the defaults)");
+  }
+  if (x.size() != 3 || w.size() != 3 || r.size() != 3) fail(node, "X, W and R must have rank 3");
+  s.seq = s.batch_first ? x[1] : x[0];
+  s.batch = s.batch_first ? x[0] : x[1];
+  s.input = x[2];
+  s.hidden = r[2];
+  if (auto h = node.attr<int64_t>("hidden_size"); h && *h != s.hidden)
+    fail(node, "hidden_size " + std::to_string(*h) + " disagrees with R " + shape_str(r));
+  const int64_t rows = s.gates() * s.hidden;
+  if (w != std::vector<int64_t>{s.directions, rows, s.input} ||
+      r != std::vector<int64_t>{s.directions, rows, s.hidden})
+    fail(node, "W " + shape_str(w) + " and R " + shape_str(r) + " do not fit X " + shape_str(x) +
+                   " with " + std::to_string(s.directions) + " direction(s) of hidden size " +
+                   std::to_string(s.hidden));
+  return s;
+}
+
+}  // namespace op_util
+
+namespace {
+
+using namespace op_util;  // NOLINT(google-build-using-namespace): the operator helpers
+
+double sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
+
+// The optional inputs as doubles (empty when absent).
+std::vector<double> optional_doubles(const Node& node, const std::vector<const Initializer*>& in,
+                                     size_t i) {
+  const Initializer* t = optional_input(in, i);
+  return t ? to_doubles(node, *t) : std::vector<double>{};
+}
+
+std::vector<Initializer> recurrent_evaluate(const Node& node,
+                                            const std::vector<const Initializer*>& in) {
+  const Initializer& xt = required_input(node, in, 0);
+  const Initializer& wt = required_input(node, in, 1);
+  const Initializer& rt = required_input(node, in, 2);
+  for (const Initializer* t : {&xt, &wt, &rt}) require_f32(node, *t, "X, W and R");
+  const RecurrentShape s = recurrent_shape(node, xt.type.shape, wt.type.shape, rt.type.shape);
+  const bool lstm = s.kind == RecurrentKind::kLstm;
+  const int64_t T = s.seq, N = s.batch, I = s.input, H = s.hidden, G = s.gates(), D = s.directions;
+  if (const Initializer* lens = optional_input(in, 4))
+    for (int64_t l : to_ints(node, *lens))
+      if (l != T) fail(node, "sequence_lens shorter than the sequence are not supported");
+  const std::vector<double> x = to_doubles(node, xt), w = to_doubles(node, wt),
+                            r = to_doubles(node, rt), b = optional_doubles(node, in, 3),
+                            h0 = optional_doubles(node, in, 5),
+                            c0 = lstm ? optional_doubles(node, in, 6) : std::vector<double>{},
+                            p = lstm ? optional_doubles(node, in, 7) : std::vector<double>{};
+  // Index helpers over the layouts: X [T, N, I] or [N, T, I]; states [D, N, H] or [N, D, H].
+  auto x_at = [&](int64_t t, int64_t n, int64_t i) {
+    return x[static_cast<size_t>((s.batch_first ? n * T + t : t * N + n) * I + i)];
+  };
+  auto state_at = [&](int64_t d, int64_t n) {
+    return static_cast<size_t>((s.batch_first ? n * D + d : d * N + n) * H);
+  };
+  std::vector<double> y(static_cast<size_t>(T * D * N * H)), yh(static_cast<size_t>(D * N * H)),
+      yc(yh.size());
+  auto y_at = [&](int64_t t, int64_t d, int64_t n) {
+    return static_cast<size_t>((s.batch_first ? (n * T + t) * D + d : (t * D + d) * N + n) * H);
+  };
+  std::vector<double> gates(static_cast<size_t>(G * H)), rh(static_cast<size_t>(G * H));
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t n = 0; n < N; ++n) {
+      std::vector<double> h(static_cast<size_t>(H), 0.0), c(static_cast<size_t>(H), 0.0);
+      if (!h0.empty()) std::copy_n(h0.begin() + state_at(d, n), H, h.begin());
+      if (!c0.empty()) std::copy_n(c0.begin() + state_at(d, n), H, c.begin());
+      for (int64_t step = 0; step < T; ++step) {
+        const int64_t t = runs_backwards(s, d) ? T - 1 - step : step;
+        for (int64_t g = 0; g < G * H; ++g) {
+          double xw = b.empty() ? 0.0 : b[static_cast<size_t>(d * 2 * G * H + g)];
+          for (int64_t i = 0; i < I; ++i)
+            xw += x_at(t, n, i) * w[static_cast<size_t>((d * G * H + g) * I + i)];
+          double hr = b.empty() ? 0.0 : b[static_cast<size_t>(d * 2 * G * H + G * H + g)];
+          for (int64_t k = 0; k < H; ++k)
+            hr += h[k] * r[static_cast<size_t>((d * G * H + g) * H + k)];
+          gates[g] = xw;
+          rh[g] = hr;
+        }
+        if (lstm) {  // gates i, o, f, c
+          for (int64_t k = 0; k < H; ++k) {
+            auto peep = [&](int64_t j, double state) {
+              return p.empty() ? 0.0 : p[static_cast<size_t>(d * 3 * H + j * H + k)] * state;
+            };
+            double ig = sigmoid(gates[k] + rh[k] + peep(0, c[k]));
+            double fg = sigmoid(gates[2 * H + k] + rh[2 * H + k] + peep(2, c[k]));
+            double cg = std::tanh(gates[3 * H + k] + rh[3 * H + k]);
+            c[k] = fg * c[k] + ig * cg;
+            double og = sigmoid(gates[H + k] + rh[H + k] + peep(1, c[k]));
+            h[k] = og * std::tanh(c[k]);
+          }
+        } else {  // gates z, r, h
+          std::vector<double> z(static_cast<size_t>(H)), reset(z.size()), next(z.size());
+          for (int64_t k = 0; k < H; ++k) {
+            z[k] = sigmoid(gates[k] + rh[k]);
+            reset[k] = sigmoid(gates[H + k] + rh[H + k]);
+          }
+          for (int64_t k = 0; k < H; ++k) {
+            double recurrent;
+            if (s.linear_before_reset) {
+              recurrent = reset[k] * rh[2 * H + k];
+            } else {  // (reset * h) R^T + Rb
+              recurrent =
+                  b.empty() ? 0.0 : b[static_cast<size_t>(d * 2 * G * H + G * H + 2 * H + k)];
+              for (int64_t j = 0; j < H; ++j)
+                recurrent +=
+                    reset[j] * h[j] * r[static_cast<size_t>((d * G * H + 2 * H + k) * H + j)];
+            }
+            next[k] = (1 - z[k]) * std::tanh(gates[2 * H + k] + recurrent) + z[k] * h[k];
+          }
+          h = next;
+        }
+        std::copy(h.begin(), h.end(), y.begin() + y_at(t, d, n));
+      }
+      std::copy(h.begin(), h.end(), yh.begin() + state_at(d, n));
+      std::copy(c.begin(), c.end(), yc.begin() + state_at(d, n));
+    }
+  const std::vector<int64_t> y_shape =
+      s.batch_first ? std::vector<int64_t>{N, T, D, H} : std::vector<int64_t>{T, D, N, H};
+  const std::vector<int64_t> state_shape =
+      s.batch_first ? std::vector<int64_t>{N, D, H} : std::vector<int64_t>{D, N, H};
+  auto floats = [](const std::vector<int64_t>& shape, const std::vector<double>& v) {
+    Initializer t = make_tensor("float32", shape);
+    float* o = data_of<float>(t);
+    for (size_t i = 0; i < v.size(); ++i) o[i] = static_cast<float>(v[i]);
+    return t;
+  };
+  std::vector<Initializer> out = {floats(y_shape, y), floats(state_shape, yh)};
+  if (lstm) out.push_back(floats(state_shape, yc));
+  out.resize(std::min(out.size(), node.outputs.size()));
+  return out;
+}
+
+}  // namespace
+
+void register_recurrent_ops() {
+  register_op({"LSTM", OpPattern::kOpaque, recurrent_evaluate, nullptr, {}});
+  register_op({"GRU", OpPattern::kOpaque, recurrent_evaluate, nullptr, {}});
+}
+
+}  // namespace kiln::graph

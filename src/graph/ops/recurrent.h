@@ -1,0 +1,43 @@
+// LSTM and GRU (ONNX's recurrent operators, float32): the attributes kiln
+// takes, checked in one place for the reference evaluation (recurrent.cc) and
+// for the pass that unrolls them over the sequence into MatMul, Split and
+// elementwise nodes (graph/passes/unroll_recurrent.h). There is no kernel of
+// their own: every build unrolls them.
+//
+// Taken: direction forward / reverse / bidirectional, layout 0 and 1,
+// optional B, initial_h, initial_c and P (peepholes), GRU's
+// linear_before_reset, and sequence_lens absent or equal to the sequence
+// length everywhere. Not taken (an OpError naming the node): activations
+// other than the defaults (Sigmoid, Tanh, Tanh for LSTM; Sigmoid, Tanh for
+// GRU), clip, LSTM's input_forget, and shorter sequences in a batch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace kiln::graph::op_util {
+
+enum class RecurrentKind { kLstm, kGru };
+
+struct RecurrentShape {
+  RecurrentKind kind;
+  int64_t seq, batch, input, hidden;
+  int64_t directions;                // 1 or 2
+  bool reverse;                      // the only direction runs backwards (direction = "reverse")
+  bool batch_first;                  // layout = 1
+  bool linear_before_reset = false;  // GRU
+  int64_t gates() const { return kind == RecurrentKind::kLstm ? 4 : 3; }
+};
+
+// Checks the node's attributes and its X / W / R shapes; throws OpError.
+RecurrentShape recurrent_shape(const Node& node, const std::vector<int64_t>& x,
+                               const std::vector<int64_t>& w, const std::vector<int64_t>& r);
+
+// Whether direction d (0 or 1) of the node runs from the last step to the first.
+inline bool runs_backwards(const RecurrentShape& s, int64_t d) {
+  return s.directions == 2 ? d == 1 : s.reverse;
+}
+
+}  // namespace kiln::graph::op_util

@@ -1,0 +1,283 @@
+#include "graph/passes/unroll_recurrent.h"
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "graph/ops/recurrent.h"
+#include "graph/passes/pass_util.h"
+
+namespace kiln::graph::passes {
+
+namespace {
+
+using op_util::RecurrentKind;
+using op_util::RecurrentShape;
+using Ints = std::vector<int64_t>;
+
+// Emits the nodes that replace one recurrent node, with their value types.
+class Emitter {
+ public:
+  Emitter(Graph& g, const Node& node, std::vector<Node>& out) : g_(g), node_(node), out_(out) {}
+
+  std::string op(const std::string& type, std::vector<std::string> inputs, const Ints& shape,
+                 std::map<std::string, Attribute> attrs = {}) {
+    return ops(type, std::move(inputs), {shape}, std::move(attrs))[0];
+  }
+
+  std::vector<std::string> ops(const std::string& type, std::vector<std::string> inputs,
+                               const std::vector<Ints>& shapes,
+                               std::map<std::string, Attribute> attrs = {}) {
+    Node n;
+    n.op_type = type;
+    n.name = unique_node_name(type);
+    n.inputs = std::move(inputs);
+    for (const Ints& s : shapes) {
+      std::string v = unique_value_name(g_, node_.name + "/" + type);
+      g_.value_info[v] = {"float32", s};
+      n.outputs.push_back(v);
+    }
+    n.attrs = std::move(attrs);
+    out_.push_back(std::move(n));
+    return out_.back().outputs;
+  }
+
+  std::string constant(const std::string& what, Initializer t) {
+    std::string v = unique_value_name(g_, node_.name + "/" + what);
+    set_initializer(g_, v, std::move(t));
+    return v;
+  }
+
+  std::string index(int64_t i) {
+    Initializer t = int64_tensor({i});
+    t.type.shape.clear();  // a scalar index: Gather drops the axis
+    return constant("index", std::move(t));
+  }
+
+  // The last node emitted writes `value` (one of the recurrent node's outputs).
+  void rename_last_output(const std::string& value) {
+    g_.value_info.erase(out_.back().outputs[0]);
+    out_.back().outputs[0] = value;
+  }
+
+ private:
+  std::string unique_node_name(const std::string& type) {
+    return node_.name + "/" + type + "_" + std::to_string(count_++);
+  }
+
+  Graph& g_;
+  const Node& node_;
+  std::vector<Node>& out_;
+  int count_ = 0;
+};
+
+// The floats of rows [begin, end) of matrix `m` (row-major, `cols` wide), transposed.
+std::vector<float> transposed_rows(const std::vector<float>& m, int64_t cols, int64_t begin,
+                                   int64_t end) {
+  std::vector<float> t(static_cast<size_t>((end - begin) * cols));
+  for (int64_t r = begin; r < end; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      t[static_cast<size_t>(c * (end - begin) + r - begin)] = m[static_cast<size_t>(r * cols + c)];
+  return t;
+}
+
+class Unroller {
+ public:
+  Unroller(Graph& g, const Node& n, const RecurrentShape& s, std::vector<Node>& out)
+      : g_(g), n_(n), s_(s), e_(g, n, out) {}
+
+  void run() {
+    const int64_t T = s_.seq, N = s_.batch, H = s_.hidden;
+    std::string x = n_.inputs[0];
+    if (s_.batch_first) x = e_.op("Transpose", {x}, {T, N, s_.input}, {{"perm", Ints{1, 0, 2}}});
+    std::vector<std::string> ys, hs, cs;
+    for (int64_t d = 0; d < s_.directions; ++d) {
+      Direction dir = run_direction(x, d);
+      // [T * N, H] in time order -> [T, 1, N, H].
+      std::string y = e_.op("Concat", dir.steps, {T * N, H}, {{"axis", int64_t{0}}});
+      ys.push_back(reshape(y, {T, 1, N, H}));
+      hs.push_back(reshape(dir.h, {1, N, H}));
+      if (!dir.c.empty()) cs.push_back(reshape(dir.c, {1, N, H}));
+    }
+    emit_output(0, ys, {T, s_.directions, N, H}, 1, Ints{2, 0, 1, 3});
+    emit_output(1, hs, {s_.directions, N, H}, 0, Ints{1, 0, 2});
+    if (s_.kind == RecurrentKind::kLstm)
+      emit_output(2, cs, {s_.directions, N, H}, 0, Ints{1, 0, 2});
+  }
+
+ private:
+  struct Direction {
+    std::vector<std::string> steps;  // each step's hidden state [N, H], in time order
+    std::string h, c;                // the final states
+  };
+
+  const Initializer* constant_input(size_t i) const {
+    if (i >= n_.inputs.size() || n_.inputs[i].empty()) return nullptr;
+    const Initializer* c = constant_of(g_, n_.inputs[i]);
+    if (!c)
+      throw std::runtime_error("node '" + n_.name + "' (" + n_.op_type + "): input " +
+                               std::to_string(i) + " must be a constant to unroll");
+    return c;
+  }
+
+  std::string reshape(const std::string& v, const Ints& shape) {
+    return e_.op("Reshape", {v, e_.constant("shape", int64_tensor(shape))}, shape);
+  }
+
+  // Output k (if the model reads it): the directions' parts concatenated on
+  // `axis`, transposed to the batch-first layout when asked.
+  void emit_output(size_t k, const std::vector<std::string>& parts, const Ints& shape, int64_t axis,
+                   const Ints& batch_first_perm) {
+    if (k >= n_.outputs.size() || n_.outputs[k].empty()) return;
+    std::string v = parts.size() > 1 ? e_.op("Concat", parts, shape, {{"axis", axis}})
+                                     : e_.op("Identity", parts, shape);
+    if (s_.batch_first) {
+      Ints t(shape.size());
+      for (size_t i = 0; i < t.size(); ++i) t[i] = shape[static_cast<size_t>(batch_first_perm[i])];
+      e_.op("Transpose", {v}, t, {{"perm", batch_first_perm}});
+    }
+    e_.rename_last_output(n_.outputs[k]);
+  }
+
+  // The initial state input `i` for direction d, or zeros.
+  std::string initial_state(size_t i, int64_t d) {
+    const int64_t N = s_.batch, H = s_.hidden;
+    if (i < n_.inputs.size() && !n_.inputs[i].empty())
+      return e_.op("Gather", {n_.inputs[i], e_.index(d)}, {N, H},
+                   {{"axis", int64_t{s_.batch_first ? 1 : 0}}});
+    return e_.constant("zeros", float_tensor({N, H}, std::vector<float>(N * H, 0.f)));
+  }
+
+  Direction run_direction(const std::string& x, int64_t d) {
+    const int64_t T = s_.seq, N = s_.batch, H = s_.hidden, G = s_.gates(), I = s_.input;
+    const bool lstm = s_.kind == RecurrentKind::kLstm;
+    const std::vector<float> w = constant_input(1)->as<float>(), r = constant_input(2)->as<float>();
+    const Initializer* bias = constant_input(3);
+    std::vector<float> b = bias ? bias->as<float>() : std::vector<float>(2 * s_.directions * G * H);
+    const float* wb = b.data() + d * 2 * G * H;
+    const float* rb = wb + G * H;
+    // Every step's input projection at once; LSTM folds R's bias in too.
+    std::vector<float> xb(wb, wb + G * H);
+    if (lstm)
+      for (int64_t k = 0; k < G * H; ++k) xb[k] += rb[k];
+    std::string wt = e_.constant(
+        "W", float_tensor({I, G * H}, transposed_rows(w, I, d * G * H, (d + 1) * G * H)));
+    std::string xw = e_.op("MatMul", {x, wt}, {T, N, G * H});
+    xw = e_.op("Add", {xw, e_.constant("B", float_tensor({G * H}, xb))}, {T, N, G * H});
+    auto r_rows = [&](int64_t begin, int64_t end) {
+      return e_.constant("R",
+                         float_tensor({H, end - begin},
+                                      transposed_rows(r, H, d * G * H + begin, d * G * H + end)));
+    };
+    // GRU without linear_before_reset multiplies r * h by the h gate's rows alone.
+    const bool split_r = !lstm && !s_.linear_before_reset;
+    const std::string rt = r_rows(0, split_r ? 2 * H : G * H);
+    const std::string rt_h = split_r ? r_rows(2 * H, 3 * H) : "";
+    const std::string rbias =
+        lstm ? ""
+             : e_.constant("Rb", float_tensor({split_r ? 2 * H : G * H},
+                                              std::vector<float>(rb, rb + (split_r ? 2 : 3) * H)));
+    const std::string rbias_h =
+        split_r ? e_.constant("Rbh", float_tensor({H}, std::vector<float>(rb + 2 * H, rb + 3 * H)))
+                : "";
+    const Initializer* peep = lstm ? constant_input(7) : nullptr;
+    auto peephole = [&](int64_t j) {
+      const std::vector<float> p = peep->as<float>();
+      const float* at = p.data() + d * 3 * H + j * H;
+      return e_.constant("P", float_tensor({H}, std::vector<float>(at, at + H)));
+    };
+
+    std::string h = initial_state(5, d);
+    std::string c = lstm ? initial_state(6, d) : "";
+    std::vector<std::string> steps(static_cast<size_t>(T));
+    const Ints nh = {N, H};
+    for (int64_t step = 0; step < T; ++step) {
+      const int64_t t = op_util::runs_backwards(s_, d) ? T - 1 - step : step;
+      std::string xt = e_.op("Gather", {xw, e_.index(t)}, {N, G * H}, {{"axis", int64_t{0}}});
+      if (lstm) {
+        std::string gates = e_.op("Add", {xt, e_.op("MatMul", {h, rt}, {N, G * H})}, {N, G * H});
+        std::vector<std::string> ifoc =
+            e_.ops("Split", {gates}, {nh, nh, nh, nh}, {{"axis", int64_t{1}}});
+        std::string i = ifoc[0], o = ifoc[1], f = ifoc[2], cc = ifoc[3];
+        if (peep) {
+          i = e_.op("Add", {i, e_.op("Mul", {peephole(0), c}, nh)}, nh);
+          f = e_.op("Add", {f, e_.op("Mul", {peephole(2), c}, nh)}, nh);
+        }
+        std::string kept = e_.op("Mul", {e_.op("Sigmoid", {f}, nh), c}, nh);
+        std::string added = e_.op("Mul", {e_.op("Sigmoid", {i}, nh), e_.op("Tanh", {cc}, nh)}, nh);
+        c = e_.op("Add", {kept, added}, nh);
+        if (peep) o = e_.op("Add", {o, e_.op("Mul", {peephole(1), c}, nh)}, nh);
+        h = e_.op("Mul", {e_.op("Sigmoid", {o}, nh), e_.op("Tanh", {c}, nh)}, nh);
+      } else {
+        std::vector<std::string> xs = e_.ops("Split", {xt}, {nh, nh, nh}, {{"axis", int64_t{1}}});
+        std::string hr = e_.op("MatMul", {h, rt}, {N, split_r ? 2 * H : G * H});
+        hr = e_.op("Add", {hr, rbias}, {N, split_r ? 2 * H : G * H});
+        std::vector<std::string> hs = e_.ops(
+            "Split", {hr}, split_r ? std::vector<Ints>{nh, nh} : std::vector<Ints>{nh, nh, nh},
+            {{"axis", int64_t{1}}});
+        std::string z = e_.op("Sigmoid", {e_.op("Add", {xs[0], hs[0]}, nh)}, nh);
+        std::string reset = e_.op("Sigmoid", {e_.op("Add", {xs[1], hs[1]}, nh)}, nh);
+        std::string recurrent;
+        if (split_r) {
+          recurrent = e_.op("MatMul", {e_.op("Mul", {reset, h}, nh), rt_h}, nh);
+          recurrent = e_.op("Add", {recurrent, rbias_h}, nh);
+        } else {
+          recurrent = e_.op("Mul", {reset, hs[2]}, nh);
+        }
+        std::string candidate = e_.op("Tanh", {e_.op("Add", {xs[2], recurrent}, nh)}, nh);
+        // (1 - z) * candidate + z * h = candidate + z * (h - candidate)
+        std::string toward = e_.op("Mul", {z, e_.op("Sub", {h, candidate}, nh)}, nh);
+        h = e_.op("Add", {candidate, toward}, nh);
+      }
+      steps[static_cast<size_t>(t)] = h;
+    }
+    return {steps, h, c};
+  }
+
+  Graph& g_;
+  const Node& n_;
+  const RecurrentShape& s_;
+  Emitter e_;
+};
+
+}  // namespace
+
+int unroll_recurrent(Graph& g) {
+  int count = 0;
+  std::vector<Node> out;
+  out.reserve(g.nodes.size());
+  std::vector<Node> nodes = std::move(g.nodes);
+  g.nodes.clear();
+  for (Node& n : nodes) {
+    const bool recurrent =
+        (n.op_type == "LSTM" || n.op_type == "GRU") && (n.domain.empty() || n.domain == "ai.onnx");
+    if (!recurrent) {
+      out.push_back(std::move(n));
+      continue;
+    }
+    const TensorType* x = g.type_of(n.inputs.at(0));
+    const TensorType* w = g.type_of(n.inputs.at(1));
+    const TensorType* r = g.type_of(n.inputs.at(2));
+    if (!x || !w || !r || x->dtype != "float32")
+      throw std::runtime_error("node '" + n.name + "' (" + n.op_type +
+                               "): only float32 inputs of known shape can be unrolled");
+    const RecurrentShape s = op_util::recurrent_shape(n, x->shape, w->shape, r->shape);
+    if (n.inputs.size() > 4 && !n.inputs[4].empty()) {
+      const Initializer* lens = constant_of(g, n.inputs[4]);
+      bool full = lens && lens->type.dtype == "int32";
+      if (full)
+        for (int32_t l : lens->as<int32_t>()) full = full && l == s.seq;
+      if (!full)
+        throw std::runtime_error(
+            "node '" + n.name + "' (" + n.op_type +
+            "): sequence_lens must be a constant equal to the sequence length");
+    }
+    Unroller(g, n, s, out).run();
+    ++count;
+  }
+  g.nodes = std::move(out);
+  return count;
+}
+
+}  // namespace kiln::graph::passes

@@ -1,0 +1,96 @@
+// unroll_recurrent: LSTM and GRU nodes become per-step MatMul, Split and
+// elementwise nodes that compute what the reference LSTM / GRU computes (the
+// interpreter runs the graph before and after), over directions, layouts,
+// biases, initial states, peepholes and GRU's linear_before_reset. The
+// reference itself is checked against PyTorch by the e2e_coverage tests.
+#include "graph/passes/unroll_recurrent.h"
+
+#include <gtest/gtest.h>
+
+#include "graph_builder.h"
+
+namespace kiln {
+namespace {
+
+using test::GraphBuilder;
+using Ints = std::vector<int64_t>;
+
+struct Case {
+  std::string op = "LSTM";
+  std::string direction = "forward";
+  int64_t layout = 0;
+  bool bias = true, initial = false, peepholes = false;
+  int64_t linear_before_reset = 0;
+  bool all_outputs = true;
+};
+
+void check(const Case& c, int seed) {
+  SCOPED_TRACE(c.op + " " + c.direction + " layout " + std::to_string(c.layout) +
+               (c.bias ? " B" : "") + (c.initial ? " h0" : "") + (c.peepholes ? " P" : "") +
+               " lbr " + std::to_string(c.linear_before_reset));
+  const int64_t T = 5, N = 2, I = 3, H = 4, D = c.direction == "bidirectional" ? 2 : 1;
+  const int64_t G = c.op == "LSTM" ? 4 : 3;
+  GraphBuilder b(seed);
+  std::string x = b.input("x", c.layout ? Ints{N, T, I} : Ints{T, N, I});
+  std::vector<std::string> in = {x, b.random_constant("w", {D, G * H, I}),
+                                 b.random_constant("r", {D, G * H, H})};
+  in.push_back(c.bias ? b.random_constant("b", {D, 2 * G * H}) : "");
+  in.push_back("");  // sequence_lens
+  const Ints state = c.layout ? Ints{N, D, H} : Ints{D, N, H};
+  in.push_back(c.initial ? b.input("h0", state) : "");
+  if (c.op == "LSTM") {
+    in.push_back(c.initial ? b.input("c0", state) : "");
+    in.push_back(c.peepholes ? b.random_constant("p", {D, 3 * H}) : "");
+  }
+  std::map<std::string, graph::Attribute> attrs = {{"direction", c.direction}, {"hidden_size", H}};
+  if (c.layout) attrs["layout"] = c.layout;
+  if (c.op == "GRU") attrs["linear_before_reset"] = c.linear_before_reset;
+  const size_t outputs = c.op == "LSTM" ? 3 : 2;
+  std::vector<std::string> outs = b.node_n(c.op, in, outputs, attrs);
+  for (size_t k = 0; k < outputs; ++k)
+    if (c.all_outputs || k == 1) b.output(outs[k]);
+  graph::Graph before = b.graph();
+  graph::Graph g = test::check_pass_preserves(before, b.inputs(), [](graph::Graph& h) {
+    EXPECT_EQ(graph::passes::unroll_recurrent(h), 1);
+  });
+  EXPECT_EQ(test::count_op(g, c.op), 0);
+  EXPECT_EQ(test::count_op(g, "MatMul"),
+            D * (T + 1) + (c.op == "GRU" && !c.linear_before_reset ? D * T : 0));
+}
+
+TEST(UnrollRecurrent, Lstm) {
+  int seed = 10;
+  for (std::string direction : {"forward", "reverse", "bidirectional"})
+    for (int64_t layout : {0, 1}) check({"LSTM", direction, layout}, ++seed);
+  check({"LSTM", "bidirectional", 0, /*bias=*/false, /*initial=*/true, /*peepholes=*/true}, 30);
+  check({"LSTM", "forward", 1, true, true, true}, 31);
+  check({"LSTM", "reverse", 0, true, false, false, 0, /*all_outputs=*/false}, 32);
+}
+
+TEST(UnrollRecurrent, Gru) {
+  int seed = 40;
+  for (std::string direction : {"forward", "reverse", "bidirectional"})
+    for (int64_t lbr : {0, 1}) check({"GRU", direction, 0, true, false, false, lbr}, ++seed);
+  check({"GRU", "bidirectional", 1, false, true, false, 1}, 50);
+  check({"GRU", "forward", 1, true, true, false, 0}, 51);
+}
+
+TEST(UnrollRecurrent, UnsupportedAttributesNameTheNode) {
+  GraphBuilder b(60);
+  std::string x = b.input("x", {3, 1, 2});
+  b.output(b.node_n("LSTM",
+                    {x, b.random_constant("w", {1, 8, 2}), b.random_constant("r", {1, 8, 2})}, 1,
+                    {{"hidden_size", int64_t{2}}}, "lstm_with_clip")[0]);
+  graph::Graph g = b.graph();
+  g.nodes.at(0).attrs["clip"] = 1.0f;  // the reference rejects it too
+  try {
+    graph::passes::unroll_recurrent(g);
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("lstm_with_clip"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("clip"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kiln
