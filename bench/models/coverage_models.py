@@ -11,7 +11,8 @@ Two sets:
     net), transposed convolutions (a U-Net and a DCGAN-style generator), dilated convolutions
     whose taps fall in the padding (DeepLab's ASPP), activations beyond ReLU and GELU (an MLP
     with SELU, ELU, PReLU, Softsign and Mish), and a GPT-style decoder (token embedding, causal
-    mask through Where, tanh GELU), and LSTM and GRU layers (a sequence tagger).
+    mask through Where, tanh GELU), LSTM and GRU layers (a sequence tagger), and InstanceNorm
+    and GroupNorm (a style-transfer net).
   torchvision: 19 torchvision models that neither generate.py nor extra_models.py has
     (resnet34 ... swin_t, deeplabv3_mobilenet_v3_large, resnext101_32x8d), 1x3x224x224 input,
     for bench/models/run_bench.py --models-dir.
@@ -163,6 +164,23 @@ class Gpt(nn.Module):
         return self.head(self.ln(x))
 
 
+class StyleNet(nn.Module):
+    """A style-transfer-like net: InstanceNorm2d (affine and not), GroupNorm, a residual
+    block, and a transposed conv back up."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1),
+                                  nn.InstanceNorm2d(16, affine=True), nn.ReLU())
+        self.res = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.GroupNorm(4, 16), nn.ReLU(),
+                                 nn.Conv2d(16, 16, 3, padding=1), nn.InstanceNorm2d(16))
+        self.up = nn.ConvTranspose2d(16, 3, 4, stride=2, padding=1)
+
+    def forward(self, x):
+        y = self.down(x)
+        return torch.tanh(self.up(y + self.res(y)))
+
+
 class SequenceTagger(nn.Module):
     """A two-layer bidirectional LSTM (batch first) and a GRU over its outputs."""
 
@@ -191,6 +209,7 @@ SMALL = {
     "tabular_mlp": (TabularMlp, 14, _randn(8, 40)),
     "gpt_decoder": (Gpt, 14, lambda: {"input": torch.randint(0, 512, (1, 32), generator=_gen())}),
     "sequence_tagger": (SequenceTagger, 13, _randn(2, 16, 24)),
+    "style_net": (StyleNet, 13, _randn(1, 3, 32, 32)),
 }
 
 
@@ -226,10 +245,13 @@ TORCHVISION = {
 
 
 def randomize_norm_stats(model, gen):
-    """generate.randomize_norm_stats, for BatchNorm1d too."""
+    """generate.randomize_norm_stats, for BatchNorm1d, GroupNorm and InstanceNorm2d too."""
     generate.randomize_norm_stats(model, gen)
     with torch.no_grad():
         for m in model.modules():
+            if isinstance(m, (nn.GroupNorm, nn.InstanceNorm2d)) and m.weight is not None:
+                m.weight.copy_(torch.rand(m.weight.shape, generator=gen) + 0.5)
+                m.bias.copy_(torch.randn(m.bias.shape, generator=gen) * 0.1)
             if isinstance(m, nn.BatchNorm1d):
                 c = m.num_features
                 m.running_mean.copy_(torch.randn(c, generator=gen) * 0.1)

@@ -11,9 +11,10 @@ foreach(model ${KILN_E2E_MODELS})
 endforeach()
 
 # Small models of paths the zoo does not take (bench/models/coverage_models.py): 1-D convs,
-# transposed convs, dilated ASPP, more activations, a GPT-style decoder, LSTM and GRU.
+# transposed convs, dilated ASPP, more activations, a GPT-style decoder, LSTM and GRU,
+# InstanceNorm and GroupNorm.
 set(KILN_E2E_COVERAGE_MODELS keyword_spotter unet dcgan_generator aspp tabular_mlp gpt_decoder
-    sequence_tagger)
+    sequence_tagger style_net)
 foreach(model ${KILN_E2E_COVERAGE_MODELS})
   add_test(NAME e2e_coverage_${model}
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_model.sh $<TARGET_FILE:kiln> ${model}

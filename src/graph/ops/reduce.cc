@@ -403,6 +403,45 @@ std::vector<Tensor> log_softmax_compute(const Node& node, const ComputeInputs& i
   return softmax_rows_compute(node, in, out_types, true);
 }
 
+// ---- InstanceNormalization (evaluate only) ---------------------------------------------
+// Normalizes each (n, c) plane of [N, C, spatial...] over its spatial dims,
+// then scale[c] and B[c]. graph/passes/instance_norm.cc rewrites it into a
+// LayerNormalization over the spatial dims and a per-channel Mul and Add.
+
+std::vector<Initializer> instance_norm_evaluate(const Node& node,
+                                                const std::vector<const Initializer*>& inputs) {
+  const Initializer& x = required_input(node, inputs, 0);
+  const Initializer& scale = required_input(node, inputs, 1);
+  const Initializer& bias = required_input(node, inputs, 2);
+  require_f32(node, x, "input");
+  require_f32(node, scale, "scale");
+  require_f32(node, bias, "B");
+  const std::vector<int64_t>& xs = x.type.shape;
+  if (xs.size() < 3) fail(node, "input must have rank >= 3, got " + shape_str(xs));
+  if (scale.type.shape != std::vector<int64_t>{xs[1]} ||
+      bias.type.shape != std::vector<int64_t>{xs[1]})
+    fail(node, "scale and B must have shape [" + std::to_string(xs[1]) + "]");
+  int64_t plane = 1;
+  for (size_t d = 2; d < xs.size(); ++d) plane *= xs[d];
+  const double eps = attr_float(node, "epsilon", 1e-5f);
+  Initializer y = make_tensor("float32", xs);
+  const float* xp = data_of<float>(x);
+  float* yp = data_of<float>(y);
+  for (int64_t nc = 0; nc < xs[0] * xs[1]; ++nc) {
+    const float* row = xp + nc * plane;
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < plane; ++j) mean += row[j];
+    mean /= static_cast<double>(plane);
+    for (int64_t j = 0; j < plane; ++j) var += (row[j] - mean) * (row[j] - mean);
+    var /= static_cast<double>(plane);
+    const int64_t c = nc % xs[1];
+    const double a = data_of<float>(scale)[c] / std::sqrt(var + eps);
+    for (int64_t j = 0; j < plane; ++j)
+      yp[nc * plane + j] = static_cast<float>((row[j] - mean) * a + data_of<float>(bias)[c]);
+  }
+  return {std::move(y)};
+}
+
 // ---- LayerNormalization ----------------------------------------------------------------
 
 // Normalizes over dims [axis, rank); Scale and B broadcast (numpy) to X. Outputs
@@ -839,6 +878,8 @@ void register_reduce_ops() {
   register_op({"LogSoftmax", OpPattern::kReduction, log_softmax_evaluate, log_softmax_compute, {}});
   register_op(
       {"LayerNormalization", OpPattern::kReduction, layer_norm_evaluate, layer_norm_compute, {}});
+  register_op(
+      {"InstanceNormalization", OpPattern::kReduction, instance_norm_evaluate, nullptr, {}});
   register_op({"MaxPool",
                OpPattern::kReduction,
                evaluate_1d_as_2d(pool_evaluate(PoolKind::kMax), false),

@@ -13,6 +13,7 @@
 #include "graph/passes/fold_qdq.h"
 #include "graph/passes/fuse_gelu.h"
 #include "graph/passes/fuse_layer_norm.h"
+#include "graph/passes/instance_norm.h"
 #include "graph/passes/lift_1d_windows.h"
 #include "graph/passes/lower_conv_transpose.h"
 #include "graph/passes/simplify.h"
@@ -62,6 +63,8 @@ void run_default_passes(Graph& g) {
   // After folding: a weight may have been a Constant node until then. 1-D
   // transposed convs are 2-D ones after lifting, and the phase convs of
   // lower_conv_transpose may have taps to trim.
+  int in = instance_norm_as_layer_norm(g);
+  trace(g, "instance_norm", std::to_string(in) + " rewritten");
   int ur = unroll_recurrent(g);
   trace(g, "unroll_recurrent", std::to_string(ur) + " unrolled");
   int l1 = lift_1d_windows(g);
