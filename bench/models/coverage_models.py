@@ -40,7 +40,8 @@ def _gen():
 
 
 class KeywordSpotter(nn.Module):
-    """Conv1d / BatchNorm1d / ReLU / MaxPool1d blocks on raw audio, then a global average."""
+    """Conv1d / BatchNorm1d / ReLU / MaxPool1d blocks on raw audio, a ConvTranspose1d, then a
+    global average, L2-normalized (F.normalize: ReduceL2)."""
 
     def __init__(self):
         super().__init__()
@@ -55,7 +56,7 @@ class KeywordSpotter(nn.Module):
 
     def forward(self, x):
         y = self.up(self.features(x))
-        return self.fc(F.adaptive_avg_pool1d(y, 1).flatten(1))
+        return self.fc(F.normalize(F.adaptive_avg_pool1d(y, 1).flatten(1), dim=1))
 
 
 class UNet(nn.Module):

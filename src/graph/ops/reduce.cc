@@ -87,7 +87,9 @@ Tensor row_reduce(ir::ReduceOp op, const std::vector<int64_t>& out_shape, int64_
 
 // ---- ReduceMean / ReduceSum / ReduceMax ---------------------------------------------
 
-enum class ReduceKind { kSum, kMean, kMax };
+// kMin, kL1, kL2 and kSumSquare only evaluate: graph/passes/decompose_reductions.cc
+// rewrites those nodes into ReduceSum / ReduceMax and elementwise ops.
+enum class ReduceKind { kSum, kMean, kMax, kMin, kL1, kL2, kSumSquare };
 
 struct ReducePlan {
   std::vector<bool> reduced;  // per input dim
@@ -142,9 +144,13 @@ void reduce_loop(ReduceKind kind, const Initializer& x, const ReducePlan& p, Ini
     if (p.reduced[d]) os[d] = 0;
 
   int64_t n_out = y.type.num_elements();
-  Acc init = kind == ReduceKind::kMax ? -std::numeric_limits<Acc>::infinity() : Acc(0);
-  if constexpr (!std::is_floating_point_v<T>)
+  Acc init = kind == ReduceKind::kMax   ? -std::numeric_limits<Acc>::infinity()
+             : kind == ReduceKind::kMin ? std::numeric_limits<Acc>::infinity()
+                                        : Acc(0);
+  if constexpr (!std::is_floating_point_v<T>) {
     if (kind == ReduceKind::kMax) init = std::numeric_limits<T>::lowest();
+    if (kind == ReduceKind::kMin) init = std::numeric_limits<T>::max();
+  }
   std::vector<Acc> acc(static_cast<size_t>(n_out), init);
   const T* xp = data_of<T>(x);
   std::vector<int64_t> idx(shape.size(), 0);
@@ -155,6 +161,12 @@ void reduce_loop(ReduceKind kind, const Initializer& x, const ReducePlan& p, Ini
     Acc v = static_cast<Acc>(xp[i]);
     if (kind == ReduceKind::kMax)
       acc[o] = std::isnan(static_cast<double>(v)) || v > acc[o] ? v : acc[o];
+    else if (kind == ReduceKind::kMin)
+      acc[o] = std::isnan(static_cast<double>(v)) || v < acc[o] ? v : acc[o];
+    else if (kind == ReduceKind::kL1)
+      acc[o] += v < Acc(0) ? -v : v;
+    else if (kind == ReduceKind::kL2 || kind == ReduceKind::kSumSquare)
+      acc[o] += v * v;
     else
       acc[o] += v;
     for (size_t d = shape.size(); d-- > 0;) {  // next row-major index
@@ -163,8 +175,12 @@ void reduce_loop(ReduceKind kind, const Initializer& x, const ReducePlan& p, Ini
     }
   }
   T* yp = data_of<T>(y);
-  for (int64_t o = 0; o < n_out; ++o)
-    yp[o] = static_cast<T>(kind == ReduceKind::kMean ? acc[o] / static_cast<Acc>(p.count) : acc[o]);
+  for (int64_t o = 0; o < n_out; ++o) {
+    Acc v = acc[o];
+    if (kind == ReduceKind::kMean) v = v / static_cast<Acc>(p.count);
+    if (kind == ReduceKind::kL2) v = static_cast<Acc>(std::sqrt(static_cast<double>(v)));
+    yp[o] = static_cast<T>(v);
+  }
 }
 
 EvaluateFn reduce_evaluate(ReduceKind kind) {
@@ -172,7 +188,8 @@ EvaluateFn reduce_evaluate(ReduceKind kind) {
     const Initializer& x = required_input(node, inputs, 0);
     ReducePlan p = reduce_plan(node, x.type.shape, optional_input(inputs, 1));
     Initializer y = make_tensor(x.type.dtype, p.out_shape);
-    if (p.count == 0 && kind != ReduceKind::kSum)
+    if (p.count == 0 &&
+        (kind == ReduceKind::kMean || kind == ReduceKind::kMax || kind == ReduceKind::kMin))
       fail(node, "reduction over an empty axis has no value");
     if (x.type.dtype == "float32")
       reduce_loop<float>(kind, x, p, y);
@@ -859,6 +876,11 @@ ComputeFn global_pool_compute(PoolKind kind) {
 }  // namespace
 
 void register_reduce_ops() {
+  for (auto [op, kind] :
+       {std::pair{"ReduceMin", ReduceKind::kMin}, std::pair{"ReduceL1", ReduceKind::kL1},
+        std::pair{"ReduceL2", ReduceKind::kL2},
+        std::pair{"ReduceSumSquare", ReduceKind::kSumSquare}})
+    register_op({op, OpPattern::kReduction, reduce_evaluate(kind), nullptr, {1}});
   register_op({"ReduceSum",
                OpPattern::kReduction,
                reduce_evaluate(ReduceKind::kSum),
