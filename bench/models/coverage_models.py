@@ -12,7 +12,7 @@ Two sets:
     whose taps fall in the padding (DeepLab's ASPP), activations beyond ReLU and GELU (an MLP
     with SELU, ELU, PReLU, Softsign and Mish), and a GPT-style decoder (token embedding, causal
     mask through Where, tanh GELU), LSTM and GRU layers (a sequence tagger), and InstanceNorm
-    and GroupNorm (a style-transfer net).
+    and GroupNorm (a style-transfer net), and PixelShuffle (an ESPCN super-resolution net).
   torchvision: 19 torchvision models that neither generate.py nor extra_models.py has
     (resnet34 ... swin_t, deeplabv3_mobilenet_v3_large, resnext101_32x8d), 1x3x224x224 input,
     for bench/models/run_bench.py --models-dir.
@@ -182,6 +182,19 @@ class StyleNet(nn.Module):
         return torch.tanh(self.up(y + self.res(y)))
 
 
+class SuperResolution(nn.Module):
+    """ESPCN: convolutions at low resolution, then PixelShuffle (DepthToSpace) by 3."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.Tanh(),
+                                 nn.Conv2d(32, 16, 3, padding=1), nn.Tanh(),
+                                 nn.Conv2d(16, 9, 3, padding=1), nn.PixelShuffle(3))
+
+    def forward(self, x):
+        return self.net(x)
+
+
 class SequenceTagger(nn.Module):
     """A two-layer bidirectional LSTM (batch first) and a GRU over its outputs."""
 
@@ -211,6 +224,7 @@ SMALL = {
     "gpt_decoder": (Gpt, 14, lambda: {"input": torch.randint(0, 512, (1, 32), generator=_gen())}),
     "sequence_tagger": (SequenceTagger, 13, _randn(2, 16, 24)),
     "style_net": (StyleNet, 13, _randn(1, 3, 32, 32)),
+    "super_resolution": (SuperResolution, 13, _randn(1, 1, 24, 24)),
 }
 
 

@@ -12,9 +12,9 @@ endforeach()
 
 # Small models of paths the zoo does not take (bench/models/coverage_models.py): 1-D convs,
 # transposed convs, dilated ASPP, more activations, a GPT-style decoder, LSTM and GRU,
-# InstanceNorm and GroupNorm.
+# InstanceNorm and GroupNorm, PixelShuffle.
 set(KILN_E2E_COVERAGE_MODELS keyword_spotter unet dcgan_generator aspp tabular_mlp gpt_decoder
-    sequence_tagger style_net)
+    sequence_tagger style_net super_resolution)
 foreach(model ${KILN_E2E_COVERAGE_MODELS})
   add_test(NAME e2e_coverage_${model}
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_model.sh $<TARGET_FILE:kiln> ${model}

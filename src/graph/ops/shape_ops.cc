@@ -674,6 +674,42 @@ std::vector<Initializer> eval_scatter_nd(const Node& node, const Inputs& ins) {
   return {out};
 }
 
+// ---- DepthToSpace, SpaceToDepth (evaluate only) -----------------------------------
+// graph/passes/depth_to_space.cc rewrites both into Reshape, Transpose, Reshape.
+
+std::vector<Initializer> eval_depth_space(const Node& node, const Inputs& ins) {
+  const Initializer& x = required_input(node, ins, 0);
+  const Shape& xs = x.type.shape;
+  const int64_t b = attr_int(node, "blocksize", 0);
+  if (xs.size() != 4) fail(node, "input must have rank 4, got " + shape_str(xs));
+  if (b < 1) fail(node, "blocksize must be positive");
+  const bool to_space = node.op_type == "DepthToSpace";
+  const bool crd = attr_string(node, "mode", "DCR") == "CRD";
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  if (to_space ? C % (b * b) != 0 : H % b != 0 || W % b != 0)
+    fail(node, "blocksize " + std::to_string(b) + " does not divide " + shape_str(xs));
+  const Shape ys =
+      to_space ? Shape{N, C / (b * b), H * b, W * b} : Shape{N, C * b * b, H / b, W / b};
+  Initializer y = make_tensor(x.type.dtype, ys);
+  const size_t es = dtype_size(x.type.dtype);
+  // Every (depth channel, row, column) of the deep side and where it lies on the wide side.
+  const int64_t deep_c = to_space ? C : ys[1], wide_c = to_space ? ys[1] : C;
+  const int64_t deep_h = to_space ? H : ys[2], deep_w = to_space ? W : ys[3];
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t dc = 0; dc < deep_c; ++dc)
+      for (int64_t h = 0; h < deep_h; ++h)
+        for (int64_t w = 0; w < deep_w; ++w) {
+          const int64_t block = crd ? dc % (b * b) : dc / wide_c;
+          const int64_t c = crd ? dc / (b * b) : dc % wide_c;
+          const int64_t wh = h * b + block / b, ww = w * b + block % b;
+          const int64_t deep = ((n * deep_c + dc) * deep_h + h) * deep_w + w;
+          const int64_t wide = ((n * wide_c + c) * deep_h * b + wh) * deep_w * b + ww;
+          const int64_t from = to_space ? deep : wide, to = to_space ? wide : deep;
+          std::memcpy(y.data.data() + to * es, x.data.data() + from * es, es);
+        }
+  return {y};
+}
+
 // ---- Pad -----------------------------------------------------------------------------
 
 enum class PadMode { kConstant, kReflect, kEdge };
@@ -1097,6 +1133,8 @@ void register_shape_ops() {
   reg("Shape", eval_shape, nullptr);
   reg("ConstantOfShape", eval_constant_of_shape, nullptr, {0});
   reg("Range", eval_range, nullptr, {0, 1, 2});
+  reg("DepthToSpace", eval_depth_space, nullptr);
+  reg("SpaceToDepth", eval_depth_space, nullptr);
   reg("ScatterND", eval_scatter_nd, nullptr);
   reg("Pad", eval_pad, compute_pad, {1, 2, 3});
   reg("Resize", eval_resize, compute_resize, {1, 2, 3});

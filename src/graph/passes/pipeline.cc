@@ -7,6 +7,7 @@
 #include "graph/passes/channels_last_to_nchw.h"
 #include "graph/passes/decompose_batch_norm.h"
 #include "graph/passes/decompose_reductions.h"
+#include "graph/passes/depth_to_space.h"
 #include "graph/passes/div_by_constant.h"
 #include "graph/passes/eliminate_dead_code.h"
 #include "graph/passes/fold_batch_norm.h"
@@ -64,6 +65,8 @@ void run_default_passes(Graph& g) {
   // After folding: a weight may have been a Constant node until then. 1-D
   // transposed convs are 2-D ones after lifting, and the phase convs of
   // lower_conv_transpose may have taps to trim.
+  int ds = depth_to_space_as_transpose(g);
+  trace(g, "depth_to_space", std::to_string(ds) + " rewritten");
   int dr = decompose_reductions(g);
   trace(g, "decompose_reductions", std::to_string(dr) + " rewritten");
   int in = instance_norm_as_layer_norm(g);
