@@ -613,4 +613,19 @@ TEST(ShapeOps, RangeAndScatterND) {
   EXPECT_THROW(eval(make_node("ScatterND", 3), {&data, &bad, &one_row}), graph::OpError);
 }
 
+TEST(ShapeOps, Tile) {
+  Initializer x = tensor_of<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  Initializer reps = tensor_of<int64_t>({2}, {2, 2});
+  EXPECT_EQ(
+      eval(make_node("Tile", 2), {&x, &reps})[0].as<float>(),
+      (std::vector<float>{1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6, 1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6}));
+  std::mt19937_64 rng(160);
+  for (auto [shape, r] : {std::pair{Shape{3, 1, 5}, Shape{2, 4, 1}}, std::pair{Shape{7}, Shape{3}},
+                          std::pair{Shape{2, 3, 2, 3}, Shape{1, 2, 3, 1}}}) {
+    Initializer t = random_tensor("float32", shape, rng);
+    Initializer rt = tensor_of<int64_t>({static_cast<int64_t>(r.size())}, r);
+    check_node(make_node("Tile", 2), {&t, &rt});
+  }
+}
+
 }  // namespace kiln

@@ -576,6 +576,57 @@ std::vector<ir::Tensor> compute_expand(const Node& node, const ComputeInputs& in
       [&](const std::vector<ir::Var>& i) { return broadcast_read(x, i); }, "Expand")};
 }
 
+// ---- Tile --------------------------------------------------------------------------
+// out[i] = x[i mod x.shape], each dim repeated repeats[d] times.
+
+Shape tile_shape(const Node& node, const Shape& x, const Initializer& repeats) {
+  Shape r = to_ints(node, repeats);
+  if (r.size() != x.size())
+    fail(node, "repeats has " + std::to_string(r.size()) + " values for rank " +
+                   std::to_string(x.size()));
+  Shape out;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (r[d] < 0) fail(node, "negative repeats");
+    out.push_back(x[d] * r[d]);
+  }
+  return out;
+}
+
+std::vector<Initializer> eval_tile(const Node& node, const Inputs& ins) {
+  const Initializer& x = required_input(node, ins, 0);
+  const Shape& xs = x.type.shape;
+  Initializer y = make_tensor(x.type.dtype, tile_shape(node, xs, required_input(node, ins, 1)));
+  const size_t es = dtype_size(x.type.dtype);
+  const Shape& ys = y.type.shape;
+  Shape idx(ys.size(), 0);
+  for (int64_t o = 0; o < y.type.num_elements(); ++o) {
+    int64_t from = 0;
+    for (size_t d = 0; d < ys.size(); ++d) from = from * xs[d] + idx[d] % xs[d];
+    std::memcpy(y.data.data() + o * es, x.data.data() + from * es, es);
+    for (size_t d = ys.size(); d-- > 0;) {
+      if (++idx[d] < ys[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return {y};
+}
+
+std::vector<ir::Tensor> compute_tile(const Node& node, const ComputeInputs& in,
+                                     const Outputs& out_types) {
+  const ir::Tensor& x = required_tensor(node, in, 0);
+  const Shape xs = static_shape(x);
+  return {ir::compute(
+      shape_exprs(out_types.at(0).shape),
+      [&](const std::vector<ir::Var>& i) {
+        std::vector<ir::Expr> at;
+        for (size_t d = 0; d < xs.size(); ++d)
+          at.push_back(xs[d] == 1 ? ir::Expr(ir::make_const(i[d].dtype(), 0))
+                                  : ir::floormod(i[d], ir::make_const(i[d].dtype(), xs[d])));
+        return ir::read(x, at);
+      },
+      "Tile")};
+}
+
 // ---- Shape, ConstantOfShape --------------------------------------------------------
 
 // Uses only the input's type: the constant folder passes a tensor without data.
@@ -1133,6 +1184,7 @@ void register_shape_ops() {
   reg("Shape", eval_shape, nullptr);
   reg("ConstantOfShape", eval_constant_of_shape, nullptr, {0});
   reg("Range", eval_range, nullptr, {0, 1, 2});
+  reg("Tile", eval_tile, compute_tile, {1});
   reg("DepthToSpace", eval_depth_space, nullptr);
   reg("SpaceToDepth", eval_depth_space, nullptr);
   reg("ScatterND", eval_scatter_nd, nullptr);
