@@ -33,20 +33,13 @@ bool parts_of(const std::string& op, Parts* p) {
 }  // namespace
 
 int decompose_reductions(Graph& g) {
-  int count = 0;
-  std::vector<Node> out;
-  out.reserve(g.nodes.size());
-  std::vector<Node> nodes = std::move(g.nodes);
-  g.nodes.clear();
-  for (Node& n : nodes) {
+  return expand_nodes(g, [&g](const Node& n, std::vector<Node>& out) {
     Parts p{};
     const TensorType* x = n.inputs.empty() ? nullptr : g.type_of(n.inputs[0]);
     const TensorType* y = n.outputs.size() == 1 ? g.type_of(n.outputs[0]) : nullptr;
     if (!(n.domain.empty() || n.domain == "ai.onnx") || !parts_of(n.op_type, &p) || !x || !y ||
-        x->dtype != "float32") {
-      out.push_back(std::move(n));
-      continue;
-    }
+        x->dtype != "float32")
+      return false;
     auto emit = [&](const std::string& op, std::vector<std::string> inputs, const TensorType& type,
                     const std::string& output) {
       Node k;
@@ -71,10 +64,8 @@ int decompose_reductions(Graph& g) {
     }
     out.push_back(r);
     if (p.after) emit(p.after, {r.outputs[0]}, *y, n.outputs[0]);
-    ++count;
-  }
-  g.nodes = std::move(out);
-  return count;
+    return true;
+  });
 }
 
 }  // namespace kiln::graph::passes

@@ -40,17 +40,9 @@ bool rewritable(const Graph& g, const Node& n, int64_t* b) {
 }  // namespace
 
 int depth_to_space_as_transpose(Graph& g) {
-  int count = 0;
-  std::vector<Node> out;
-  out.reserve(g.nodes.size());
-  std::vector<Node> nodes = std::move(g.nodes);
-  g.nodes.clear();
-  for (Node& n : nodes) {
+  return expand_nodes(g, [&g](const Node& n, std::vector<Node>& out) {
     int64_t b = 0;
-    if (!rewritable(g, n, &b)) {
-      out.push_back(std::move(n));
-      continue;
-    }
+    if (!rewritable(g, n, &b)) return false;
     const TensorType x = *g.type_of(n.inputs[0]);
     const Shuffle s = shuffle_of(n, x.shape, b);
     auto value = [&](const std::string& what, const Ints& shape) {
@@ -79,10 +71,8 @@ int depth_to_space_as_transpose(Graph& g) {
     out.push_back(std::move(split));
     out.push_back(std::move(move));
     out.push_back(std::move(merge));
-    ++count;
-  }
-  g.nodes = std::move(out);
-  return count;
+    return true;
+  });
 }
 
 }  // namespace kiln::graph::passes

@@ -49,16 +49,8 @@ bool rewritable(const Graph& g, const Node& n) {
 }  // namespace
 
 int instance_norm_as_layer_norm(Graph& g) {
-  int count = 0;
-  std::vector<Node> out;
-  out.reserve(g.nodes.size());
-  std::vector<Node> nodes = std::move(g.nodes);
-  g.nodes.clear();
-  for (Node& n : nodes) {
-    if (!rewritable(g, n)) {
-      out.push_back(std::move(n));
-      continue;
-    }
+  return expand_nodes(g, [&g](const Node& n, std::vector<Node>& out) {
+    if (!rewritable(g, n)) return false;
     const TensorType x = *g.type_of(n.inputs[0]);
     const std::string one = unique_value_name(g, n.name + "/one");
     set_initializer(g, one, float_tensor({1}, {1.0f}));
@@ -86,10 +78,8 @@ int instance_norm_as_layer_norm(Graph& g) {
     add.inputs = {mul.outputs[0], bias};
     add.outputs = {n.outputs[0]};
     out.push_back(add);
-    ++count;
-  }
-  g.nodes = std::move(out);
-  return count;
+    return true;
+  });
 }
 
 }  // namespace kiln::graph::passes

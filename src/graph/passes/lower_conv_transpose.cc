@@ -176,20 +176,11 @@ void lower(Graph& g, const Node& n, const Rewrite& r, std::vector<Node>& out) {
 }  // namespace
 
 int lower_conv_transpose(Graph& g) {
-  int count = 0;
-  std::vector<Node> out;
-  out.reserve(g.nodes.size());
-  for (Node& n : g.nodes) {
+  return expand_nodes(g, [&g](const Node& n, std::vector<Node>& out) {
     std::optional<Rewrite> r = rewrite_of(g, n);
-    if (!r) {
-      out.push_back(std::move(n));
-      continue;
-    }
-    lower(g, n, *r, out);
-    ++count;
-  }
-  g.nodes = std::move(out);
-  return count;
+    if (r) lower(g, n, *r, out);
+    return r.has_value();
+  });
 }
 
 }  // namespace kiln::graph::passes

@@ -88,6 +88,22 @@ Initializer int64_tensor(const std::vector<int64_t>& values) {
   return t;
 }
 
+int expand_nodes(Graph& g, const std::function<bool(const Node&, std::vector<Node>&)>& expand) {
+  int count = 0;
+  std::vector<Node> nodes = std::move(g.nodes);
+  g.nodes.clear();
+  std::vector<Node> out;
+  out.reserve(nodes.size());
+  for (Node& n : nodes) {
+    if (expand(n, out))
+      ++count;
+    else
+      out.push_back(std::move(n));
+  }
+  g.nodes = std::move(out);
+  return count;
+}
+
 int64_t num_elements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

@@ -2,6 +2,7 @@
 // adding constants with their value_info, and typed access to float data.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -39,6 +40,13 @@ Initializer float_tensor(std::vector<int64_t> shape, const std::vector<float>& v
 
 // A 1-D int64 tensor of `values` (Reshape's shape, Slice's starts and ends).
 Initializer int64_tensor(const std::vector<int64_t>& values);
+
+// Rebuilds g.nodes in order for passes that turn one node into several:
+// `expand(node, out)` either appends the nodes that replace `node` to `out`
+// and returns true, or returns false and the node stays. g.nodes is empty
+// while it runs (value types and initializers are all there). Returns the
+// number of nodes replaced.
+int expand_nodes(Graph& g, const std::function<bool(const Node&, std::vector<Node>&)>& expand);
 
 // Product of the dims (1 for a scalar shape).
 int64_t num_elements(const std::vector<int64_t>& shape);

@@ -244,18 +244,10 @@ class Unroller {
 }  // namespace
 
 int unroll_recurrent(Graph& g) {
-  int count = 0;
-  std::vector<Node> out;
-  out.reserve(g.nodes.size());
-  std::vector<Node> nodes = std::move(g.nodes);
-  g.nodes.clear();
-  for (Node& n : nodes) {
+  return expand_nodes(g, [&g](const Node& n, std::vector<Node>& out) {
     const bool recurrent =
         (n.op_type == "LSTM" || n.op_type == "GRU") && (n.domain.empty() || n.domain == "ai.onnx");
-    if (!recurrent) {
-      out.push_back(std::move(n));
-      continue;
-    }
+    if (!recurrent) return false;
     const TensorType* x = g.type_of(n.inputs.at(0));
     const TensorType* w = g.type_of(n.inputs.at(1));
     const TensorType* r = g.type_of(n.inputs.at(2));
@@ -274,10 +266,8 @@ int unroll_recurrent(Graph& g) {
             "): sequence_lens must be a constant equal to the sequence length");
     }
     Unroller(g, n, s, out).run();
-    ++count;
-  }
-  g.nodes = std::move(out);
-  return count;
+    return true;
+  });
 }
 
 }  // namespace kiln::graph::passes
