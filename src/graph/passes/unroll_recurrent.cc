@@ -55,10 +55,16 @@ class Emitter {
     return constant("index", std::move(t));
   }
 
-  // The last node emitted writes `value` (one of the recurrent node's outputs).
-  void rename_last_output(const std::string& value) {
-    g_.value_info.erase(out_.back().outputs[0]);
-    out_.back().outputs[0] = value;
+  // The node emitted for this recurrent node that writes `from` writes `to`
+  // (one of the recurrent node's outputs) instead; `from` has no other reader.
+  void rename_output(const std::string& from, const std::string& to) {
+    for (auto it = out_.rbegin(); it != out_.rend(); ++it)
+      for (std::string& o : it->outputs)
+        if (o == from) {
+          g_.value_info.erase(from);
+          o = to;
+          return;
+        }
   }
 
  private:
@@ -130,14 +136,14 @@ class Unroller {
   void emit_output(size_t k, const std::vector<std::string>& parts, const Ints& shape, int64_t axis,
                    const Ints& batch_first_perm) {
     if (k >= n_.outputs.size() || n_.outputs[k].empty()) return;
-    std::string v = parts.size() > 1 ? e_.op("Concat", parts, shape, {{"axis", axis}})
-                                     : e_.op("Identity", parts, shape);
+    // One direction's part is already the whole output (a Reshape's, read by nothing else).
+    std::string v = parts.size() > 1 ? e_.op("Concat", parts, shape, {{"axis", axis}}) : parts[0];
     if (s_.batch_first) {
       Ints t(shape.size());
       for (size_t i = 0; i < t.size(); ++i) t[i] = shape[static_cast<size_t>(batch_first_perm[i])];
-      e_.op("Transpose", {v}, t, {{"perm", batch_first_perm}});
+      v = e_.op("Transpose", {v}, t, {{"perm", batch_first_perm}});
     }
-    e_.rename_last_output(n_.outputs[k]);
+    e_.rename_output(v, n_.outputs[k]);
   }
 
   // The initial state input `i` for direction d, or zeros.
