@@ -228,9 +228,7 @@ SMALL = {
 }
 
 
-def _tv(name, **kw):
-    return lambda: getattr(torchvision.models, name)(weights=None, **kw)
-
+_tv = extra_models._tv  # a torchvision builder with random weights
 
 TORCHVISION = {
     "resnet34": (_tv("resnet34"), 13),
