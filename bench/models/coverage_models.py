@@ -12,7 +12,8 @@ Two sets:
     whose taps fall in the padding (DeepLab's ASPP), activations beyond ReLU and GELU (an MLP
     with SELU, ELU, PReLU, Softsign and Mish), and a GPT-style decoder (token embedding, causal
     mask through Where, tanh GELU), LSTM and GRU layers (a sequence tagger), and InstanceNorm
-    and GroupNorm (a style-transfer net), and PixelShuffle (an ESPCN super-resolution net).
+    and GroupNorm (a style-transfer net), PixelShuffle (an ESPCN super-resolution net), and
+    ShuffleNetV2's channel split with branches of 58 channels (padded to whole vectors).
   torchvision: 19 torchvision models that neither generate.py nor extra_models.py has
     (resnet34 ... swin_t, deeplabv3_mobilenet_v3_large, resnext101_32x8d), 1x3x224x224 input,
     for bench/models/run_bench.py --models-dir.
@@ -210,6 +211,22 @@ class SequenceTagger(nn.Module):
         return self.fc(z)
 
 
+class ChannelSplitNet(nn.Module):
+    """ShuffleNetV2 1.0x's units (torchvision's InvertedResidual): branches of 58 channels, whose
+    only block divisors are 2 and 29, so pad_channels pads them to whole vectors."""
+
+    def __init__(self):
+        super().__init__()
+        unit = torchvision.models.shufflenetv2.InvertedResidual
+        self.stem = nn.Sequential(nn.Conv2d(3, 24, 3, 2, 1, bias=False), nn.BatchNorm2d(24),
+                                  nn.ReLU())
+        self.units = nn.Sequential(unit(24, 116, 2), unit(116, 116, 1), unit(116, 116, 1))
+        self.fc = nn.Linear(116, 10)
+
+    def forward(self, x):
+        return self.fc(self.units(self.stem(x)).mean([2, 3]))
+
+
 def _randn(*shape):
     return lambda: {"input": torch.randn(*shape, generator=_gen())}
 
@@ -225,6 +242,7 @@ SMALL = {
     "sequence_tagger": (SequenceTagger, 13, _randn(2, 16, 24)),
     "style_net": (StyleNet, 13, _randn(1, 3, 32, 32)),
     "super_resolution": (SuperResolution, 13, _randn(1, 1, 24, 24)),
+    "channel_split": (ChannelSplitNet, 13, _randn(1, 3, 30, 34)),
 }
 
 

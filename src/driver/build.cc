@@ -1,6 +1,7 @@
 #include "driver/build.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -14,8 +15,10 @@
 #include "driver/package_writer.h"
 #include "frontend/onnx_import.h"
 #include "graph/passes/apply_templates.h"
+#include "graph/passes/eliminate_dead_code.h"
 #include "graph/passes/fuse_ops.h"
 #include "graph/passes/memory_plan.h"
+#include "graph/passes/pad_channels.h"
 #include "graph/passes/pipeline.h"
 #include "graph/passes/propagate_layout.h"
 #include "graph/passes/select_templates.h"
@@ -35,6 +38,26 @@ Graph import_model(ModelSource src, const BuildOptions& o) {
   if (Graph* g = std::get_if<Graph>(&src)) return std::move(*g);
   return frontend::import_onnx(std::get<std::string>(src),
                                frontend::parse_input_shapes(o.input_shapes));
+}
+
+// The graph passes before template selection: the target-independent ones
+// (simplify, fold constants and BatchNorm, DCE), then, for float32, channel
+// counts no vector block divides padded for the target's lanes. The tuner's
+// task extraction runs the same (template_workload_sets), so tuned workloads
+// are the ones a build looks up. KILN_PAD_CHANNELS=0 leaves channels as they
+// are (to compare the two).
+void run_graph_passes(Graph& g, const Isa& isa, graph::Precision precision) {
+  graph::passes::run_default_passes(g);
+  static const bool pad = [] {
+    const char* v = std::getenv("KILN_PAD_CHANNELS");
+    return !(v && std::string(v) == "0");
+  }();
+  if (pad && precision == graph::Precision::kFp32) {
+    int padded = graph::passes::pad_channels(g, isa.lanes());
+    graph::passes::eliminate_dead_code(g);  // the unpadded weights
+    graph::passes::trace_pass(g, "pad_channels",
+                              std::to_string(padded) + " channel classes padded");
+  }
 }
 
 // One node's implementations' workload keys, its untuned default first
@@ -393,7 +416,7 @@ BuiltModule run_build(ModelSource model, const BuildOptions& o) {
   if (!o.output_path.empty()) check_output_path(o.output_path);  // before the slow part
   Graph g = import_model(std::move(model), o);
   debug_graph("import", g);
-  graph::passes::run_default_passes(g);  // simplify, fold constants and BatchNorm, DCE
+  run_graph_passes(g, o.target.isa(), o.precision);
   debug_graph("graph passes", g);
   std::vector<graph::TemplateSelection> selected =
       graph::select_templates(g, o.target.isa(), o.precision);
@@ -447,7 +470,7 @@ BuiltModule build_module(Graph g, const BuildOptions& options) {
 
 std::vector<std::vector<std::string>> template_workload_sets(Graph g, const Isa& isa,
                                                              graph::Precision precision) {
-  graph::passes::run_default_passes(g);
+  run_graph_passes(g, isa, precision);
   std::vector<std::vector<std::string>> sets;
   for (const graph::TemplateSelection& s : graph::select_templates(g, isa, precision))
     sets.push_back(node_implementations(s));
@@ -455,7 +478,7 @@ std::vector<std::vector<std::string>> template_workload_sets(Graph g, const Isa&
 }
 
 std::vector<std::string> template_workloads(Graph g, const Isa& isa, graph::Precision precision) {
-  graph::passes::run_default_passes(g);
+  run_graph_passes(g, isa, precision);
   std::vector<std::string> keys;
   for (const graph::TemplateSelection& s : graph::select_templates(g, isa, precision))
     for (const ops::Workload& w : s.implementations) keys.push_back(w.key());

@@ -12,9 +12,9 @@ endforeach()
 
 # Small models of paths the zoo does not take (bench/models/coverage_models.py): 1-D convs,
 # transposed convs, dilated ASPP, more activations, a GPT-style decoder, LSTM and GRU,
-# InstanceNorm and GroupNorm, PixelShuffle.
+# InstanceNorm and GroupNorm, PixelShuffle, ShuffleNetV2's 58-channel branches (pad_channels).
 set(KILN_E2E_COVERAGE_MODELS keyword_spotter unet dcgan_generator aspp tabular_mlp gpt_decoder
-    sequence_tagger style_net super_resolution)
+    sequence_tagger style_net super_resolution channel_split)
 foreach(model ${KILN_E2E_COVERAGE_MODELS})
   add_test(NAME e2e_coverage_${model}
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_model.sh $<TARGET_FILE:kiln> ${model}

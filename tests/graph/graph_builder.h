@@ -119,10 +119,17 @@ inline void expect_same_outputs(const std::map<std::string, graph::Initializer>&
     }
     std::vector<float> a = v.as<float>(), b = w.as<float>();
     double worst = 0;
-    for (size_t i = 0; i < a.size(); ++i)
+    size_t nans = 0;  // std::max drops a NaN: counted apart
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (std::isnan(a[i]) || std::isnan(b[i])) {
+        nans += std::isnan(a[i]) != std::isnan(b[i]);
+        continue;
+      }
       worst =
           std::max(worst, std::abs(double(a[i]) - b[i]) / std::max(1.0, std::abs(double(b[i]))));
+    }
     EXPECT_LE(worst, rel_tol) << "output " << name;
+    EXPECT_EQ(nans, 0u) << "output " << name << ": NaN in one result only";
   }
 }
 

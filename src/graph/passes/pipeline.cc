@@ -24,11 +24,8 @@
 #include "graph/passes/unroll_recurrent.h"
 
 namespace kiln::graph::passes {
-namespace {
 
-// KILN_DEBUG_PASSES=1 prints what each pass did, so a surprising graph can be
-// followed pass by pass.
-void trace(const Graph& g, const char* pass, const std::string& what) {
+void trace_pass(const Graph& g, const char* pass, const std::string& what) {
   static const bool on = [] {
     const char* v = std::getenv("KILN_DEBUG_PASSES");
     return v && *v && std::string(v) != "0";
@@ -38,6 +35,8 @@ void trace(const Graph& g, const char* pass, const std::string& what) {
                  what.c_str(), g.nodes.size(), g.initializers.size());
 }
 
+namespace {
+void trace(const Graph& g, const char* pass, const std::string& what) { trace_pass(g, pass, what); }
 }  // namespace
 
 void run_default_passes(Graph& g) {

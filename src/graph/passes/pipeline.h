@@ -1,6 +1,8 @@
 // The default graph-level pass pipeline a build runs before layout and fusion.
 #pragma once
 
+#include <string>
+
 #include "graph/graph.h"
 
 namespace kiln::graph::passes {
@@ -12,6 +14,9 @@ namespace kiln::graph::passes {
 //   2. fold_constants       evaluate constant subgraphs, incl. Shape chains on
 //                           value_info, so weights reach the anchors as initializers
 //                           (e.g. a Reshape'd or Transpose'd weight);
+//      then the rewrites of operators the templates do not take: depth_to_space,
+//      decompose_reductions, instance_norm, unroll_recurrent, lift_1d_windows,
+//      lower_conv_transpose, trim_conv_taps (docs/architecture.md);
 //   3. fuse_layer_norm      the decomposed LayerNorm pattern -> LayerNormalization
 //                           (its eps, exponent and axes must be constants by now);
 //   4. fuse_gelu            the exported Erf GELU pattern -> Gelu (one elementwise
@@ -28,6 +33,11 @@ namespace kiln::graph::passes {
 //   9. eliminate_dead_code  drop nodes and initializers nobody reads any more
 //                           (the original weights of folded anchors, folded inputs).
 // KILN_DEBUG_PASSES=1 prints each pass's effect to stderr.
+// The target-dependent pass (pad_channels) runs after these, in the driver
+// (driver/build.cc, run_graph_passes).
 void run_default_passes(Graph& g);
+
+// KILN_DEBUG_PASSES=1: one line to stderr, what `pass` did and the graph's size.
+void trace_pass(const Graph& g, const char* pass, const std::string& what);
 
 }  // namespace kiln::graph::passes
