@@ -415,6 +415,14 @@ bool winograd_pays(const Conv2DAttrs& a) {
   return false;
 }
 
+bool winograd_fallback_pays(const Workload& w, const Isa& isa) {
+  const auto& t = static_cast<const Conv2dWinogradNCHWc&>(conv2d_winograd_nchwc_template());
+  Geometry g = t.geometry(w, t.fallback(w, isa));
+  const double gemm = static_cast<double>(g.P_pad * g.alpha * g.alpha);
+  const double direct = static_cast<double>(g.a.batch * g.OH * g.OW * 9);
+  return gemm <= direct;
+}
+
 int64_t winograd_tile(const Config& cfg) { return cfg.knob("wino_m"); }
 
 std::vector<float> winograd_pack_weight(const Workload& w, const Config& cfg, const float* oihw) {

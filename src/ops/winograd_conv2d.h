@@ -83,6 +83,17 @@ bool winograd_applies(const Conv2DAttrs& a);
 // phases of 1-3 rows, or none: 7-26 products per output.
 bool winograd_pays(const Conv2DAttrs& a);
 
+// Whether an untuned build takes Winograd's fallback config over the direct
+// template's: unless its GEMM, the tiles padded to the fallback's register
+// tile (p_tile rows), does more products than the direct convolution. On
+// small maps the padding eats the saving: Inception-v3's 448 -> 384 3x3 on
+// 5 x 5 has 9 F(2x2) tiles padded to 16 rows with AVX-512, 256 products per
+// channel pair against the direct 225, and ran at 215 against the direct
+// fallback's 314 GFLOP/s (Intel Xeon, 2 threads). ResNet's 7 x 7 maps (16
+// tiles, 256 against 441) stay Winograd, and so do 8 x 8 maps (4 F(4x4)
+// tiles padded to 16 rows: 576 against 576; not measured either way).
+bool winograd_fallback_pays(const Workload& w, const Isa& isa);
+
 // The OIHW weight [OC, C, 3, 3] transformed and laid out as the template's
 // second input for `cfg` (see above); accumulated in double.
 std::vector<float> winograd_pack_weight(const Workload& w, const schedule::Config& cfg,

@@ -274,6 +274,31 @@ TEST(SelectTemplates, ThreeByThreeStrideOneConvsHaveAWinogradAlternative) {
   EXPECT_EQ(chosen({}), "conv2d_winograd_NCHWc.x86");
 }
 
+// On a small map Winograd's tiles, padded to its fallback's register tile,
+// can cost more products than the direct convolution: untuned, a 3x3 on
+// 5 x 5 with AVX-512 (9 F(2x2) tiles padded to 16 rows: 256 products per
+// channel pair against the direct 225) is built direct. AVX2's and NEON's
+// register tiles of 6 rows pad them to 12 (192) and keep Winograd, and on
+// 7 x 7 (16 tiles: at most 288 against 441) every ISA keeps it. Both
+// implementations stay tuning candidates.
+TEST(SelectTemplates, SmallMapsDefaultToTheDirectConvolutionWherePaddedTilesCostMore) {
+  GraphBuilder b;
+  std::string x5 = b.input("x5", {1, 32, 5, 5}), x7 = b.input("x7", {1, 32, 7, 7});
+  b.output(conv(b, "map5", x5, 32, 32, 3, pads(1)));
+  b.output(conv(b, "map7", x7, 32, 32, 3, pads(1)));
+  for (const Isa& isa : {Isa{"x86_64-avx512", 512, 32, 2}, Isa{"x86_64-avx2", 256, 16, 2},
+                         Isa{"aarch64-neon", 128, 32, 2}}) {
+    std::vector<TemplateSelection> s = graph::select_templates(b.graph(), isa);
+    ASSERT_EQ(s.size(), 2u);
+    for (const TemplateSelection& t : s) ASSERT_EQ(t.implementations.size(), 2u) << t.node;
+    const bool avx512 = isa.isa_class == "x86_64-avx512";
+    EXPECT_EQ(s[0].template_name, avx512 ? "conv2d_NCHWc.x86" : "conv2d_winograd_NCHWc.x86")
+        << isa.isa_class;
+    EXPECT_EQ(s[0].untuned_default, avx512 ? 0u : 1u) << isa.isa_class;
+    EXPECT_EQ(s[1].template_name, "conv2d_winograd_NCHWc.x86") << isa.isa_class;
+  }
+}
+
 // Dilated 3x3 convolutions get Winograd where their phases hold whole tiles
 // (FCN's dilation 2 and 4 on 28 x 28); a dilation near the map's size
 // (DeepLab's ASPP: 12 and 36 on 28 x 28) keeps the direct convolution alone.

@@ -23,7 +23,8 @@ std::vector<TemplateSelection> select_templates(const Graph& g, const Isa& isa,
         s = TemplateSelection{n.name, row.template_name, w, {}, 0, {}};
         first = row.precision;
       }
-      if (row.untuned_default) s->untuned_default = s->implementations.size();
+      if (row.untuned_default && (!row.untuned_default_if || row.untuned_default_if(w, isa)))
+        s->untuned_default = s->implementations.size();
       s->implementations.push_back(std::move(w));
     }
     if (!s) continue;

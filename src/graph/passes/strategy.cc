@@ -465,9 +465,11 @@ const std::vector<Strategy>& strategies() {
       // Winograd F(4x4)/F(2x2) beside the direct 3x3 stride-1 convolution:
       // both are tuned, the faster record is built, and untuned it is
       // Winograd (2.1-2.4x the direct fallback on ResNet's 3x3 shapes,
-      // bench/isa).
+      // bench/isa) unless the map is too small for its tiles
+      // (ops::winograd_fallback_pays).
       {"Conv", "conv2d_winograd_NCHWc.x86", winograd_row, Rewrite::kBlockedConv, pack_winograd,
-       /*alternative=*/true, /*untuned_default=*/true},
+       /*alternative=*/true, /*untuned_default=*/true, /*dtype=*/"float32", Precision::kFp32,
+       ops::winograd_fallback_pays},
       {"Conv", "depthwise_conv2d_NCHWc.x86", conv_row<ConvKind::kDepthwise>, Rewrite::kBlockedConv,
        pack_depthwise},
       {"Conv", "group_conv2d_NCHWc.x86", conv_row<ConvKind::kGrouped>, Rewrite::kBlockedConv,

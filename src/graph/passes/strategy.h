@@ -138,12 +138,14 @@ struct Strategy {
   // (select_templates.h, choose_implementations).
   bool alternative = false;
   // Without a record for any implementation of a node, this row's is built
-  // (an alternative that is known to beat the first row's fallback).
+  // (an alternative that is known to beat the first row's fallback)...
   bool untuned_default = false;
   // The workload's dtype (part of its key, so of the tuning records').
   const char* dtype = "float32";
   // kBf16: a row tried only under Precision::kBf16.
   Precision precision = Precision::kFp32;
+  // ...where this returns true for the row's workload (nullptr: always).
+  bool (*untuned_default_if)(const ops::Workload& w, const Isa& isa) = nullptr;
 };
 
 // Every row, in the order select_templates tries them.
