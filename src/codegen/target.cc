@@ -288,6 +288,15 @@ std::string Target::arch() const { return arch_of(triple); }
 // from a constant in a template.
 namespace {
 
+// Intel AVX-512 cores whose two FMA ports both take 512-bit FMAs (LLVM's
+// -mcpu names; Isa::fma_waits_on_loads). Measured on Sapphire Rapids only.
+const std::set<std::string>& intel_cores_with_two_zmm_fma() {
+  static const std::set<std::string> names = {"skylake-avx512", "cascadelake",    "cooperlake",
+                                              "icelake-server", "sapphirerapids", "emeraldrapids",
+                                              "graniterapids",  "graniterapids-d"};
+  return names;
+}
+
 // The row of the target's vector ISA, from its features.
 Isa isa_row(const Target& t) {
   std::string a = t.arch();
@@ -296,6 +305,8 @@ Isa isa_row(const Target& t) {
     Isa row = has_feature("avx512f")                      ? Isa{"x86_64-avx512", 512, 32, 2}
               : has_feature("avx2") && has_feature("fma") ? Isa{"x86_64-avx2", 256, 16, 2}
                                                           : Isa{"x86_64-sse", 128, 16, 1};
+    row.fma_waits_on_loads =
+        row.isa_class == "x86_64-avx512" && intel_cores_with_two_zmm_fma().count(t.cpu) > 0;
     row.amx_int8 = has_feature("amx-tile") && has_feature("amx-int8");
     row.amx_bf16 = has_feature("amx-tile") && has_feature("amx-bf16");
     // vpdpbusd at the row's width (codegen/dot_product.cc picks the same).

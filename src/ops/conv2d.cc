@@ -1,6 +1,7 @@
 #include "ops/conv2d.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 #include "schedule/split_apply.h"
@@ -159,15 +160,48 @@ bool narrow_row(int64_t out_width, int64_t columns) {
 // `chunked_blocks`: the block counts whose tile a reduction chunk would serve
 // (fallback_window_chunk), for which a narrow row of a larger window may take
 // a tile whose operands do not fit.
-ConvFallbackTile row_fallback_tile(int64_t out_width, int64_t oc_blocks, int64_t vectors,
-                                   int64_t window, const std::vector<int64_t>& chunked_blocks,
-                                   const Isa& isa) {
+// Isa::fma_waits_on_loads: of 4 or 2 blocks (dividing oc_blocks) x 1 or 2
+// rows (dividing out_height) x the columns the budget leaves, balanced over
+// the width, the tile with the fewest loads per FMA over the row, partial
+// tile counted (fewer rows on a tie). Each step loads the blocks' weight
+// vectors and broadcasts one input per column and row. 14 columns: 4 x 3 x
+// 2 rows (0.43 loads per FMA against 1 x 14's 1.07): 1024 -> 1024 on 14 x
+// 14 ran 228-263 GFLOP/s against 149-190, 512 -> 512 on 28 x 28 (4 x 6)
+// 224-243 against 149-158, 256 -> 256 on 56 x 56 (4 x 3 x 2) 221-250
+// against 163-230 (2 threads of a Sapphire Rapids; ResNeXt-101's).
+std::optional<ConvFallbackTile> load_sharing_tile(int64_t out_height, int64_t out_width,
+                                                  int64_t oc_blocks, int64_t vectors,
+                                                  const Isa& isa) {
+  std::optional<ConvFallbackTile> best;
+  double best_loads = 0;
+  for (int64_t r : {4, 2}) {
+    if (oc_blocks % r) continue;
+    for (int64_t rows : {1, 2}) {
+      if (out_height % rows) continue;
+      const int64_t cap = isa.accumulator_budget() / (r * vectors * rows);
+      if (cap < 2) continue;
+      const int64_t columns = balanced_columns(out_width, cap);
+      const double loads = row_loads_per_fma(r, columns * rows, vectors, out_width * rows);
+      if (!best || loads < best_loads - 1e-9)
+        best = ConvFallbackTile{r, columns, rows}, best_loads = loads;
+    }
+  }
+  return best;
+}
+
+ConvFallbackTile row_fallback_tile(int64_t out_height, int64_t out_width, int64_t oc_blocks,
+                                   int64_t vectors, int64_t window,
+                                   const std::vector<int64_t>& chunked_blocks, const Isa& isa) {
   const int64_t budget = isa.accumulator_budget();
   int64_t d = largest_divisor_at_most(out_width, std::max<int64_t>(1, budget / vectors));
   // A narrow plane's whole row leaves most of the budget unused (7 columns
   // of 24 zmm): more channel blocks share each broadcast input (ResNet-50's
   // 7x7 1x1 convs and 14x14 stride-2 3x3, AVX-512: 2 blocks ran 15-18 %
   // faster than 1; 4 x 7 spills).
+  if (d >= 8 && window == 1 && isa.fma_waits_on_loads)
+    if (std::optional<ConvFallbackTile> t =
+            load_sharing_tile(out_height, out_width, oc_blocks, vectors, isa))
+      return *t;
   if (d >= 8 || d == out_width)
     return {blocks_within_budget(oc_blocks, d, vectors, window, isa), d};
   // No divisor fills the budget (56 columns, 6 of 2 ymm each): any width
@@ -241,8 +275,8 @@ ConvFallbackTile conv_fallback_tile(int64_t out_height, int64_t out_width, int64
     if (window > 1 && fallback_window_chunk(in_channels, window, r * ocb, isa) > 0)
       chunked_blocks.push_back(r);
   return with_odd_blocks(
-      row_fallback_tile(out_width, oc_blocks, vectors, window, chunked_blocks, isa), out_height,
-      out_width, oc_blocks, ocb, isa);
+      row_fallback_tile(out_height, out_width, oc_blocks, vectors, window, chunked_blocks, isa),
+      out_height, out_width, oc_blocks, ocb, isa);
 }
 
 int64_t fallback_ic_chunk(int64_t in_channels, int64_t window, int64_t tile_channels,
@@ -683,7 +717,7 @@ class Conv2dNCHWc final : public OpTemplate {
           .split("tile_ow", a.out_width(), {ft.columns})
           .knob("unroll_kw", a.kernel_w <= 3)
           .knob("oc_reg", ft.oc_blocks)
-          .knob("oh_reg", 1)
+          .knob("oh_reg", ft.rows)
           .knob("kernel_outer", 0)
           .knob("ic_chunk", ic_chunk);
       if (detail::pixel_tile_plane(a)) knobs.knob("pixel_tiles", pixel_tiles);

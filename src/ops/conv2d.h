@@ -177,8 +177,12 @@ struct ConvRegisterTile {
 // block count (conv_oc_reg_values) takes 3 or 5 blocks where the 1-block tile
 // loads more per multiply and holds no more accumulators, and where its rows
 // of tiles (out_height x tiles of blocks) still make 16 parallel tasks.
+// On a target whose FMAs wait on loads (Isa::fma_waits_on_loads), a 1x1
+// window's row of 8 columns or more takes 4 (else 2) blocks and 1 or 2 rows
+// (oh_reg) beside the columns: the tile that fills the accumulator budget
+// with the fewest loads per multiply over the row.
 struct ConvFallbackTile {
-  int64_t oc_blocks = 1, columns = 1;
+  int64_t oc_blocks = 1, columns = 1, rows = 1;
 };
 ConvFallbackTile conv_fallback_tile(int64_t out_height, int64_t out_width, int64_t oc_blocks,
                                     int64_t ocb, int64_t window, int64_t in_channels,

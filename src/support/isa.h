@@ -35,6 +35,15 @@ struct Isa {
   // layer's input or a group of register tiles' weights must fit to be read
   // from beyond it once, not once per output-channel tile.
   int64_t l2_bytes = 0;
+  // Whether a register tile should share each broadcast input over as many
+  // channel blocks as its accumulators allow. Intel's AVX-512 server cores
+  // issue two 512-bit FMAs and two 512-bit loads a cycle, so a tile of one
+  // block, one broadcast load per FMA, runs at the load ports' pace (1x1
+  // convs on Sapphire Rapids: 4 blocks x 3 columns x 2 rows ran 1.4-1.6x 1
+  // block x 14 columns). Not on Zen 4 (one 512-bit FMA a cycle) nor, as
+  // measured on 2 threads, Zen 5 (bench/models/results/
+  // fallback-experiments-2026-11-30-zen5.md).
+  bool fma_waits_on_loads = false;
 
   int lanes(int element_bits = 32) const { return vector_bits / element_bits; }
   // Accumulators a register tile may hold: three quarters of the registers,

@@ -1006,6 +1006,74 @@ TEST(Templates, FallbackSharesBroadcastsOverOddBlockCounts) {
     check_config(ct, small, ops::detail::config_from_knobs(ct.space(small), knobs), rng);
 }
 
+// Where FMAs wait on loads (Intel AVX-512: two zmm FMAs and two zmm loads a
+// cycle), a 1x1 window's row of 8 or more columns shares each broadcast over
+// 4 (else 2) blocks and 1 or 2 rows, the fewest loads per FMA over the row;
+// Zen 4's AVX-512, AVX2, 3x3 windows and 7-wide rows keep their tiles. The
+// configs match the reference, partial column tiles and odd rows included.
+TEST(Templates, FallbackSharesBroadcastsOverBlocksAndRowsWhereFmasWaitOnLoads) {
+  const Isa spr = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids");
+  const Isa zen4 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4");
+  const Isa avx2 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell");
+  EXPECT_TRUE(spr.fma_waits_on_loads);
+  EXPECT_FALSE(zen4.fma_waits_on_loads);
+  EXPECT_FALSE(avx2.fma_waits_on_loads);
+  const OpTemplate& ct = ops::get_template("conv2d_NCHWc.x86");
+  struct Case {
+    Workload w;
+    int64_t oc_reg, columns, rows;  // on Sapphire Rapids
+  };
+  const Case cases[] = {
+      // 14 columns: 4 x 3 x 2 rows (48 loads a 112 FMAs over two rows), not
+      // 4 x 5 (26 a 56) nor 1 x 14 (15 a 14).
+      {conv(1, 1024, 14, 14, 1024, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}), 4, 3, 2},
+      // 28 columns: 4 x 6 and 4 x 3 x 2 tie (3/7); one row.
+      {conv(1, 512, 28, 28, 512, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}), 4, 6, 1},
+      // 56 columns: 4 x 3 x 2 (56 = 18 x 3 + 2).
+      {conv(1, 256, 56, 56, 256, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}), 4, 3, 2},
+      // Stride 2 onto 14 x 14, as stride 1.
+      {conv(1, 512, 28, 28, 1024, 1, 1, {2, 2}, {0, 0, 0, 0}, {1, 1}), 4, 3, 2},
+      // 13 rows take one: 4 x 5 (13 = 5 + 5 + 3).
+      {conv(1, 512, 13, 13, 64, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}), 4, 5, 1},
+      // 6 blocks: 2 x 5 x 2 rows (20 accumulators; 14 = 5 + 5 + 4).
+      {conv(1, 384, 14, 14, 96, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}), 2, 5, 2},
+  };
+  for (const Case& c : cases) {
+    Config f = ct.fallback(c.w, spr);
+    EXPECT_EQ(f.knob("oc_reg"), c.oc_reg) << c.w.key();
+    EXPECT_EQ(f.split("tile_ow").back(), c.columns) << c.w.key();
+    EXPECT_EQ(f.knob("oh_reg"), c.rows) << c.w.key();
+    EXPECT_TRUE(ct.fits(c.w, f, spr)) << c.w.key();
+    EXPECT_EQ(ops::layout_blocks(ct, c.w, f), ops::fallback_layout_blocks(ct, c.w));
+    // Zen 4 and AVX2 as before: one row.
+    EXPECT_EQ(ct.fallback(c.w, zen4).knob("oh_reg"), 1) << c.w.key();
+    EXPECT_EQ(ct.fallback(c.w, avx2).knob("oh_reg"), 1) << c.w.key();
+  }
+  EXPECT_EQ(ct.fallback(cases[0].w, zen4).knob("oc_reg"), 1);
+  EXPECT_EQ(ct.fallback(cases[0].w, zen4).split("tile_ow").back(), 14);
+  // A 3x3 window and a 7-wide row keep the row rule.
+  Workload window = conv(1, 256, 14, 14, 256, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1});
+  EXPECT_EQ(ct.fallback(window, spr).split("tile_ow").back(), 14);
+  EXPECT_EQ(ct.fallback(window, spr).knob("oc_reg"), 1);
+  Workload narrow = conv(1, 2048, 7, 7, 512, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_EQ(ct.fallback(narrow, spr).split("tile_ow").back(), 7);
+  EXPECT_EQ(ct.fallback(narrow, spr).knob("oc_reg"), 2);
+  // Against the reference: small reductions with the same tiles, over rows
+  // and (16 channel tiles) over the plane's pixels.
+  std::mt19937_64 rng(37);
+  EXPECT_EQ(ct.fallback(conv(1, 128, 14, 14, 1024, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}), spr)
+                .knob("pixel_tiles"),
+            1);
+  for (const Workload& w : {conv(1, 128, 14, 14, 64, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}),
+                            conv(1, 128, 14, 14, 1024, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}),
+                            conv(1, 256, 13, 13, 64, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}),
+                            conv(2, 128, 20, 20, 96, 1, 1, {2, 2}, {0, 0, 0, 0}, {1, 1})}) {
+    Config f = ct.fallback(w, spr);
+    EXPECT_GT(f.knob("oc_reg"), 1) << w.key();
+    check_config(ct, w, f, rng);
+  }
+}
+
 // Row tiles beyond 1, 2 and 4: the largest divisor of the output height from
 // 3 to 7, so that a 7-row plane (ResNet-50's last stage) can put all of its
 // rows in one register tile; against the reference with partial column
