@@ -54,6 +54,8 @@ int run_target(const std::vector<std::string>& args) {
   std::printf("isa class         %s\n", isa.isa_class.c_str());
   std::printf("vector            %d bits, %d fp32 lanes, %d registers, %d FMA/cycle\n",
               isa.vector_bits, t.float_lanes(), isa.vector_registers, isa.fma_per_cycle);
+  if (isa.fma_waits_on_loads)  // ops/conv2d.cc: load_sharing_tile
+    std::printf("register tiles    FMAs wait on loads: 1x1 conv tiles share each broadcast\n");
   std::printf("caches per core   L1d %s, L2 %s, L3 %s\n", kib(caches.l1d).c_str(),
               kib(caches.l2).c_str(), kib(caches.l3).c_str());
   std::printf("threads           %d\n", kiln_get_num_threads());
