@@ -156,10 +156,6 @@ bool narrow_row(int64_t out_width, int64_t columns) {
   return (out_width % columns) * kNarrowShare >= out_width;
 }
 
-// The tile of 1, 2 or 4 blocks (oc_reg's first values) for rows of out_width.
-// `chunked_blocks`: the block counts whose tile a reduction chunk would serve
-// (fallback_window_chunk), for which a narrow row of a larger window may take
-// a tile whose operands do not fit.
 // Isa::fma_waits_on_loads: of 4 or 2 blocks (dividing oc_blocks) x 1 or 2
 // rows (dividing out_height) x the columns the budget leaves, balanced over
 // the width, the tile with the fewest loads per FMA over the row, partial
@@ -189,19 +185,25 @@ std::optional<ConvFallbackTile> load_sharing_tile(int64_t out_height, int64_t ou
   return best;
 }
 
+// The tile of 1, 2 or 4 blocks (oc_reg's first values) for rows of out_width.
+// `chunked_blocks`: the block counts whose tile a reduction chunk would serve
+// (fallback_window_chunk), for which a narrow row of a larger window may take
+// a tile whose operands do not fit.
 ConvFallbackTile row_fallback_tile(int64_t out_height, int64_t out_width, int64_t oc_blocks,
                                    int64_t vectors, int64_t window,
                                    const std::vector<int64_t>& chunked_blocks, const Isa& isa) {
   const int64_t budget = isa.accumulator_budget();
   int64_t d = largest_divisor_at_most(out_width, std::max<int64_t>(1, budget / vectors));
-  // A narrow plane's whole row leaves most of the budget unused (7 columns
-  // of 24 zmm): more channel blocks share each broadcast input (ResNet-50's
-  // 7x7 1x1 convs and 14x14 stride-2 3x3, AVX-512: 2 blocks ran 15-18 %
-  // faster than 1; 4 x 7 spills).
+  // Where FMAs wait on loads, a 1x1 window's wide row shares each broadcast
+  // over blocks and rows (load_sharing_tile).
   if (d >= 8 && window == 1 && isa.fma_waits_on_loads)
     if (std::optional<ConvFallbackTile> t =
             load_sharing_tile(out_height, out_width, oc_blocks, vectors, isa))
       return *t;
+  // A narrow plane's whole row leaves most of the budget unused (7 columns
+  // of 24 zmm): more channel blocks share each broadcast input (ResNet-50's
+  // 7x7 1x1 convs and 14x14 stride-2 3x3, AVX-512: 2 blocks ran 15-18 %
+  // faster than 1; 4 x 7 spills).
   if (d >= 8 || d == out_width)
     return {blocks_within_budget(oc_blocks, d, vectors, window, isa), d};
   // No divisor fills the budget (56 columns, 6 of 2 ymm each): any width
