@@ -54,7 +54,7 @@ struct ExprNode {
   virtual ~ExprNode() = default;
 };
 
-class VarNode;
+struct VarNode;
 class Var;
 
 // Handle to an immutable expression node. Null handles are allowed (optional
