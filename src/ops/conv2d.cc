@@ -387,6 +387,8 @@ bool rolled_reduction(const Config& cfg) {
   return cfg.has_knob("rolled_reduction") && cfg.knob("rolled_reduction") == 1;
 }
 
+bool pad_rows(const Config& cfg) { return cfg.has_knob("pad_rows") && cfg.knob("pad_rows") == 1; }
+
 // Measured on 2 threads of a Zen 4 against the unrolled reduction, fallback
 // builds, whole models (ab_packages.py): AVX2 code, RegNetY-400MF 0.94,
 // MobileNetV2 and ShuffleNetV2 0.965, MNASNet 0.985, EfficientNet-B0 1.00;
@@ -417,8 +419,11 @@ void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
                          const Tensor& output, const Config& cfg, const std::string& name,
                          int64_t oc_blocks_per_tile) {
   auto [tile, out] = prepare_anchor(sch, inst.anchor, output, name);
+  std::vector<Tensor> padded_inputs;
   for (auto& t : input_tensors(inst.anchor))
-    if (!t->is_placeholder) schedule_padding_copy(sch[t], inst);
+    if (!t->is_placeholder) padded_inputs.push_back(t);
+  if (!pad_rows(cfg))
+    for (auto& t : padded_inputs) schedule_padding_copy(sch[t], inst);
   const auto& anchor_out = out;  // a structured binding: lambdas capture a reference to it
   auto extent = [&](size_t d) { return *ir::as_const_int(anchor_out->axis(d)->dom.extent); };
   ConvRegisterTile rt = conv_register_tile(oc_blocks_per_tile > 0 ? oc_blocks_per_tile : extent(1),
@@ -462,6 +467,11 @@ void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
   }
   out->parallel(rows);
   out->vectorize(out->axis(4));
+  if (pad_rows(cfg))
+    for (auto& t : padded_inputs) {
+      sch[t]->compute_at(out, rows);
+      sch[t]->vectorize(sch[t]->axis(4));
+    }
 
   if (chunk > 0) {
     // Reduction blocking: the tile covers whole rows, and the input-channel

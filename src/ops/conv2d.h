@@ -164,6 +164,10 @@ std::vector<int64_t> conv_oh_reg_values(int64_t out_height);
 struct ConvRegisterTile {
   int64_t oc = 1, oh = 1;
 };
+// The fewest tiles of at most `cap` columns that cover out_width, and of those
+// the narrowest (the partial last tile as wide as it can be), among tile_ow's
+// candidates.
+int64_t balanced_columns(int64_t out_width, int64_t cap);
 // conv2d_NCHWc's fallback register tile: output-channel blocks (oc_reg) and
 // columns (tile_ow) within the ISA's accumulator budget. The widest divisor
 // of the width when it has 8 columns or more (or is the width), with as many
@@ -262,11 +266,17 @@ bool plane_rows(const schedule::Config& cfg);
 bool rolled_reduction(const schedule::Config& cfg);
 // The fallback's rolled_reduction: on ISAs of fewer than 32 vector registers.
 bool fallback_rolled_reduction(const Isa& isa);
+// Whether each parallel task pads the input rows it reads itself (the knob
+// pad_rows, "added later"), instead of one padding copy of the whole input
+// before the convolution. Worth it where a task reads only a few of the input's
+// channel blocks (a grouped conv's group): the task's padded rows stay in L1,
+// where the whole padded copy is written to and read back from beyond L2.
+bool pad_rows(const schedule::Config& cfg);
 // The schedule of the blocked conv templates (conv2d, group_conv2d): the
-// padding stage by rows in parallel; the output by batch x oc blocks x rows
-// in parallel, its register tile (conv_register_tile over
-// `oc_blocks_per_tile` oc blocks, 0 = all of them; group_conv2d passes the
-// blocks of one group) x the ow tile, reduced over the input-channel blocks
+// padding stage by rows in parallel (or inside each task: pad_rows); the
+// output by batch x oc blocks x rows in parallel, its register tile
+// (conv_register_tile over `oc_blocks_per_tile` oc blocks, 0 = all of them;
+// group_conv2d passes the blocks of one group) x the ow tile, reduced over the input-channel blocks
 // and the window in the config's order, unrolled and vectorized over the
 // channel block. With reduction chunks (ic_chunk_blocks), the tile stage
 // covers the register tile's rows whole and loops chunk, ow tile, then the

@@ -26,7 +26,9 @@ class GroupConv2dNCHWc final : public OpTemplate {
     ConfigSpace space;
     space.define_split("tile_ic", icg(a), 2, SplitPolicy::Factors, 64);
     space.define_split("tile_oc", ocg(a), 2, SplitPolicy::Factors, 64);
-    space.define_split("tile_ow", a.out_width(), 2, SplitPolicy::All, 32);
+    // RegisterTile: any width up to 8 besides All's, for the fallback's
+    // balanced columns (13 in 7 + 6); a superset, so records stay in it.
+    space.define_split("tile_ow", a.out_width(), 2, SplitPolicy::RegisterTile, 32);
     space.define_knob("unroll_kw", {0, 1});
     // Register tile beyond the width: output-channel blocks of one group and
     // rows computed together (see conv2d_NCHWc.x86); neither changes the layout.
@@ -37,6 +39,9 @@ class GroupConv2dNCHWc final : public OpTemplate {
     // rolled_reduction; RegNetY-400MF's groups of 8 to 16 channels, AVX2
     // code on a Zen 4: the whole model 0.94x with it).
     space.define_knob("rolled_reduction", {0, 1}, schedule::KnobOrigin::AddedLater);
+    // 1: each task pads the rows of its group's input that it reads
+    // (detail::pad_rows), where 0 pads the whole input first.
+    if (padded(a)) space.define_knob("pad_rows", {0, 1}, schedule::KnobOrigin::AddedLater);
     return space;
   }
 
@@ -44,23 +49,32 @@ class GroupConv2dNCHWc final : public OpTemplate {
     Conv2DAttrs a = attrs(w);
     int64_t icb = detail::fallback_channel_block(icg(a));
     int64_t ocb = detail::fallback_channel_block(ocg(a));
-    int64_t owt = detail::fallback_ow_tile(a.out_width(), ocb, isa);
+    const GroupTile tile = fallback_tile(a, ocb, isa);
     // The window outermost where a group's reduction has two channel blocks
     // or more and the ISA has 16 vector registers: ResNeXt-50's 32-channel
     // groups (7x7 and 14x14 stride 2) ran 1.20-1.26x faster as AVX2 code on
     // a Zen 4, one thread; AVX-512 code and one-block groups the same; a
     // dense conv2d_NCHWc's 3x3 stride-2 convs 0.87-0.99x, so not there.
     const bool window_outer = icg(a) / icb > 1 && isa.vector_registers < 32;
-    return detail::KnobValues()
-        .split("tile_ic", icg(a), {icb})
+    detail::KnobValues knobs;
+    knobs.split("tile_ic", icg(a), {icb})
         .split("tile_oc", ocg(a), {ocb})
-        .split("tile_ow", a.out_width(), {owt})
+        .split("tile_ow", a.out_width(), {tile.columns})
         .knob("unroll_kw", a.kernel_w <= 3)
-        .knob("oc_reg", 1)
+        .knob("oc_reg", tile.oc_blocks)
         .knob("oh_reg", 1)
         .knob("kernel_outer", window_outer)
-        .knob("rolled_reduction", detail::fallback_rolled_reduction(isa))
-        .in(space(w));
+        .knob("rolled_reduction", detail::fallback_rolled_reduction(isa));
+    // A task whose tile spans its group reads only that group's input
+    // channels: it pads the rows it reads in L1, where a padding copy of the
+    // whole input is written beyond L2 and read back (ResNeXt-101's 3x3
+    // groups of 16 to 64 channels, tiles spanning the group, 2 threads of a
+    // Sapphire Rapids: 1.06-1.45x faster, most on the largest inputs; 512 ->
+    // 512 stride 2 on 56 x 56: 0.94 -> 0.70 ms). A tile of one block of a
+    // wider group would pad the group's rows again for each of its blocks
+    // (2048 channels in groups of 64, tiles of 1 block: 0.90-0.96x).
+    if (padded(a)) knobs.knob("pad_rows", tile.oc_blocks == ocg(a) / ocb);
+    return knobs.in(space(w));
   }
 
   TemplateInstance compute(const Workload& w, const Config& cfg) const override {
@@ -100,8 +114,13 @@ class GroupConv2dNCHWc final : public OpTemplate {
   bool fits(const Workload& w, const Config& cfg, const Isa& isa) const override {
     Conv2DAttrs a = attrs(w);
     auto [icb, ocb] = blocks(w, a, cfg);
+    const int64_t group_blocks = cfg.split("tile_oc").front();
     detail::ConvRegisterTile rt =
-        detail::conv_register_tile(cfg.split("tile_oc").front(), a.out_height(), ocb, cfg);
+        detail::conv_register_tile(group_blocks, a.out_height(), ocb, cfg);
+    // Padded rows for a tile of some of a group's blocks but not one: bound
+    // inference cannot tell that the tile's blocks share one group (a
+    // floordiv of each end), so each task padded the whole input (5x slower).
+    if (detail::pad_rows(cfg) && rt.oc > 1 && rt.oc < group_blocks) return false;
     return detail::conv_tile_fits(rt, cfg.split("tile_ow").back(), ocb, isa);
   }
 
@@ -160,6 +179,34 @@ class GroupConv2dNCHWc final : public OpTemplate {
   }
 
  private:
+  struct GroupTile {
+    int64_t oc_blocks = 1, columns = 1;
+  };
+
+  // Where FMAs wait on loads (Isa::fma_waits_on_loads), the tile spans the
+  // group's output blocks where they are 2 or 4 (oc_reg's values): each broadcast input feeds one
+  // FMA per block, where a tile of one block loads one per FMA. Columns
+  // within the accumulator budget, balanced over the row; a row of fewer
+  // than 8 whose tile, with one weight vector per block, fits the registers
+  // runs whole. ResNeXt-101's groups of 32 and 64 channels (2 threads of a
+  // Sapphire Rapids, padded rows, against 1 block x the row): 2 blocks x 7
+  // of 14 columns 1.07-1.32x (2 x 14: 0.83-1.27x), 4 x 7 of 7 1.12-1.28x
+  // (4 x 4 + 3: 1.08-1.19x). Elsewhere one block x fallback_ow_tile.
+  static GroupTile fallback_tile(const Conv2DAttrs& a, int64_t ocb, const Isa& isa) {
+    const int64_t group_blocks = ocg(a) / ocb, width = a.out_width();
+    const int64_t vectors = (ocb + isa.lanes() - 1) / isa.lanes();
+    constexpr int64_t kNarrowRow = 8;
+    const bool spans_group = group_blocks == 2 || group_blocks == 4;  // oc_reg's values
+    if (!isa.fma_waits_on_loads || !spans_group)
+      return {1, detail::fallback_ow_tile(width, ocb, isa)};
+    const int64_t r = group_blocks;
+    if (width < kNarrowRow && r * vectors * (width + 1) <= isa.vector_registers) return {r, width};
+    const int64_t cap = std::max<int64_t>(1, isa.accumulator_budget() / (r * vectors));
+    return {r, detail::balanced_columns(width, cap)};
+  }
+  static bool padded(const Conv2DAttrs& a) {
+    return a.pad_top || a.pad_left || a.pad_bottom || a.pad_right;
+  }
   static int64_t icg(const Conv2DAttrs& a) { return a.in_channels / a.groups; }
   static int64_t ocg(const Conv2DAttrs& a) { return a.out_channels / a.groups; }
 

@@ -9,7 +9,8 @@
 // per group.
 // Inputs: data [N, C/ic_bn, H, W, ic_bn] with ic_bn | ICg, so that no block
 // straddles two groups (unpadded: padding is a stage of the kernel, computed at
-// root in parallel; none when all pads are 0), and weight
+// root in parallel, or inside each parallel task for the rows it reads with
+// pad_rows; none when all pads are 0), and weight
 // [OC/oc_bn, ICg/ic_bn, KH, KW, ic_bn, oc_bn] with oc_bn | OCg: conv2d_NCHWc's
 // weight layout with ICg in place of C, which is the same memory as
 // [G, OCg/oc_bn, ICg/ic_bn, KH, KW, ic_bn, oc_bn] (output block ob belongs to
@@ -23,16 +24,23 @@
 // (unrolled if unroll_kw) and ic_bn; an epilogue output reads the hot tile.
 // Knobs: tile_ic (2 levels over ICg, exact factors <= 64; ic_bn = inner),
 // tile_oc (2 levels over OCg, exact factors <= 64; oc_bn = inner), tile_ow (2
-// levels over OW, divisors and powers of two <= 32, a partial last tile is
-// guarded), unroll_kw (0/1), oc_reg (1/2/4 oc blocks of one group, brought down
-// to a divisor of OCg/oc_bn), oh_reg (1/2/4 rows), kernel_outer (0/1),
-// rolled_reduction (0/1, added later: conv2d_NCHWc's).
+// levels over OW, divisors, powers of two and any width up to 8, <= 32, a
+// partial last tile peeled), unroll_kw (0/1), oc_reg (1/2/4 oc blocks of one
+// group, brought down to a divisor of OCg/oc_bn), oh_reg (1/2/4 rows),
+// kernel_outer (0/1), rolled_reduction (0/1, added later: conv2d_NCHWc's),
+// pad_rows (0/1, added later, padded workloads only: detail::pad_rows; a tile
+// of some but not all of a group's blocks with it does not fit).
 // Fallback rule, for the target's ISA row: ic_bn = block(ICg), oc_bn =
 // block(OCg) with conv2d_NCHWc's block rule (16 if 16 | X, else 8 if 8 | X,
 // else the largest divisor of X <= 16: the same on every ISA); ow_tile =
 // conv2d_NCHWc's ow rule (detail::fallback_ow_tile: accumulators within 3/4
-// of the ISA's vector registers, ceil(oc_bn / lanes) vectors per column);
-// unroll_kw = 1 if KW <= 3; oc_reg = oh_reg = 1; kernel_outer = 1 where a
+// of the ISA's vector registers, ceil(oc_bn / lanes) vectors per column) and
+// oc_reg = 1, except where FMAs wait on loads (Isa::fma_waits_on_loads): there
+// oc_reg = the group's OCg/oc_bn blocks when 2 or 4, over the columns the
+// accumulator budget leaves, balanced over the row (a row under 8 columns
+// whole where its accumulators and one weight vector a block fit the
+// registers); pad_rows = 1 where the tile spans its group's blocks;
+// unroll_kw = 1 if KW <= 3; oh_reg = 1; kernel_outer = 1 where a
 // group has two input blocks or more and the ISA 16 vector registers, else 0;
 // rolled_reduction = conv2d_NCHWc's (ISAs of fewer than 32 vector registers).
 #pragma once

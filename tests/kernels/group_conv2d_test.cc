@@ -211,5 +211,69 @@ TEST(GroupConv2d, FallbackBlocksAndErrors) {
   }
 }
 
+// Where FMAs wait on loads (Intel AVX-512 server cores), the fallback's tile
+// spans the group's output blocks (up to 4) and each task pads the rows it
+// reads (pad_rows); elsewhere one block, with padded rows only where the
+// group is one block (a wider group's blocks would each pad its rows again).
+// A tile of some of a group's blocks with padded rows does not fit (bound
+// inference pads the whole input per task), and every such fallback, at
+// widths its columns do not divide, strides 1 and 2 and asymmetric pads,
+// matches the plain grouped convolution, as does a padded-rows tile of 2 rows.
+TEST(GroupConv2d, TilesSpanTheGroupAndPadTheirRowsWhereFmasWaitOnLoads) {
+  const auto& t = tmpl();
+  const Isa spr = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids");
+  const Isa zen4 = isa_of("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4");
+  ASSERT_TRUE(spr.fma_waits_on_loads);
+  ASSERT_FALSE(zen4.fma_waits_on_loads);
+  struct Expect {
+    Shape shape;
+    int64_t spr_oc_reg, spr_columns, spr_pad_rows, zen4_pad_rows;
+  };
+  const std::vector<Expect> cases = {
+      // 64 channels a group (4 blocks of 16) on a 7-wide row: 4 x 7, the row whole.
+      {{1, 2, 64, 64, 7, 7, 3, 1, {1, 1, 1, 1}}, 4, 7, 1, 0},
+      // 32 a group on 14 columns: 2 blocks x 7 (24 accumulators: 12 columns).
+      {{1, 2, 32, 32, 14, 14, 3, 1, {1, 1, 1, 1}}, 2, 7, 1, 0},
+      // Stride 2 onto 13 columns: 2 x 7, the second tile of 6.
+      {{1, 2, 32, 32, 6, 26, 3, 2, {1, 1, 1, 1}}, 2, 7, 1, 0},
+      // 16 a group: one block on both, padded rows on both.
+      {{1, 4, 16, 16, 9, 28, 3, 2, {1, 1, 1, 1}}, 1, 14, 1, 1},
+      // Asymmetric pads, 32 a group on 11 columns: 2 x 11 (within 24 accumulators).
+      {{1, 2, 32, 32, 5, 10, 3, 1, {0, 1, 2, 2}}, 2, 11, 1, 0},
+      // 32 a group on 20 columns: 2 x 10 in two tiles.
+      {{1, 2, 32, 32, 4, 20, 3, 1, {1, 1, 1, 1}}, 2, 10, 1, 0},
+  };
+  std::mt19937_64 rng(11);
+  for (const Expect& e : cases) {
+    Workload w = workload(e.shape);
+    SCOPED_TRACE(w.key());
+    Config f = t.fallback(w, spr);
+    EXPECT_EQ(f.knob("oc_reg"), e.spr_oc_reg);
+    EXPECT_EQ(f.split("tile_ow").back(), e.spr_columns);
+    EXPECT_EQ(f.knob("pad_rows"), e.spr_pad_rows);
+    EXPECT_TRUE(t.fits(w, f, spr));
+    Config z = t.fallback(w, zen4);
+    EXPECT_EQ(z.knob("oc_reg"), 1);
+    EXPECT_EQ(z.knob("pad_rows"), e.zen4_pad_rows);
+    expect_matches_plain(w, f, rng);
+  }
+  // 4 blocks a group: a tile of 2 with padded rows does not fit, without them it does.
+  Workload w = workload({1, 2, 64, 64, 7, 7, 3, 1, {1, 1, 1, 1}});
+  const std::string tile = R"("tile_ic": [4, 16], "tile_oc": [4, 16], "tile_ow": [1, 7], )"
+                           R"("unroll_kw": 1, "oc_reg": 2, "oh_reg": 1, "kernel_outer": 0, )"
+                           R"("rolled_reduction": 0, "pad_rows": )";
+  EXPECT_FALSE(t.fits(w, ops::detail::config_from_knobs(t.space(w), tile + "1"), spr));
+  EXPECT_TRUE(t.fits(w, ops::detail::config_from_knobs(t.space(w), tile + "0"), spr));
+  // Padded rows under a tile of 2 rows (oh_reg) and one block of a one-block group.
+  Workload rows = workload({1, 3, 16, 16, 8, 9, 3, 1, {1, 1, 1, 1}});
+  expect_matches_plain(
+      rows,
+      ops::detail::config_from_knobs(
+          t.space(rows), R"("tile_ic": [1, 16], "tile_oc": [1, 16], "tile_ow": [3, 3], )"
+                         R"("unroll_kw": 0, "oc_reg": 1, "oh_reg": 2, "kernel_outer": 1, )"
+                         R"("rolled_reduction": 1, "pad_rows": 1)"),
+      rng);
+}
+
 }  // namespace
 }  // namespace kiln::test
