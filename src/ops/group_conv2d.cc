@@ -68,11 +68,11 @@ class GroupConv2dNCHWc final : public OpTemplate {
     // A task whose tile spans its group reads only that group's input
     // channels: it pads the rows it reads in L1, where a padding copy of the
     // whole input is written beyond L2 and read back (ResNeXt-101's 3x3
-    // groups of 16 to 64 channels, tiles spanning the group, 2 threads of a
-    // Sapphire Rapids: 1.06-1.45x faster, most on the largest inputs; 512 ->
-    // 512 stride 2 on 56 x 56: 0.94 -> 0.70 ms). A tile of one block of a
-    // wider group would pad the group's rows again for each of its blocks
-    // (2048 channels in groups of 64, tiles of 1 block: 0.90-0.96x).
+    // groups, 2 threads of a Sapphire Rapids, against the same tile with the
+    // copy: groups of one block 1.03-1.45x, 512 -> 512 stride 2 on 56 x 56
+    // 0.95 -> 0.70 ms; tiles spanning 2 or 4 blocks 1.01-1.42x). A tile of
+    // one block of a wider group would pad the group's rows again for each of
+    // its blocks (2048 channels in groups of 64, tiles of 1 block: 0.90-0.96x).
     if (padded(a)) knobs.knob("pad_rows", tile.oc_blocks == ocg(a) / ocb);
     return knobs.in(space(w));
   }
@@ -184,14 +184,15 @@ class GroupConv2dNCHWc final : public OpTemplate {
   };
 
   // Where FMAs wait on loads (Isa::fma_waits_on_loads), the tile spans the
-  // group's output blocks where they are 2 or 4 (oc_reg's values): each broadcast input feeds one
-  // FMA per block, where a tile of one block loads one per FMA. Columns
-  // within the accumulator budget, balanced over the row; a row of fewer
-  // than 8 whose tile, with one weight vector per block, fits the registers
-  // runs whole. ResNeXt-101's groups of 32 and 64 channels (2 threads of a
-  // Sapphire Rapids, padded rows, against 1 block x the row): 2 blocks x 7
-  // of 14 columns 1.07-1.32x (2 x 14: 0.83-1.27x), 4 x 7 of 7 1.12-1.28x
-  // (4 x 4 + 3: 1.08-1.19x). Elsewhere one block x fallback_ow_tile.
+  // group's output blocks where they are 2 or 4 (oc_reg's values): each
+  // broadcast input feeds one FMA per block, where a tile of one block loads
+  // one per FMA. Columns within the accumulator budget, balanced over the
+  // row; a row of fewer than 8 whose tile, with one weight vector per block,
+  // fits the registers runs whole. ResNeXt-101's groups of 32 and 64
+  // channels (2 threads of a Sapphire Rapids, padded rows, against 1 block x
+  // the row): 2 blocks x 7 of 14 columns 1.07-1.99x (2 x 14: 0.71-1.27x),
+  // 4 x 7 of 7 1.12-1.28x (4 x 4 + 3: 1.08-1.19x; 2 blocks 0.82-0.93x).
+  // Elsewhere one block x fallback_ow_tile.
   static GroupTile fallback_tile(const Conv2DAttrs& a, int64_t ocb, const Isa& isa) {
     const int64_t group_blocks = ocg(a) / ocb, width = a.out_width();
     const int64_t vectors = (ocb + isa.lanes() - 1) / isa.lanes();
