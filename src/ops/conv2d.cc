@@ -537,8 +537,7 @@ void schedule_conv_nchwc(schedule::Schedule& sch, const TemplateInstance& inst,
 
 void define_lane_window_knobs(ConfigSpace& space, const Conv2DAttrs& a) {
   if (a.kernel_w > 1) space.define_knob("kw_inner", {0, 1}, schedule::KnobOrigin::AddedLater);
-  if (a.pad_top || a.pad_left || a.pad_bottom || a.pad_right)
-    space.define_knob("pad_copy", {0, 1}, schedule::KnobOrigin::AddedLater);
+  if (a.padded()) space.define_knob("pad_copy", {0, 1}, schedule::KnobOrigin::AddedLater);
 }
 
 // Measured on one thread of a Zen 4 (GFLOP/s, neither knob -> the fallback):
@@ -555,7 +554,7 @@ void define_lane_window_knobs(ConfigSpace& space, const Conv2DAttrs& a) {
 //   (28 to 112: 68 -> 61 with a copy), nor at stride 2 (33-66 -> 14-26).
 void lane_window_fallback_knobs(KnobValues& knobs, const Conv2DAttrs& a, int64_t reduction_per_lane,
                                 int64_t ow_tile, const Isa& isa) {
-  const bool padded = a.pad_top || a.pad_left || a.pad_bottom || a.pad_right;
+  const bool padded = a.padded();
   const bool taps_share_columns = a.kernel_w > 1 && a.stride_w == 1 && a.dilation_w == 1;
   bool kw_inner = taps_share_columns, pad_copy = false;
   if (isa.vector_registers < 32) {

@@ -22,7 +22,7 @@ Tensor convert_and_pad(const Tensor& data, const Conv2DAttrs& a, int64_t icb) {
   shape[2] = make_int(H + a.pad_top + a.pad_bottom);
   shape[3] = make_int(W + a.pad_left + a.pad_right);
   shape[4] = make_int(2 * ceil_div(icb, 2));
-  bool padded = a.pad_top || a.pad_left || a.pad_bottom || a.pad_right;
+  const bool padded = a.padded();
   return compute(
       shape,
       [&](const std::vector<Var>& i) {

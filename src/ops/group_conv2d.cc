@@ -41,7 +41,7 @@ class GroupConv2dNCHWc final : public OpTemplate {
     space.define_knob("rolled_reduction", {0, 1}, schedule::KnobOrigin::AddedLater);
     // 1: each task pads the rows of its group's input that it reads
     // (detail::pad_rows), where 0 pads the whole input first.
-    if (padded(a)) space.define_knob("pad_rows", {0, 1}, schedule::KnobOrigin::AddedLater);
+    if (a.padded()) space.define_knob("pad_rows", {0, 1}, schedule::KnobOrigin::AddedLater);
     return space;
   }
 
@@ -73,7 +73,7 @@ class GroupConv2dNCHWc final : public OpTemplate {
     // 0.95 -> 0.70 ms; tiles spanning 2 or 4 blocks 1.01-1.42x). A tile of
     // one block of a wider group would pad the group's rows again for each of
     // its blocks (2048 channels in groups of 64, tiles of 1 block: 0.90-0.96x).
-    if (padded(a)) knobs.knob("pad_rows", tile.oc_blocks == ocg(a) / ocb);
+    if (a.padded()) knobs.knob("pad_rows", tile.oc_blocks == ocg(a) / ocb);
     return knobs.in(space(w));
   }
 
@@ -117,7 +117,7 @@ class GroupConv2dNCHWc final : public OpTemplate {
     const int64_t group_blocks = cfg.split("tile_oc").front();
     detail::ConvRegisterTile rt =
         detail::conv_register_tile(group_blocks, a.out_height(), ocb, cfg);
-    // Padded rows for a tile of some of a group's blocks but not one: bound
+    // Padded rows for a tile of some but not all of a group's blocks: bound
     // inference cannot tell that the tile's blocks share one group (a
     // floordiv of each end), so each task padded the whole input (5x slower).
     if (detail::pad_rows(cfg) && rt.oc > 1 && rt.oc < group_blocks) return false;
@@ -204,9 +204,6 @@ class GroupConv2dNCHWc final : public OpTemplate {
     if (width < kNarrowRow && r * vectors * (width + 1) <= isa.vector_registers) return {r, width};
     const int64_t cap = std::max<int64_t>(1, isa.accumulator_budget() / (r * vectors));
     return {r, detail::balanced_columns(width, cap)};
-  }
-  static bool padded(const Conv2DAttrs& a) {
-    return a.pad_top || a.pad_left || a.pad_bottom || a.pad_right;
   }
   static int64_t icg(const Conv2DAttrs& a) { return a.in_channels / a.groups; }
   static int64_t ocg(const Conv2DAttrs& a) { return a.out_channels / a.groups; }

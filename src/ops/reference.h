@@ -42,6 +42,7 @@ struct Conv2DAttrs {
   int64_t out_width() const {
     return (width + pad_left + pad_right - dilation_w * (kernel_w - 1) - 1) / stride_w + 1;
   }
+  bool padded() const { return pad_top || pad_left || pad_bottom || pad_right; }
 };
 void conv2d_nchw_grouped(const float* data, const float* weight, float* out, const Conv2DAttrs& p);
 
