@@ -14,6 +14,9 @@ PACKAGES=(
   # scripts/test.sh --sanitize and scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes
   clang-14 libclang-rt-14-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
+  # ONNX's backend conformance data (node, simple, pytorch-converted, pytorch-operator), which
+  # tests/conformance runs through kiln
+  libonnx-testdata
   # the tuner's cost model; the `xgboost` package holds /usr/bin/xgboost, which
   # libxgboost-dev's CMake config references.
   libxgboost-dev xgboost
@@ -88,7 +91,8 @@ install_arm armhf g++-arm-linux-gnueabihf qemu-user-static libarchive13:armhf
 models_dir="$(cd "$(dirname "$0")/.." && pwd)/bench/models"
 if [ ! -d "$models_dir/node_modules/onnxruntime-node" ] && command -v npm >/dev/null 2>&1; then
   echo "install-deps: npm ci in bench/models (onnxruntime-node)"
+  # Bounded: where the npm registry is unreachable npm retries for many minutes.
   (cd "$models_dir" && ONNXRUNTIME_NODE_INSTALL_CUDA=skip ONNXRUNTIME_NODE_INSTALL=skip \
-    npm ci --no-audit --no-fund --loglevel=error) ||
+    timeout 90 npm ci --no-audit --no-fund --loglevel=error --fetch-retries=0) ||
     echo "install-deps: warning: npm ci failed in bench/models; the ORT comparisons will be skipped"
 fi

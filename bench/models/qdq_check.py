@@ -56,8 +56,10 @@ def main():
     p.add_argument("--repeat", type=int, default=20)
     args = p.parse_args()
 
-    if not shutil.which("node") or not os.path.isdir(os.path.join(HERE, "node_modules",
-                                                                   "onnxruntime-node")):
+    # A folder alone is not an install (an npm ci cut short leaves one): the module must load.
+    if not shutil.which("node") or subprocess.run(
+            ["node", "-e", "require('onnxruntime-node')"], cwd=HERE,
+            capture_output=True).returncode != 0:
         print("qdq_check: SKIP: node or onnxruntime-node missing "
               "(cd bench/models && ONNXRUNTIME_NODE_INSTALL=skip npm install)")
         sys.exit(77)

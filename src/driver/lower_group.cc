@@ -145,6 +145,20 @@ struct GroupBuilder {
     k.args.push_back(value);
   }
 
+  // Whether input i of n is read from the graph's constants at build time
+  // and never becomes a kernel argument.
+  bool read_as_constant(const graph::OpDef& def, const Node& n, size_t i) const {
+    if (!is_constant_input(def, i)) return false;
+    if (n.inputs[i].empty() || g.initializers.count(n.inputs[i])) return true;
+    // Fed at run time where the operator wants a build-time constant: a
+    // compute that ignored it would silently compute something else.
+    if (!def.constant_inputs_may_vary)
+      throw graph::OpError("node '" + n.name + "' (" + n.op_type + "): input " + std::to_string(i) +
+                           " ('" + n.inputs[i] +
+                           "') must be a constant at build time, but it is computed at run time");
+    return false;
+  }
+
   // A value read from outside the group becomes a kernel argument unless
   // every node reading it wants it as a build-time constant.
   bool needs_argument(const std::string& value) const {
@@ -152,7 +166,7 @@ struct GroupBuilder {
       const Node& n = g.nodes[ni];
       const graph::OpDef& def = graph::get_op(n.op_type);
       for (size_t i = 0; i < n.inputs.size(); ++i)
-        if (n.inputs[i] == value && !is_constant_input(def, i)) return true;
+        if (n.inputs[i] == value && !read_as_constant(def, n, i)) return true;
     }
     return false;
   }
@@ -204,7 +218,7 @@ struct GroupBuilder {
       auto init = g.initializers.find(v);
       in.constants.push_back(
           flat_constant(!v.empty() && init != g.initializers.end() ? &init->second : nullptr));
-      bool omitted = v.empty() || is_constant_input(def, i);
+      bool omitted = v.empty() || read_as_constant(def, n, i);
       in.tensors.push_back(omitted ? nullptr : tensors.at(v));
     }
     std::vector<graph::TensorType> out_types;

@@ -14,9 +14,12 @@
 #include <set>
 #include <sstream>
 
+#include "frontend/einsum_shapes.h"
+#include "frontend/inline_functions.h"
 #include "frontend/legacy_ops.h"
 #include "frontend/onnx_convert.h"
 #include "frontend/op_support.h"
+#include "frontend/opset_upgrade.h"
 #include "frontend/pool_ceil_mode.h"
 #include "frontend/quantized_ops.h"
 #include "frontend/shape_folding.h"
@@ -58,8 +61,8 @@ int64_t default_opset(const onnx::ModelProto& model) {
 void check_opset(const onnx::ModelProto& model) {
   const int64_t v = default_opset(model);
   if (v < kMinOpset || v > kMaxOpset)
-    throw ImportError("opset " + std::to_string(v) + " is not supported (kiln accepts opsets " +
-                      std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
+    throw ImportError("opset " + std::to_string(v) +
+                      " is not supported (kiln accepts opsets 1 to " + std::to_string(kMaxOpset) +
                       "; re-export the model with one of them)");
 }
 
@@ -244,6 +247,10 @@ void infer_shapes(onnx::ModelProto* model) {
   onnx::ShapeInferenceOptions options(/*check_type=*/true, /*strict_mode=*/1,
                                       /*data_prop=*/true);
   onnx::shape_inference::InferShapes(*model, onnx::OpSchemaRegistry::Instance(), options);
+  // Extents ONNX 1.12 leaves out, then inference again for what follows them.
+  // Each round types at least one more Einsum: at most one round per node.
+  for (int round = 0; round < model->graph().node_size() && type_einsum_outputs(model) > 0; ++round)
+    onnx::shape_inference::InferShapes(*model, onnx::OpSchemaRegistry::Instance(), options);
 }
 
 // A Constant node's value as a tensor named after its output.
@@ -440,7 +447,13 @@ void check_window_attributes(const onnx::GraphProto& g, const std::vector<std::s
 
 graph::Graph import_model(const std::string& path, const InputShapes& input_shapes) {
   onnx::ModelProto model = read_model(path);
+  // Opsets 1 to 10 (the ONNX model zoo, older exporters) come up to kiln's
+  // oldest through ONNX's version converter; newer ones are checked as written.
+  upgrade_opset(&model, kMinOpset);
   check_opset(model);
+  // Operators ONNX defines as functions of others run as their bodies where
+  // kiln has no kernel of its own.
+  inline_onnx_functions(&model);
   check_no_external_data(model.graph());
   std::vector<std::string> names = node_names(model.graph());
   check_operators(model.graph(), names);

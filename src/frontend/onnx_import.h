@@ -23,13 +23,15 @@ class ImportError : public std::runtime_error {
 // Input name -> full shape, as given by --input-shapes.
 using InputShapes = std::map<std::string, std::vector<int64_t>>;
 
-// The ONNX default-domain opsets kiln accepts.
+// The ONNX default-domain opsets kiln imports as written; older models are
+// converted to kMinOpset first (opset_upgrade.h).
 inline constexpr int64_t kMinOpset = 11;
 inline constexpr int64_t kMaxOpset = 18;
 
 // Reads, checks and converts an ONNX model:
 //  1. parse the file (missing, truncated and non-ONNX files are errors),
-//  2. require a default-domain opset in [kMinOpset, kMaxOpset],
+//  2. bring an opset older than kMinOpset up to it with ONNX's version
+//     converter; require a default-domain opset in [kMinOpset, kMaxOpset],
 //  3. report every unsupported operator at once (before the ONNX checker,
 //     which would stop at the first unknown one),
 //  4. run onnx::checker::check_model,

@@ -69,6 +69,10 @@ struct OpDef {
   // Clip's min/max, ...). They are read from ComputeInputs::constants and
   // never become kernel arguments.
   std::vector<int> constant_inputs;
+  // Whether compute() also takes a constant_inputs position fed at run time
+  // (as a tensor in ComputeInputs::tensors, its constant nullptr). Where
+  // false, such a node is an error naming it at build time.
+  bool constant_inputs_may_vary = false;
 };
 
 // nullptr when kiln has no such operator.
@@ -90,5 +94,6 @@ void register_quantize_ops();
 void register_requantize_ops();
 void register_channel_norm_ops();
 void register_recurrent_ops();
+void register_einsum_ops();
 
 }  // namespace kiln::graph

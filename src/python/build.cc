@@ -13,6 +13,7 @@
 
 #include "codegen/target.h"
 #include "driver/package_writer.h"
+#include "frontend/op_support.h"
 #include "python/bindings.h"
 #include "quantize/quantize.h"
 #include "runtime/cpu_features.h"
@@ -234,6 +235,8 @@ void bind_build(py::module_& m) {
       .def_readwrite("reduce_range", &PrecisionArgs::reduce_range);
   m.def("build", &build, py::arg("model_path"), py::arg("input_shapes"), py::arg("target"),
         py::arg("records"), py::arg("output_format"), py::arg("configs"), py::arg("precision"));
+  // The default-domain operators kiln's registry runs (tools/op_coverage.py).
+  m.def("supported_op_types", [] { return frontend::supported_op_types(); });
 }
 
 }  // namespace kiln::python

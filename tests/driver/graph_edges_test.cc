@@ -150,5 +150,46 @@ TEST(GraphEdges, FanOutAndJoin) {
   check_end_to_end(b, "fan_out");
 }
 
+// Clip's bounds fed at run time (ONNX's test_clip): read by the kernel, not
+// dropped as if absent.
+TEST(GraphEdges, ClipBoundsFedAtRunTime) {
+  OnnxBuilder b;
+  b.input("x", {"3", "5"});
+  b.input("lo", {});
+  b.input("hi", {});
+  b.output("y", {"3", "5"});
+  b.node("Clip", "clip", {"x", "lo", "hi"}, {"y"});
+  // Bounds inside x's range, so that both clip some elements and keep others.
+  E2EOptions opt;
+  opt.ranges["lo"] = {-0.5, -0.2};
+  opt.ranges["hi"] = {0.2, 0.5};
+  check_end_to_end(b, "clip_runtime_bounds", opt);
+  OnnxBuilder only_max;
+  only_max.input("x", {"3", "5"});
+  only_max.input("hi", {});
+  only_max.output("y", {"3", "5"});
+  only_max.node("Clip", "clip", {"x", "", "hi"}, {"y"});
+  check_end_to_end(only_max, "clip_runtime_max", opt);
+}
+
+// An input that an operator needs at build time but that is computed at run
+// time is one error naming the node and the input, never ignored.
+TEST(GraphEdges, RunTimeValueWhereAConstantIsNeeded) {
+  OnnxBuilder b(13);
+  b.input("x", {"3", "5"});
+  b.input("value", {});
+  b.output("y", {"3", "7"});
+  b.init_i64("pads", {4}, {0, 1, 0, 1});
+  b.node("Pad", "pad", {"x", "pads", "value"}, {"y"});
+  try {
+    check_end_to_end(b, "pad_runtime_value");
+    ADD_FAILURE() << "the build did not fail";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("'pad' (Pad): input 2 ('value') must be a constant"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace kiln::test

@@ -568,12 +568,12 @@ std::map<std::string, std::vector<double>> ort_outputs(
     const std::string& model, const std::map<std::string, graph::Initializer>& inputs,
     const ScratchDir& dir, std::string* skip) {
   const std::string src = KILN_SOURCE_DIR;
-  if (!std::filesystem::exists(src + "/bench/models/node_modules/onnxruntime-node")) {
-    *skip = "onnxruntime-node is not installed in bench/models";
-    return {};
-  }
-  if (std::system("node --version >/dev/null 2>&1") != 0) {
-    *skip = "node is not on PATH";
+  // A folder alone is not an install (an npm ci cut short leaves one): the
+  // native module must load.
+  const std::string load =
+      "cd " + src + "/bench/models && node -e \"require('onnxruntime-node')\" >/dev/null 2>&1";
+  if (std::system(load.c_str()) != 0) {
+    *skip = "node cannot load onnxruntime-node from bench/models";
     return {};
   }
   std::vector<runtime::NamedArray> arrays;

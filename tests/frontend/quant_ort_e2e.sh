@@ -15,7 +15,8 @@ set -euo pipefail
 kiln=${1:?usage: quant_ort_e2e.sh KILN WORKDIR}
 work=${2:?usage: quant_ort_e2e.sh KILN WORKDIR}
 models=$(cd "$(dirname "$0")/../../bench/models" && pwd)
-if ! command -v node >/dev/null || [ ! -d "$models/node_modules/onnxruntime-node" ]; then
+# A folder alone is not an install (an npm ci cut short leaves one): the module must load.
+if ! command -v node >/dev/null || ! (cd "$models" && node -e "require('onnxruntime-node')") 2>/dev/null; then
   echo "SKIP: node or onnxruntime-node missing (cd bench/models && ONNXRUNTIME_NODE_INSTALL=skip npm install)"
   exit 77
 fi

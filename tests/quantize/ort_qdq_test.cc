@@ -43,7 +43,9 @@ class OrtQdq : public ::testing::Test {
     dir_ = new fs::path(fs::temp_directory_path() /
                         ("kiln_quantize_ort_" + std::to_string(::getpid())));
     fs::create_directories(*dir_);
-    if (!fs::exists(kSource + "/bench/models/node_modules/onnxruntime-node")) {
+    // A folder alone is not an install (an npm ci cut short leaves one).
+    if (sh("cd " + kSource + "/bench/models && node -e \"require('onnxruntime-node')\"", *dir_)
+            .rc != 0) {
       skip_ =
           "onnxruntime-node is not installed; once per checkout: cd bench/models && "
           "ONNXRUNTIME_NODE_INSTALL=skip npm install";

@@ -440,16 +440,30 @@ std::vector<Initializer> eval_clip(const Node& node, const std::vector<const Ini
   })};
 }
 
+// Bounds are build-time constants (folded into the kernel) or scalars fed at
+// run time (tensor inputs 1 and 2, read once per element: a broadcast load).
 std::vector<ir::Tensor> compute_clip(const Node& node, const ComputeInputs& in,
                                      const std::vector<TensorType>& out_types) {
   std::optional<double> lo, hi;
   std::tie(lo, hi) = clip_bounds(node, const_input(in, 1), const_input(in, 2));
+  std::vector<ir::Tensor> tensors = {required_tensor(node, in, 0)};
+  int lo_arg = -1, hi_arg = -1;
+  for (size_t k : {1, 2}) {
+    if (k >= in.tensors.size() || !in.tensors[k]) continue;
+    for (const Expr& d : in.tensors[k]->shape)
+      if (const int64_t* n = ir::as_const_int(d); !n || *n != 1)
+        fail(node, "min/max must be scalars");
+    (k == 1 ? lo_arg : hi_arg) = static_cast<int>(tensors.size());
+    tensors.push_back(in.tensors[k]);
+  }
   return {compute_map(
-      out_types, {required_tensor(node, in, 0)},
-      [lo, hi](const std::vector<Expr>& v) {
+      out_types, tensors,
+      [lo, hi, lo_arg, hi_arg](const std::vector<Expr>& v) {
         Expr x = v[0];
-        if (lo) x = ir::select(x < konst(x, *lo), konst(x, *lo), x);
-        if (hi) x = ir::select(x > konst(x, *hi), konst(x, *hi), x);
+        Expr l = lo_arg >= 0 ? v[lo_arg] : lo ? konst(x, *lo) : Expr();
+        Expr h = hi_arg >= 0 ? v[hi_arg] : hi ? konst(x, *hi) : Expr();
+        if (l) x = ir::select(x < l, l, x);
+        if (h) x = ir::select(x > h, h, x);
         return x;
       },
       "Clip")};
@@ -693,6 +707,38 @@ std::vector<Initializer> eval_mod(const Node& node, const std::vector<const Init
   return {eval_map<Types::kNumeric>(node, ins, [&](auto* v) { return mod_op(v[0], v[1], node); })};
 }
 
+// Mod in a kernel. Floats: C's fmod (the quotient truncated toward zero).
+// Integers: C's % (fmod=1) or the divisor's sign (Python's %, fmod=0). A
+// kernel cannot throw: a zero divisor gives 0 and -1 gives 0 (no trap on
+// INT_MIN % -1); the constant folder reports a zero divisor as an error.
+std::vector<ir::Tensor> compute_mod(const Node& node, const ComputeInputs& in,
+                                    const std::vector<TensorType>& out_types) {
+  const bool fmod = attr_int(node, "fmod", 0) != 0;
+  if (ir_dtype(out_types.at(0).dtype).is_float() && !fmod)
+    fail(node, "fmod must be 1 for floating-point inputs");
+  return {compute_map(
+      out_types, first_tensors(node, in, 2),
+      [fmod](const std::vector<Expr>& v) {
+        const Expr &a = v[0], &b = v[1];
+        if (a.dtype().is_float()) {
+          Expr q = a / b;
+          Expr trunc = ir::select(q < konst(q, 0), ir::ceil(q), ir::floor(q));
+          return a - trunc * b;
+        }
+        Expr zero = konst(b, 0);
+        const bool is_signed = !a.dtype().is_uint();
+        Expr no_rem = is_signed ? ir::logical_or(ir::eq(b, zero), ir::eq(b, konst(b, -1)))
+                                : ir::eq(b, zero);
+        Expr r = a % ir::select(no_rem, konst(b, 1), b);
+        if (is_signed && !fmod) {
+          Expr other_sign = ir::ne(r < zero, b < zero);
+          r = ir::select(ir::logical_and(ir::ne(r, zero), other_sign), r + b, r);
+        }
+        return ir::select(no_rem, zero, r);
+      },
+      "Mod")};
+}
+
 void register_logic() {
   reg_binary<Types::kAll, true>(
       "Equal", [](auto a, auto b, const Node&) { return a == b; },
@@ -721,20 +767,7 @@ void register_logic() {
   reg_unary<Types::kAll>(
       "Not", [](auto a) { return !a; },
       [](const std::vector<Expr>& v) { return ir::logical_not(v[0]); });
-  // Mod runs in kernels only on floats (fmod); integer Mod is folded from
-  // constants (shape arithmetic, Swin's window masks).
-  reg("Mod", eval_mod,
-      [](const Node& node, const ComputeInputs& in, const std::vector<TensorType>& out_types) {
-        if (out_types.at(0).dtype != "float32") fail(node, "integer Mod runs only on constants");
-        return std::vector<ir::Tensor>{compute_map(
-            out_types, first_tensors(node, in, 2),
-            [](const std::vector<Expr>& v) {  // C's fmod: the quotient truncated toward zero
-              Expr q = v[0] / v[1];
-              Expr trunc = ir::select(q < konst(q, 0), ir::ceil(q), ir::floor(q));
-              return v[0] - trunc * v[1];
-            },
-            "Mod")};
-      });
+  reg("Mod", eval_mod, compute_mod);
   reg("Where", eval_where,
       map_compute(3, [](const std::vector<Expr>& v) { return ir::select(v[0], v[1], v[2]); }));
   reg("Cast", eval_cast,
@@ -861,7 +894,12 @@ void register_elementwise_ops() {
   reg("Pow", eval_pow, compute_pow);
   register_unary();
   register_parametric();
-  reg("Clip", eval_clip, compute_clip, {1, 2});
+  register_op(OpDef{"Clip",
+                    OpPattern::kBroadcast,
+                    eval_clip,
+                    compute_clip,
+                    {1, 2},
+                    /*constant_inputs_may_vary=*/true});
   register_minmax();
   register_activations();
   register_sum_mean();
@@ -873,7 +911,9 @@ void register_elementwise_ops() {
         return std::vector<Initializer>{required_input(node, ins, 0)};
       },
       map_compute(1, [](const std::vector<Expr>& v) { return v[0]; }));
-  reg("Dropout", eval_dropout, compute_dropout, {1, 2});
+  // The ratio may be fed at run time (it matters only in training mode).
+  register_op(OpDef{"Dropout", OpPattern::kBroadcast, eval_dropout, compute_dropout, {1, 2},
+                    /*constant_inputs_may_vary=*/true});
 }
 
 }  // namespace kiln::graph

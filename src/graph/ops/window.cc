@@ -141,6 +141,9 @@ TransposeWindow conv_transpose_window(const Node& node, const std::vector<int64_
       int64_t total = full - target;
       int64_t half = total / 2;
       w.pad_begin[d] = mode == "SAME_UPPER" ? half : total - half;
+      // A requested size beyond the full one extends the end, as
+      // output_padding does (ONNX's test_convtranspose_output_shape).
+      if (total < 0) w.pad_begin[d] = 0;
       w.out[d] = target;
     } else if (mode == "VALID") {
       w.out[d] = full;

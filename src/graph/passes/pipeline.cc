@@ -18,6 +18,7 @@
 #include "graph/passes/instance_norm.h"
 #include "graph/passes/lift_1d_windows.h"
 #include "graph/passes/lower_conv_transpose.h"
+#include "graph/passes/lower_einsum.h"
 #include "graph/passes/simplify.h"
 #include "graph/passes/strategy.h"
 #include "graph/passes/trim_conv_taps.h"
@@ -66,6 +67,8 @@ void run_default_passes(Graph& g) {
   // lower_conv_transpose may have taps to trim.
   int ds = depth_to_space_as_transpose(g);
   trace(g, "depth_to_space", std::to_string(ds) + " rewritten");
+  int es = lower_einsum(g);
+  trace(g, "lower_einsum", std::to_string(es) + " rewritten");
   int dr = decompose_reductions(g);
   trace(g, "decompose_reductions", std::to_string(dr) + " rewritten");
   int in = instance_norm_as_layer_norm(g);
