@@ -2,6 +2,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -83,16 +84,18 @@ int fold_small_constants(onnx::ModelProto* model, std::vector<std::string>* name
     const std::string& name = (*names)[i];
     const bool onnx_domain = np.domain().empty() || np.domain() == "ai.onnx";
     const graph::OpDef* def = onnx_domain ? graph::find_op(np.op_type()) : nullptr;
-    std::vector<graph::Initializer> shape_only;
+    std::deque<graph::Initializer> shape_only;  // args point into it
     std::vector<const graph::Initializer*> args;
     bool ok = def && def->evaluate;
-    if (ok && np.op_type() == "Shape" && np.input_size() == 1) {
-      // The input's type: inferred, or an initializer's (a value this loop
-      // folded in an earlier round has no value_info any more).
-      auto t = types.find(np.input(0));
-      auto p = protos.find(np.input(0));
-      ok = t != types.end() || p != protos.end();
-      if (ok) {
+    for (int k = 0; ok && k < np.input_size(); ++k) {
+      const std::string& in = np.input(k);
+      if (!in.empty() && graph::is_type_only_input(*def, static_cast<size_t>(k))) {
+        // Only the input's type (Shape, Size): inferred, or an initializer's
+        // (a value this loop folded in an earlier round has no value_info any more).
+        auto t = types.find(in);
+        auto p = protos.find(in);
+        ok = t != types.end() || p != protos.end();
+        if (!ok) break;
         graph::TensorType type = t != types.end() ? t->second : graph::TensorType{};
         if (t == types.end()) {
           type.dtype = dtype_name(p->second->data_type(), "initializer '" + p->first + "'");
@@ -100,13 +103,11 @@ int fold_small_constants(onnx::ModelProto* model, std::vector<std::string>* name
         }
         shape_only.push_back(graph::Initializer{type, {}});
         args.push_back(&shape_only.back());
+        continue;
       }
-    } else {
-      for (int k = 0; ok && k < np.input_size(); ++k) {
-        const graph::Initializer* c = np.input(k).empty() ? nullptr : constant(np.input(k));
-        ok = np.input(k).empty() || c;
-        args.push_back(c);
-      }
+      const graph::Initializer* c = in.empty() ? nullptr : constant(in);
+      ok = in.empty() || c;
+      args.push_back(c);
     }
     if (!ok) {
       *kept.Add() = np;

@@ -36,6 +36,16 @@ void register_op(OpDef def) {
     throw std::logic_error("operator registered twice: " + name);
 }
 
+bool is_constant_input(const OpDef& def, size_t i) {
+  return std::find(def.constant_inputs.begin(), def.constant_inputs.end(), static_cast<int>(i)) !=
+         def.constant_inputs.end();
+}
+
+bool is_type_only_input(const OpDef& def, size_t i) {
+  return std::find(def.type_only_inputs.begin(), def.type_only_inputs.end(), static_cast<int>(i)) !=
+         def.type_only_inputs.end();
+}
+
 const OpDef* find_op(const std::string& op_type) {
   ensure_registered();
   auto it = table().find(op_type);
