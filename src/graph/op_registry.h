@@ -100,5 +100,6 @@ void register_quantize_ops();
 void register_requantize_ops();
 void register_channel_norm_ops();
 void register_recurrent_ops();
+void register_indexing_ops();
 
 }  // namespace kiln::graph
