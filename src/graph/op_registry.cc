@@ -26,6 +26,7 @@ void ensure_registered() {
     register_channel_norm_ops();
     register_recurrent_ops();
     register_indexing_ops();
+    register_ordering_ops();
   });
 }
 

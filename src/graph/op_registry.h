@@ -101,5 +101,6 @@ void register_requantize_ops();
 void register_channel_norm_ops();
 void register_recurrent_ops();
 void register_indexing_ops();
+void register_ordering_ops();
 
 }  // namespace kiln::graph
