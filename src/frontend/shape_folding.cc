@@ -10,6 +10,7 @@
 #include "frontend/onnx_convert.h"
 #include "frontend/onnx_import.h"
 #include "graph/op_registry.h"
+#include "graph/ops/op_util.h"
 
 namespace kiln::frontend {
 namespace {
@@ -145,6 +146,77 @@ int fold_small_constants(onnx::ModelProto* model, std::vector<std::string>* name
   *names = std::move(kept_names);
   for (auto& t : added) *g->add_initializer() = std::move(t);
   return folded;
+}
+
+namespace {
+
+// OneHot's output type: the indices' shape with depth inserted at axis, the
+// values' dtype; nullopt unless depth is an initializer and both inputs have
+// static types.
+std::optional<graph::TensorType> one_hot_type(
+    const onnx::NodeProto& np, const std::string& name,
+    const std::map<std::string, graph::TensorType>& types,
+    const std::map<std::string, const onnx::TensorProto*>& protos) {
+  if (np.input_size() != 3) return std::nullopt;
+  auto indices = types.find(np.input(0));
+  auto depth = protos.find(np.input(1));
+  auto values = types.find(np.input(2));
+  if (indices == types.end() || depth == protos.end() || values == types.end()) return std::nullopt;
+  const graph::Node node = convert_node(np, name);
+  const std::string what = "node '" + name + "' (OneHot)";
+  std::vector<double> d =
+      graph::op_util::to_doubles(node, convert_tensor(*depth->second, what + " depth"));
+  if (d.size() != 1 || !(d[0] >= 1)) throw ImportError(what + ": depth must be one positive value");
+  graph::TensorType out{values->second.dtype, indices->second.shape};
+  const int64_t rank = static_cast<int64_t>(out.shape.size()) + 1;
+  const int64_t axis =
+      graph::op_util::normalize_axis(node, graph::op_util::attr_int(node, "axis", -1), rank);
+  out.shape.insert(out.shape.begin() + axis, static_cast<int64_t>(d[0]));
+  return out;
+}
+
+void set_tensor_type(onnx::ValueInfoProto* vi, const std::string& name,
+                     const graph::TensorType& t) {
+  vi->set_name(name);
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx_elem_type(t.dtype, "value '" + name + "'"));
+  tt->clear_shape();
+  auto* shape = tt->mutable_shape();
+  for (int64_t d : t.shape) shape->add_dim()->set_dim_value(d);
+}
+
+}  // namespace
+
+int complete_one_hot_types(onnx::ModelProto* model, const std::vector<std::string>& names) {
+  auto* g = model->mutable_graph();
+  std::map<std::string, graph::TensorType> types = static_types(*g);
+  std::map<std::string, const onnx::TensorProto*> protos;
+  for (const auto& t : g->initializer()) protos[t.name()] = &t;
+  int typed = 0;
+  for (int i = 0; i < g->node_size(); ++i) {
+    const onnx::NodeProto& np = g->node(i);
+    const bool onnx_domain = np.domain().empty() || np.domain() == "ai.onnx";
+    if (!onnx_domain || np.op_type() != "OneHot" || np.output_size() < 1) continue;
+    const std::string& out = np.output(0);
+    if (out.empty() || types.count(out)) continue;
+    std::optional<graph::TensorType> t;
+    try {
+      t = one_hot_type(np, names[static_cast<size_t>(i)], types, protos);
+    } catch (const graph::OpError& e) {
+      throw ImportError(e.what());
+    }
+    if (!t) continue;
+    onnx::ValueInfoProto* vi = nullptr;
+    for (auto& o : *g->mutable_output())
+      if (o.name() == out) vi = &o;
+    for (auto& v : *g->mutable_value_info())
+      if (!vi && v.name() == out) vi = &v;
+    if (!vi) vi = g->add_value_info();
+    set_tensor_type(vi, out, *t);
+    types[out] = *t;
+    ++typed;
+  }
+  return typed;
 }
 
 }  // namespace kiln::frontend
