@@ -1,7 +1,8 @@
 // Ordering operators (graph/ops/ordering.cc): evaluate() against the ONNX
 // spec's examples, then compute() (through the registry's compute, the
 // generic schedule and the JIT) against evaluate() over shapes, dtypes and
-// attributes, ties included.
+// attributes, ties included; TopK through both of its kernels (selection
+// rounds for small k, the sorting network for k near n).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -151,7 +152,8 @@ TEST(OrderingCompiled, CumSum) {
           Initializer x = random_tensor("float32", s, rng);
           check_node(n, {&x, &a}, 1e-5);
           Initializer xi = random_tensor("int64", s, rng, -1000, 1000);
-          check_node(n, {&xi, &a});  // integers: exact
+          check_node(n, {&xi, &a});            // integers: exact
+          if (exclusive != reverse) continue;  // int32 as well, in half the cases
           Initializer x32 = random_tensor("int32", s, rng, -1000, 1000);
           check_node(n, {&x32, &a});
         }
@@ -194,6 +196,7 @@ TEST(OrderingCompiled, TopK) {
           Initializer kk = ints({1}, {k});
           Initializer x = tied_floats(s, rng);
           check_node(node, {&x, &kk});
+          if (largest == 0) continue;  // distinct values: one direction is enough
           Initializer xf = random_tensor("float32", s, rng);
           check_node(node, {&xf, &kk});
         }

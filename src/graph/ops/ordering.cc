@@ -303,14 +303,17 @@ std::vector<Tensor> compute_cumsum(const Node& node, const ComputeInputs& in,
 
 // ---- TopK ------------------------------------------------------------------------------
 // The k largest (or smallest) along the axis, sorted, ties by the lower
-// index; k is a build-time constant. The kernel sorts each row's positions
-// with a bitonic network over the row padded to N = 2^L >= n: L(L+1)/2
-// compare-exchange steps, each a data-parallel stage over [outer, N, inner]
-// positions comparing (value, index) keys, so the order is total and ties go
-// to the lower index; padding positions sort last. Cost: N * L(L+1)/2
-// compare-exchanges per row (n log^2 n), independent of k; the outputs then
-// take the first k positions (sorted=0 gets them sorted as well, which ONNX
-// allows).
+// index; k is a build-time constant. Both kernels order (value, index) keys,
+// so the order is total and ties go to the lower index, and both return the
+// k sorted (sorted=0 gets them sorted as well, which ONNX allows):
+// - a bitonic network sorting each row's positions, padded to N = 2^L >= n:
+//   L(L+1)/2 compare-exchange steps, each a data-parallel stage over
+//   [outer, N, inner] positions; padding sorts last. Cost: N L(L+1)/2
+//   compare-exchanges per row (n log^2 n), independent of k.
+// - for small k, selection: k rounds, round t two reductions along the axis
+//   (the best value ranking after round t-1's, then its first position).
+//   Cost: 2 k n per row, 2k passes over the input.
+// The one with fewer passes is taken (top-5 of 1000: 10 passes, not 55).
 
 struct TopKSpec {
   AxisView v;
@@ -395,6 +398,86 @@ Tensor bitonic_step(const Tensor& x, const Tensor& perm, const Shape& pshape, si
       "TopK.step" + std::to_string(size) + "_" + std::to_string(d));
 }
 
+// Selection rounds beat the network when they make fewer passes; their
+// output is a select chain over the rounds, so k stays small.
+constexpr int64_t kMaxSelectionK = 16;
+
+bool use_selection(int64_t k, int64_t padded) {
+  int64_t steps = 0;
+  for (int64_t size = 2; size <= padded; size *= 2)
+    for (int64_t d = size / 2; d >= 1; d /= 2) ++steps;
+  return k >= 1 && k <= kMaxSelectionK && 2 * k < steps;
+}
+
+// Round t of selection: the best value along the axis ranking after
+// (prev_v, prev_i) (every value in round 0), and the first position holding
+// it after prev_i, both shaped as x with the axis of extent 1.
+std::pair<Tensor, Tensor> select_round(const Tensor& x, size_t axis, bool largest,
+                                       const Tensor& prev_v, const Tensor& prev_i, int64_t t) {
+  Shape row = static_shape(x);
+  const int64_t n = row[axis];
+  row[axis] = 1;
+  const ir::ReduceOp op = largest ? ir::ReduceOp::Max : ir::ReduceOp::Min;
+  auto after = [&](const std::vector<Var>& i, const Expr& j, const Expr& xj) -> Expr {
+    if (!prev_v) return ir::make_bool(true);
+    Expr v = ir::read(prev_v, along(i, axis, Expr(int64_t{0})));
+    Expr p = ir::read(prev_i, along(i, axis, Expr(int64_t{0})));
+    Expr worse = largest ? xj < v : xj > v;
+    return ir::logical_or(worse, ir::logical_and(ir::eq(xj, v), j > p));
+  };
+  IterVar r1 = ir::reduce_axis(Expr(n), "k");
+  Tensor best = ir::compute(
+      shape_exprs(row),
+      [&](const std::vector<Var>& i) {
+        Expr xj = ir::read(x, along(i, axis, r1->var));
+        Expr v = ir::select(after(i, r1->var, xj), xj, ir::reduce_identity(op, x->dtype));
+        return largest ? ir::reduce_max(v, {r1}) : ir::reduce_min(v, {r1});
+      },
+      "TopK.value" + std::to_string(t));
+  IterVar r2 = ir::reduce_axis(Expr(n), "k");
+  Tensor pos = ir::compute(
+      shape_exprs(row),
+      [&](const std::vector<Var>& i) {
+        Expr j = r2->var;
+        Expr xj = ir::read(x, along(i, axis, j));
+        Expr hit = ir::logical_and(ir::eq(xj, ir::read(best, along(i, axis, Expr(int64_t{0})))),
+                                   after(i, j, xj));
+        return ir::reduce_min(ir::select(hit, j, Expr(n)), {r2});
+      },
+      "TopK.index" + std::to_string(t));
+  return {best, pos};
+}
+
+// out[.., r, ..] = rounds[r][.., 0, ..]: a select chain over the rounds.
+Tensor gather_rounds(const std::vector<Tensor>& rounds, const Shape& out, size_t axis,
+                     int64_t n_clamp, const std::string& name) {
+  return ir::compute(
+      shape_exprs(out),
+      [&](const std::vector<Var>& i) {
+        auto at = [&](size_t t) {
+          Expr v = ir::read(rounds[t], along(i, axis, Expr(int64_t{0})));
+          return n_clamp > 0 ? clamp_index(v, 0, n_clamp - 1) : v;
+        };
+        Expr v = at(rounds.size() - 1);
+        for (size_t t = rounds.size() - 1; t-- > 0;)
+          v = ir::select(ir::eq(Expr(i[axis]), Expr(static_cast<int64_t>(t))), at(t), v);
+        return v;
+      },
+      name);
+}
+
+std::vector<Tensor> topk_by_selection(const Tensor& x, const TopKSpec& s, size_t axis) {
+  std::vector<Tensor> values, indices;
+  for (int64_t t = 0; t < s.k; ++t) {
+    auto [v, i] = select_round(x, axis, s.largest, t ? values.back() : nullptr,
+                               t ? indices.back() : nullptr, t);
+    values.push_back(v);
+    indices.push_back(i);
+  }
+  return {gather_rounds(values, s.out, axis, 0, "TopK.values"),
+          gather_rounds(indices, s.out, axis, s.v.n, "TopK.indices")};
+}
+
 std::vector<Tensor> compute_topk(const Node& node, const ComputeInputs& in,
                                  const Outputs& out_types) {
   const Tensor& x = required_tensor(node, in, 0);
@@ -406,6 +489,7 @@ std::vector<Tensor> compute_topk(const Node& node, const ComputeInputs& in,
   const int64_t n = s.v.n;
   int64_t padded = 1;
   while (padded < n) padded *= 2;
+  if (use_selection(s.k, padded)) return topk_by_selection(x, s, axis);
   Shape pshape = shape;
   pshape[axis] = padded;
   // The identity permutation, then the network's steps.
