@@ -27,8 +27,9 @@ using Outputs = std::vector<TensorType>;
 
 void reg(const std::string& op, OpPattern pattern, EvaluateFn ev, ComputeFn cp,
          std::vector<int> consts = {}, std::vector<int> type_only = {}) {
-  register_op(
-      OpDef{op, pattern, std::move(ev), std::move(cp), std::move(consts), std::move(type_only)});
+  OpDef def{op, pattern, std::move(ev), std::move(cp), std::move(consts)};
+  def.type_only_inputs = std::move(type_only);  // by name: robust to OpDef's member order
+  register_op(std::move(def));
 }
 
 // Advances a row-major multi-index; false after the last one.

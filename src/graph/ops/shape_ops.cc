@@ -1146,7 +1146,9 @@ void register_shape_ops() {
   reg("Slice", eval_slice, compute_slice, {1, 2, 3, 4});
   reg("Gather", eval_gather, compute_gather);
   reg("Expand", eval_expand, compute_expand, {1});
-  register_op(OpDef{"Shape", OpPattern::kInjective, eval_shape, nullptr, {}, {0}});
+  OpDef shape{"Shape", OpPattern::kInjective, eval_shape, nullptr, {}};
+  shape.type_only_inputs = {0};  // reads only its input's type
+  register_op(std::move(shape));
   reg("ConstantOfShape", eval_constant_of_shape, nullptr, {0});
   reg("Range", eval_range, nullptr, {0, 1, 2});
   reg("Tile", eval_tile, compute_tile, {1});
