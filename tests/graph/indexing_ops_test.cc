@@ -203,6 +203,9 @@ TEST(IndexingCompiled, GatherElementsAndND) {
     Node n = make_node("GatherElements", 2);
     n.attrs["axis"] = c.axis;
     check_node(n, {&x, &i});
+    Initializer i32 = random_tensor("int32", c.indices, rng, static_cast<double>(-c.data[a]),
+                                    static_cast<double>(c.data[a] - 1));
+    check_node(n, {&x, &i32});  // int32 indices
   }
   struct NdCase {
     Shape data, indices;
