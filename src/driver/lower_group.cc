@@ -27,10 +27,8 @@ const graph::TensorType& type_or_throw(const Graph& g, const std::string& value)
   return *t;
 }
 
-bool is_constant_input(const graph::OpDef& def, size_t i) {
-  return std::find(def.constant_inputs.begin(), def.constant_inputs.end(), static_cast<int>(i)) !=
-         def.constant_inputs.end();
-}
+using graph::is_constant_input;
+using graph::is_type_only_input;
 
 ir::Tensor copy_of(const ir::Tensor& t, const std::string& name) {
   return ir::compute(
@@ -166,7 +164,8 @@ struct GroupBuilder {
       const Node& n = g.nodes[ni];
       const graph::OpDef& def = graph::get_op(n.op_type);
       for (size_t i = 0; i < n.inputs.size(); ++i)
-        if (n.inputs[i] == value && !read_as_constant(def, n, i)) return true;
+        if (n.inputs[i] == value && !read_as_constant(def, n, i) && !is_type_only_input(def, i))
+          return true;
     }
     return false;
   }
@@ -219,6 +218,13 @@ struct GroupBuilder {
       in.constants.push_back(
           flat_constant(!v.empty() && init != g.initializers.end() ? &init->second : nullptr));
       bool omitted = v.empty() || read_as_constant(def, n, i);
+      if (!v.empty() && is_type_only_input(def, i) && !tensors.count(v)) {
+        // Read for its type only: a placeholder that never becomes an argument.
+        const graph::TensorType& t = type_or_throw(g, v);
+        in.tensors.push_back(
+            ir::placeholder(shape_exprs(t.shape), ir::DataType::parse(t.dtype), "type_of_" + v));
+        continue;
+      }
       in.tensors.push_back(omitted ? nullptr : tensors.at(v));
     }
     std::vector<graph::TensorType> out_types;

@@ -40,8 +40,8 @@ graph::Node reshape_node(const std::string& name, const std::string& in, const s
   return n;
 }
 
-// Appends `n` (an opset < 13 Softmax or LogSoftmax) to `out`, rewritten to
-// opset-13 form.
+// Appends `n` (an opset < 13 Softmax, LogSoftmax or Hardmax) to `out`,
+// rewritten to opset-13 form.
 void upgrade_softmax(graph::Graph* g, graph::Node n, std::vector<graph::Node>* out) {
   const std::string what = "node '" + n.name + "' (" + n.op_type + ", opset < 13)";
   const graph::TensorType* t = n.inputs.empty() ? nullptr : g->type_of(n.inputs[0]);
@@ -83,7 +83,9 @@ void upgrade_legacy_ops(graph::Graph* g, int64_t opset) {
   std::vector<graph::Node> nodes;
   nodes.reserve(g->nodes.size());
   for (graph::Node& n : g->nodes) {
-    if ((n.op_type == "Softmax" || n.op_type == "LogSoftmax") && n.domain.empty())
+    const bool coerced_2d =
+        n.op_type == "Softmax" || n.op_type == "LogSoftmax" || n.op_type == "Hardmax";
+    if (coerced_2d && n.domain.empty())
       upgrade_softmax(g, std::move(n), &nodes);
     else
       nodes.push_back(std::move(n));

@@ -10,13 +10,12 @@
 
 namespace kiln::frontend {
 
-// Softmax and LogSoftmax before opset 13 flatten their input to 2-D, [prod(dims before axis),
-// prod(dims from axis on)], normalize each row and restore the shape; the
-// axis defaults to 1. Opset 13 normalizes along the one axis (default -1).
-// For `opset` < 13 every such node gets an explicit axis, and where the two
-// meanings differ (the axis is not the last one) it becomes Reshape ->
-// Softmax(axis=-1) (or LogSoftmax) -> Reshape. Needs the input's inferred type; throws
-// ImportError naming the node without it.
+// Softmax, LogSoftmax and Hardmax before opset 13 flatten their input to 2-D, [prod(dims before
+// axis), prod(dims from axis on)], normalize each row and restore the shape; the axis defaults
+// to 1. Opset 13 normalizes along the one axis (default -1). For `opset` < 13 every such node gets
+// an explicit axis, and where the two meanings differ (the axis is not the last one) it becomes
+// Reshape -> Softmax(axis=-1) (or LogSoftmax, Hardmax) -> Reshape. Needs the input's inferred type;
+// throws ImportError naming the node without it.
 void upgrade_legacy_ops(graph::Graph* g, int64_t opset);
 
 }  // namespace kiln::frontend

@@ -253,6 +253,17 @@ void infer_shapes(onnx::ModelProto* model) {
     onnx::shape_inference::InferShapes(*model, onnx::OpSchemaRegistry::Instance(), options);
 }
 
+// infer_shapes, then OneHot outputs that ONNX 1.12 leaves with a symbolic
+// depth typed from their constant depth, and inference again for what reads
+// them, until nothing more is typed.
+void infer_shapes(onnx::ModelProto* model, const std::vector<std::string>& names) {
+  infer_shapes(model);
+  onnx::ShapeInferenceOptions options(/*check_type=*/true, /*strict_mode=*/1,
+                                      /*data_prop=*/true);
+  while (complete_one_hot_types(model, names) > 0)
+    onnx::shape_inference::InferShapes(*model, onnx::OpSchemaRegistry::Instance(), options);
+}
+
 // A Constant node's value as a tensor named after its output.
 onnx::TensorProto constant_tensor(const onnx::NodeProto& n, const std::string& what) {
   using TP = onnx::TensorProto;
@@ -462,13 +473,13 @@ graph::Graph import_model(const std::string& path, const InputShapes& input_shap
   onnx::checker::check_model(model);
   fold_constant_nodes(model.mutable_graph(), &names);
   bind_input_shapes(model.mutable_graph(), input_shapes);
-  infer_shapes(&model);
+  infer_shapes(&model, names);
   // Values that inference could not type (a Slice whose ends come from a Div
   // of a Shape) get types once the small constant subgraphs before them are
   // folded; each round folds at least one node, so this ends.
   while (!untyped_outputs(model).empty() && fold_small_constants(&model, &names) > 0)
-    infer_shapes(&model);
-  if (drop_pool_windows_starting_in_padding(&model)) infer_shapes(&model);
+    infer_shapes(&model, names);
+  if (drop_pool_windows_starting_in_padding(&model)) infer_shapes(&model, names);
   // What inference still leaves untyped would fail later, far from the
   // model: name it now (ONNX 1.12 stops, for instance, at a graph output
   // named like a graph input or an initializer).

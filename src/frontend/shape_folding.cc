@@ -2,6 +2,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -9,6 +10,7 @@
 #include "frontend/onnx_convert.h"
 #include "frontend/onnx_import.h"
 #include "graph/op_registry.h"
+#include "graph/ops/op_util.h"
 
 namespace kiln::frontend {
 namespace {
@@ -83,16 +85,18 @@ int fold_small_constants(onnx::ModelProto* model, std::vector<std::string>* name
     const std::string& name = (*names)[i];
     const bool onnx_domain = np.domain().empty() || np.domain() == "ai.onnx";
     const graph::OpDef* def = onnx_domain ? graph::find_op(np.op_type()) : nullptr;
-    std::vector<graph::Initializer> shape_only;
+    std::deque<graph::Initializer> shape_only;  // args point into it
     std::vector<const graph::Initializer*> args;
     bool ok = def && def->evaluate;
-    if (ok && np.op_type() == "Shape" && np.input_size() == 1) {
-      // The input's type: inferred, or an initializer's (a value this loop
-      // folded in an earlier round has no value_info any more).
-      auto t = types.find(np.input(0));
-      auto p = protos.find(np.input(0));
-      ok = t != types.end() || p != protos.end();
-      if (ok) {
+    for (int k = 0; ok && k < np.input_size(); ++k) {
+      const std::string& in = np.input(k);
+      if (!in.empty() && graph::is_type_only_input(*def, static_cast<size_t>(k))) {
+        // Only the input's type (Shape, Size): inferred, or an initializer's
+        // (a value this loop folded in an earlier round has no value_info any more).
+        auto t = types.find(in);
+        auto p = protos.find(in);
+        ok = t != types.end() || p != protos.end();
+        if (!ok) break;
         graph::TensorType type = t != types.end() ? t->second : graph::TensorType{};
         if (t == types.end()) {
           type.dtype = dtype_name(p->second->data_type(), "initializer '" + p->first + "'");
@@ -100,13 +104,11 @@ int fold_small_constants(onnx::ModelProto* model, std::vector<std::string>* name
         }
         shape_only.push_back(graph::Initializer{type, {}});
         args.push_back(&shape_only.back());
+        continue;
       }
-    } else {
-      for (int k = 0; ok && k < np.input_size(); ++k) {
-        const graph::Initializer* c = np.input(k).empty() ? nullptr : constant(np.input(k));
-        ok = np.input(k).empty() || c;
-        args.push_back(c);
-      }
+      const graph::Initializer* c = in.empty() ? nullptr : constant(in);
+      ok = in.empty() || c;
+      args.push_back(c);
     }
     if (!ok) {
       *kept.Add() = np;
@@ -144,6 +146,77 @@ int fold_small_constants(onnx::ModelProto* model, std::vector<std::string>* name
   *names = std::move(kept_names);
   for (auto& t : added) *g->add_initializer() = std::move(t);
   return folded;
+}
+
+namespace {
+
+// OneHot's output type: the indices' shape with depth inserted at axis, the
+// values' dtype; nullopt unless depth is an initializer and both inputs have
+// static types.
+std::optional<graph::TensorType> one_hot_type(
+    const onnx::NodeProto& np, const std::string& name,
+    const std::map<std::string, graph::TensorType>& types,
+    const std::map<std::string, const onnx::TensorProto*>& protos) {
+  if (np.input_size() != 3) return std::nullopt;
+  auto indices = types.find(np.input(0));
+  auto depth = protos.find(np.input(1));
+  auto values = types.find(np.input(2));
+  if (indices == types.end() || depth == protos.end() || values == types.end()) return std::nullopt;
+  const graph::Node node = convert_node(np, name);
+  const std::string what = "node '" + name + "' (OneHot)";
+  std::vector<double> d =
+      graph::op_util::to_doubles(node, convert_tensor(*depth->second, what + " depth"));
+  if (d.size() != 1 || !(d[0] >= 1)) throw ImportError(what + ": depth must be one positive value");
+  graph::TensorType out{values->second.dtype, indices->second.shape};
+  const int64_t rank = static_cast<int64_t>(out.shape.size()) + 1;
+  const int64_t axis =
+      graph::op_util::normalize_axis(node, graph::op_util::attr_int(node, "axis", -1), rank);
+  out.shape.insert(out.shape.begin() + axis, static_cast<int64_t>(d[0]));
+  return out;
+}
+
+void set_tensor_type(onnx::ValueInfoProto* vi, const std::string& name,
+                     const graph::TensorType& t) {
+  vi->set_name(name);
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx_elem_type(t.dtype, "value '" + name + "'"));
+  tt->clear_shape();
+  auto* shape = tt->mutable_shape();
+  for (int64_t d : t.shape) shape->add_dim()->set_dim_value(d);
+}
+
+}  // namespace
+
+int complete_one_hot_types(onnx::ModelProto* model, const std::vector<std::string>& names) {
+  auto* g = model->mutable_graph();
+  std::map<std::string, graph::TensorType> types = static_types(*g);
+  std::map<std::string, const onnx::TensorProto*> protos;
+  for (const auto& t : g->initializer()) protos[t.name()] = &t;
+  int typed = 0;
+  for (int i = 0; i < g->node_size(); ++i) {
+    const onnx::NodeProto& np = g->node(i);
+    const bool onnx_domain = np.domain().empty() || np.domain() == "ai.onnx";
+    if (!onnx_domain || np.op_type() != "OneHot" || np.output_size() < 1) continue;
+    const std::string& out = np.output(0);
+    if (out.empty() || types.count(out)) continue;
+    std::optional<graph::TensorType> t;
+    try {
+      t = one_hot_type(np, names[static_cast<size_t>(i)], types, protos);
+    } catch (const graph::OpError& e) {
+      throw ImportError(e.what());
+    }
+    if (!t) continue;
+    onnx::ValueInfoProto* vi = nullptr;
+    for (auto& o : *g->mutable_output())
+      if (o.name() == out) vi = &o;
+    for (auto& v : *g->mutable_value_info())
+      if (!vi && v.name() == out) vi = &v;
+    if (!vi) vi = g->add_value_info();
+    set_tensor_type(vi, out, *t);
+    types[out] = *t;
+    ++typed;
+  }
+  return typed;
 }
 
 }  // namespace kiln::frontend

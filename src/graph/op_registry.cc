@@ -26,6 +26,8 @@ void ensure_registered() {
     register_channel_norm_ops();
     register_recurrent_ops();
     register_einsum_ops();
+    register_indexing_ops();
+    register_ordering_ops();
   });
 }
 
@@ -35,6 +37,16 @@ void register_op(OpDef def) {
   std::string name = def.op_type;
   if (!table().emplace(name, std::move(def)).second)
     throw std::logic_error("operator registered twice: " + name);
+}
+
+bool is_constant_input(const OpDef& def, size_t i) {
+  return std::find(def.constant_inputs.begin(), def.constant_inputs.end(), static_cast<int>(i)) !=
+         def.constant_inputs.end();
+}
+
+bool is_type_only_input(const OpDef& def, size_t i) {
+  return std::find(def.type_only_inputs.begin(), def.type_only_inputs.end(), static_cast<int>(i)) !=
+         def.type_only_inputs.end();
 }
 
 const OpDef* find_op(const std::string& op_type) {

@@ -69,11 +69,21 @@ struct OpDef {
   // Clip's min/max, ...). They are read from ComputeInputs::constants and
   // never become kernel arguments.
   std::vector<int> constant_inputs;
+  // Input positions whose values the operator never reads, only their types
+  // (Shape's, Size's and EyeLike's input): the constant folders evaluate the
+  // node from the type alone (an Initializer without data), and such an
+  // input never becomes a kernel argument (compute gets a tensor of its type
+  // that it must not read).
+  std::vector<int> type_only_inputs = {};
   // Whether compute() also takes a constant_inputs position fed at run time
   // (as a tensor in ComputeInputs::tensors, its constant nullptr). Where
   // false, such a node is an error naming it at build time.
   bool constant_inputs_may_vary = false;
 };
+
+// Whether input i of def is in constant_inputs / type_only_inputs.
+bool is_constant_input(const OpDef& def, size_t i);
+bool is_type_only_input(const OpDef& def, size_t i);
 
 // nullptr when kiln has no such operator.
 const OpDef* find_op(const std::string& op_type);
@@ -95,5 +105,7 @@ void register_requantize_ops();
 void register_channel_norm_ops();
 void register_recurrent_ops();
 void register_einsum_ops();
+void register_indexing_ops();
+void register_ordering_ops();
 
 }  // namespace kiln::graph

@@ -727,8 +727,8 @@ std::vector<ir::Tensor> compute_mod(const Node& node, const ComputeInputs& in,
         }
         Expr zero = konst(b, 0);
         const bool is_signed = !a.dtype().is_uint();
-        Expr no_rem = is_signed ? ir::logical_or(ir::eq(b, zero), ir::eq(b, konst(b, -1)))
-                                : ir::eq(b, zero);
+        Expr no_rem =
+            is_signed ? ir::logical_or(ir::eq(b, zero), ir::eq(b, konst(b, -1))) : ir::eq(b, zero);
         Expr r = a % ir::select(no_rem, konst(b, 1), b);
         if (is_signed && !fmod) {
           Expr other_sign = ir::ne(r < zero, b < zero);
@@ -894,12 +894,12 @@ void register_elementwise_ops() {
   reg("Pow", eval_pow, compute_pow);
   register_unary();
   register_parametric();
-  register_op(OpDef{"Clip",
-                    OpPattern::kBroadcast,
-                    eval_clip,
-                    compute_clip,
-                    {1, 2},
-                    /*constant_inputs_may_vary=*/true});
+  register_op(OpDef{.op_type = "Clip",
+                    .pattern = OpPattern::kBroadcast,
+                    .evaluate = eval_clip,
+                    .compute = compute_clip,
+                    .constant_inputs = {1, 2},
+                    .constant_inputs_may_vary = true});
   register_minmax();
   register_activations();
   register_sum_mean();
@@ -912,8 +912,12 @@ void register_elementwise_ops() {
       },
       map_compute(1, [](const std::vector<Expr>& v) { return v[0]; }));
   // The ratio may be fed at run time (it matters only in training mode).
-  register_op(OpDef{"Dropout", OpPattern::kBroadcast, eval_dropout, compute_dropout, {1, 2},
-                    /*constant_inputs_may_vary=*/true});
+  register_op(OpDef{.op_type = "Dropout",
+                    .pattern = OpPattern::kBroadcast,
+                    .evaluate = eval_dropout,
+                    .compute = compute_dropout,
+                    .constant_inputs = {1, 2},
+                    .constant_inputs_may_vary = true});
 }
 
 }  // namespace kiln::graph

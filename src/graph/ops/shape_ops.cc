@@ -1,6 +1,8 @@
 // Shape and injective operators: Reshape, Flatten, Squeeze, Unsqueeze,
 // Transpose, Concat, Split, Slice, Gather, Expand, Pad, Resize, and the
-// shape producers Shape and ConstantOfShape (evaluate only).
+// shape producers Shape and ConstantOfShape (evaluate only). The indexing
+// operators (GatherElements, GatherND, the scatters, OneHot, ...) are in
+// indexing.cc.
 //
 // Except for Resize's linear mode, every evaluate() here moves whole elements
 // and never looks at their values, so one implementation serves every dtype.
@@ -658,10 +660,11 @@ std::vector<Initializer> eval_constant_of_shape(const Node& node, const Inputs& 
   return {out};
 }
 
-// ---- Range, ScatterND (evaluate only) ------------------------------------------------
-// Exporters build masks and index tables with them from constants (Swin's
-// shifted-window attention mask: Range, Mod, ScatterND, Not): they fold at
+// ---- Range (evaluate only) -------------------------------------------------------------
+// Exporters build masks and index tables with it from constants (Swin's
+// shifted-window attention mask: Range, Mod, ScatterND, Not): it folds at
 // build time, and a node whose inputs are not constants is named at lowering.
+// ScatterND lives in indexing.cc.
 
 std::vector<Initializer> eval_range(const Node& node, const Inputs& ins) {
   const Initializer& start = required_input(node, ins, 0);
@@ -685,44 +688,6 @@ std::vector<Initializer> eval_range(const Node& node, const Inputs& ins) {
       return out;
     }
   })};
-}
-
-std::vector<Initializer> eval_scatter_nd(const Node& node, const Inputs& ins) {
-  const Initializer& data = required_input(node, ins, 0);
-  const Initializer& indices = required_input(node, ins, 1);
-  const Initializer& updates = required_input(node, ins, 2);
-  const std::string reduction = attr_string(node, "reduction", "none");
-  if (reduction != "none") fail(node, "reduction '" + reduction + "' is not supported");
-  if (updates.type.dtype != data.type.dtype) fail(node, "updates must have data's dtype");
-  const Shape& ds = data.type.shape;
-  const Shape& is = indices.type.shape;
-  if (is.empty()) fail(node, "indices must have rank >= 1");
-  const size_t k = static_cast<size_t>(is.back());
-  if (k > ds.size())
-    fail(node, "index tuples of " + std::to_string(k) + " for rank " + std::to_string(ds.size()) +
-                   " data");
-  Shape want(is.begin(), is.end() - 1);
-  want.insert(want.end(), ds.begin() + static_cast<int64_t>(k), ds.end());
-  if (updates.type.shape != want)
-    fail(node, "updates " + shape_str(updates.type.shape) + " must have shape " + shape_str(want));
-  const std::vector<int64_t> idx = to_ints(node, indices);
-  int64_t slice = 1;
-  for (size_t d = k; d < ds.size(); ++d) slice *= ds[d];
-  const size_t es = dtype_size(data.type.dtype);
-  Initializer out = data;
-  const int64_t tuples = static_cast<int64_t>(idx.size() / std::max<size_t>(k, 1));
-  for (int64_t t = 0; t < (k == 0 ? 1 : tuples); ++t) {
-    int64_t offset = 0;
-    for (size_t d = 0; d < k; ++d) {
-      int64_t i = idx[static_cast<size_t>(t) * k + d];
-      if (i < 0) i += ds[d];
-      if (i < 0 || i >= ds[d]) fail(node, "index " + std::to_string(i) + " is out of range");
-      offset = offset * ds[d] + i;
-    }
-    std::memcpy(out.data.data() + offset * slice * es, updates.data.data() + t * slice * es,
-                static_cast<size_t>(slice) * es);
-  }
-  return {out};
 }
 
 // ---- DepthToSpace, SpaceToDepth (evaluate only) -----------------------------------
@@ -1181,13 +1146,14 @@ void register_shape_ops() {
   reg("Slice", eval_slice, compute_slice, {1, 2, 3, 4});
   reg("Gather", eval_gather, compute_gather);
   reg("Expand", eval_expand, compute_expand, {1});
-  reg("Shape", eval_shape, nullptr);
+  OpDef shape{"Shape", OpPattern::kInjective, eval_shape, nullptr, {}};
+  shape.type_only_inputs = {0};  // reads only its input's type
+  register_op(std::move(shape));
   reg("ConstantOfShape", eval_constant_of_shape, nullptr, {0});
   reg("Range", eval_range, nullptr, {0, 1, 2});
   reg("Tile", eval_tile, compute_tile, {1});
   reg("DepthToSpace", eval_depth_space, nullptr);
   reg("SpaceToDepth", eval_depth_space, nullptr);
-  reg("ScatterND", eval_scatter_nd, nullptr);
   reg("Pad", eval_pad, compute_pad, {1, 2, 3});
   reg("Resize", eval_resize, compute_resize, {1, 2, 3});
 }

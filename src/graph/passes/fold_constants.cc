@@ -14,21 +14,24 @@ namespace {
 std::string node_str(const Node& n) { return "node '" + n.name + "' (" + n.op_type + ")"; }
 
 // The evaluate arguments of a foldable node, or nullopt when some input is not
-// constant. Shape reads only its input's type: it gets an Initializer with
-// that type and no data.
+// constant. An input the operator reads only the type of (OpDef's
+// type_only_inputs: Shape's, Size's) gets an Initializer with that type and
+// no data.
 std::optional<std::vector<const Initializer*>> constant_args(const Graph& g, const Node& n,
+                                                             const OpDef& def,
                                                              std::vector<Initializer>& shape_only) {
   std::vector<const Initializer*> args;
-  if (n.op_type == "Shape" && n.domain.empty() && n.inputs.size() == 1) {
-    const TensorType* t = g.type_of(n.inputs[0]);
-    if (!t) return std::nullopt;
-    shape_only.push_back(Initializer{*t, {}});
-    args.push_back(&shape_only.back());
-    return args;
-  }
-  for (const std::string& in : n.inputs) {
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const std::string& in = n.inputs[i];
     if (in.empty()) {
       args.push_back(nullptr);
+      continue;
+    }
+    if (is_type_only_input(def, i)) {
+      const TensorType* t = g.type_of(in);
+      if (!t) return std::nullopt;
+      shape_only.push_back(Initializer{*t, {}});
+      args.push_back(&shape_only.back());
       continue;
     }
     const Initializer* c = constant_of(g, in);
@@ -45,7 +48,7 @@ bool too_large_to_fold(const Graph& g, const Node& n, const OpDef& def,
   if (!def.compute) return false;
   int64_t in_elements = 0;
   for (const Initializer* a : args)
-    if (a) in_elements += a->type.num_elements();
+    if (a && !a->data.empty()) in_elements += a->type.num_elements();  // not type-only ones
   for (const std::string& out : n.outputs) {
     const TensorType* t = out.empty() ? nullptr : g.type_of(out);
     if (t && t->num_elements() > limit && t->num_elements() > in_elements) return true;
@@ -63,8 +66,8 @@ FoldConstantsStats fold_constants(Graph& g, const FoldConstantsOptions& options)
     const OpDef* def = n.domain.empty() || n.domain == "ai.onnx" ? find_op(n.op_type) : nullptr;
     if (!def || !def->evaluate) continue;
     std::vector<Initializer> shape_only;
-    shape_only.reserve(1);
-    auto args = constant_args(g, n, shape_only);
+    shape_only.reserve(n.inputs.size());  // args point into it
+    auto args = constant_args(g, n, *def, shape_only);
     if (!args) continue;
     if (too_large_to_fold(g, n, *def, *args, options.max_broadcast_elements)) {
       ++stats.skipped_too_large;
