@@ -514,6 +514,7 @@ Expr reduce_identity(ReduceOp op, DataType t) {
     case ReduceOp::Sum: return make_const(t, 0);
     case ReduceOp::Max: return t.is_float() ? make_const(t, -INFINITY) : min_value(t);
     case ReduceOp::Min: return t.is_float() ? make_const(t, INFINITY) : max_value(t);
+    case ReduceOp::Prod: return make_const(t, 1);
   }
   return Expr();
 }

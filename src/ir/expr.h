@@ -354,7 +354,7 @@ struct TensorReadNode : ExprNode {
   TensorReadNode(Tensor t, std::vector<Expr> idx);
 };
 
-enum class ReduceOp : uint8_t { Sum, Max, Min };
+enum class ReduceOp : uint8_t { Sum, Max, Min, Prod };
 
 // combiner over `axes` of `source`, starting from `identity`. Only valid as the
 // whole body of a compute definition.
