@@ -25,6 +25,7 @@ void ensure_registered() {
     register_requantize_ops();
     register_channel_norm_ops();
     register_recurrent_ops();
+    register_normalize_ops();
   });
 }
 
