@@ -1,8 +1,9 @@
 // LRN, LpNormalization and GlobalLpPool: evaluate() against hand-computed
 // values, then compute() through the generic schedule and the JIT against
-// evaluate() over shapes and attributes.
+// evaluate() over shapes, attributes and both float types.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -93,6 +94,56 @@ TEST(NormalizeEval, GlobalLpPool) {
   EXPECT_EQ(eval_values(n, x), (std::vector<float>{7, 3}));
   n.attrs["p"] = int64_t{4};
   EXPECT_NEAR(eval_values(n, x)[0], std::pow(81.0 + 256.0, 0.25), 1e-5);
+}
+
+// x's values as float64.
+Initializer to_f64(const Initializer& x) {
+  Initializer d = test::make_tensor("float64", x.type.shape);
+  for (int64_t i = 0; i < x.type.num_elements(); ++i)
+    reinterpret_cast<double*>(d.data.data())[i] = reinterpret_cast<const float*>(x.data.data())[i];
+  return d;
+}
+
+// float64 kernels against evaluate within rel_tol of the largest value
+// (check_node compares float64 bit for bit; the kernel's sums and powers
+// round differently).
+void check_f64(const Node& n, const Initializer& x, double rel_tol = 1e-12) {
+  Initializer want = graph::get_op(n.op_type).evaluate(n, {&x}).at(0);
+  Initializer got = test::run_compiled(n, {&x}).at(0);
+  ASSERT_EQ(got.type, want.type);
+  auto* a = reinterpret_cast<const double*>(got.data.data());
+  auto* b = reinterpret_cast<const double*>(want.data.data());
+  double max_ref = 1e-300, max_err = 0;
+  for (int64_t i = 0; i < want.type.num_elements(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(b[i]));
+    max_err = std::max(max_err, std::fabs(a[i] - b[i]));
+  }
+  EXPECT_LE(max_err / max_ref, rel_tol) << n.op_type;
+}
+
+TEST(NormalizeCompiled, Float64) {
+  std::mt19937_64 rng(4);
+  Initializer x = to_f64(random_tensor("float32", {2, 5, 3, 7}, rng, -2, 2));
+  Node lrn = make_node("LRN");
+  lrn.attrs["size"] = int64_t{3};
+  check_f64(lrn, x);
+  for (int64_t p : {1, 2}) {
+    Node lp = make_node("LpNormalization");
+    lp.attrs["p"] = p;
+    lp.attrs["axis"] = int64_t{1};
+    check_f64(lp, x);
+  }
+  for (int64_t p : {1, 2, 5}) {
+    Node pool = make_node("GlobalLpPool");
+    pool.attrs["p"] = p;
+    check_f64(pool, x);
+  }
+}
+
+TEST(NormalizeEval, RejectsIntegers) {
+  Initializer x = tensor_of<int32_t>({1, 2, 1, 1}, {1, 2});
+  for (const char* op : {"LpNormalization", "GlobalLpPool"})
+    EXPECT_THROW(eval_values(make_node(op), x), graph::OpError) << op;
 }
 
 TEST(NormalizeCompiled, LrnMatchesEvaluate) {

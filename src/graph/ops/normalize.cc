@@ -1,5 +1,5 @@
 // Normalizations by windows and Lp norms: LRN (local response normalization
-// across channels), LpNormalization and GlobalLpPool, on float32.
+// across channels), LpNormalization and GlobalLpPool, on float32 and float64.
 // (MeanVarianceNormalization is an ONNX function: the frontend expands it.)
 //
 // evaluate is the reference (double accumulation); compute is the plain
@@ -26,6 +26,22 @@ Expr pow_positive(const Expr& x, double e) {
   return ir::exp(ir::make_const(x.dtype(), e) * ir::log(x));
 }
 
+Expr konst(const Expr& like, double v) { return ir::make_const(like.dtype(), v); }
+
+// OpError unless x is float32 or float64 (ONNX also lists float16 and bfloat16).
+void require_float(const Node& node, const std::string& dtype) {
+  if (dtype != "float32" && dtype != "float64")
+    fail(node, "only float32 and float64 are supported, got " + dtype);
+}
+
+// f(T{}) with T float or double for x's dtype.
+template <typename F>
+std::vector<Initializer> by_float_type(const Node& node, const Initializer& x, F&& f) {
+  require_float(node, x.type.dtype);
+  if (x.type.dtype == "float64") return {f(double{})};
+  return {f(float{})};
+}
+
 // ---- LRN ----------------------------------------------------------------------------
 
 // y = x / (bias + alpha / size * sum of x^2 over the channels [c - lo, c + hi])^beta
@@ -49,15 +65,13 @@ LrnAttrs lrn_attrs(const Node& node, const Shape& x) {
   return a;
 }
 
-std::vector<Initializer> lrn_evaluate(const Node& node, const std::vector<const Initializer*>& in) {
-  const Initializer& x = required_input(node, in, 0);
-  require_f32(node, x, "X");
+template <typename T>
+Initializer lrn_values(const Initializer& x, const LrnAttrs& a) {
   const Shape& s = x.type.shape;
-  LrnAttrs a = lrn_attrs(node, s);
   int64_t c_dim = s[1], inner = numel(Shape(s.begin() + 2, s.end()));
-  Initializer y = make_tensor("float32", s);
-  const float* xp = data_of<float>(x);
-  float* yp = data_of<float>(y);
+  Initializer y = make_tensor(x.type.dtype, s);
+  const T* xp = data_of<T>(x);
+  T* yp = data_of<T>(y);
   for (int64_t n = 0; n < s[0]; ++n)
     for (int64_t c = 0; c < c_dim; ++c)
       for (int64_t j = 0; j < inner; ++j) {
@@ -67,18 +81,25 @@ std::vector<Initializer> lrn_evaluate(const Node& node, const std::vector<const 
           sq += v * v;
         }
         int64_t at = (n * c_dim + c) * inner + j;
-        yp[at] = static_cast<float>(xp[at] / std::pow(a.bias + a.alpha / a.size * sq, a.beta));
+        yp[at] = static_cast<T>(xp[at] / std::pow(a.bias + a.alpha / a.size * sq, a.beta));
       }
-  return {std::move(y)};
+  return y;
+}
+
+std::vector<Initializer> lrn_evaluate(const Node& node, const std::vector<const Initializer*>& in) {
+  const Initializer& x = required_input(node, in, 0);
+  require_float(node, x.type.dtype);
+  LrnAttrs a = lrn_attrs(node, x.type.shape);
+  return by_float_type(node, x, [&](auto t) { return lrn_values<decltype(t)>(x, a); });
 }
 
 std::vector<Tensor> lrn_compute(const Node& node, const ComputeInputs& in,
                                 const std::vector<TensorType>& out_types) {
   const Tensor& x = required_tensor(node, in, 0);
-  if (x->dtype != ir::DataType::f32()) fail(node, "only float32 is supported");
+  require_float(node, x->dtype.str());
   Shape s = static_shape(x);
   LrnAttrs a = lrn_attrs(node, s);
-  check_out_type(node, out_types, 0, s, "float32");
+  check_out_type(node, out_types, 0, s, x->dtype.str());
   Shape bound(s.size(), 0);
   bound[1] = s[1];  // only the channel index leaves the tensor (reads 0 there)
   IterVar k = ir::reduce_axis(a.size, "k");
@@ -87,7 +108,7 @@ std::vector<Tensor> lrn_compute(const Node& node, const ComputeInputs& in,
       [&](const std::vector<Var>& i) {
         std::vector<Expr> idx(i.begin(), i.end());
         idx[1] = i[1] - Expr(a.lo) + k->var;
-        Expr v = guarded_read(x, idx, bound, Expr(0.0f));
+        Expr v = guarded_read(x, idx, bound, ir::make_const(x->dtype, 0));
         return ir::sum(v * v, {k});
       },
       node.name + ".sqsum");
@@ -95,8 +116,8 @@ std::vector<Tensor> lrn_compute(const Node& node, const ComputeInputs& in,
       shape_exprs(s),
       [&](const std::vector<Var>& i) {
         std::vector<Expr> idx(i.begin(), i.end());
-        Expr base = Expr(static_cast<float>(a.bias)) +
-                    Expr(static_cast<float>(a.alpha / a.size)) * ir::read(sq, idx);
+        Expr q = ir::read(sq, idx);
+        Expr base = konst(q, a.bias) + konst(q, a.alpha / static_cast<double>(a.size)) * q;
         return ir::read(x, idx) * pow_positive(base, -a.beta);
       },
       node.name + ".lrn");
@@ -118,17 +139,14 @@ LpNormAttrs lp_norm_attrs(const Node& node, const Shape& x) {
   return a;
 }
 
-std::vector<Initializer> lp_norm_evaluate(const Node& node,
-                                          const std::vector<const Initializer*>& in) {
-  const Initializer& x = required_input(node, in, 0);
-  require_f32(node, x, "input");
+template <typename T>
+Initializer lp_norm_values(const Initializer& x, const LpNormAttrs& a) {
   const Shape& s = x.type.shape;
-  LpNormAttrs a = lp_norm_attrs(node, s);
   int64_t outer = numel(Shape(s.begin(), s.begin() + a.axis)), len = s[a.axis];
   int64_t inner = numel(Shape(s.begin() + a.axis + 1, s.end()));
-  Initializer y = make_tensor("float32", s);
-  const float* xp = data_of<float>(x);
-  float* yp = data_of<float>(y);
+  Initializer y = make_tensor(x.type.dtype, s);
+  const T* xp = data_of<T>(x);
+  T* yp = data_of<T>(y);
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t j = 0; j < inner; ++j) {
       double norm = 0;
@@ -139,19 +157,26 @@ std::vector<Initializer> lp_norm_evaluate(const Node& node,
       if (a.p == 2) norm = std::sqrt(norm);
       for (int64_t k = 0; k < len; ++k) {
         int64_t at = (o * len + k) * inner + j;
-        yp[at] = static_cast<float>(xp[at] / norm);
+        yp[at] = static_cast<T>(xp[at] / norm);
       }
     }
-  return {std::move(y)};
+  return y;
+}
+
+std::vector<Initializer> lp_norm_evaluate(const Node& node,
+                                          const std::vector<const Initializer*>& in) {
+  const Initializer& x = required_input(node, in, 0);
+  LpNormAttrs a = lp_norm_attrs(node, x.type.shape);
+  return by_float_type(node, x, [&](auto t) { return lp_norm_values<decltype(t)>(x, a); });
 }
 
 std::vector<Tensor> lp_norm_compute(const Node& node, const ComputeInputs& in,
                                     const std::vector<TensorType>& out_types) {
   const Tensor& x = required_tensor(node, in, 0);
-  if (x->dtype != ir::DataType::f32()) fail(node, "only float32 is supported");
+  require_float(node, x->dtype.str());
   Shape s = static_shape(x);
   LpNormAttrs a = lp_norm_attrs(node, s);
-  check_out_type(node, out_types, 0, s, "float32");
+  check_out_type(node, out_types, 0, s, x->dtype.str());
   size_t axis = static_cast<size_t>(a.axis);
   Shape row = s;
   row[axis] = 1;
@@ -193,31 +218,36 @@ Shape global_shape(const Shape& x) {
   return out;
 }
 
+template <typename T>
+Initializer lp_pool_values(const Initializer& x, int64_t p) {
+  const Shape& s = x.type.shape;
+  int64_t planes = s[0] * s[1], area = numel(Shape(s.begin() + 2, s.end()));
+  Initializer y = make_tensor(x.type.dtype, global_shape(s));
+  const T* xp = data_of<T>(x);
+  const double e = static_cast<double>(p);
+  for (int64_t q = 0; q < planes; ++q) {
+    double acc = 0;
+    for (int64_t j = 0; j < area; ++j) acc += std::pow(std::fabs(double(xp[q * area + j])), e);
+    data_of<T>(y)[q] = static_cast<T>(std::pow(acc, 1.0 / e));
+  }
+  return y;
+}
+
 std::vector<Initializer> lp_pool_evaluate(const Node& node,
                                           const std::vector<const Initializer*>& in) {
   const Initializer& x = required_input(node, in, 0);
-  require_f32(node, x, "X");
-  const Shape& s = x.type.shape;
-  double p = static_cast<double>(lp_pool_p(node, s));
-  int64_t planes = s[0] * s[1], area = numel(Shape(s.begin() + 2, s.end()));
-  Initializer y = make_tensor("float32", global_shape(s));
-  const float* xp = data_of<float>(x);
-  for (int64_t q = 0; q < planes; ++q) {
-    double acc = 0;
-    for (int64_t j = 0; j < area; ++j) acc += std::pow(std::fabs(double(xp[q * area + j])), p);
-    data_of<float>(y)[q] = static_cast<float>(std::pow(acc, 1.0 / p));
-  }
-  return {std::move(y)};
+  int64_t p = lp_pool_p(node, x.type.shape);
+  return by_float_type(node, x, [&](auto t) { return lp_pool_values<decltype(t)>(x, p); });
 }
 
 std::vector<Tensor> lp_pool_compute(const Node& node, const ComputeInputs& in,
                                     const std::vector<TensorType>& out_types) {
   const Tensor& x = required_tensor(node, in, 0);
-  if (x->dtype != ir::DataType::f32()) fail(node, "only float32 is supported");
+  require_float(node, x->dtype.str());
   Shape s = static_shape(x);
   const int64_t p = lp_pool_p(node, s);
   Shape out = global_shape(s);
-  check_out_type(node, out_types, 0, out, "float32");
+  check_out_type(node, out_types, 0, out, x->dtype.str());
   std::vector<IterVar> axes;
   for (size_t d = 2; d < s.size(); ++d)
     axes.push_back(ir::reduce_axis(s[d], "r" + std::to_string(d)));
@@ -225,7 +255,8 @@ std::vector<Tensor> lp_pool_compute(const Node& node, const ComputeInputs& in,
   // exp and log of |x| (0 gives exp(-inf) = 0).
   auto power = [p](const Expr& v) {
     Expr a = ir::fabs(v), r = a;
-    if (p > 3) return ir::select(ir::eq(a, Expr(0.0f)), Expr(0.0f), pow_positive(a, double(p)));
+    Expr zero = konst(a, 0);
+    if (p > 3) return ir::select(ir::eq(a, zero), zero, pow_positive(a, double(p)));
     for (int64_t e = 1; e < p; ++e) r = r * a;
     return r;
   };
@@ -243,7 +274,8 @@ std::vector<Tensor> lp_pool_compute(const Node& node, const ComputeInputs& in,
         Expr v = ir::read(sum, {i.begin(), i.end()});
         if (p == 1) return v;
         if (p == 2) return ir::sqrt(v);
-        return ir::select(ir::eq(v, Expr(0.0f)), Expr(0.0f), pow_positive(v, 1.0 / double(p)));
+        Expr zero = konst(v, 0);
+        return ir::select(ir::eq(v, zero), zero, pow_positive(v, 1.0 / double(p)));
       },
       node.name + ".lppool");
   return {y};
