@@ -26,6 +26,7 @@ void ensure_registered() {
     register_channel_norm_ops();
     register_recurrent_ops();
     register_einsum_ops();
+    register_normalize_ops();
   });
 }
 
