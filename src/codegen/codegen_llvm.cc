@@ -1051,6 +1051,7 @@ class CodeGenLLVM {
     if (is_dot4_u8i8(op->op)) return emit_dot4(op);
     if (op->op == Intrinsic::DotBF16 || op->op == Intrinsic::DotI16) return emit_dot2_call(op);
     if (op->op == Intrinsic::AmxGemm) return emit_amx_gemm_call(op);
+    if (op->op == Intrinsic::ShiftLeft || op->op == Intrinsic::ShiftRight) return emit_shift(op);
     if (!t.is_float()) fail(std::string(intrinsic_name(op->op)) + " on " + t.str());
     std::vector<Value*> args;
     for (const Expr& a : op->args) args.push_back(emit(a));
@@ -1080,6 +1081,8 @@ class CodeGenLLVM {
       case Intrinsic::DotBF16: break;         // emit_call handles it
       case Intrinsic::DotI16: break;          // emit_call handles it
       case Intrinsic::AmxGemm: break;         // emit_call handles it
+      case Intrinsic::ShiftLeft: break;       // emit_call handles it
+      case Intrinsic::ShiftRight: break;      // emit_call handles it
       case Intrinsic::Pow: return llvm_intrin(llvm::Intrinsic::pow);
       case Intrinsic::Rsqrt:
         return b_.CreateFDiv(llvm::ConstantFP::get(ty, 1.0),
@@ -1088,6 +1091,17 @@ class CodeGenLLVM {
       case Intrinsic::Log: return f32 ? emit_log_f32(b_, x) : llvm_intrin(llvm::Intrinsic::log);
       case Intrinsic::Tanh: return f32 ? emit_tanh_f32(b_, x) : libm_per_lane("tanh", x, t);
       case Intrinsic::Erf: return f32 ? emit_erf_f32(b_, x) : libm_per_lane("erf", x, t);
+      case Intrinsic::Sin: return f32 ? emit_trig_f32(emit_sin_f32, "sinf", x, t) : libm(fn, x, t);
+      case Intrinsic::Cos: return f32 ? emit_trig_f32(emit_cos_f32, "cosf", x, t) : libm(fn, x, t);
+      case Intrinsic::Tan: return f32 ? emit_trig_f32(emit_tan_f32, "tanf", x, t) : libm(fn, x, t);
+      case Intrinsic::Asin: return f32 ? emit_asin_f32(b_, x) : libm(fn, x, t);
+      case Intrinsic::Acos: return f32 ? emit_acos_f32(b_, x) : libm(fn, x, t);
+      case Intrinsic::Atan: return f32 ? emit_atan_f32(b_, x) : libm(fn, x, t);
+      case Intrinsic::Sinh: return f32 ? emit_sinh_f32(b_, x) : libm(fn, x, t);
+      case Intrinsic::Cosh: return f32 ? emit_cosh_f32(b_, x) : libm(fn, x, t);
+      case Intrinsic::Asinh: return f32 ? emit_asinh_f32(b_, x) : libm(fn, x, t);
+      case Intrinsic::Acosh: return f32 ? emit_acosh_f32(b_, x) : libm(fn, x, t);
+      case Intrinsic::Atanh: return f32 ? emit_atanh_f32(b_, x) : libm(fn, x, t);
       case Intrinsic::Sigmoid: {
         if (f32) return emit_sigmoid_f32(b_, x);
         Value* e = b_.CreateIntrinsic(llvm::Intrinsic::exp, {ty}, {b_.CreateFNeg(x)});
@@ -1096,6 +1110,60 @@ class CodeGenLLVM {
       }
     }
     fail("unknown intrinsic");
+  }
+
+  // The float64 function of libm's that has the intrinsic's name (sin, asinh, ...).
+  Value* libm(Intrinsic fn, Value* x, DataType t) {
+    return libm_per_lane(intrinsic_name(fn), x, t);
+  }
+
+  // sin, cos or tan on float32: the vector polynomial, except that a vector
+  // with a finite lane at or beyond the reduction's limit (the polynomial's
+  // reduction by pi/2 loses bits there) branches to libm's float function
+  // per lane and takes its value on those lanes. The branch is rarely taken,
+  // and the common path stays straight vector code.
+  using VectorMathFn = Value* (*)(llvm::IRBuilderBase&, Value*);
+  Value* emit_trig_f32(VectorMathFn fast_fn, const char* libm_name, Value* x, DataType t) {
+    Value* fast = fast_fn(b_, x);
+    llvm::Type* ty = x->getType();
+    Value* ax = b_.CreateIntrinsic(llvm::Intrinsic::fabs, {ty}, {x});
+    Value* huge = b_.CreateAnd(b_.CreateFCmpOGE(ax, llvm::ConstantFP::get(ty, kTrigReduceLimitF32)),
+                               b_.CreateFCmpONE(ax, llvm::ConstantFP::getInfinity(ty)));
+    Value* any = t.lanes > 1 ? b_.CreateOrReduce(huge) : huge;
+    llvm::BasicBlock* from = b_.GetInsertBlock();
+    auto* slow = llvm::BasicBlock::Create(ctx_, "trig.huge", state_.fn);
+    auto* done = llvm::BasicBlock::Create(ctx_, "trig.done", state_.fn);
+    llvm::MDBuilder md(ctx_);
+    b_.CreateCondBr(any, slow, done, md.createBranchWeights(1, 1000));
+    b_.SetInsertPoint(slow);
+    Value* exact = b_.CreateSelect(huge, libm_per_lane(libm_name, x, t), fast);
+    llvm::BasicBlock* slow_end = b_.GetInsertBlock();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+    llvm::PHINode* r = b_.CreatePHI(ty, 2);
+    r->addIncoming(fast, from);
+    r->addIncoming(exact, slow_end);
+    return r;
+  }
+
+  // shl / shr: LLVM's shifts are poison for amounts >= the bit width (and
+  // C's undefined), so the amount is clamped into range and out-of-range
+  // lanes take the limit value (ir::Intrinsic::ShiftLeft): 0, or for an
+  // arithmetic shift right the sign fill (a shift by width - 1).
+  Value* emit_shift(const CallNode* op) {
+    DataType t = op->dtype;
+    Value* x = emit(op->args[0]);
+    Value* y = emit(op->args[1]);
+    llvm::Type* ty = x->getType();
+    Value* width = llvm::ConstantInt::get(ty, t.bits);
+    Value* in_range = b_.CreateICmpULT(y, width);
+    Value* amount = b_.CreateSelect(in_range, y, llvm::ConstantInt::get(ty, 0));
+    if (op->op == Intrinsic::ShiftLeft)
+      return b_.CreateSelect(in_range, b_.CreateShl(x, amount), llvm::ConstantInt::get(ty, 0));
+    if (t.is_uint())
+      return b_.CreateSelect(in_range, b_.CreateLShr(x, amount), llvm::ConstantInt::get(ty, 0));
+    Value* fill = b_.CreateAShr(x, llvm::ConstantInt::get(ty, t.bits - 1));
+    return b_.CreateSelect(in_range, b_.CreateAShr(x, amount), fill);
   }
 
   // float64 fallback: one libm call per lane.

@@ -202,3 +202,240 @@ Value* emit_erf_f32(llvm::IRBuilderBase& b, Value* x) {
 }
 
 }  // namespace kiln::codegen::detail
+
+// ---- trigonometric and hyperbolic functions ---------------------------------------------
+
+namespace kiln::codegen::detail {
+
+namespace {
+
+// pi/2 and pi as a float and the float of the remainder: (kHi - y) + kLo keeps
+// the bits of pi/2 or pi that one float constant would drop (results near
+// pi/2 and pi in acos, asin and atan).
+constexpr double kPio2Hi = 1.57079637050628662109375;  // float(pi/2)
+constexpr double kPio2Lo = -4.37113900018624283e-8;    // pi/2 - kPio2Hi
+constexpr double kPiHi = 3.1415927410125732421875;     // float(pi)
+constexpr double kPiLo = -8.74227800037248566e-8;      // pi - kPiHi
+
+Value* copysign(Math& m, Value* mag, Value* sign) {
+  return m.b.CreateIntrinsic(llvm::Intrinsic::copysign, {m.ty}, {mag, sign});
+}
+Value* fabs(Math& m, Value* x) { return m.unary(llvm::Intrinsic::fabs, x); }
+Value* pick(Math& m, Value* cond, Value* t, Value* f) { return m.b.CreateSelect(cond, t, f); }
+
+// x = n pi/2 + r with |r| <= pi/4 (Cody and Waite's reduction as in Eigen's
+// psincos_float): n rounds x 2/pi to the nearest integer by adding 1.5 * 2^23,
+// whose low bits then hold n (q, as an integer: n mod 4 is q & 3). pi/2 is
+// split into three floats; llvm.fma (always fused, unlike fmuladd) subtracts
+// each n * part with one rounding, the first exactly. The error grows with
+// |n|: below kTrigReduceLimitF32 sin and cos stay within a few ulp.
+struct Quadrant {
+  Value* r;
+  Value* q;
+};
+Quadrant reduce_pio2(Math& m, Value* x) {
+  constexpr double kShifter = 12582912.0;  // 1.5 * 2^23
+  auto fused = [&](Value* a, double c, Value* acc) {
+    return m.b.CreateIntrinsic(llvm::Intrinsic::fma, {m.ty}, {a, m.c(c), acc});
+  };
+  Value* shifted = m.b.CreateFAdd(m.b.CreateFMul(x, m.c(0.636619772367581343)), m.c(kShifter));
+  Value* n = m.b.CreateFSub(shifted, m.c(kShifter));
+  Value* r = fused(n, -1.57079601287841796875, x);
+  r = fused(n, -3.1391647326017846353352069854736328125e-07, r);
+  r = fused(n, -5.390302529957764765544681040410068817436695098876953125e-15, r);
+  return {r, m.b.CreateBitCast(shifted, m.ity)};
+}
+
+// sin(r) and cos(r) on [-pi/4, pi/4]: Eigen's minimax polynomials (sin's
+// linear coefficient forced to 1, so that sin(r) = r exactly for tiny r).
+Value* sin_poly(Math& m, Value* r, Value* r2) {
+  Value* p = m.poly(r2, {-1.959234114083702898469196984621021329076029360294342041015625e-4,
+                         8.3326873655616851693794799871284340042620897293090820312500e-3,
+                         -1.666666203982298255503735617821803316473960876464843750000000e-1});
+  return m.fma(m.b.CreateFMul(p, r2), r, r);
+}
+Value* cos_poly(Math& m, Value* r2) {
+  return m.poly(r2, {2.4372266125283204019069671630859375e-05, -0.00138865201734006404876708984375,
+                     0.041666619479656219482421875, -0.5, 1.0});
+}
+
+// sin(n pi/2 + r) for quadrant q (n mod 4 = q & 3): sin r, cos r, -sin r,
+// -cos r. cos(x) is the quadrant after (q + 1). Bit 1 of q becomes the sign.
+Value* sin_of_quadrant(Math& m, Value* r, Value* q) {
+  Value* r2 = m.b.CreateFMul(r, r);
+  Value* odd = m.b.CreateICmpNE(m.b.CreateAnd(q, m.ci(1)), m.ci(0));
+  Value* v = pick(m, odd, cos_poly(m, r2), sin_poly(m, r, r2));
+  Value* sign = m.b.CreateAnd(m.b.CreateShl(q, 30), m.ci(int64_t{1} << 31));
+  return m.b.CreateBitCast(m.b.CreateXor(m.b.CreateBitCast(v, m.ity), sign), m.ty);
+}
+
+// asin(v) for |v| <= 0.5 (Cephes asinf's polynomial; odd in v).
+Value* asin_small(Math& m, Value* v) {
+  Value* z = m.b.CreateFMul(v, v);
+  Value* p = m.poly(
+      z, {4.2163199048E-2, 2.4181311049E-2, 4.5470025998E-2, 7.4953002686E-2, 1.6666752422E-1});
+  return m.fma(m.b.CreateFMul(p, z), v, v);
+}
+
+// (hi + lo) - y for a constant split hi + lo (kPio2Hi/Lo, kPiHi/Lo).
+Value* const_minus(Math& m, double hi, double lo, Value* y) {
+  return m.b.CreateFAdd(m.b.CreateFSub(m.c(hi), y), m.c(lo));
+}
+
+Value* log_plus_ln2(llvm::IRBuilderBase& b, Math& m, Value* ax) {
+  return b.CreateFAdd(emit_log_f32(b, ax), m.c(0.693147180559945309));
+}
+
+}  // namespace
+
+Value* emit_sin_f32(llvm::IRBuilderBase& b, Value* x) {
+  NoFastMath nfm(b);
+  Math m(b, x);
+  Quadrant q = reduce_pio2(m, x);
+  return sin_of_quadrant(m, q.r, q.q);
+}
+
+Value* emit_cos_f32(llvm::IRBuilderBase& b, Value* x) {
+  NoFastMath nfm(b);
+  Math m(b, x);
+  Quadrant q = reduce_pio2(m, x);
+  return sin_of_quadrant(m, q.r, b.CreateAdd(q.q, m.ci(1)));
+}
+
+// tan(n pi/2 + r) = tan r for even n, -1 / tan r = -cos r / sin r for odd n:
+// one division of the two polynomials either way, no cancellation near the
+// poles (there sin r is tiny and accurate relative to itself).
+Value* emit_tan_f32(llvm::IRBuilderBase& b, Value* x) {
+  NoFastMath nfm(b);
+  Math m(b, x);
+  Quadrant q = reduce_pio2(m, x);
+  Value* r2 = b.CreateFMul(q.r, q.r);
+  Value* s = sin_poly(m, q.r, r2);
+  Value* c = cos_poly(m, r2);
+  Value* odd = b.CreateICmpNE(b.CreateAnd(q.q, m.ci(1)), m.ci(0));
+  return b.CreateFDiv(pick(m, odd, b.CreateFNeg(c), s), pick(m, odd, s, c));
+}
+
+// Cephes asinf: the polynomial for |x| <= 0.5, else pi/2 - 2 asin(sqrt((1 - |x|) / 2)).
+// |x| > 1 takes the square root of a negative number: NaN.
+Value* emit_asin_f32(llvm::IRBuilderBase& b, Value* x) {
+  NoFastMath nfm(b);
+  Math m(b, x);
+  Value* a = fabs(m, x);
+  Value* big = b.CreateFCmpOGT(a, m.c(0.5));
+  Value* s = m.unary(llvm::Intrinsic::sqrt, b.CreateFMul(m.c(0.5), b.CreateFSub(m.c(1.0), a)));
+  Value* p = asin_small(m, pick(m, big, s, a));
+  Value* far = const_minus(m, kPio2Hi, kPio2Lo, b.CreateFAdd(p, p));
+  return copysign(m, pick(m, big, far, p), x);
+}
+
+// Cephes acosf: 2 asin(sqrt((1 - x) / 2)) above 0.5, pi - 2 asin(sqrt((1 + x) / 2))
+// below -0.5, pi/2 - asin(x) between. |x| > 1 gives NaN by the square root.
+Value* emit_acos_f32(llvm::IRBuilderBase& b, Value* x) {
+  NoFastMath nfm(b);
+  Math m(b, x);
+  Value* hi = b.CreateFCmpOGT(x, m.c(0.5));
+  Value* lo = b.CreateFCmpOLT(x, m.c(-0.5));
+  Value* one_minus = pick(m, lo, b.CreateFAdd(m.c(1.0), x), b.CreateFSub(m.c(1.0), x));
+  Value* s = m.unary(llvm::Intrinsic::sqrt, b.CreateFMul(m.c(0.5), one_minus));
+  Value* outer = b.CreateOr(hi, lo);
+  Value* p = asin_small(m, pick(m, outer, s, x));
+  Value* twice = b.CreateFAdd(p, p);
+  Value* res = const_minus(m, kPio2Hi, kPio2Lo, p);
+  res = pick(m, hi, twice, res);
+  return pick(m, lo, const_minus(m, kPiHi, kPiLo, twice), res);
+}
+
+// Cephes atanf: |x| above tan(3 pi/8) maps to pi/2 + atan(-1/|x|), above
+// tan(pi/8) to pi/4 + atan((|x| - 1) / (|x| + 1)); an odd polynomial on the rest.
+Value* emit_atan_f32(llvm::IRBuilderBase& b, Value* x) {
+  NoFastMath nfm(b);
+  Math m(b, x);
+  Value* a = fabs(m, x);
+  Value* big = b.CreateFCmpOGT(a, m.c(2.414213562373095));
+  Value* mid = b.CreateFCmpOGT(a, m.c(0.4142135623730950));
+  Value* t = pick(m, mid, b.CreateFDiv(b.CreateFSub(a, m.c(1.0)), b.CreateFAdd(a, m.c(1.0))), a);
+  t = pick(m, big, b.CreateFDiv(m.c(-1.0), a), t);
+  Value* base = pick(m, big, m.c(kPio2Hi), pick(m, mid, m.c(0.785398185253143310546875), m.c(0.0)));
+  Value* z = b.CreateFMul(t, t);
+  Value* p = m.poly(z, {8.05374449538e-2, -1.38776856032E-1, 1.99777106478E-1, -3.33329491539E-1});
+  Value* res = b.CreateFAdd(base, m.fma(b.CreateFMul(p, z), t, t));
+  return copysign(m, res, x);
+}
+
+// sinh and cosh beyond |x| = 1: h = e^(|x|/2), then (h/2) h -+ (1/(2h)) / h,
+// which reaches sinh's largest finite values (|x| up to 89.4, where e^|x|
+// itself overflows). Cephes sinhf's odd polynomial below 1 (no cancellation).
+Value* half_exp_pair(llvm::IRBuilderBase& b, Math& m, Value* ax, bool plus) {
+  Value* h = emit_exp_f32(b, b.CreateFMul(ax, m.c(0.5)));
+  Value* big = b.CreateFMul(b.CreateFMul(h, m.c(0.5)), h);
+  Value* small = b.CreateFDiv(b.CreateFDiv(m.c(0.5), h), h);
+  return plus ? b.CreateFAdd(big, small) : b.CreateFSub(big, small);
+}
+
+Value* emit_sinh_f32(llvm::IRBuilderBase& b, Value* x) {
+  Math m(b, x);
+  Value* ax = fabs(m, x);
+  Value* big = half_exp_pair(b, m, ax, false);
+  NoFastMath nfm(b);
+  Value* z = b.CreateFMul(x, x);
+  Value* p = m.poly(z, {2.03721912945E-4, 8.33028376239E-3, 1.66667160211E-1});
+  Value* small = m.fma(b.CreateFMul(p, z), x, x);
+  return pick(m, b.CreateFCmpOLT(ax, m.c(1.0)), small, copysign(m, big, x));
+}
+
+Value* emit_cosh_f32(llvm::IRBuilderBase& b, Value* x) {
+  Math m(b, x);
+  return half_exp_pair(b, m, fabs(m, x), true);
+}
+
+// Cephes asinhf: log(|x|) + ln 2 above 1500, log(|x| + sqrt(x^2 + 1)) from
+// 0.5, an odd polynomial below (where the log would cancel).
+Value* emit_asinh_f32(llvm::IRBuilderBase& b, Value* x) {
+  Math m(b, x);
+  Value* a = fabs(m, x);
+  Value* huge = b.CreateFCmpOGT(a, m.c(1500.0));
+  Value* big = log_plus_ln2(b, m, a);
+  NoFastMath nfm(b);
+  Value* z = b.CreateFMul(x, x);
+  Value* root = m.unary(llvm::Intrinsic::sqrt, b.CreateFAdd(pick(m, huge, m.c(0.0), z), m.c(1.0)));
+  Value* mid = emit_log_f32(b, b.CreateFAdd(a, root));
+  Value* p = m.poly(z, {2.0122003309E-2, -4.2699340972E-2, 7.4847586088E-2, -1.6666288134E-1});
+  Value* small = m.fma(b.CreateFMul(p, z), a, a);
+  Value* res = pick(m, b.CreateFCmpOLT(a, m.c(0.5)), small, pick(m, huge, big, mid));
+  return copysign(m, res, x);
+}
+
+// Cephes acoshf: log(x) + ln 2 above 1500, log(x + sqrt((x - 1)(x + 1))) from
+// 1.5, sqrt(x - 1) P(x - 1) below; NaN below 1 (and for NaN).
+Value* emit_acosh_f32(llvm::IRBuilderBase& b, Value* x) {
+  Math m(b, x);
+  Value* huge = b.CreateFCmpOGT(x, m.c(1500.0));
+  Value* big = log_plus_ln2(b, m, x);
+  NoFastMath nfm(b);
+  Value* z = b.CreateFSub(x, m.c(1.0));    // exact for x in [1, 2]
+  Value* zc = pick(m, huge, m.c(0.0), z);  // keeps z (x + 1) finite
+  Value* root = m.unary(llvm::Intrinsic::sqrt, b.CreateFMul(zc, b.CreateFAdd(x, m.c(1.0))));
+  Value* mid = emit_log_f32(b, b.CreateFAdd(x, root));
+  Value* p = m.poly(
+      z, {1.7596881071E-3, -7.5272886713E-3, 2.6454905019E-2, -1.1784741703E-1, 1.4142135263E0});
+  Value* small = b.CreateFMul(p, m.unary(llvm::Intrinsic::sqrt, z));
+  Value* res = pick(m, b.CreateFCmpOLT(z, m.c(0.5)), small, pick(m, huge, big, mid));
+  return pick(m, b.CreateFCmpULT(x, m.c(1.0)), m.c(kNaN), res);
+}
+
+// Cephes atanhf: an odd polynomial below |x| = 0.5, else log((1 + x) / (1 - x)) / 2,
+// which gives +-inf at +-1 and NaN beyond by itself.
+Value* emit_atanh_f32(llvm::IRBuilderBase& b, Value* x) {
+  Math m(b, x);
+  Value* ratio = b.CreateFDiv(b.CreateFAdd(m.c(1.0), x), b.CreateFSub(m.c(1.0), x));
+  Value* big = b.CreateFMul(emit_log_f32(b, ratio), m.c(0.5));
+  NoFastMath nfm(b);
+  Value* z = b.CreateFMul(x, x);
+  Value* p = m.poly(z, {1.81740078349E-1, 8.24370301058E-2, 1.46691431730E-1, 1.99782164500E-1,
+                        3.33337300303E-1});
+  Value* small = m.fma(b.CreateFMul(p, z), x, x);
+  return pick(m, b.CreateFCmpOLT(fabs(m, x), m.c(0.5)), small, big);
+}
+
+}  // namespace kiln::codegen::detail

@@ -28,6 +28,7 @@ void ensure_registered() {
     register_einsum_ops();
     register_indexing_ops();
     register_ordering_ops();
+    register_normalize_ops();
   });
 }
 

@@ -4,7 +4,7 @@
 // through special cases of their own.
 //
 // Each operator family registers itself from one file under src/graph/ops/
-// (elementwise.cc, shape_ops.cc, reduce.cc, nn.cc, ...) through an explicit
+// (elementwise.cc, shape_ops.cc, reduce.cc, nn.cc, normalize.cc, ...) through an explicit
 // register_*_ops() call listed in op_registry.cc (static initializers would be
 // dropped by the linker from a static library).
 #pragma once
@@ -107,5 +107,6 @@ void register_recurrent_ops();
 void register_einsum_ops();
 void register_indexing_ops();
 void register_ordering_ops();
+void register_normalize_ops();
 
 }  // namespace kiln::graph

@@ -44,6 +44,19 @@ const char* intrinsic_name(Intrinsic op) {
     case Intrinsic::Ceil: return "ceil";
     case Intrinsic::Round: return "round";
     case Intrinsic::RoundEven: return "round_even";
+    case Intrinsic::Sin: return "sin";
+    case Intrinsic::Cos: return "cos";
+    case Intrinsic::Tan: return "tan";
+    case Intrinsic::Asin: return "asin";
+    case Intrinsic::Acos: return "acos";
+    case Intrinsic::Atan: return "atan";
+    case Intrinsic::Sinh: return "sinh";
+    case Intrinsic::Cosh: return "cosh";
+    case Intrinsic::Asinh: return "asinh";
+    case Intrinsic::Acosh: return "acosh";
+    case Intrinsic::Atanh: return "atanh";
+    case Intrinsic::ShiftLeft: return "shl";
+    case Intrinsic::ShiftRight: return "shr";
     case Intrinsic::DotU8I8: return "dot4_u8i8";
     case Intrinsic::DotU8I8NarrowB: return "dot4_u8i8_narrow_b";
     case Intrinsic::DotBF16: return "dot2_bf16";
@@ -52,6 +65,8 @@ const char* intrinsic_name(Intrinsic op) {
   }
   return "?";
 }
+
+bool is_transcendental_trig(Intrinsic op) { return op >= Intrinsic::Sin && op <= Intrinsic::Atanh; }
 
 Buffer make_buffer(std::string name, DataType dtype, std::vector<Expr> shape, MemScope scope) {
   auto b = std::make_shared<BufferNode>();
@@ -403,6 +418,14 @@ Expr call(Intrinsic op, std::vector<Expr> args) {
     check_amx_gemm(args);
     return make_expr<CallNode>(DataType::i32(), op, std::move(args));
   }
+  if (op == Intrinsic::ShiftLeft || op == Intrinsic::ShiftRight) {
+    if (args.size() != 2) throw std::invalid_argument("shifts take two arguments");
+    unify(args[0], args[1]);
+    if (!args[0].dtype().is_integer())
+      throw std::invalid_argument(std::string(intrinsic_name(op)) +
+                                  " needs integer arguments, got " + args[0].dtype().str());
+    return make_expr<CallNode>(args[0].dtype(), op, std::move(args));
+  }
   if (op == Intrinsic::Pow) {
     if (args.size() != 2) throw std::invalid_argument("pow takes two arguments");
     unify(args[0], args[1]);
@@ -469,6 +492,21 @@ Expr floor(Expr x) { return call(Intrinsic::Floor, {std::move(x)}); }
 Expr ceil(Expr x) { return call(Intrinsic::Ceil, {std::move(x)}); }
 Expr round(Expr x) { return call(Intrinsic::Round, {std::move(x)}); }
 Expr round_even(Expr x) { return call(Intrinsic::RoundEven, {std::move(x)}); }
+Expr sin(Expr x) { return call(Intrinsic::Sin, {std::move(x)}); }
+Expr cos(Expr x) { return call(Intrinsic::Cos, {std::move(x)}); }
+Expr tan(Expr x) { return call(Intrinsic::Tan, {std::move(x)}); }
+Expr asin(Expr x) { return call(Intrinsic::Asin, {std::move(x)}); }
+Expr acos(Expr x) { return call(Intrinsic::Acos, {std::move(x)}); }
+Expr atan(Expr x) { return call(Intrinsic::Atan, {std::move(x)}); }
+Expr sinh(Expr x) { return call(Intrinsic::Sinh, {std::move(x)}); }
+Expr cosh(Expr x) { return call(Intrinsic::Cosh, {std::move(x)}); }
+Expr asinh(Expr x) { return call(Intrinsic::Asinh, {std::move(x)}); }
+Expr acosh(Expr x) { return call(Intrinsic::Acosh, {std::move(x)}); }
+Expr atanh(Expr x) { return call(Intrinsic::Atanh, {std::move(x)}); }
+Expr shift_left(Expr x, Expr y) { return call(Intrinsic::ShiftLeft, {std::move(x), std::move(y)}); }
+Expr shift_right(Expr x, Expr y) {
+  return call(Intrinsic::ShiftRight, {std::move(x), std::move(y)});
+}
 
 const int64_t* as_const_int(const Expr& e) {
   if (!e) return nullptr;
@@ -514,6 +552,7 @@ Expr reduce_identity(ReduceOp op, DataType t) {
     case ReduceOp::Sum: return make_const(t, 0);
     case ReduceOp::Max: return t.is_float() ? make_const(t, -INFINITY) : min_value(t);
     case ReduceOp::Min: return t.is_float() ? make_const(t, INFINITY) : max_value(t);
+    case ReduceOp::Prod: return make_const(t, 1);
   }
   return Expr();
 }

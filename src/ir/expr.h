@@ -204,6 +204,27 @@ enum class Intrinsic : uint8_t {
   Ceil,
   Round,      // half away from zero (C's round)
   RoundEven,  // half to even (IEEE's default rounding; ONNX QuantizeLinear's)
+  // Trigonometric and hyperbolic functions and their inverses (C's sin, asin,
+  // sinh, asinh, ...): NaN outside the domain, as in C.
+  Sin,
+  Cos,
+  Tan,
+  Asin,
+  Acos,
+  Atan,
+  Sinh,
+  Cosh,
+  Asinh,
+  Acosh,
+  Atanh,
+  // Integer shifts shl(x, y) and shr(x, y), x and y of one integer type:
+  // x * 2^y wrapped and floor(x / 2^y) (logical for unsigned x, arithmetic
+  // for signed). Defined for every y: where y >= the bit width (or, read as
+  // unsigned, negative) shl gives 0 and shr 0 (or -1 for negative signed x),
+  // the limits of shifting one bit at a time, where C and LLVM leave it
+  // undefined.
+  ShiftLeft,
+  ShiftRight,
   // The 4-way u8 x s8 dot product accumulate (x86 vpdpbusd, Arm usdot/sdot):
   //   r[i] = acc[i] + sum_{j<4} int32(a[4i+j]) * int32(b[4i+j])      (wrapping int32)
   // with a unsigned 8-bit and b signed 8-bit. Result int32xN. Two argument forms:
@@ -257,6 +278,8 @@ enum class Intrinsic : uint8_t {
   AmxGemm,
 };
 const char* intrinsic_name(Intrinsic op);
+// Sin through Atanh: the trigonometric and hyperbolic functions and inverses.
+bool is_transcendental_trig(Intrinsic op);
 
 struct CallNode : ExprNode {
   static constexpr ExprKind kKind = ExprKind::Call;
@@ -354,7 +377,7 @@ struct TensorReadNode : ExprNode {
   TensorReadNode(Tensor t, std::vector<Expr> idx);
 };
 
-enum class ReduceOp : uint8_t { Sum, Max, Min };
+enum class ReduceOp : uint8_t { Sum, Max, Min, Prod };
 
 // combiner over `axes` of `source`, starting from `identity`. Only valid as the
 // whole body of a compute definition.
@@ -423,6 +446,21 @@ Expr floor(Expr x);
 Expr ceil(Expr x);
 Expr round(Expr x);
 Expr round_even(Expr x);
+Expr sin(Expr x);
+Expr cos(Expr x);
+Expr tan(Expr x);
+Expr asin(Expr x);
+Expr acos(Expr x);
+Expr atan(Expr x);
+Expr sinh(Expr x);
+Expr cosh(Expr x);
+Expr asinh(Expr x);
+Expr acosh(Expr x);
+Expr atanh(Expr x);
+// Intrinsic::ShiftLeft / ShiftRight; operands are unified like a binary op's and
+// must be integers.
+Expr shift_left(Expr x, Expr y);
+Expr shift_right(Expr x, Expr y);
 // Intrinsic::DotU8I8 in its two forms (see there); throw std::invalid_argument on types
 // or lanes that do not fit.
 Expr dot4_u8i8(Expr acc, Expr a, Expr b);

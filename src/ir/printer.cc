@@ -93,6 +93,7 @@ const char* reduce_name(ReduceOp op) {
     case ReduceOp::Sum: return "sum";
     case ReduceOp::Max: return "max";
     case ReduceOp::Min: return "min";
+    case ReduceOp::Prod: return "prod";
   }
   return "?";
 }

@@ -58,6 +58,9 @@ Expr reduce_max(Expr source, std::vector<IterVar> axes) {
 Expr reduce_min(Expr source, std::vector<IterVar> axes) {
   return make_reduce(ReduceOp::Min, std::move(source), std::move(axes));
 }
+Expr prod(Expr source, std::vector<IterVar> axes) {
+  return make_reduce(ReduceOp::Prod, std::move(source), std::move(axes));
+}
 
 Expr read(const Tensor& t, std::vector<Expr> indices) {
   if (indices.size() != t->shape.size())

@@ -36,6 +36,7 @@ IterVar reduce_axis(Range dom, const std::string& name);
 Expr sum(Expr source, std::vector<IterVar> axes);
 Expr reduce_max(Expr source, std::vector<IterVar> axes);
 Expr reduce_min(Expr source, std::vector<IterVar> axes);
+Expr prod(Expr source, std::vector<IterVar> axes);
 
 // tensor(i, j, ...) reads an element.
 Expr read(const Tensor& t, std::vector<Expr> indices);

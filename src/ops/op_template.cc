@@ -220,7 +220,8 @@ bool epilogue_is_heavy(const ir::Tensor& anchor, const ir::Tensor& output) {
       if (auto* c = e.as<ir::CallNode>()) {
         using ir::Intrinsic;
         heavy |= c->op == Intrinsic::Exp || c->op == Intrinsic::Log || c->op == Intrinsic::Tanh ||
-                 c->op == Intrinsic::Erf || c->op == Intrinsic::Sigmoid || c->op == Intrinsic::Pow;
+                 c->op == Intrinsic::Erf || c->op == Intrinsic::Sigmoid ||
+                 c->op == Intrinsic::Pow || is_transcendental_trig(c->op);
       }
       heavy |= e.kind() == ir::ExprKind::Div && e.dtype().is_float();
     });

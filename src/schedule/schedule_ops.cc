@@ -40,6 +40,7 @@ Expr combine(ReduceOp op, Expr acc, Expr v) {
     case ReduceOp::Sum: return acc + v;
     case ReduceOp::Max: return max(acc, v);
     case ReduceOp::Min: return min(acc, v);
+    case ReduceOp::Prod: return acc * v;
   }
   return Expr();
 }

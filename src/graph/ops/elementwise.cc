@@ -1,6 +1,7 @@
-// Elementwise and broadcasting operators: arithmetic, math functions,
-// activations, comparisons, Where, Cast, inference BatchNormalization,
-// Identity and Dropout.
+// Elementwise and broadcasting operators: arithmetic, math functions
+// (trigonometric and hyperbolic ones too), activations, comparisons, Where,
+// Cast, CastLike, IsNaN, IsInf, Shrink, BitShift, inference
+// BatchNormalization, Identity and Dropout.
 //
 // evaluate() computes in the element type itself (float ops in float, integer
 // ops in the integer type) so that it matches what a kernel computes, except
@@ -655,11 +656,8 @@ std::vector<Initializer> eval_where(const Node& node, const std::vector<const In
   return {out};
 }
 
-std::vector<Initializer> eval_cast(const Node& node, const std::vector<const Initializer*>& ins) {
-  const Initializer& x = required_input(node, ins, 0);
-  auto to = node.attr<int64_t>("to");
-  if (!to) fail(node, "attribute 'to' is missing");
-  std::string dst = onnx_dtype_name(node, *to);
+// x converted to dtype dst element by element (Cast, CastLike).
+Initializer cast_to(const Node& node, const Initializer& x, const std::string& dst) {
   Initializer out = make_tensor(dst, x.type.shape);
   int64_t n = x.type.num_elements();
   visit_dtype(node, x.type.dtype, [&](auto from) {
@@ -676,7 +674,14 @@ std::vector<Initializer> eval_cast(const Node& node, const std::vector<const Ini
       }
     });
   });
-  return {out};
+  return out;
+}
+
+std::vector<Initializer> eval_cast(const Node& node, const std::vector<const Initializer*>& ins) {
+  const Initializer& x = required_input(node, ins, 0);
+  auto to = node.attr<int64_t>("to");
+  if (!to) fail(node, "attribute 'to' is missing");
+  return {cast_to(node, x, onnx_dtype_name(node, *to))};
 }
 
 // Integer Mod: the result takes the divisor's sign (Python's %) unless fmod=1,
@@ -887,6 +892,201 @@ std::vector<ir::Tensor> compute_dropout(const Node& node, const ComputeInputs& i
   return outs;
 }
 
+// ---- Trigonometric and hyperbolic functions -----------------------------------------
+
+// float32 and float64 (ONNX also lists float16, which kiln's graph does not
+// hold). The kernels: ir::sin & co. (vector polynomials for float32,
+// codegen/intrinsics.h; libm per lane for float64).
+void register_trig() {
+  using UnaryIr = Expr (*)(Expr);
+  const std::tuple<const char*, double (*)(double), UnaryIr> fns[] = {
+      {"Sin", std::sin, ir::sin},       {"Cos", std::cos, ir::cos},
+      {"Tan", std::tan, ir::tan},       {"Asin", std::asin, ir::asin},
+      {"Acos", std::acos, ir::acos},    {"Atan", std::atan, ir::atan},
+      {"Sinh", std::sinh, ir::sinh},    {"Cosh", std::cosh, ir::cosh},
+      {"Asinh", std::asinh, ir::asinh}, {"Acosh", std::acosh, ir::acosh},
+      {"Atanh", std::atanh, ir::atanh}};
+  for (const auto& [name, ref, ir_fn] : fns) {
+    UnaryIr f = ir_fn;  // a copy: clang 14 cannot capture structured bindings
+    reg(name, eval_float_fn(ref),
+        map_compute(1, [f](const std::vector<Expr>& v) { return f(v[0]); }));
+  }
+}
+
+// ---- IsNaN, IsInf -------------------------------------------------------------------
+
+// IsInf's detect_negative / detect_positive (both default 1).
+std::pair<bool, bool> inf_signs(const Node& node) {
+  return {attr_int(node, "detect_negative", 1) != 0, attr_int(node, "detect_positive", 1) != 0};
+}
+
+void register_float_classes() {
+  // x != x is true only for NaN (codegen's != is the unordered compare, as C's).
+  reg(
+      "IsNaN",
+      [](const Node& node, const std::vector<const Initializer*>& ins) {
+        return std::vector<Initializer>{eval_map<Types::kFloat, true>(
+            node, {&required_input(node, ins, 0)}, [](auto* v) { return std::isnan(v[0]); })};
+      },
+      map_compute(1, [](const std::vector<Expr>& v) { return ir::ne(v[0], v[0]); }));
+  reg(
+      "IsInf",
+      [](const Node& node, const std::vector<const Initializer*>& ins) {
+        auto [neg, pos] = inf_signs(node);
+        const bool n = neg, p = pos;  // copies: clang 14 cannot capture bindings
+        return std::vector<Initializer>{eval_map<Types::kFloat, true>(
+            node, {&required_input(node, ins, 0)},
+            [&](auto* v) { return std::isinf(v[0]) && (v[0] < 0 ? n : p); })};
+      },
+      [](const Node& node, const ComputeInputs& in, const std::vector<TensorType>& out_types) {
+        auto [neg, pos] = inf_signs(node);
+        const bool n = neg, p = pos;
+        return std::vector<ir::Tensor>{compute_map(
+            out_types, {required_tensor(node, in, 0)},
+            [n, p](const std::vector<Expr>& v) {
+              Expr inf = konst(v[0], std::numeric_limits<double>::infinity());
+              Expr r = ir::make_bool(false);
+              if (p) r = ir::eq(v[0], inf);
+              if (n) r = p ? ir::logical_or(r, ir::eq(v[0], -inf)) : ir::eq(v[0], -inf);
+              return r;
+            },
+            "IsInf")};
+      });
+}
+
+// ---- Shrink -------------------------------------------------------------------------
+
+// Shrink: x + bias below -lambd, x - bias above lambd, 0 between. Integer x
+// is computed in double and truncated back (as ONNX's numpy reference casts).
+double shrink_value(double x, double bias, double lambd) {
+  return x < -lambd ? x + bias : x > lambd ? x - bias : 0.0;
+}
+
+std::pair<double, double> shrink_attrs(const Node& node) {
+  double lambd = attr_float(node, "lambd", 0.5f);
+  if (!(lambd >= 0)) fail(node, "lambd must be >= 0, got " + std::to_string(lambd));
+  return {attr_float(node, "bias", 0.0f), lambd};
+}
+
+void register_shrink() {
+  reg(
+      "Shrink",
+      [](const Node& node, const std::vector<const Initializer*>& ins) {
+        auto [bias, lambd] = shrink_attrs(node);
+        const double b = bias, l = lambd;
+        return std::vector<Initializer>{
+            eval_map<Types::kNumeric>(node, {&required_input(node, ins, 0)}, [&](auto* v) {
+              using T = std::remove_cv_t<std::remove_pointer_t<decltype(v)>>;
+              if constexpr (std::is_same_v<T, float>)  // float32 arithmetic, as the kernel
+                return v[0] < -static_cast<float>(l)  ? v[0] + static_cast<float>(b)
+                       : v[0] > static_cast<float>(l) ? v[0] - static_cast<float>(b)
+                                                      : 0.0f;
+              else
+                return static_cast<T>(shrink_value(static_cast<double>(v[0]), b, l));
+            })};
+      },
+      [](const Node& node, const ComputeInputs& in, const std::vector<TensorType>& out_types) {
+        auto [bias, lambd] = shrink_attrs(node);
+        const double b = bias, l = lambd;
+        return std::vector<ir::Tensor>{compute_map(
+            out_types, {required_tensor(node, in, 0)},
+            [b, l](const std::vector<Expr>& v) {
+              Expr x = v[0].dtype().is_float() ? v[0] : ir::cast(ir::DataType::f64(), v[0]);
+              Expr r = ir::select(x < konst(x, -l), x + konst(x, b),
+                                  ir::select(x > konst(x, l), x - konst(x, b), konst(x, 0)));
+              return r.dtype() == v[0].dtype() ? r : ir::cast(v[0].dtype(), r);
+            },
+            "Shrink")};
+      });
+}
+
+// ---- CastLike -----------------------------------------------------------------------
+
+// CastLike(x, like): Cast to like's dtype; like's values are never read, so
+// the kernel takes only x.
+void register_cast_like() {
+  reg(
+      "CastLike",
+      [](const Node& node, const std::vector<const Initializer*>& ins) {
+        const Initializer& like = required_input(node, ins, 1);
+        return std::vector<Initializer>{
+            cast_to(node, required_input(node, ins, 0), like.type.dtype)};
+      },
+      [](const Node& node, const ComputeInputs& in, const std::vector<TensorType>& out_types) {
+        ir::DataType to = ir_dtype(out_types.at(0).dtype);
+        return std::vector<ir::Tensor>{compute_map(
+            out_types, {required_tensor(node, in, 0)},
+            [to](const std::vector<Expr>& v) { return ir::cast(to, v[0]); }, "CastLike")};
+      });
+}
+
+// ---- BitShift -----------------------------------------------------------------------
+
+// direction LEFT (true) or RIGHT; OpError for anything else.
+bool shifts_left(const Node& node) {
+  std::string d = attr_string(node, "direction", "");
+  if (d != "LEFT" && d != "RIGHT")
+    fail(node, "direction must be \"LEFT\" or \"RIGHT\", got \"" + d + "\"");
+  return d == "LEFT";
+}
+
+// ONNX's BitShift is defined on unsigned types only; both inputs have one dtype.
+void check_bit_shift_dtype(const Node& node, const std::string& x, const std::string& y) {
+  if (x != "uint8" && x != "uint16" && x != "uint32" && x != "uint64")
+    fail(node, "BitShift needs uint8, uint16, uint32 or uint64 inputs, got " + x);
+  if (y != x) fail(node, "X and Y have different dtypes " + x + " and " + y);
+}
+
+// x << y and x >> y; a shift by the bit width or more gives 0 (numpy's
+// definition, ONNX's reference; ir::Intrinsic::ShiftLeft).
+template <typename T>
+T shift_value(bool left, T x, T y) {
+  if (y >= sizeof(T) * 8) return T(0);
+  return static_cast<T>(left ? x << y : x >> y);
+}
+
+template <typename T>
+Initializer eval_shift(bool left, const Initializer& x, const Initializer& y, const Shape& out) {
+  Initializer r = make_tensor(x.type.dtype, out);
+  const T* xp = reinterpret_cast<const T*>(x.data.data());
+  const T* yp = reinterpret_cast<const T*>(y.data.data());
+  T* rp = reinterpret_cast<T*>(r.data.data());
+  for_each_broadcast(out, {x.type.shape, y.type.shape},
+                     [&](int64_t i, const std::vector<int64_t>& offs) {
+                       rp[i] = shift_value(left, xp[offs[0]], yp[offs[1]]);
+                     });
+  return r;
+}
+
+std::vector<Initializer> eval_bit_shift(const Node& node,
+                                        const std::vector<const Initializer*>& ins) {
+  const Initializer& x = required_input(node, ins, 0);
+  const Initializer& y = required_input(node, ins, 1);
+  check_bit_shift_dtype(node, x.type.dtype, y.type.dtype);
+  bool left = shifts_left(node);
+  Shape out = broadcast_shapes(node, {x.type.shape, y.type.shape});
+  const std::string& dt = x.type.dtype;
+  if (dt == "uint8") return {eval_shift<uint8_t>(left, x, y, out)};
+  if (dt == "uint16") return {eval_shift<uint16_t>(left, x, y, out)};
+  if (dt == "uint32") return {eval_shift<uint32_t>(left, x, y, out)};
+  return {eval_shift<uint64_t>(left, x, y, out)};
+}
+
+std::vector<ir::Tensor> compute_bit_shift(const Node& node, const ComputeInputs& in,
+                                          const std::vector<TensorType>& out_types) {
+  std::vector<ir::Tensor> t = first_tensors(node, in, 2);
+  check_bit_shift_dtype(node, t[0]->dtype.str(), t[1]->dtype.str());
+  bool left = shifts_left(node);
+  return {compute_map(
+      out_types, t,
+      [left](const std::vector<Expr>& v) {
+        return left ? ir::shift_left(v[0], v[1]) : ir::shift_right(v[0], v[1]);
+      },
+      "BitShift")};
+}
+
+void register_bit_shift() { reg("BitShift", eval_bit_shift, compute_bit_shift); }
+
 }  // namespace
 
 void register_elementwise_ops() {
@@ -918,6 +1118,11 @@ void register_elementwise_ops() {
                     .compute = compute_dropout,
                     .constant_inputs = {1, 2},
                     .constant_inputs_may_vary = true});
+  register_trig();
+  register_float_classes();
+  register_shrink();
+  register_cast_like();
+  register_bit_shift();
 }
 
 }  // namespace kiln::graph

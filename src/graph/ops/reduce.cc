@@ -1,4 +1,5 @@
-// Reductions and normalizations: ReduceMean/Sum/Max, Softmax, LogSoftmax,
+// Reductions and normalizations: ReduceMean/Sum/Max/Prod/LogSum/LogSumExp
+// (and, evaluate only, ReduceMin/L1/L2/SumSquare), Softmax, LogSoftmax,
 // LayerNormalization, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
 //
 // evaluate is the reference (double accumulation for float32); compute is the
@@ -41,8 +42,13 @@ using RowValue = std::function<Expr(const std::vector<Var>& i, const Expr& k)>;
 constexpr int64_t kRowPartials = 16;
 
 Expr reduce_of(ir::ReduceOp op, Expr v, std::vector<IterVar> axes) {
-  return op == ir::ReduceOp::Max ? ir::reduce_max(std::move(v), std::move(axes))
-                                 : ir::sum(std::move(v), std::move(axes));
+  switch (op) {
+    case ir::ReduceOp::Max: return ir::reduce_max(std::move(v), std::move(axes));
+    case ir::ReduceOp::Min: return ir::reduce_min(std::move(v), std::move(axes));
+    case ir::ReduceOp::Prod: return ir::prod(std::move(v), std::move(axes));
+    case ir::ReduceOp::Sum: break;
+  }
+  return ir::sum(std::move(v), std::move(axes));
 }
 
 Tensor row_reduce(ir::ReduceOp op, const std::vector<int64_t>& out_shape, int64_t n,
@@ -85,11 +91,11 @@ Tensor row_reduce(ir::ReduceOp op, const std::vector<int64_t>& out_shape, int64_
       name);
 }
 
-// ---- ReduceMean / ReduceSum / ReduceMax ---------------------------------------------
+// ---- ReduceMean / Sum / Max / Prod / LogSum / LogSumExp ------------------------------
 
 // kMin, kL1, kL2 and kSumSquare only evaluate: graph/passes/decompose_reductions.cc
 // rewrites those nodes into ReduceSum / ReduceMax and elementwise ops.
-enum class ReduceKind { kSum, kMean, kMax, kMin, kL1, kL2, kSumSquare };
+enum class ReduceKind { kSum, kMean, kMax, kMin, kL1, kL2, kSumSquare, kProd, kLogSum, kLogSumExp };
 
 struct ReducePlan {
   std::vector<bool> reduced;  // per input dim
@@ -132,53 +138,107 @@ ReducePlan reduce_plan(const Node& node, const std::vector<int64_t>& shape,
   return p;
 }
 
-template <typename T>
-void reduce_loop(ReduceKind kind, const Initializer& x, const ReducePlan& p, Initializer& y) {
-  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
-  const std::vector<int64_t>& shape = x.type.shape;
+// Calls f(o, i) for every input element i with o the flat index of the output
+// element it reduces into.
+template <typename F>
+void for_each_reduced(const std::vector<int64_t>& shape, const ReducePlan& p, F&& f) {
   // Output stride of every input dim (0 along reduced dims).
   std::vector<int64_t> full_out;
   for (size_t d = 0; d < shape.size(); ++d) full_out.push_back(p.reduced[d] ? 1 : shape[d]);
   std::vector<int64_t> os = strides_of(full_out);
   for (size_t d = 0; d < shape.size(); ++d)
     if (p.reduced[d]) os[d] = 0;
-
-  int64_t n_out = y.type.num_elements();
-  Acc init = kind == ReduceKind::kMax   ? -std::numeric_limits<Acc>::infinity()
-             : kind == ReduceKind::kMin ? std::numeric_limits<Acc>::infinity()
-                                        : Acc(0);
-  if constexpr (!std::is_floating_point_v<T>) {
-    if (kind == ReduceKind::kMax) init = std::numeric_limits<T>::lowest();
-    if (kind == ReduceKind::kMin) init = std::numeric_limits<T>::max();
-  }
-  std::vector<Acc> acc(static_cast<size_t>(n_out), init);
-  const T* xp = data_of<T>(x);
   std::vector<int64_t> idx(shape.size(), 0);
-  int64_t n_in = x.type.num_elements();
+  int64_t n_in = numel(shape);
   for (int64_t i = 0; i < n_in; ++i) {
     int64_t o = 0;
     for (size_t d = 0; d < shape.size(); ++d) o += idx[d] * os[d];
-    Acc v = static_cast<Acc>(xp[i]);
-    if (kind == ReduceKind::kMax)
-      acc[o] = std::isnan(static_cast<double>(v)) || v > acc[o] ? v : acc[o];
-    else if (kind == ReduceKind::kMin)
-      acc[o] = std::isnan(static_cast<double>(v)) || v < acc[o] ? v : acc[o];
-    else if (kind == ReduceKind::kL1)
-      acc[o] += v < Acc(0) ? -v : v;
-    else if (kind == ReduceKind::kL2 || kind == ReduceKind::kSumSquare)
-      acc[o] += v * v;
-    else
-      acc[o] += v;
+    f(o, i);
     for (size_t d = shape.size(); d-- > 0;) {  // next row-major index
       if (++idx[d] < shape[d]) break;
       idx[d] = 0;
     }
   }
+}
+
+// The accumulator type: double for floats, the type itself for integers
+// (whose products wrap, computed unsigned so that C++ defines the wrap).
+template <typename T>
+using AccOf = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+
+template <typename T>
+AccOf<T> combine_value(ReduceKind kind, AccOf<T> acc, AccOf<T> v) {
+  using Acc = AccOf<T>;
+  switch (kind) {
+    case ReduceKind::kMax: return std::isnan(static_cast<double>(v)) || v > acc ? v : acc;
+    case ReduceKind::kMin: return std::isnan(static_cast<double>(v)) || v < acc ? v : acc;
+    case ReduceKind::kL1: return acc + (v < Acc(0) ? -v : v);
+    case ReduceKind::kL2:
+    case ReduceKind::kSumSquare: return acc + v * v;
+    case ReduceKind::kProd:
+      if constexpr (std::is_integral_v<Acc>) {
+        using U = std::make_unsigned_t<Acc>;
+        return static_cast<Acc>(static_cast<U>(acc) * static_cast<U>(v));
+      } else {
+        return acc * v;
+      }
+    default: return acc + v;  // kSum, kMean, kLogSum
+  }
+}
+
+template <typename T>
+AccOf<T> reduce_init(ReduceKind kind) {
+  using Acc = AccOf<T>;
+  if (kind == ReduceKind::kProd) return Acc(1);
+  if constexpr (!std::is_floating_point_v<T>) {
+    if (kind == ReduceKind::kMax) return std::numeric_limits<T>::lowest();
+    if (kind == ReduceKind::kMin) return std::numeric_limits<T>::max();
+  }
+  if (kind == ReduceKind::kMax) return -std::numeric_limits<Acc>::infinity();
+  if (kind == ReduceKind::kMin) return std::numeric_limits<Acc>::infinity();
+  return Acc(0);
+}
+
+// log(sum(exp(x))) as m + log(sum(exp(x - m))) with m the row's max, so that
+// exp neither overflows nor underflows the whole sum away. An infinite m
+// shifts by 0 instead (inf - inf would be NaN): all -inf gives log(0) = -inf,
+// a +inf gives +inf, as the unshifted formula does.
+template <typename T>
+void log_sum_exp_loop(const Initializer& x, const ReducePlan& p, Initializer& y) {
+  const std::vector<int64_t>& shape = x.type.shape;
+  const T* xp = data_of<T>(x);
+  int64_t n_out = y.type.num_elements();
+  std::vector<double> mx(static_cast<size_t>(n_out), -std::numeric_limits<double>::infinity());
+  for_each_reduced(shape, p, [&](int64_t o, int64_t i) {
+    mx[o] = combine_value<double>(ReduceKind::kMax, mx[o], xp[i]);
+  });
+  for (double& m : mx)
+    if (std::isinf(m)) m = 0;
+  std::vector<double> sum(static_cast<size_t>(n_out), 0.0);
+  for_each_reduced(shape, p,
+                   [&](int64_t o, int64_t i) { sum[o] += std::exp(double(xp[i]) - mx[o]); });
+  T* yp = data_of<T>(y);
+  for (int64_t o = 0; o < n_out; ++o) yp[o] = static_cast<T>(mx[o] + std::log(sum[o]));
+}
+
+template <typename T>
+void reduce_loop(ReduceKind kind, const Initializer& x, const ReducePlan& p, Initializer& y) {
+  using Acc = AccOf<T>;
+  if constexpr (std::is_floating_point_v<T>) {
+    if (kind == ReduceKind::kLogSumExp) return log_sum_exp_loop<T>(x, p, y);
+  }
+  int64_t n_out = y.type.num_elements();
+  std::vector<Acc> acc(static_cast<size_t>(n_out), reduce_init<T>(kind));
+  const T* xp = data_of<T>(x);
+  for_each_reduced(x.type.shape, p, [&](int64_t o, int64_t i) {
+    acc[o] = combine_value<T>(kind, acc[o], static_cast<Acc>(xp[i]));
+  });
   T* yp = data_of<T>(y);
   for (int64_t o = 0; o < n_out; ++o) {
     Acc v = acc[o];
     if (kind == ReduceKind::kMean) v = v / static_cast<Acc>(p.count);
     if (kind == ReduceKind::kL2) v = static_cast<Acc>(std::sqrt(static_cast<double>(v)));
+    if (kind == ReduceKind::kLogSum) v = static_cast<Acc>(std::log(static_cast<double>(v)));
     yp[o] = static_cast<T>(v);
   }
 }
@@ -191,14 +251,120 @@ EvaluateFn reduce_evaluate(ReduceKind kind) {
     if (p.count == 0 &&
         (kind == ReduceKind::kMean || kind == ReduceKind::kMax || kind == ReduceKind::kMin))
       fail(node, "reduction over an empty axis has no value");
-    if (x.type.dtype == "float32")
+    const std::string& dt = x.type.dtype;
+    bool log_kind = kind == ReduceKind::kLogSum || kind == ReduceKind::kLogSumExp;
+    if (dt == "float32")
       reduce_loop<float>(kind, x, p, y);
-    else if (x.type.dtype == "int64")
+    else if (dt == "float64")
+      reduce_loop<double>(kind, x, p, y);
+    else if (dt == "int64" && !log_kind)
       reduce_loop<int64_t>(kind, x, p, y);
+    else if (dt == "int32" && !log_kind)
+      reduce_loop<int32_t>(kind, x, p, y);
     else
-      fail(node, "dtype " + x.type.dtype + " is not supported (float32, int64)");
+      fail(node, "dtype " + dt + " is not supported (" +
+                     (log_kind ? "float32, float64" : "float32, float64, int32, int64") + ")");
     return std::vector<Initializer>{std::move(y)};
   };
+}
+
+// The reduction stages of one Reduce* node over x: value(i, idx) is the
+// element reduced into output i from input index idx.
+struct ReduceStages {
+  const Tensor& x;
+  std::vector<int64_t> shape;
+  ReducePlan p;
+  std::string base;  // the node's name, prefix of the stage names
+  std::vector<IterVar> raxes;
+
+  ReduceStages(const Tensor& t, std::vector<int64_t> s, ReducePlan plan, std::string name)
+      : x(t), shape(std::move(s)), p(std::move(plan)), base(std::move(name)) {
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (p.reduced[d])
+        raxes.push_back(ir::reduce_axis(shape[d], std::string("r").append(std::to_string(d))));
+  }
+
+  using Value = std::function<Expr(const std::vector<Var>& i, const std::vector<Expr>& idx)>;
+
+  // The input index of output index i, with the reduce vars along reduced dims.
+  std::vector<Expr> source(const std::vector<Var>& i) const {
+    std::vector<Expr> idx;
+    size_t oi = 0, ri = 0;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (p.reduced[d]) {
+        idx.push_back(raxes[ri++]->var);
+        if (p.keepdims) ++oi;
+      } else {
+        idx.push_back(i[oi++]);
+      }
+    }
+    return idx;
+  }
+
+  // op over value(i, idx). Where the reduced dims are exactly the innermost
+  // ones (each output's values lie contiguously in x) a row reduction with
+  // vector partials; otherwise one reduction over all reduced axes.
+  Tensor reduce(ir::ReduceOp op, const Value& value, const std::string& suffix) const {
+    int64_t first = static_cast<int64_t>(shape.size());
+    while (first > 0 && p.reduced[static_cast<size_t>(first - 1)]) --first;
+    bool contiguous = true;
+    for (int64_t d = 0; d < first; ++d)
+      contiguous = contiguous && !p.reduced[static_cast<size_t>(d)];
+    if (contiguous) {
+      Shape row(shape.begin() + first, shape.end());
+      return row_reduce(
+          op, p.out_shape, p.count,
+          [&](const std::vector<Var>& i, const Expr& k) {
+            std::vector<Expr> idx(i.begin(), i.begin() + first);
+            for (const Expr& e : unflatten_index(k, row)) idx.push_back(e);
+            return value(i, idx);
+          },
+          base + suffix);
+    }
+    return ir::compute(
+        shape_exprs(p.out_shape),
+        [&](const std::vector<Var>& i) { return reduce_of(op, value(i, source(i)), raxes); },
+        base + suffix);
+  }
+
+  // f(r[i]) elementwise over a reduction's result r.
+  Tensor map(const Tensor& r, const std::function<Expr(const Expr&, const std::vector<Var>&)>& f,
+             const std::string& suffix) const {
+    return ir::compute(
+        r->shape,
+        [&](const std::vector<Var>& i) {
+          return f(ir::read(r, {i.begin(), i.end()}), i);
+        },
+        base + suffix);
+  }
+};
+
+// ReduceLogSumExp: m = max, s = m where finite else 0 (see log_sum_exp_loop),
+// then s + log(sum(exp(x - s))).
+Tensor log_sum_exp_stages(const ReduceStages& st) {
+  auto read_x = [&](const std::vector<Var>&, const std::vector<Expr>& idx) {
+    return ir::read(st.x, idx);
+  };
+  Tensor mx = st.reduce(ir::ReduceOp::Max, read_x, ".max");
+  Tensor shift = st.map(
+      mx,
+      [](const Expr& m, const std::vector<Var>&) {
+        Expr inf = ir::make_const(m.dtype(), std::numeric_limits<double>::infinity());
+        return ir::select(ir::eq(ir::fabs(m), inf), ir::make_const(m.dtype(), 0), m);
+      },
+      ".shift");
+  Tensor sum = st.reduce(
+      ir::ReduceOp::Sum,
+      [&](const std::vector<Var>& i, const std::vector<Expr>& idx) {
+        return ir::exp(ir::read(st.x, idx) - ir::read(shift, {i.begin(), i.end()}));
+      },
+      ".sum");
+  return st.map(
+      sum,
+      [&](const Expr& v, const std::vector<Var>& i) {
+        return ir::read(shift, {i.begin(), i.end()}) + ir::log(v);
+      },
+      ".log_sum_exp");
 }
 
 ComputeFn reduce_compute(ReduceKind kind) {
@@ -210,61 +376,43 @@ ComputeFn reduce_compute(ReduceKind kind) {
         ReducePlan p = reduce_plan(node, shape, axes);
         check_out_type(node, out_types, 0, p.out_shape, x->dtype.str());
         if (p.count == 0) fail(node, "reduction over an empty axis is not supported");
-
-        std::vector<IterVar> raxes;
-        for (size_t d = 0; d < shape.size(); ++d)
-          if (p.reduced[d])
-            raxes.push_back(ir::reduce_axis(shape[d], std::string("r").append(std::to_string(d))));
-        // The input index of output index i (with reduce vars along reduced dims).
-        auto source = [&](const std::vector<Var>& i) {
-          std::vector<Expr> idx;
-          size_t oi = 0, ri = 0;
-          for (size_t d = 0; d < shape.size(); ++d) {
-            if (p.reduced[d]) {
-              idx.push_back(raxes[ri++]->var);
-              if (p.keepdims) ++oi;
-            } else {
-              idx.push_back(i[oi++]);
-            }
-          }
+        bool log_kind = kind == ReduceKind::kLogSum || kind == ReduceKind::kLogSumExp;
+        if (log_kind && !x->dtype.is_float()) fail(node, "only float inputs are supported");
+        ReduceStages st(x, shape, p, node.name);
+        // noop_with_empty_axes: a reduction over no axes, each output one
+        // element: the identity, except that ReduceLogSum still takes the log
+        // (as ONNX's reference does from opset 18; log-sum-exp of one value
+        // is the value).
+        if (st.raxes.empty())
+          return std::vector<Tensor>{ir::compute(
+              shape_exprs(p.out_shape),
+              [&](const std::vector<Var>& i) {
+                Expr v = ir::read(x, st.source(i));
+                return kind == ReduceKind::kLogSum ? ir::log(v) : v;
+              },
+              node.name + ".copy")};
+        if (kind == ReduceKind::kLogSumExp) return std::vector<Tensor>{log_sum_exp_stages(st)};
+        auto read_x = [&](const std::vector<Var>&, const std::vector<Expr>& idx) {
           return ir::read(x, idx);
         };
-        if (raxes.empty())  // noop_with_empty_axes: the identity
-          return std::vector<Tensor>{
-              ir::compute(shape_exprs(p.out_shape), source, node.name + ".copy")};
-        ir::ReduceOp op = kind == ReduceKind::kMax ? ir::ReduceOp::Max : ir::ReduceOp::Sum;
-        std::string name = node.name + (kind == ReduceKind::kMax ? ".max" : ".sum");
-        // The reduced dims' first position when they are exactly the innermost
-        // ones (each output's values then lie contiguously in x), else -1.
-        int64_t first = static_cast<int64_t>(shape.size());
-        while (first > 0 && p.reduced[static_cast<size_t>(first - 1)]) --first;
-        bool suffix = true;
-        for (int64_t d = 0; d < first; ++d) suffix = suffix && !p.reduced[static_cast<size_t>(d)];
-        Tensor r;
-        if (suffix) {
-          Shape row(shape.begin() + first, shape.end());
-          r = row_reduce(
-              op, p.out_shape, p.count,
-              [&](const std::vector<Var>& i, const Expr& k) {
-                std::vector<Expr> idx(i.begin(), i.begin() + first);
-                for (const Expr& e : unflatten_index(k, row)) idx.push_back(e);
-                return ir::read(x, idx);
+        ir::ReduceOp op = kind == ReduceKind::kMax    ? ir::ReduceOp::Max
+                          : kind == ReduceKind::kProd ? ir::ReduceOp::Prod
+                                                      : ir::ReduceOp::Sum;
+        const char* suffix = kind == ReduceKind::kMax    ? ".max"
+                             : kind == ReduceKind::kProd ? ".prod"
+                                                         : ".sum";
+        Tensor r = st.reduce(op, read_x, suffix);
+        if (kind == ReduceKind::kMean)
+          return std::vector<Tensor>{st.map(
+              r,
+              [&](const Expr& v, const std::vector<Var>&) {
+                return v / ir::make_const(x->dtype, static_cast<double>(p.count));
               },
-              name);
-        } else {
-          r = ir::compute(
-              shape_exprs(p.out_shape),
-              [&](const std::vector<Var>& i) { return reduce_of(op, source(i), raxes); }, name);
-        }
-        if (kind != ReduceKind::kMean) return std::vector<Tensor>{r};
-        Tensor y = ir::compute(
-            r->shape,
-            [&](const std::vector<Var>& i) {
-              Expr n = ir::make_const(x->dtype, static_cast<double>(p.count));
-              return ir::read(r, {i.begin(), i.end()}) / n;
-            },
-            node.name + ".mean");
-        return std::vector<Tensor>{y};
+              ".mean")};
+        if (kind == ReduceKind::kLogSum)
+          return std::vector<Tensor>{st.map(
+              r, [](const Expr& v, const std::vector<Var>&) { return ir::log(v); }, ".log")};
+        return std::vector<Tensor>{r};
       };
 }
 
@@ -896,6 +1044,10 @@ void register_reduce_ops() {
                reduce_evaluate(ReduceKind::kMax),
                reduce_compute(ReduceKind::kMax),
                {1}});
+  for (auto [op, kind] :
+       {std::pair{"ReduceProd", ReduceKind::kProd}, std::pair{"ReduceLogSum", ReduceKind::kLogSum},
+        std::pair{"ReduceLogSumExp", ReduceKind::kLogSumExp}})
+    register_op({op, OpPattern::kReduction, reduce_evaluate(kind), reduce_compute(kind), {1}});
   register_op({"Softmax", OpPattern::kReduction, softmax_evaluate, softmax_compute, {}});
   register_op({"LogSoftmax", OpPattern::kReduction, log_softmax_evaluate, log_softmax_compute, {}});
   register_op(
