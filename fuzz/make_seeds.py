@@ -107,6 +107,27 @@ def onnx_models():
         [numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads"),
          numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")])
 
+    # The paths the import grew for ONNX's whole operator set: an opset-7 model
+    # (ONNX's version converter), a function-defined operator (its body
+    # inlined), Einsum (its extents), and gathers, top-k and a cumulative sum.
+    yield "opset7_upsample_bn", model("opset7_upsample_bn", [
+        helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["n"]),
+        helper.make_node("Upsample", ["n"], ["y"], scales=[1.0, 1.0, 2.0, 2.0]),
+    ], [vi("x", [1, 2, 3, 3])], [vi("y", [1, 2, 6, 6])],
+        [init("s", [2]), init("b", [2]), init("m", [2]),
+         numpy_helper.from_array(np.ones(2, np.float32), "v")], opset=7)
+    yield "nll_einsum_topk", model("nll_einsum_topk", [
+        helper.make_node("Einsum", ["x", "w"], ["e"], equation="bi,ij->bj"),
+        helper.make_node("LogSoftmax", ["e"], ["ls"], axis=1),
+        helper.make_node("NegativeLogLikelihoodLoss", ["ls", "t"], ["loss"], reduction="none"),
+        helper.make_node("TopK", ["e", "k"], ["tv", "ti"], axis=1),
+        helper.make_node("GatherElements", ["e", "ti"], ["g"], axis=1),
+        helper.make_node("CumSum", ["g", "ax"], ["y"]),
+    ], [vi("x", [3, 4]), vi("t", [3], TensorProto.INT64)],
+        [vi("loss", [3]), vi("y", [3, 2]), vi("tv", [3, 2])],
+        [init("w", [4, 5]), numpy_helper.from_array(np.array([2], np.int64), "k"),
+         numpy_helper.from_array(np.array(1, np.int64), "ax")])
+
 
 def npz_files():
     arrays = {

@@ -1,10 +1,12 @@
 #include "frontend/inline_functions.h"
 
+#include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "frontend/onnx_import.h"
 #include "frontend/op_support.h"
@@ -48,6 +50,24 @@ std::map<std::string, onnx::TypeProto> value_types(const onnx::ModelProto& model
     types[t.name()] = tp;
   }
   return types;
+}
+
+// The node checked against its schema first: a body builder indexes the
+// node's inputs and attributes as the schema promises them (a malformed node
+// would read past them). Throws ImportError naming the node.
+void check_call(const onnx::ModelProto& model, const onnx::NodeProto& n, const std::string& what) {
+  onnx::checker::CheckerContext ctx;
+  ctx.set_ir_version(static_cast<int>(model.ir_version()));
+  std::unordered_map<std::string, int> opsets;
+  for (const auto& o : model.opset_import())
+    opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = static_cast<int>(o.version());
+  ctx.set_opset_imports(opsets);
+  onnx::checker::LexicalScopeContext scope;
+  try {
+    onnx::checker::check_node(n, ctx, scope);
+  } catch (const std::exception& e) {
+    throw ImportError(what + ": ONNX checker: " + e.what());
+  }
 }
 
 onnx::FunctionProto function_body(const onnx::OpSchema& s, const onnx::NodeProto& n,
@@ -149,6 +169,7 @@ int inline_round(onnx::ModelProto* model, int64_t opset) {
     }
     const std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name();
     const std::string what = "node '" + name + "' (" + n.op_type() + ")";
+    check_call(*model, n, what);
     const onnx::OpSchema& schema = *function_schema(n, opset);
     onnx::FunctionProto body = function_body(schema, n, types, what);
     for (onnx::NodeProto& inner : expand(n, name, schema, body)) *nodes.Add() = std::move(inner);

@@ -1,5 +1,6 @@
 #include "frontend/opset_upgrade.h"
 
+#include <onnx/checker.h>
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
 
@@ -54,7 +55,9 @@ int64_t upgrade_opset(onnx::ModelProto* model, int64_t target) {
   const int64_t from = model_default_opset(*model);
   if (from <= 0 || from >= target) return from;
   // The converter reads every node through ONNX's IR and needs a checked
-  // model: a malformed one fails in the checker with its own message.
+  // model: a malformed one fails in the checker with its own message (the
+  // caller names the file).
+  onnx::checker::check_model(*model);
   try {
     // Some adapters (Add/Mul's broadcast attribute before opset 7, Gemm's
     // before 11) need their inputs' shapes: a lenient shape inference first.

@@ -191,5 +191,23 @@ TEST(GraphEdges, RunTimeValueWhereAConstantIsNeeded) {
   }
 }
 
+// Trilu's k fed at run time (ONNX's test_tril_neg & co.): read by the
+// kernel, for every k the inputs draw.
+TEST(GraphEdges, TriluDiagonalFedAtRunTime) {
+  for (unsigned seed : {1u, 2u, 3u, 4u}) {
+    for (int64_t upper : {0, 1}) {
+      OnnxBuilder b(14);
+      b.input("x", {"2", "4", "5"});
+      b.input("k", {}, onnx::TensorProto::INT64);
+      b.output("y", {"2", "4", "5"});
+      OnnxBuilder::attr_int(b.node("Trilu", "tri", {"x", "k"}, {"y"}), "upper", upper);
+      E2EOptions opt;
+      opt.seed = seed;
+      opt.ranges["k"] = {-3, 3};
+      check_end_to_end(b, "trilu_runtime_k", opt);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::test

@@ -137,8 +137,6 @@ std::vector<ir::Tensor> compute_eye_like(const Node& node, const ComputeInputs& 
 // of the last two dims; k is an optional constant input.
 
 int64_t trilu_k(const Node& node, const Initializer* k) {
-  if (node.inputs.size() > 1 && !node.inputs[1].empty() && !k)
-    fail(node, "k must be a graph constant");
   if (!k) return 0;
   Shape v = to_ints(node, *k);
   if (v.size() != 1) fail(node, "k must have one element");
@@ -166,13 +164,26 @@ std::vector<ir::Tensor> compute_trilu(const Node& node, const ComputeInputs& in,
                                       const Outputs& out_types) {
   const ir::Tensor& x = required_tensor(node, in, 0);
   if (x->ndim() < 2) fail(node, "input must have rank >= 2");
+  // k: a build-time constant, or a scalar fed at run time (read once per
+  // element: a broadcast load that the kernel hoists).
+  const ir::Tensor* k_tensor = in.tensors.size() > 1 && in.tensors[1] ? &in.tensors[1] : nullptr;
+  if (k_tensor)
+    for (const Expr& d : (*k_tensor)->shape)
+      if (const int64_t* n = ir::as_const_int(d); !n || *n != 1)
+        fail(node, "k must have one element");
   const int64_t k = trilu_k(node, const_input(in, 1));
   const bool upper = attr_int(node, "upper", 1) != 0;
   return {ir::compute(
       x->shape,
       [&](const std::vector<Var>& i) {
         Expr diag = Expr(i.back()) - Expr(i[i.size() - 2]);
-        Expr keep = upper ? diag >= Expr(k) : diag <= Expr(k);
+        Expr kv = Expr(k);
+        if (k_tensor) {
+          std::vector<Expr> zero((*k_tensor)->ndim(), Expr(int64_t{0}));
+          kv = ir::read(*k_tensor, zero);
+          if (kv.dtype() != diag.dtype()) kv = ir::cast(diag.dtype(), kv);
+        }
+        Expr keep = upper ? diag >= kv : diag <= kv;
         return ir::select(keep, ir::read(x, vars_to_exprs(i)), ir::make_const(x->dtype, 0));
       },
       "Trilu")};
@@ -693,7 +704,11 @@ std::vector<ir::Tensor> compute_reverse_sequence(const Node& node, const Compute
 void register_indexing_ops() {
   reg("Size", OpPattern::kInjective, eval_size, compute_size, {}, {0});
   reg("EyeLike", OpPattern::kInjective, eval_eye_like, compute_eye_like, {}, {0});
-  reg("Trilu", OpPattern::kInjective, eval_trilu, compute_trilu, {1});
+  {
+    OpDef trilu{"Trilu", OpPattern::kInjective, eval_trilu, compute_trilu, {1}};
+    trilu.constant_inputs_may_vary = true;  // k may be fed at run time
+    register_op(std::move(trilu));
+  }
   reg("OneHot", OpPattern::kInjective, eval_one_hot, compute_one_hot, {1});
   reg("GatherElements", OpPattern::kInjective, eval_gather_elements, compute_gather_elements);
   reg("GatherND", OpPattern::kInjective, eval_gather_nd, compute_gather_nd);
