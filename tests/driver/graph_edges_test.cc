@@ -209,5 +209,21 @@ TEST(GraphEdges, TriluDiagonalFedAtRunTime) {
   }
 }
 
+// A MatMul over an empty reduction (K = 0) with a constant weight: zeros,
+// as ONNX defines it (it died with SIGFPE choosing a template).
+TEST(GraphEdges, MatMulOverAnEmptyReduction) {
+  for (const char* op : {"MatMul", "Gemm"}) {
+    OnnxBuilder b(13);
+    b.input("x", {"2", "0"});
+    b.input("z", {"2", "4"});
+    b.output("y", {"2", "4"});
+    b.init_f32("w", {0, 4}, {});
+    b.node(op, "mm", {"x", "w"}, {"p"});
+    b.node("Add", "add", {"p", "z"}, {"y"});
+    SCOPED_TRACE(op);
+    check_end_to_end(b, std::string("empty_reduction_") + op);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::test

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -160,6 +161,34 @@ TEST(ElementwiseEval, IntegerArithmetic) {
   Initializer c = tensor_of<int32_t>({2}, {-5, 5});
   Initializer d = tensor_of<int32_t>({2}, {3, 3});
   EXPECT_EQ(values<int32_t>(eval(make_node("Div", 2), {&c, &d})[0]), (std::vector<int32_t>{-1, 1}));
+}
+
+// Integer Div and Mod in a kernel never trap (x86's idiv raises SIGFPE on a
+// zero divisor and on INT_MIN / -1): a zero divisor gives 0, -1 gives the
+// wrapped negation (Div) or 0 (Mod); the reference agrees where it is defined.
+template <typename T>
+void check_division_without_traps() {
+  const T lo = std::numeric_limits<T>::min();
+  Initializer a = tensor_of<T>({6}, {lo, 7, 7, -7, -7, lo});
+  Initializer b = tensor_of<T>({6}, {-1, -1, 0, 2, -2, 1});
+  const std::vector<graph::TensorType> out = {a.type};
+  Node div = make_node("Div", 2);
+  EXPECT_EQ(values<T>(test::run_compiled_as(div, {&a, &b}, out)[0]),
+            (std::vector<T>{lo, -7, 0, -3, 3, lo}));
+  Node mod = make_node("Mod", 2);
+  EXPECT_EQ(values<T>(test::run_compiled_as(mod, {&a, &b}, out)[0]),
+            (std::vector<T>{0, 0, 0, 1, -1, 0}));
+  mod.attrs["fmod"] = int64_t{1};
+  EXPECT_EQ(values<T>(test::run_compiled_as(mod, {&a, &b}, out)[0]),
+            (std::vector<T>{0, 0, 0, -1, -1, 0}));
+  // The reference, where the divisor is not zero.
+  Initializer a2 = tensor_of<T>({2}, {lo, 9}), b2 = tensor_of<T>({2}, {-1, -1});
+  EXPECT_EQ(values<T>(eval(make_node("Div", 2), {&a2, &b2})[0]), (std::vector<T>{lo, -9}));
+}
+
+TEST(ElementwiseCompiled, IntegerDivisionNeverTraps) {
+  check_division_without_traps<int32_t>();
+  check_division_without_traps<int64_t>();
 }
 
 TEST(ElementwiseEval, ErrorsNameTheNode) {

@@ -168,18 +168,28 @@ T div_op(T a, T b, const Node& node) {
   if constexpr (std::is_integral_v<T>) {
     if (b == 0) fail(node, "integer division by zero");
     if constexpr (std::is_signed_v<T>)
-      if (b == -1) return static_cast<T>(-a);  // no trap on INT_MIN / -1
+      if (b == -1)  // no trap on INT_MIN / -1: the negation, wrapped (unsigned arithmetic)
+        return static_cast<T>(std::make_unsigned_t<T>(0) - static_cast<std::make_unsigned_t<T>>(a));
   }
   return static_cast<T>(a / b);
 }
 
-// Integer division in a kernel cannot throw: a zero divisor gives 0 instead
-// of a trap (the constant folder reports it as an error first).
+// Integer division in a kernel cannot throw or trap: a zero divisor gives 0
+// (the constant folder reports it as an error first), and a divisor of -1
+// gives the negation, wrapped (INT_MIN / -1 = INT_MIN, as ONNX Runtime gives;
+// x86's idiv would raise SIGFPE).
 Expr div_expr(const Expr& a, const Expr& b) {
   if (a.dtype().is_float()) return a / b;
   Expr zero = konst(b, 0);
-  Expr safe = ir::select(ir::eq(b, zero), konst(b, 1), b);
-  return ir::select(ir::eq(b, zero), zero, a / safe);
+  if (a.dtype().is_uint()) {
+    Expr safe = ir::select(ir::eq(b, zero), konst(b, 1), b);
+    return ir::select(ir::eq(b, zero), zero, a / safe);
+  }
+  Expr minus_one = konst(b, -1);
+  Expr special = ir::logical_or(ir::eq(b, zero), ir::eq(b, minus_one));
+  Expr safe = ir::select(special, konst(b, 1), b);
+  Expr negated = zero - a;  // wraps: two's complement
+  return ir::select(ir::eq(b, zero), zero, ir::select(ir::eq(b, minus_one), negated, a / safe));
 }
 
 void register_arithmetic() {

@@ -1,13 +1,32 @@
 #include "graph/passes/select_templates.h"
 
+#include <algorithm>
+
 #include "graph/passes/strategy.h"
 
 namespace kiln::graph {
+
+namespace {
+
+// A node with a zero-sized input or output (MatMul(x[2, 0], w[0, 4])) is no
+// template workload: the matchers divide by the extents, and the generic
+// kernel computes the ONNX result (an empty sum is 0) as it is.
+bool has_empty_tensor(const Graph& g, const Node& n) {
+  for (const auto* list : {&n.inputs, &n.outputs})
+    for (const std::string& v : *list) {
+      const TensorType* t = v.empty() ? nullptr : g.type_of(v);
+      if (t && std::find(t->shape.begin(), t->shape.end(), 0) != t->shape.end()) return true;
+    }
+  return false;
+}
+
+}  // namespace
 
 std::vector<TemplateSelection> select_templates(const Graph& g, const Isa& isa,
                                                 Precision precision) {
   std::vector<TemplateSelection> out;
   for (const Node& n : g.nodes) {
+    if (has_empty_tensor(g, n)) continue;
     std::optional<TemplateSelection> s;
     Precision first = Precision::kFp32;  // the precision of the row that took the node
     for (const Strategy& row : strategies()) {
