@@ -123,7 +123,9 @@ std::string onnx_dtype_name(const Node& node, int64_t onnx_type) {
     case 6: return "int32";
     case 7: return "int64";
     case 9: return "bool";
+    case 10: return "float16";
     case 11: return "float64";
+    case 16: return "bfloat16";
     default: fail(node, "unsupported ONNX data type " + std::to_string(onnx_type));
   }
 }
