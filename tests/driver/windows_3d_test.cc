@@ -104,6 +104,65 @@ TEST(Windows3d, ConvTapsInPaddingOnly) {
   check_conv(c, "conv_pad_only_taps");
 }
 
+struct ConvTranspose3d {
+  Ints x, w;  // [N, C, D, H, W], [C, M / group, KD, KH, KW]
+  Ints strides = {1, 1, 1}, dilations = {1, 1, 1}, pads = {0, 0, 0, 0, 0, 0};
+  Ints output_padding, output_shape;
+  int64_t group = 1;
+  bool bias = true;
+  std::string auto_pad;
+};
+
+void check_conv_transpose(const ConvTranspose3d& c, const std::string& name) {
+  SCOPED_TRACE(name);
+  std::mt19937 rng(9);
+  OnnxBuilder b;
+  b.input("x", dims(c.x));
+  output_any(b, "y", 5);
+  b.init_f32("w", c.w, uniform(numel(c.w), rng));
+  std::vector<std::string> ins = {"x", "w"};
+  if (c.bias) {
+    b.init_f32("b", {c.w[1] * c.group}, uniform(static_cast<size_t>(c.w[1] * c.group), rng));
+    ins.push_back("b");
+  }
+  auto* n = b.node("ConvTranspose", "deconv", ins, {"y"});
+  OnnxBuilder::attr_ints(n, "strides", c.strides);
+  OnnxBuilder::attr_ints(n, "dilations", c.dilations);
+  if (!c.auto_pad.empty())
+    attr_string(n, "auto_pad", c.auto_pad);
+  else if (c.output_shape.empty())
+    OnnxBuilder::attr_ints(n, "pads", c.pads);
+  if (!c.output_padding.empty()) OnnxBuilder::attr_ints(n, "output_padding", c.output_padding);
+  if (!c.output_shape.empty()) OnnxBuilder::attr_ints(n, "output_shape", c.output_shape);
+  OnnxBuilder::attr_int(n, "group", c.group);
+  check_end_to_end(b, name);
+}
+
+TEST(Windows3d, ConvTranspose) {
+  check_conv_transpose({{1, 3, 3, 4, 5}, {3, 4, 3, 3, 3}}, "deconv_plain");
+  ConvTranspose3d s{{2, 4, 3, 5, 4}, {4, 3, 3, 3, 2}};
+  s.strides = {2, 2, 1};
+  s.pads = {1, 1, 0, 0, 1, 1};
+  s.output_padding = {1, 0, 0};
+  s.group = 2;
+  check_conv_transpose(s, "deconv_strided_grouped");
+  ConvTranspose3d d{{1, 2, 4, 3, 3}, {2, 5, 2, 2, 3}};
+  d.strides = {3, 1, 2};
+  d.dilations = {2, 2, 1};
+  d.bias = false;
+  check_conv_transpose(d, "deconv_dilated");
+  ConvTranspose3d o{{1, 3, 2, 3, 4}, {3, 2, 3, 2, 2}};
+  o.strides = {2, 3, 2};
+  o.output_shape = {6, 10, 9};
+  check_conv_transpose(o, "deconv_output_shape");
+  for (const char* mode : {"SAME_UPPER", "SAME_LOWER"}) {
+    ConvTranspose3d a{{1, 2, 3, 4, 3}, {2, 3, 2, 3, 3}};
+    a.strides = {2, 2, 1};
+    a.auto_pad = mode;
+    check_conv_transpose(a, std::string("deconv_") + mode);
+  }
+}
+
 struct Pool3d {
   std::string op;
   Ints x, kernel;

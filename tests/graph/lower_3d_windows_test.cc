@@ -89,6 +89,28 @@ TEST(Lower3dWindows, PoolsReduceDepthThenPool2d) {
   EXPECT_EQ(test::count_op(g, "Transpose"), 0);
 }
 
+// ConvTranspose: one 2-D ConvTranspose per depth tap on the depth-upsampled
+// input, with stride, dilation, pads and output_padding on every axis.
+TEST(Lower3dWindows, ConvTransposeIsOne2dPerDepthTap) {
+  GraphBuilder b(35);
+  std::string x = b.input("x", {2, 4, 3, 4, 5});
+  b.output(b.node("ConvTranspose",
+                  {x, b.random_constant("w", {4, 3, 3, 2, 3}), b.random_constant("b", {6})},
+                  {{"strides", Ints{2, 2, 1}},
+                   {"dilations", Ints{2, 1, 1}},
+                   {"pads", Ints{1, 0, 1, 2, 1, 0}},
+                   {"output_padding", Ints{1, 1, 0}},
+                   {"group", int64_t{2}}}));
+  b.output(b.node("ConvTranspose", {x, b.random_constant("w2", {4, 2, 2, 3, 3})},
+                  {{"strides", Ints{3, 1, 2}}, {"output_shape", Ints{9, 7, 12}}}));
+  graph::Graph g = test::check_pass_preserves(b.graph(), b.inputs(), [](graph::Graph& h) {
+    EXPECT_EQ(graph::passes::lower_3d_windows(h), 2);
+  });
+  EXPECT_EQ(test::count_op(g, "ConvTranspose"), 5);
+  for (const auto& n : g.nodes)
+    if (n.op_type == "ConvTranspose") EXPECT_EQ(g.type_of(n.inputs[0])->shape.size(), 4u);
+}
+
 // What the pass leaves alone: 2-D windows.
 TEST(Lower3dWindows, LeavesOtherRanksAlone) {
   GraphBuilder b(34);

@@ -105,19 +105,25 @@ class Emitter {
         .outputs[0];
   }
 
+  // `count` positions of v along `axis` from begin, `step` apart.
+  std::string slice(const std::string& v, Ints shape, int64_t axis, int64_t begin, int64_t count,
+                    int64_t step) {
+    const int64_t end = begin + (count - 1) * step + 1;
+    if (begin == 0 && end == shape[axis] && (step == 1 || count == 1)) return v;
+    shape[axis] = count;
+    return node(
+               "Slice", "tap",
+               {v, constant("starts", int64_tensor({begin})), constant("ends", int64_tensor({end})),
+                constant("axes", int64_tensor({axis})), constant("steps", int64_tensor({step}))},
+               shape)
+        .outputs[0];
+  }
+
   // One depth tap of v (depth along `axis`): positions begin + o * stride
   // for o < out.
-  std::string tap(const std::string& v, Ints shape, int64_t axis, const op_util::Window& w,
+  std::string tap(const std::string& v, const Ints& shape, int64_t axis, const op_util::Window& w,
                   int64_t begin) {
-    const int64_t end = begin + (w.out[0] - 1) * w.stride[0] + 1;
-    if (begin == 0 && end == shape[axis] && (w.stride[0] == 1 || w.out[0] == 1)) return v;
-    shape[axis] = w.out[0];
-    return node("Slice", "tap",
-                {v, constant("starts", int64_tensor({begin})),
-                 constant("ends", int64_tensor({end})), constant("axes", int64_tensor({axis})),
-                 constant("steps", int64_tensor({w.stride[0]}))},
-                shape)
-        .outputs[0];
+    return slice(v, shape, axis, begin, w.out[0], w.stride[0]);
   }
 
  private:
@@ -259,10 +265,124 @@ void lower_pool(Graph& g, const Node& n, const op_util::Window& w, std::vector<N
   e.reshape(pooled, {shape[0], shape[1], w.out[0], w.out[1], w.out[2]}, /*last=*/true);
 }
 
+// ---- ConvTranspose ------------------------------------------------------------------
+
+// The 3-D geometry of a rank-5 float32 ConvTranspose, else nothing.
+std::optional<op_util::TransposeWindow> transpose_window_of(const Graph& g, const Node& n) {
+  if (!is_onnx(n) || n.op_type != "ConvTranspose" || n.inputs.size() < 2 || n.outputs.size() != 1)
+    return std::nullopt;
+  const TensorType* x = g.type_of(n.inputs[0]);
+  const TensorType* w = g.type_of(n.inputs[1]);
+  if (!x || !w || x->dtype != "float32" || w->dtype != "float32" || x->shape.size() != 5 ||
+      w->shape.size() != 5)
+    return std::nullopt;
+  return op_util::conv_transpose_window(n, Ints(x->shape.begin() + 2, x->shape.end()),
+                                        Ints(w->shape.begin() + 2, w->shape.end()));
+}
+
+// Along depth, output od takes input id through tap k where od + pad =
+// id * stride + k * dilation. On the input with stride - 1 zeros after
+// each depth (upsampled) and `lead` zeros before it, tap k of od is
+// position od + pad - k * dilation + lead: a stride-1 tap of a plain
+// convolution, as in lower_conv.
+struct TransposeDepth {
+  Ints taps;         // taps that meet an input depth for some output depth
+  int64_t lead = 0;  // zeros before the upsampled input
+  int64_t tail = 0;  // zeros after it
+  int64_t start(const op_util::TransposeWindow& w, int64_t k) const {
+    return w.pad_begin[0] - k * w.dilation[0] + lead;
+  }
+};
+
+TransposeDepth transpose_depth(const op_util::TransposeWindow& w) {
+  TransposeDepth t;
+  const int64_t s = w.stride[0];
+  for (int64_t k = 0; k < w.kernel[0]; ++k)
+    for (int64_t o = 0; o < w.out[0]; ++o) {
+      const int64_t p = o + w.pad_begin[0] - k * w.dilation[0];
+      if (p >= 0 && p % s == 0 && p / s < w.in[0]) {
+        t.taps.push_back(k);
+        break;
+      }
+    }
+  if (t.taps.empty()) t.taps.push_back(0);  // no input reaches the output: bias only
+  t.lead = std::max<int64_t>(0, t.taps.back() * w.dilation[0] - w.pad_begin[0]);
+  const int64_t reach = t.start(w, t.taps.front()) + w.out[0];
+  t.tail = std::max<int64_t>(0, reach - t.lead - w.in[0] * s);
+  return t;
+}
+
+// The H and W attributes of the 2-D ConvTranspose: the 3-D node's sizes as
+// explicit pads, and output_padding where the output reaches past the full
+// transposed convolution (output_shape can ask for that).
+void set_2d_transpose_window(Node& k, const op_util::TransposeWindow& w) {
+  Ints pad_end(2), out_pad(2);
+  for (size_t d = 1; d < 3; ++d) {
+    const int64_t full = w.stride[d] * (w.in[d] - 1) + (w.kernel[d] - 1) * w.dilation[d] + 1;
+    const int64_t end = full - w.pad_begin[d] - w.out[d];
+    pad_end[d - 1] = std::max<int64_t>(end, 0);
+    out_pad[d - 1] = std::max<int64_t>(-end, 0);
+  }
+  k.attrs["strides"] = Ints{w.stride[1], w.stride[2]};
+  k.attrs["dilations"] = Ints{w.dilation[1], w.dilation[2]};
+  k.attrs["pads"] = Ints{w.pad_begin[1], w.pad_begin[2], pad_end[0], pad_end[1]};
+  k.attrs["output_padding"] = out_pad;
+  k.attrs["kernel_shape"] = Ints{w.kernel[1], w.kernel[2]};
+}
+
+// Depth beside the batch, stride - 1 zeros after each depth, and the lead
+// and tail zeros the taps read.
+std::string upsample_depth(Emitter& e, const std::string& x, const Ints& xs,
+                           const op_util::TransposeWindow& w, const TransposeDepth& t,
+                           Ints& shape) {
+  const int64_t s = w.stride[0];
+  shape = {xs[0], xs[2], xs[1], xs[3], xs[4]};
+  std::string v = e.transpose(x, shape);
+  if (s > 1) {
+    Ints rows = {xs[0], xs[2], 1, xs[1], xs[3] * xs[4]};
+    v = e.pad(e.reshape(v, rows), rows, 2, 0, s - 1, 0.f);
+    shape[1] *= s;
+    v = e.reshape(v, shape);
+  }
+  v = e.pad(v, shape, 1, t.lead, t.tail, 0.f);
+  shape[1] += t.lead + t.tail;
+  return v;
+}
+
+void lower_conv_transpose(Graph& g, const Node& n, const op_util::TransposeWindow& w,
+                          std::vector<Node>& out) {
+  Emitter e(g, n, out);
+  const Ints xs = g.type_of(n.inputs[0])->shape;
+  const int64_t group = n.attr<int64_t>("group").value_or(1);
+  const int64_t m = g.type_of(n.inputs[1])->shape[1] * group;
+  const TransposeDepth t = transpose_depth(w);
+  Ints shape;
+  std::string v = upsample_depth(e, n.inputs[0], xs, w, t, shape);
+  const Ints conv_shape = {xs[0] * w.out[0], m, w.out[1], w.out[2]};
+  std::string sum;
+  for (int64_t k : t.taps) {
+    std::string s = e.slice(v, shape, 1, t.start(w, k), w.out[0], 1);
+    s = e.reshape(s, {xs[0] * w.out[0], xs[1], xs[3], xs[4]});
+    Node& c = e.node("ConvTranspose", "conv_transpose_tap" + std::to_string(k),
+                     {s, weight_tap(g, e, n.inputs[1], k)}, conv_shape);
+    if (sum.empty() && n.inputs.size() > 2 && !n.inputs[2].empty()) c.inputs.push_back(n.inputs[2]);
+    set_2d_transpose_window(c, w);
+    c.attrs["group"] = group;
+    std::string y = c.outputs[0];
+    sum = sum.empty() ? y : e.node("Add", "sum_taps", {sum, y}, conv_shape).outputs[0];
+  }
+  sum = e.reshape(sum, {xs[0], w.out[0], m, w.out[1], w.out[2]});
+  e.transpose(sum, {xs[0], m, w.out[0], w.out[1], w.out[2]}, /*last=*/true);
+}
+
 }  // namespace
 
 int lower_3d_windows(Graph& g) {
   return expand_nodes(g, [&g](const Node& n, std::vector<Node>& out) {
+    if (std::optional<op_util::TransposeWindow> t = transpose_window_of(g, n)) {
+      lower_conv_transpose(g, n, *t, out);
+      return true;
+    }
     std::optional<op_util::Window> w = window_of(g, n);
     if (!w) return false;
     if (n.op_type == "Conv")

@@ -1,5 +1,5 @@
-// 3-D convolutions and pools (PyTorch's Conv3d, MaxPool3d, AvgPool3d: ONNX
-// Conv / MaxPool / AveragePool on NCDHW tensors) run as 2-D ones, the only
+// 3-D convolutions and pools (PyTorch's Conv3d, ConvTranspose3d, MaxPool3d,
+// AvgPool3d: ONNX Conv / ConvTranspose / MaxPool / AveragePool on NCDHW) run as 2-D ones, the only
 // rank kiln's templates and kernels take. The depth axis is taken apart tap
 // by tap, each tap a strided Slice of the depth-padded input:
 //
@@ -8,6 +8,11 @@
 //    W], with the weight W[:, :, t] (cut out at build time), the taps summed
 //    by an Add chain (the first carries the bias), and one Transpose back.
 //    Groups, strides, dilations and pads of H and W stay on the 2-D Conv.
+//  - ConvTranspose: the same with the input upsampled along depth first
+//    (stride - 1 zeros after each depth), where a transposed tap is a
+//    plain one: 2-D ConvTransposes (lower_conv_transpose makes them
+//    convolutions) per depth tap, summed. Half the slices of a stride-2
+//    depth are zeros: simple, not the fastest (a phase split would not be).
 //  - MaxPool / AveragePool: the window is separable, so the depth taps are
 //    reduced first (Max, or Add then Div by the per-output-depth count of
 //    counted taps), depth goes to the channels ([N, C * Dout, H, W], a plain
