@@ -29,7 +29,8 @@ struct Conv3d {
   std::string auto_pad;
 };
 
-void check_conv(const Conv3d& c, const std::string& name) {
+// Returns the number of kernels on a 2-D convolution template.
+size_t check_conv(const Conv3d& c, const std::string& name) {
   SCOPED_TRACE(name);
   std::mt19937 rng(7);
   OnnxBuilder b;
@@ -51,7 +52,12 @@ void check_conv(const Conv3d& c, const std::string& name) {
     attr_string(n, "auto_pad", c.auto_pad);
   OnnxBuilder::attr_int(n, "group", c.group);
   E2EResult r = check_end_to_end(b, name);
-  EXPECT_GE(r.mod.at("kernels").size(), 1u);
+  // The taps run on the 2-D convolution templates, not a generic loop nest.
+  size_t templated = 0;
+  for (const auto& k : r.mod.at("kernels"))
+    templated += k.at("workload").get<std::string>().find("conv2d") != std::string::npos;
+  EXPECT_GE(templated, 1u);
+  return templated;
 }
 
 TEST(Windows3d, ConvPlain) { check_conv({{1, 3, 5, 7, 9}, {8, 3, 3, 3, 3}}, "conv_plain"); }
