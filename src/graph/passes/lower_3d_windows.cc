@@ -18,7 +18,7 @@ using Ints = std::vector<int64_t>;
 
 bool is_onnx(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
 
-// The 3-D window of a rank-5 float32 Conv (constant-shaped weight) or pool
+// The 3-D window of a rank-5 float32 Conv (constant or computed weight) or pool
 // this pass rewrites, else nothing.
 std::optional<op_util::Window> window_of(const Graph& g, const Node& n) {
   const bool conv = n.op_type == "Conv";
