@@ -250,5 +250,29 @@ TEST(Windows3d, SmallC3dStem) {
   check_end_to_end(b, "c3d_stem", opt);
 }
 
+// Conv3d -> BatchNorm3d -> Relu -> AvgPool3d (BatchNorm folds into the
+// Conv before the rewrite), and a Conv3d whose weight is a graph input.
+TEST(Windows3d, BatchNormAndComputedWeight) {
+  std::mt19937 rng(13);
+  OnnxBuilder b;
+  b.input("x", {"1", "4", "5", "6", "7"});
+  b.input("wx", {"3", "4", "2", "2", "2"});
+  output_any(b, "y", 5);
+  output_any(b, "z", 5);
+  b.init_f32("w", {6, 4, 3, 3, 3}, uniform(6 * 4 * 27, rng));
+  for (const char* p : {"scale", "bias", "mean"}) b.init_f32(p, {6}, uniform(6, rng));
+  b.init_f32("var", {6}, uniform(6, rng, 0.5f, 2.f));
+  auto* c = b.node("Conv", "c", {"x", "w"}, {"c"});
+  OnnxBuilder::attr_ints(c, "pads", {1, 1, 1, 1, 1, 1});
+  b.node("BatchNormalization", "bn", {"c", "scale", "bias", "mean", "var"}, {"bn"});
+  b.node("Relu", "r", {"bn"}, {"r"});
+  auto* p = b.node("AveragePool", "p", {"r"}, {"y"});
+  OnnxBuilder::attr_ints(p, "kernel_shape", {2, 2, 2});
+  OnnxBuilder::attr_ints(p, "strides", {2, 2, 2});
+  auto* c2 = b.node("Conv", "c2", {"x", "wx"}, {"z"});
+  OnnxBuilder::attr_ints(c2, "strides", {2, 1, 2});
+  check_end_to_end(b, "bn_and_computed_weight");
+}
+
 }  // namespace
 }  // namespace kiln::test
