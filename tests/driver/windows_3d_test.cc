@@ -224,8 +224,8 @@ TEST(Windows3d, Pools) {
   }
 }
 
-// Conv3d -> Relu -> MaxPool3d -> Conv3d (an action-recognition stem): the
-// rewrites chain, and the Relu still fuses.
+// Conv3d -> Relu -> MaxPool3d -> Conv3d -> GlobalAveragePool (an
+// action-recognition stem): the rewrites chain.
 TEST(Windows3d, SmallC3dStem) {
   std::mt19937 rng(11);
   OnnxBuilder b;
@@ -243,6 +243,8 @@ TEST(Windows3d, SmallC3dStem) {
   auto* c2 = b.node("Conv", "c2", {"p1", "w2"}, {"y"});
   OnnxBuilder::attr_ints(c2, "pads", {1, 1, 1, 1, 1, 1});
   OnnxBuilder::attr_ints(c2, "strides", {2, 1, 1});
+  b.node("GlobalAveragePool", "gap", {"y"}, {"g"});  // AdaptiveAvgPool3d(1)
+  output_any(b, "g", 5);
   // Two 216-term sums in a row, split per depth tap in another order than
   // the reference's: float32 rounding reaches 1e-5 of an element.
   E2EOptions opt;
