@@ -81,6 +81,24 @@ TEST(Lift1dWindows, TransposedConvThenLowered) {
   EXPECT_EQ(test::count_op(g, "ConvTranspose"), 0);
 }
 
+// Weights that are graph inputs (ONNX's node tests): Reshaped to 4-D like
+// the data.
+TEST(Lift1dWindows, ComputedWeights) {
+  GraphBuilder b(63);
+  std::string x = b.input("x", {1, 2, 7});
+  std::string w = b.input("w", {3, 2, 3});
+  std::string wt = b.input("wt", {3, 2, 2});
+  b.output(b.node("Conv", {x, w}, {{"pads", Ints{1, 1}}}));
+  b.output(b.node("ConvTranspose", {b.node("Relu", {b.node("Conv", {x, w})}), wt},
+                  {{"strides", Ints{2}}}));
+  graph::Graph g = test::check_pass_preserves(b.graph(), b.inputs(), [](graph::Graph& h) {
+    EXPECT_EQ(graph::passes::lift_1d_windows(h), 4);
+  });
+  for (const auto& n : g.nodes)
+    if (n.op_type == "Conv" || n.op_type == "ConvTranspose")
+      EXPECT_EQ(g.type_of(n.inputs[1])->shape.size(), 4u) << n.name;
+}
+
 // Sequences without 1-D windows keep their 3-D ops.
 TEST(Lift1dWindows, NoWindowsNoChange) {
   GraphBuilder b(64);

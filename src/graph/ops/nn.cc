@@ -87,6 +87,71 @@ std::vector<Initializer> conv_evaluate(const Node& node,
   return {std::move(y)};
 }
 
+// The 3-D reference (NCDHW input, OIDHW weight): the graph's compiled path
+// runs it as 2-D convolutions (graph/passes/lower_3d_windows.h), and this is
+// what they are compared with.
+std::vector<Initializer> conv3d_evaluate(const Node& node,
+                                         const std::vector<const Initializer*>& inputs) {
+  const Initializer& x = required_input(node, inputs, 0);
+  const Initializer& wt = required_input(node, inputs, 1);
+  const Initializer* b = optional_input(inputs, 2);
+  require_f32(node, x, "X");
+  require_f32(node, wt, "W");
+  if (b) require_f32(node, *b, "B");
+  const std::vector<int64_t>& xs = x.type.shape;
+  const std::vector<int64_t>& ws = wt.type.shape;
+  const int64_t group = attr_int(node, "group", 1), m_n = ws[0];
+  if (group < 1 || xs[1] % group != 0 || m_n % group != 0 || ws[1] != xs[1] / group)
+    fail(node, "group " + std::to_string(group) + " does not fit input " + shape_str(xs) +
+                   " and weight " + shape_str(ws));
+  if (b && b->type.shape != std::vector<int64_t>{m_n})
+    fail(node,
+         "bias " + shape_str(b->type.shape) + " must have shape [" + std::to_string(m_n) + "]");
+  const Window win = conv_window(node, {xs[2], xs[3], xs[4]}, {ws[2], ws[3], ws[4]});
+  const int64_t cg = ws[1], mg = m_n / group;
+  const std::vector<int64_t> out = {xs[0], m_n, win.out[0], win.out[1], win.out[2]};
+  Initializer y = make_tensor("float32", out);
+  const float* xp = data_of<float>(x);
+  const float* wp = data_of<float>(wt);
+  float* yp = data_of<float>(y);
+  size_t at = 0;
+  for (int64_t n = 0; n < xs[0]; ++n)
+    for (int64_t m = 0; m < m_n; ++m)
+      for (int64_t od = 0; od < out[2]; ++od)
+        for (int64_t oh = 0; oh < out[3]; ++oh)
+          for (int64_t ow = 0; ow < out[4]; ++ow, ++at) {
+            double acc = b ? data_of<float>(*b)[m] : 0.0;
+            for (int64_t c = 0; c < cg; ++c)
+              for (int64_t kd = 0; kd < ws[2]; ++kd) {
+                int64_t id = win.start(0, od) + kd * win.dilation[0];
+                if (id < 0 || id >= xs[2]) continue;
+                for (int64_t ky = 0; ky < ws[3]; ++ky) {
+                  int64_t ih = win.start(1, oh) + ky * win.dilation[1];
+                  if (ih < 0 || ih >= xs[3]) continue;
+                  for (int64_t kx = 0; kx < ws[4]; ++kx) {
+                    int64_t iw = win.start(2, ow) + kx * win.dilation[2];
+                    if (iw < 0 || iw >= xs[4]) continue;
+                    int64_t ci = (m / mg) * cg + c;
+                    acc += static_cast<double>(
+                               xp[(((n * xs[1] + ci) * xs[2] + id) * xs[3] + ih) * xs[4] + iw]) *
+                           wp[(((m * cg + c) * ws[2] + kd) * ws[3] + ky) * ws[4] + kx];
+                  }
+                }
+              }
+            yp[at] = static_cast<float>(acc);
+          }
+  return {std::move(y)};
+}
+
+// Conv's reference at any supported rank: 3-D here, 1-D and 2-D below.
+std::vector<Initializer> conv_evaluate_any(const Node& node,
+                                           const std::vector<const Initializer*>& inputs) {
+  if (inputs.size() > 1 && inputs[0] && inputs[1] && inputs[0]->type.shape.size() == 5 &&
+      inputs[1]->type.shape.size() == 5)
+    return conv3d_evaluate(node, inputs);
+  return evaluate_1d_as_2d(conv_evaluate, true)(node, inputs);
+}
+
 std::vector<Tensor> conv_compute(const Node& node, const ComputeInputs& in,
                                  const std::vector<TensorType>& out_types) {
   const Tensor& x = required_tensor(node, in, 0);
@@ -197,6 +262,83 @@ std::vector<Initializer> conv_transpose_evaluate(const Node& node,
     yp[i] = static_cast<float>(acc[i] + (b ? data_of<float>(*b)[m] : 0.0));
   }
   return {std::move(y)};
+}
+
+// The 3-D reference (NCDHW input, [C, M / group, KD, KH, KW] weight), in
+// scatter form as the 2-D one; the compiled path runs it as 2-D transposed
+// convolutions (graph/passes/lower_3d_windows.h).
+std::vector<Initializer> conv_transpose3d_evaluate(const Node& node,
+                                                   const std::vector<const Initializer*>& inputs) {
+  const Initializer& x = required_input(node, inputs, 0);
+  const Initializer& wt = required_input(node, inputs, 1);
+  const Initializer* b = optional_input(inputs, 2);
+  require_f32(node, x, "X");
+  require_f32(node, wt, "W");
+  if (b) require_f32(node, *b, "B");
+  const std::vector<int64_t>& xs = x.type.shape;
+  const std::vector<int64_t>& ws = wt.type.shape;
+  const int64_t group = attr_int(node, "group", 1);
+  if (group < 1 || xs[1] % group != 0 || ws[0] != xs[1])
+    fail(node, "group " + std::to_string(group) + " does not fit input " + shape_str(xs) +
+                   " and weight " + shape_str(ws));
+  const int64_t mg = ws[1], m_n = mg * group, cg = xs[1] / group;
+  if (b && b->type.shape != std::vector<int64_t>{m_n})
+    fail(node,
+         "bias " + shape_str(b->type.shape) + " must have shape [" + std::to_string(m_n) + "]");
+  const TransposeWindow win =
+      conv_transpose_window(node, {xs[2], xs[3], xs[4]}, {ws[2], ws[3], ws[4]});
+  const std::vector<int64_t> out = {xs[0], m_n, win.out[0], win.out[1], win.out[2]};
+  std::vector<double> acc(static_cast<size_t>(out[0] * m_n * out[2] * out[3] * out[4]), 0.0);
+  const float* xp = data_of<float>(x);
+  const float* wp = data_of<float>(wt);
+  // Output position of input i through tap k along dim d, or -1 outside.
+  auto place = [&](size_t d, int64_t i, int64_t k) {
+    int64_t o = i * win.stride[d] + k * win.dilation[d] - win.pad_begin[d];
+    return o >= 0 && o < win.out[d] ? o : -1;
+  };
+  size_t at = 0;
+  for (int64_t n = 0; n < xs[0]; ++n)
+    for (int64_t c = 0; c < xs[1]; ++c)
+      for (int64_t id = 0; id < xs[2]; ++id)
+        for (int64_t ih = 0; ih < xs[3]; ++ih)
+          for (int64_t iw = 0; iw < xs[4]; ++iw, ++at) {
+            const double v = xp[at];
+            for (int64_t mm = 0; mm < mg; ++mm) {
+              const int64_t m = (c / cg) * mg + mm;
+              for (int64_t kd = 0; kd < ws[2]; ++kd) {
+                const int64_t od = place(0, id, kd);
+                if (od < 0) continue;
+                for (int64_t ky = 0; ky < ws[3]; ++ky) {
+                  const int64_t oh = place(1, ih, ky);
+                  if (oh < 0) continue;
+                  for (int64_t kx = 0; kx < ws[4]; ++kx) {
+                    const int64_t ow = place(2, iw, kx);
+                    if (ow < 0) continue;
+                    acc[static_cast<size_t>((((n * m_n + m) * out[2] + od) * out[3] + oh) * out[4] +
+                                            ow)] +=
+                        v * wp[(((c * mg + mm) * ws[2] + kd) * ws[3] + ky) * ws[4] + kx];
+                  }
+                }
+              }
+            }
+          }
+  Initializer y = make_tensor("float32", out);
+  float* yp = data_of<float>(y);
+  const int64_t plane = out[2] * out[3] * out[4];
+  for (size_t i = 0; i < acc.size(); ++i) {
+    const int64_t m = static_cast<int64_t>(i) / plane % m_n;
+    yp[i] = static_cast<float>(acc[i] + (b ? data_of<float>(*b)[m] : 0.0));
+  }
+  return {std::move(y)};
+}
+
+// ConvTranspose's reference at any supported rank: 3-D here, 1-D and 2-D above.
+std::vector<Initializer> conv_transpose_evaluate_any(
+    const Node& node, const std::vector<const Initializer*>& inputs) {
+  if (inputs.size() > 1 && inputs[0] && inputs[1] && inputs[0]->type.shape.size() == 5 &&
+      inputs[1]->type.shape.size() == 5)
+    return conv_transpose3d_evaluate(node, inputs);
+  return evaluate_1d_as_2d(conv_transpose_evaluate, true)(node, inputs);
 }
 
 std::vector<Tensor> conv_transpose_compute(const Node& node, const ComputeInputs& in,
@@ -469,11 +611,10 @@ std::vector<Tensor> matmul_compute(const Node& node, const ComputeInputs& in,
 }  // namespace
 
 void register_nn_ops() {
-  register_op(
-      {"Conv", OpPattern::kAnchor, evaluate_1d_as_2d(conv_evaluate, true), conv_compute, {}});
+  register_op({"Conv", OpPattern::kAnchor, conv_evaluate_any, conv_compute, {}});
   register_op({"ConvTranspose",
                OpPattern::kAnchor,
-               evaluate_1d_as_2d(conv_transpose_evaluate, true),
+               conv_transpose_evaluate_any,
                conv_transpose_compute,
                {}});
   register_op({"Gemm", OpPattern::kAnchor, gemm_evaluate, gemm_compute, {}});

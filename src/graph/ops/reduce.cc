@@ -883,6 +883,64 @@ EvaluateFn pool_evaluate(PoolKind kind) {
   };
 }
 
+// The 3-D reference (NCDHW, no kiln_block): the compiled path runs it as
+// 2-D pools (graph/passes/lower_3d_windows.h), and this is what they are
+// compared with. Padded taps are skipped; AveragePool divides by the product
+// of the per-dim counts, as the 2-D one.
+std::vector<Initializer> pool3d_evaluate(PoolKind kind, const Node& node, const Initializer& x) {
+  check_pool_dtype(node, kind, x.type.dtype);
+  if (kind == PoolKind::kMax && node.outputs.size() > 1 && !node.outputs[1].empty())
+    fail(node, "the Indices output is not supported");
+  const std::vector<int64_t>& xs = x.type.shape;
+  const Window win = pool_window(node, {xs[2], xs[3], xs[4]});
+  const bool include_pad = attr_int(node, "count_include_pad", 0) != 0;
+  std::vector<int64_t> lo(3), hi(3);
+  for (size_t d = 0; d < 3; ++d) {
+    lo[d] = include_pad ? -win.pad_begin[d] : 0;
+    hi[d] = include_pad ? win.in[d] + win.pad_end[d] : win.in[d];
+  }
+  Initializer y = make_tensor(x.type.dtype, {xs[0], xs[1], win.out[0], win.out[1], win.out[2]});
+  int64_t at = 0;
+  for (int64_t nc = 0; nc < xs[0] * xs[1]; ++nc)
+    for (int64_t od = 0; od < win.out[0]; ++od)
+      for (int64_t oh = 0; oh < win.out[1]; ++oh)
+        for (int64_t ow = 0; ow < win.out[2]; ++ow, ++at) {
+          double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+          for (int64_t kd = 0; kd < win.kernel[0]; ++kd) {
+            int64_t id = win.start(0, od) + kd * win.dilation[0];
+            if (id < 0 || id >= xs[2]) continue;
+            for (int64_t ky = 0; ky < win.kernel[1]; ++ky) {
+              int64_t ih = win.start(1, oh) + ky * win.dilation[1];
+              if (ih < 0 || ih >= xs[3]) continue;
+              for (int64_t kx = 0; kx < win.kernel[2]; ++kx) {
+                int64_t iw = win.start(2, ow) + kx * win.dilation[2];
+                if (iw < 0 || iw >= xs[4]) continue;
+                double v = element(x, ((nc * xs[2] + id) * xs[3] + ih) * xs[4] + iw);
+                acc = kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
+              }
+            }
+          }
+          if (kind == PoolKind::kAverage)
+            acc /= static_cast<double>(taps_inside(win, 0, od, lo[0], hi[0]) *
+                                       taps_inside(win, 1, oh, lo[1], hi[1]) *
+                                       taps_inside(win, 2, ow, lo[2], hi[2]));
+          set_element(y, at, acc);
+        }
+  return {std::move(y)};
+}
+
+// The pools' reference at any supported rank: 3-D above, 1-D and 2-D (and
+// NCHW[b]c, which carries kiln_block) in pool_evaluate.
+EvaluateFn pool_evaluate_any(PoolKind kind) {
+  EvaluateFn low = evaluate_1d_as_2d(pool_evaluate(kind), false);
+  return [kind, low](const Node& node, const std::vector<const Initializer*>& inputs) {
+    if (!inputs.empty() && inputs[0] && inputs[0]->type.shape.size() == 5 &&
+        attr_int(node, "kiln_block", 0) == 0)
+      return pool3d_evaluate(kind, node, *inputs[0]);
+    return low(node, inputs);
+  };
+}
+
 ComputeFn pool_compute(PoolKind kind) {
   return [kind](const Node& node, const ComputeInputs& in,
                 const std::vector<TensorType>& out_types) {
@@ -1056,12 +1114,12 @@ void register_reduce_ops() {
       {"InstanceNormalization", OpPattern::kReduction, instance_norm_evaluate, nullptr, {}});
   register_op({"MaxPool",
                OpPattern::kReduction,
-               evaluate_1d_as_2d(pool_evaluate(PoolKind::kMax), false),
+               pool_evaluate_any(PoolKind::kMax),
                pool_compute(PoolKind::kMax),
                {}});
   register_op({"AveragePool",
                OpPattern::kReduction,
-               evaluate_1d_as_2d(pool_evaluate(PoolKind::kAverage), false),
+               pool_evaluate_any(PoolKind::kAverage),
                pool_compute(PoolKind::kAverage),
                {}});
   register_op({"GlobalAveragePool",

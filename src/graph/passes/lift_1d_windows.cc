@@ -127,8 +127,12 @@ class Lifter {
     if (n.inputs.empty() || !is_3d_float(n.inputs[0])) return false;
     const bool weighted = n.op_type == "Conv" || n.op_type == "ConvTranspose";
     const Initializer* w = weighted && n.inputs.size() > 1 ? constant_of(g_, n.inputs[1]) : nullptr;
-    if (weighted && (!w || w->type.shape.size() != 3)) return false;
+    // A weight computed in the graph (ONNX's node tests feed it as an
+    // input) gets its 4-D twin from a Reshape, as a data input does.
+    const bool computed_weight = weighted && !w && n.inputs.size() > 1 && is_3d_float(n.inputs[1]);
+    if (weighted && !computed_weight && (!w || w->type.shape.size() != 3)) return false;
     n.inputs[0] = twin(n.inputs[0]);
+    if (computed_weight) n.inputs[1] = twin(n.inputs[1]);
     if (w) {
       Initializer t = *w;
       t.type.shape = lifted_shape(w->type.shape);

@@ -17,6 +17,7 @@
 #include "graph/passes/fuse_layer_norm.h"
 #include "graph/passes/instance_norm.h"
 #include "graph/passes/lift_1d_windows.h"
+#include "graph/passes/lower_3d_windows.h"
 #include "graph/passes/lower_conv_transpose.h"
 #include "graph/passes/lower_einsum.h"
 #include "graph/passes/simplify.h"
@@ -77,6 +78,8 @@ void run_default_passes(Graph& g) {
   trace(g, "unroll_recurrent", std::to_string(ur) + " unrolled");
   int l1 = lift_1d_windows(g);
   trace(g, "lift_1d_windows", std::to_string(l1) + " lifted");
+  int l3 = lower_3d_windows(g);
+  trace(g, "lower_3d_windows", std::to_string(l3) + " rewritten");
   int ct = lower_conv_transpose(g);
   trace(g, "lower_conv_transpose", std::to_string(ct) + " rewritten");
   int tt = trim_conv_taps(g);
