@@ -15,7 +15,9 @@
 //  - compute: independent FMA chains at the widest vector width (bench/peak.h).
 // "of peak" is the larger of the two fractions: the bound that applies.
 //
-//   kiln_bench_ops [--smoke]   (--smoke: tiny shapes, few runs, results checked)
+//   kiln_bench_ops [--smoke] [--filter TEXT]
+//     --smoke: tiny shapes, few runs, results checked (every run checks them)
+//     --filter: only the cases whose name contains TEXT
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -366,7 +368,9 @@ Case gather_elements(const Ints& s) {
 
 // Its inverse (undoing the sort, an expert's outputs combined back):
 // ScatterElements of updates into data at a row permutation (reduction
-// none: each position written once).
+// none: each position written once). kiln's kernel searches every output
+// element's candidates along the axis (graph/ops/indexing.cc): n^2 reads a
+// column, here 2048 x 524288 index compares.
 Case scatter_elements(const Ints& s) {
   Builder b(13);
   std::string x = b.input("data", s, -2, 2);
@@ -378,6 +382,24 @@ Case scatter_elements(const Ints& s) {
           0,
           b.finish(y),
           {{"data", b.sample(x)}, {"indices", b.sample(i)}, {"updates", b.sample(u)}}};
+}
+
+// A decoder's key/value cache written at one position (s = [batch, heads,
+// context, head_dim], axis 2, updates [batch, heads, 1, head_dim]): the few
+// updates per element the scatter kernel is made for (one candidate).
+Case kv_cache_write(const Ints& s) {
+  Builder b(18);
+  std::string x = b.input("cache", s, -2, 2);
+  const Ints us = {s[0], s[1], 1, s[3]};
+  std::string i =
+      b.input("indices", int64_tensor(us, std::vector<int64_t>(elements(us), s[2] / 2)));
+  std::string u = b.input("updates", us, -2, 2);
+  std::string y = b.node("ScatterElements", {x, i, u}, {{"axis", int64_t{2}}});
+  return {"ScatterElements axis 2, one position (KV cache) " + kiln::graph::shape_str(s),
+          "0",
+          0,
+          b.finish(y),
+          {{"cache", b.sample(x)}, {"indices", b.sample(i)}, {"updates", b.sample(u)}}};
 }
 
 // Running sums along the last axis: top-p sampling's cumulative
@@ -519,13 +541,18 @@ bool run_case(const Case& c, bool smoke, double fma_peak, int threads) {
       return false;
     }
   }
+  // 31 samples, or as many (at least 3) as fit in about 5 s: a kernel slow
+  // enough to exceed that (ScatterElements' quadratic search) is still
+  // timed, without holding the run for minutes.
   const int samples = smoke ? 3 : 31;
   const int calls = smoke ? 2 : std::max(1, static_cast<int>(2e7 / std::max<size_t>(bytes, 1)));
   std::vector<double> ms;
+  const auto start = Clock::now();
   for (int s = 0; s < samples; ++s) {
     auto t0 = Clock::now();
     for (int k = 0; k < calls; ++k) ex.run();
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / calls);
+    if (s >= 2 && Clock::now() - start > std::chrono::seconds(5)) break;
   }
   const double t = median(ms);
   const double gbps = static_cast<double>(bytes) / (t * 1e-3) * 1e-9;
@@ -534,7 +561,7 @@ bool run_case(const Case& c, bool smoke, double fma_peak, int threads) {
   const double mem_frac = copy > 0 ? gbps / copy : 0;
   const double flop_frac = fma_peak > 0 ? gflops / fma_peak : 0;
   std::printf(
-      "  %-52s %2zu kernel%s %9.4f ms %8.1f GB/s (copy %6.1f) %7.1f GFLOP/s (%-8s) %5.1f %% %s\n",
+      "  %-60s %2zu kernel%s %9.4f ms %8.1f GB/s (copy %6.1f) %7.1f GFLOP/s (%-8s) %5.1f %% %s\n",
       c.name.c_str(), built.funcs.size(), built.funcs.size() == 1 ? " " : "s", t, gbps, copy,
       gflops, c.flops_per.c_str(), 100 * std::max(mem_frac, flop_frac),
       mem_frac >= flop_frac ? "memory" : "compute");
@@ -544,7 +571,18 @@ bool run_case(const Case& c, bool smoke, double fma_peak, int threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool smoke = argc > 1 && std::strcmp(argv[1], "--smoke") == 0;
+  bool smoke = false;
+  std::string filter;  // run only the cases whose name contains it
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--smoke") == 0) {
+      smoke = true;
+    } else if (std::strcmp(argv[i], "--filter") == 0 && i + 1 < argc) {
+      filter = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: kiln_bench_ops [--smoke] [--filter TEXT]\n");
+      return 2;
+    }
+  }
   const int threads = kiln_get_num_threads();
   double fma_peak = 0;
   if (!smoke) {
@@ -567,6 +605,7 @@ int main(int argc, char** argv) {
              flatten({1, 5, 1, 1}),
              gather_elements({1, 7, 5}),
              scatter_elements({1, 7, 5}),
+             kv_cache_write({1, 2, 5, 3}),
              cumsum({3, 37}),
              sin({1, 7, 9}),
              topk({2, 37}, 5),
@@ -593,6 +632,7 @@ int main(int argc, char** argv) {
              flatten({1, 512, 1, 1}),
              gather_elements({1, 2048, 256}),
              scatter_elements({1, 2048, 256}),
+             kv_cache_write({1, 8, 2048, 64}),
              cumsum({16, 32000}),
              sin({1, 4096, 128}),
              topk({1, 1000}, 5),
@@ -605,6 +645,7 @@ int main(int argc, char** argv) {
   std::printf("kiln_bench_ops: %d threads, fp32 FMA peak measured now %.0f GFLOP/s%s\n", threads,
               fma_peak, smoke ? " (smoke: timings meaningless)" : "");
   bool ok = true;
-  for (const Case& c : cases) ok = run_case(c, smoke, fma_peak, threads) && ok;
+  for (const Case& c : cases)
+    if (c.name.find(filter) != std::string::npos) ok = run_case(c, smoke, fma_peak, threads) && ok;
   return ok ? 0 : 1;
 }
