@@ -4,7 +4,8 @@
 Usage: compare.py expected.npz got.npz [--rtol 1e-4]
 
 For every array in expected.npz (output_0, output_1, ...) prints the relative error
-max|expected - got| / max|expected| and exits 1 when any exceeds --rtol, when an array is
+max|expected - got| / max|expected| (integer and boolean arrays: the number of elements that
+differ, which must be 0) and exits 1 when any exceeds --rtol, when an array is
 missing from got.npz or has another shape, or when either holds NaN where the other does not.
 Exit 2: a file cannot be read.
 """
@@ -71,6 +72,14 @@ def main():
             continue
         if ref.dtype != out.dtype:
             print(f"{key}: note: dtype {out.dtype} != expected {ref.dtype}")
+        if ref.dtype.kind in "biu":
+            # Indices, ids, masks: a relative error would let a wrong index into a large range
+            # pass, so every element must be equal.
+            wrong = int(np.count_nonzero(ref != out))
+            ok = ok and wrong == 0
+            print(f"{key} {list(ref.shape)} {ref.dtype}: {wrong} of {ref.size} differ (exact) "
+                  f"{'ok' if wrong == 0 else 'FAIL'}")
+            continue
         err = relative_error(ref, out)
         passed = err <= args.rtol
         ok = ok and passed

@@ -11,9 +11,11 @@ Two sets:
     net), transposed convolutions (a U-Net and a DCGAN-style generator), dilated convolutions
     whose taps fall in the padding (DeepLab's ASPP), activations beyond ReLU and GELU (an MLP
     with SELU, ELU, PReLU, Softsign and Mish), and a GPT-style decoder (token embedding, causal
-    mask through Where, tanh GELU), LSTM and GRU layers (a sequence tagger), and InstanceNorm
-    and GroupNorm (a style-transfer net), PixelShuffle (an ESPCN super-resolution net), and
-    ShuffleNetV2's channel split with branches of 58 channels (padded to whole vectors).
+    mask through Where, tanh GELU), a LLaMA-style decoder (RMSNorm, rotary Sin/Cos of CumSum
+    positions, a Trilu mask, Einsum attention, TopK, GatherElements, ArgMax), LSTM and GRU
+    layers (a sequence tagger), and InstanceNorm and GroupNorm (a style-transfer net),
+    PixelShuffle (an ESPCN super-resolution net), and ShuffleNetV2's channel split with
+    branches of 58 channels (padded to whole vectors).
   torchvision: 19 torchvision models that neither generate.py nor extra_models.py has
     (resnet34 ... swin_t, deeplabv3_mobilenet_v3_large, resnext101_32x8d), 1x3x224x224 input,
     for bench/models/run_bench.py --models-dir.
@@ -166,6 +168,88 @@ class Gpt(nn.Module):
         return self.head(self.ln(x))
 
 
+class RmsNorm(nn.Module):
+    """LLaMA's RMSNorm (no mean, no bias): exported as Pow, ReduceMean, Add, Sqrt, Div, Mul."""
+
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def _rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat([-x[..., h:], x[..., :h]], dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    """Pre-norm block: rotary q and k, attention as two Einsums, a SiLU-gated MLP."""
+
+    def __init__(self, d, heads, ffn):
+        super().__init__()
+        self.heads, self.head_dim = heads, d // heads
+        self.attn_norm, self.mlp_norm = RmsNorm(d), RmsNorm(d)
+        self.wq, self.wk, self.wv, self.wo = (nn.Linear(d, d, bias=False) for _ in range(4))
+        self.gate, self.up = nn.Linear(d, ffn, bias=False), nn.Linear(d, ffn, bias=False)
+        self.down = nn.Linear(ffn, d, bias=False)
+
+    def forward(self, x, cos, sin, mask):
+        b, t, d = x.shape
+        h = self.attn_norm(x)
+        q, k, v = (w(h).view(b, t, self.heads, self.head_dim) for w in (self.wq, self.wk, self.wv))
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        s = torch.einsum("bqhd,bkhd->bhqk", q, k) * (1.0 / math.sqrt(self.head_dim)) + mask
+        o = torch.einsum("bhqk,bkhd->bqhd", F.softmax(s, dim=-1), v)
+        x = x + self.wo(o.reshape(b, t, d))
+        h = self.mlp_norm(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class Llama(nn.Module):
+    """A LLaMA-style decoder whose position and mask arithmetic stays in the graph: positions
+    are the cumulative sum (CumSum) of a not-padding mask computed from the token ids (as
+    Hugging Face derives position_ids from attention_mask), so neither they nor the rotary
+    tables (Sin, Cos) fold to constants; the causal mask is torch.triu (Trilu) of the same
+    mask, combined with it (padding keys are masked too). The outputs
+    are the logits, the top 5 tokens' log-probabilities (ReduceLogSumExp, then GatherElements
+    at TopK's indices), the top 5 token ids (TopK) and the argmax (ArgMax)."""
+
+    def __init__(self, vocab=100, d=64, heads=4, layers=2, ffn=172, pad=-1):
+        super().__init__()
+        self.pad = pad  # not a token id: every position counts
+        self.tok = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList([LlamaBlock(d, heads, ffn) for _ in range(layers)])
+        self.norm = RmsNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        hd = d // heads
+        self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(0, hd, 2).float() / hd))
+
+    def forward(self, ids):
+        t = ids.shape[1]
+        keep = ids.ne(self.pad)
+        pos = (torch.cumsum(keep.long(), dim=1) - 1).float()
+        freqs = pos[:, :, None] * self.inv_freq
+        emb = torch.cat([freqs, freqs], dim=-1)[:, :, None, :]  # broadcast over heads
+        cos, sin = torch.cos(emb), torch.sin(emb)
+        # [batch, query, key]: 1 where the key is a token. A query sees no later key (above
+        # the diagonal) and no padding key. A triu of a constant would be folded at build
+        # time; this one runs as a kernel.
+        valid = keep[:, None, :].float().expand(-1, t, -1)
+        blocked = torch.triu(valid, diagonal=1) + (1 - valid)
+        mask = torch.zeros_like(blocked).masked_fill(blocked > 0, float("-inf"))[:, None]
+        x = self.tok(ids)
+        for block in self.blocks:
+            x = block(x, cos, sin, mask)
+        logits = self.head(self.norm(x))
+        logp = logits - torch.logsumexp(logits, dim=-1, keepdim=True)
+        top = torch.topk(logits, 5, dim=-1)
+        return logits, torch.gather(logp, -1, top.indices), top.indices, logits.argmax(-1)
+
+
 class StyleNet(nn.Module):
     """A style-transfer-like net: InstanceNorm2d (affine and not), GroupNorm, a residual
     block, and a transposed conv back up."""
@@ -239,6 +323,8 @@ SMALL = {
     "aspp": (Aspp, 13, _randn(1, 3, 28, 28)),
     "tabular_mlp": (TabularMlp, 14, _randn(8, 40)),
     "gpt_decoder": (Gpt, 14, lambda: {"input": torch.randint(0, 512, (1, 32), generator=_gen())}),
+    "llama_decoder": (Llama, 14,
+                      lambda: {"input": torch.randint(0, 100, (1, 16), generator=_gen())}),
     "sequence_tagger": (SequenceTagger, 13, _randn(2, 16, 24)),
     "style_net": (StyleNet, 13, _randn(1, 3, 32, 32)),
     "super_resolution": (SuperResolution, 13, _randn(1, 1, 24, 24)),
@@ -276,10 +362,13 @@ TORCHVISION = {
 
 
 def randomize_norm_stats(model, gen):
-    """generate.randomize_norm_stats, for BatchNorm1d, GroupNorm and InstanceNorm2d too."""
+    """generate.randomize_norm_stats, for BatchNorm1d, GroupNorm, InstanceNorm2d and RmsNorm
+    (which has no bias) too."""
     generate.randomize_norm_stats(model, gen)
     with torch.no_grad():
         for m in model.modules():
+            if isinstance(m, RmsNorm):
+                m.weight.copy_(torch.rand(m.weight.shape, generator=gen) + 0.5)
             if isinstance(m, (nn.GroupNorm, nn.InstanceNorm2d)) and m.weight is not None:
                 m.weight.copy_(torch.rand(m.weight.shape, generator=gen) + 0.5)
                 m.bias.copy_(torch.randn(m.bias.shape, generator=gen) * 0.1)
@@ -297,7 +386,17 @@ def build_small(name):
     model = builder()
     randomize_norm_stats(model, _gen())
     model.eval()
-    return model, inputs(), opset
+    inputs = inputs()
+    if isinstance(model, Llama):
+        # Its top-k ids and argmax must match exactly. A result within the e2e tolerance (each
+        # logit off by at most 1e-4 of max |logits|) ranks a row's top 6 logits as PyTorch does
+        # only if they are more than twice that apart: refuse inputs where they are not.
+        with torch.no_grad():
+            logits = model(*inputs.values())[0]
+        top = logits.topk(6, dim=-1).values
+        gap = float((top[..., :-1] - top[..., 1:]).min() / logits.abs().max())
+        assert gap > 2e-4, f"{name}: two of the top 6 logits only {gap:.1e} (relative) apart"
+    return model, inputs, opset
 
 
 def main():

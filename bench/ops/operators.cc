@@ -1,9 +1,12 @@
 // kiln_bench_ops: the operators outside the templates (issue 12, item 4) at
 // the shapes of the encoder (d 256, 4 heads, seq 128, ffn 1024) and of
-// ResNet-18 / SqueezeNet, each built by the whole kiln build as a one-op (or
-// one-pattern) graph, run by the runtime's executor, checked against the
-// reference interpreter, and timed (median of runs, the executor's default
-// threads). Each line prints ms, GB/s (graph inputs + outputs) and GFLOP/s
+// ResNet-18 / SqueezeNet, and the indexing, ordering and trigonometric
+// operators at the shapes of a LLaMA-style decoder's rotary tables and
+// sampling and of a classifier's top 5, each built by the whole kiln build
+// as a one-op (or one-pattern) graph, run by the runtime's executor, checked
+// against the reference interpreter (integer outputs exactly), and timed
+// (median of runs, the executor's default threads). Each line prints ms,
+// GB/s (graph inputs + outputs, int64 indices at 8 bytes) and GFLOP/s
 // (a nominal count per element, named in the table), and each against the
 // peak measured in the same run that bounds it:
 //  - memory: a 2-thread memcpy over the same number of bytes (read + written)
@@ -12,7 +15,9 @@
 //  - compute: independent FMA chains at the widest vector width (bench/peak.h).
 // "of peak" is the larger of the two fractions: the bound that applies.
 //
-//   kiln_bench_ops [--smoke]   (--smoke: tiny shapes, few runs, results checked)
+//   kiln_bench_ops [--smoke] [--filter TEXT]
+//     --smoke: tiny shapes, few runs, results checked (every run checks them)
+//     --filter: only the cases whose name contains TEXT
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,6 +26,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <random>
 #include <string>
 #include <thread>
@@ -61,6 +67,14 @@ Initializer random_f32(const Ints& shape, std::mt19937_64& rng, float lo, float 
   return t;
 }
 
+Initializer int64_tensor(const Ints& shape, const std::vector<int64_t>& v) {
+  Initializer t;
+  t.type = {"int64", shape};
+  t.data.resize(v.size() * sizeof(int64_t));
+  std::memcpy(t.data.data(), v.data(), t.data.size());
+  return t;
+}
+
 Initializer scalar(float v) {
   Initializer t;
   t.type = {"float32", {}};
@@ -82,6 +96,13 @@ class Builder {
     samples_[name] = std::move(v);
     return name;
   }
+  // An int64 input (indices), its sample values given.
+  std::string input(const std::string& name, Initializer v) {
+    g_.inputs.push_back({name, v.type});
+    g_.value_info[name] = v.type;
+    samples_[name] = std::move(v);
+    return name;
+  }
   std::string constant(const std::string& name, Initializer v) {
     g_.value_info[name] = v.type;
     g_.initializers[name] = v;
@@ -93,22 +114,31 @@ class Builder {
   }
   std::string node(const std::string& op, const std::vector<std::string>& inputs,
                    std::map<std::string, Attribute> attrs = {}) {
+    return node_outputs(op, inputs, std::move(attrs))[0];
+  }
+  // Every output of the node (TopK's values and indices).
+  std::vector<std::string> node_outputs(const std::string& op,
+                                        const std::vector<std::string>& inputs,
+                                        std::map<std::string, Attribute> attrs = {}) {
     kiln::graph::Node n;
     n.op_type = op;
     n.name = op + "_" + std::to_string(g_.nodes.size());
     n.inputs = inputs;
-    n.outputs = {n.name};
     n.attrs = std::move(attrs);
     std::vector<const Initializer*> in;
     for (const std::string& i : inputs) in.push_back(&samples_.at(i));
     std::vector<Initializer> out = kiln::graph::get_op(op).evaluate(n, in);
-    g_.value_info[n.name] = out[0].type;
-    samples_[n.name] = std::move(out[0]);
+    for (size_t k = 0; k < out.size(); ++k) {
+      n.outputs.push_back(k == 0 ? n.name : n.name + ".out" + std::to_string(k));
+      g_.value_info[n.outputs[k]] = out[k].type;
+      samples_[n.outputs[k]] = std::move(out[k]);
+    }
     g_.nodes.push_back(n);
-    return n.name;
+    return n.outputs;
   }
-  Graph finish(const std::string& output) {
-    g_.outputs = {output};
+  Graph finish(const std::string& output) { return finish(std::vector<std::string>{output}); }
+  Graph finish(const std::vector<std::string>& outputs) {
+    g_.outputs = outputs;
     return g_;
   }
   const Initializer& sample(const std::string& v) const { return samples_.at(v); }
@@ -303,7 +333,137 @@ Case flatten(const Ints& s) {
   return {"Flatten " + kiln::graph::shape_str(s), "0", 0, b.finish(y), {{"x", b.sample(x)}}};
 }
 
-size_t bytes_of(const TensorType& t) { return static_cast<size_t>(elements(t.shape)) * 4; }
+// A permutation of [0, n) for each of `rows` rows, each repeated `inner`
+// times: the index of an element is that of its row, as torch.gather and
+// scatter take it from an index expanded over the hidden axis.
+Initializer row_permutations(int64_t outer, int64_t n, int64_t inner, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> v(static_cast<size_t>(outer * n * inner));
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  for (int64_t o = 0; o < outer; ++o) {
+    std::iota(perm.begin(), perm.end(), int64_t{0});
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < inner; ++i)
+        v[static_cast<size_t>((o * n + k) * inner + i)] = perm[static_cast<size_t>(k)];
+  }
+  return int64_tensor({outer, n, inner}, v);
+}
+
+// Rows reordered along the sequence axis (s = [batch, seq, hidden], axis 1),
+// as a sort by bucket (Reformer's LSH attention) or a mixture of experts'
+// dispatch gathers tokens: GatherElements with a row permutation expanded
+// over the hidden axis.
+Case gather_elements(const Ints& s) {
+  Builder b(12);
+  std::string x = b.input("x", s, -2, 2);
+  std::string i = b.input("indices", row_permutations(s[0], s[1], s[2], 12));
+  std::string y = b.node("GatherElements", {x, i}, {{"axis", int64_t{1}}});
+  return {"GatherElements axis 1, row permutation " + kiln::graph::shape_str(s),
+          "0",
+          0,
+          b.finish(y),
+          {{"x", b.sample(x)}, {"indices", b.sample(i)}}};
+}
+
+// Its inverse (undoing the sort, an expert's outputs combined back):
+// ScatterElements of updates into data at a row permutation (reduction
+// none: each position written once). kiln's kernel searches every output
+// element's candidates along the axis (graph/ops/indexing.cc): n^2 reads a
+// column, here 2048 x 524288 index compares.
+Case scatter_elements(const Ints& s) {
+  Builder b(13);
+  std::string x = b.input("data", s, -2, 2);
+  std::string i = b.input("indices", row_permutations(s[0], s[1], s[2], 13));
+  std::string u = b.input("updates", s, -2, 2);
+  std::string y = b.node("ScatterElements", {x, i, u}, {{"axis", int64_t{1}}});
+  return {"ScatterElements axis 1, row permutation " + kiln::graph::shape_str(s),
+          "0",
+          0,
+          b.finish(y),
+          {{"data", b.sample(x)}, {"indices", b.sample(i)}, {"updates", b.sample(u)}}};
+}
+
+// A decoder's key/value cache written at one position (s = [batch, heads,
+// context, head_dim], axis 2, updates [batch, heads, 1, head_dim]): the few
+// updates per element the scatter kernel is made for (one candidate).
+Case kv_cache_write(const Ints& s) {
+  Builder b(18);
+  std::string x = b.input("cache", s, -2, 2);
+  const Ints us = {s[0], s[1], 1, s[3]};
+  std::string i =
+      b.input("indices", int64_tensor(us, std::vector<int64_t>(elements(us), s[2] / 2)));
+  std::string u = b.input("updates", us, -2, 2);
+  std::string y = b.node("ScatterElements", {x, i, u}, {{"axis", int64_t{2}}});
+  return {"ScatterElements axis 2, one position (KV cache) " + kiln::graph::shape_str(s),
+          "0",
+          0,
+          b.finish(y),
+          {{"cache", b.sample(x)}, {"indices", b.sample(i)}, {"updates", b.sample(u)}}};
+}
+
+// Running sums along the last axis: top-p sampling's cumulative
+// probabilities over a sorted vocabulary, one row per sequence. Counted as
+// a sequential scan (1 add an element); kiln's kernel is a log-step scan
+// (ceil(log2 n) adds and passes).
+Case cumsum(const Ints& s) {
+  Builder b(14);
+  std::string x = b.input("x", s, 0, 1e-3f);
+  std::string axis = b.constant("axis", int64_tensor({}, {-1}));
+  std::string y = b.node("CumSum", {x, axis});
+  return {"CumSum last axis " + kiln::graph::shape_str(s),
+          "1/elem",
+          1.0 * elements(s),
+          b.finish(y),
+          {{"x", b.sample(x)}}};
+}
+
+// A rotary embedding's table: sin of position * frequency, angles up to
+// the context length (s = [1, positions, head_dim]).
+Case sin(const Ints& s) {
+  Builder b(15);
+  std::string x = b.input("x", s, 0, static_cast<float>(s[1]));
+  std::string y = b.node("Sin", {x});
+  // The reduction by pi/2 (3 ops, 3 FMAs), the square, and both polynomials
+  // (sin's 3 FMAs and a multiply, cos's 4 FMAs; the quadrant picks one),
+  // FMAs as 2: ~25 a value.
+  return {"Sin (rotary angles) " + kiln::graph::shape_str(s),
+          "25/elem",
+          25.0 * elements(s),
+          b.finish(y),
+          {{"x", b.sample(x)}}};
+}
+
+// The k largest along the last axis and their positions (a classifier's
+// top 5 of 1000, greedy decoding's top 1 of a 32000-token vocabulary).
+Case topk(const Ints& s, int64_t k) {
+  Builder b(16);
+  std::string x = b.input("x", s, -8, 8);
+  std::string kk = b.constant("k", int64_tensor({1}, {k}));
+  std::vector<std::string> y = b.node_outputs("TopK", {x, kk}, {{"axis", int64_t{-1}}});
+  // One comparison an element and candidate kept.
+  return {"TopK k=" + std::to_string(k) + " last axis " + kiln::graph::shape_str(s),
+          std::to_string(k) + "/elem",
+          static_cast<double>(k) * elements(s),
+          b.finish(y),
+          {{"x", b.sample(x)}}};
+}
+
+// Greedy decoding's next token: the position of each row's maximum.
+Case argmax(const Ints& s) {
+  Builder b(17);
+  std::string x = b.input("x", s, -8, 8);
+  std::string y = b.node("ArgMax", {x}, {{"axis", int64_t{-1}}, {"keepdims", int64_t{0}}});
+  return {"ArgMax last axis " + kiln::graph::shape_str(s),
+          "1/elem",
+          1.0 * elements(s),
+          b.finish(y),
+          {{"x", b.sample(x)}}};
+}
+
+size_t bytes_of(const TensorType& t) {
+  return static_cast<size_t>(elements(t.shape)) * kiln::graph::dtype_size(t.dtype);
+}
 
 // GB/s (bytes read + written) of `threads` threads each copying its share of
 // `total / 2` bytes over and over, warm: the best of `samples` samples (a
@@ -345,32 +505,54 @@ bool run_case(const Case& c, bool smoke, double fma_peak, int threads) {
   std::filesystem::remove(pkg);
   size_t bytes = 0;
   for (const auto& [name, value] : c.inputs) {
-    ex.set_input(name, value.data.data(), kiln::runtime::DType::f32(), value.type.shape);
+    ex.set_input(name, value.data.data(), kiln::runtime::DType::parse(value.type.dtype),
+                 value.type.shape);
     bytes += value.data.size();
   }
   ex.run();
-  const TensorType& out_t = c.graph.value_info.at(c.graph.outputs[0]);
-  bytes += bytes_of(out_t);
-  const auto* got = static_cast<const float*>(ex.output_data(0));
-  std::vector<float> want =
-      kiln::graph::run_graph(c.graph, c.inputs).at(c.graph.outputs[0]).as<float>();
-  double max_ref = 1e-30, max_err = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    max_ref = std::max(max_ref, std::fabs(static_cast<double>(want[i])));
-    max_err = std::max(max_err, std::fabs(static_cast<double>(got[i]) - want[i]));
+  std::map<std::string, Initializer> want = kiln::graph::run_graph(c.graph, c.inputs);
+  for (size_t o = 0; o < c.graph.outputs.size(); ++o) {
+    const std::string& name = c.graph.outputs[o];
+    const TensorType& out_t = c.graph.value_info.at(name);
+    bytes += bytes_of(out_t);
+    if (out_t.dtype == "int64") {
+      // Indices: a relative error would hide a wrong one; all must be equal.
+      const auto* got = static_cast<const int64_t*>(ex.output_data(o));
+      std::vector<int64_t> ref = want.at(name).as<int64_t>();
+      size_t wrong = 0;
+      for (size_t i = 0; i < ref.size(); ++i) wrong += got[i] != ref[i];
+      if (wrong != 0) {
+        std::fprintf(stderr, "kiln_bench_ops: %s: output %zu: %zu of %zu indices differ\n",
+                     c.name.c_str(), o, wrong, ref.size());
+        return false;
+      }
+      continue;
+    }
+    const auto* got = static_cast<const float*>(ex.output_data(o));
+    std::vector<float> ref = want.at(name).as<float>();
+    double max_ref = 1e-30, max_err = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref[i])));
+      max_err = std::max(max_err, std::fabs(static_cast<double>(got[i]) - ref[i]));
+    }
+    if (!(max_err / max_ref <= 1e-4)) {
+      std::fprintf(stderr, "kiln_bench_ops: %s: output %zu: max abs error %g (max |ref| %g)\n",
+                   c.name.c_str(), o, max_err, max_ref);
+      return false;
+    }
   }
-  if (!(max_err / max_ref <= 1e-4)) {
-    std::fprintf(stderr, "kiln_bench_ops: %s: max abs error %g (max |ref| %g)\n", c.name.c_str(),
-                 max_err, max_ref);
-    return false;
-  }
+  // 31 samples, or as many (at least 3) as fit in about 5 s: a kernel slow
+  // enough to exceed that (ScatterElements' quadratic search) is still
+  // timed, without holding the run for minutes.
   const int samples = smoke ? 3 : 31;
   const int calls = smoke ? 2 : std::max(1, static_cast<int>(2e7 / std::max<size_t>(bytes, 1)));
   std::vector<double> ms;
+  const auto start = Clock::now();
   for (int s = 0; s < samples; ++s) {
     auto t0 = Clock::now();
     for (int k = 0; k < calls; ++k) ex.run();
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / calls);
+    if (s >= 2 && Clock::now() - start > std::chrono::seconds(5)) break;
   }
   const double t = median(ms);
   const double gbps = static_cast<double>(bytes) / (t * 1e-3) * 1e-9;
@@ -379,7 +561,7 @@ bool run_case(const Case& c, bool smoke, double fma_peak, int threads) {
   const double mem_frac = copy > 0 ? gbps / copy : 0;
   const double flop_frac = fma_peak > 0 ? gflops / fma_peak : 0;
   std::printf(
-      "  %-52s %2zu kernel%s %9.4f ms %8.1f GB/s (copy %6.1f) %7.1f GFLOP/s (%-8s) %5.1f %% %s\n",
+      "  %-60s %2zu kernel%s %9.4f ms %8.1f GB/s (copy %6.1f) %7.1f GFLOP/s (%-8s) %5.1f %% %s\n",
       c.name.c_str(), built.funcs.size(), built.funcs.size() == 1 ? " " : "s", t, gbps, copy,
       gflops, c.flops_per.c_str(), 100 * std::max(mem_frac, flop_frac),
       mem_frac >= flop_frac ? "memory" : "compute");
@@ -389,7 +571,18 @@ bool run_case(const Case& c, bool smoke, double fma_peak, int threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool smoke = argc > 1 && std::strcmp(argv[1], "--smoke") == 0;
+  bool smoke = false;
+  std::string filter;  // run only the cases whose name contains it
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--smoke") == 0) {
+      smoke = true;
+    } else if (std::strcmp(argv[i], "--filter") == 0 && i + 1 < argc) {
+      filter = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: kiln_bench_ops [--smoke] [--filter TEXT]\n");
+      return 2;
+    }
+  }
   const int threads = kiln_get_num_threads();
   double fma_peak = 0;
   if (!smoke) {
@@ -409,7 +602,15 @@ int main(int argc, char** argv) {
              blocked_max_pool({1, 2, 9, 9, 8}),
              blocked_global_average_pool({1, 2, 3, 3, 8}),
              blocked_channel_norm({1, 3, 5, 7, 8}),
-             flatten({1, 5, 1, 1})};
+             flatten({1, 5, 1, 1}),
+             gather_elements({1, 7, 5}),
+             scatter_elements({1, 7, 5}),
+             kv_cache_write({1, 2, 5, 3}),
+             cumsum({3, 37}),
+             sin({1, 7, 9}),
+             topk({2, 37}, 5),
+             topk({2, 70}, 1),
+             argmax({2, 70})};
   } else {
     cases = {softmax({1, 4, 128, 128}),
              softmax({1, 12, 197, 197}),
@@ -428,11 +629,23 @@ int main(int argc, char** argv) {
              blocked_channel_norm({1, 6, 56, 56, 16}),
              layer_norm({1, 14, 14, 384}),
              blocked_channel_norm({1, 24, 14, 14, 16}),
-             flatten({1, 512, 1, 1})};
+             flatten({1, 512, 1, 1}),
+             gather_elements({1, 2048, 256}),
+             scatter_elements({1, 2048, 256}),
+             kv_cache_write({1, 8, 2048, 64}),
+             cumsum({16, 32000}),
+             sin({1, 4096, 128}),
+             topk({1, 1000}, 5),
+             topk({64, 1000}, 5),
+             topk({1, 32000}, 1),
+             topk({16, 32000}, 1),
+             argmax({1, 32000}),
+             argmax({16, 32000})};
   }
   std::printf("kiln_bench_ops: %d threads, fp32 FMA peak measured now %.0f GFLOP/s%s\n", threads,
               fma_peak, smoke ? " (smoke: timings meaningless)" : "");
   bool ok = true;
-  for (const Case& c : cases) ok = run_case(c, smoke, fma_peak, threads) && ok;
+  for (const Case& c : cases)
+    if (c.name.find(filter) != std::string::npos) ok = run_case(c, smoke, fma_peak, threads) && ok;
   return ok ? 0 : 1;
 }

@@ -12,9 +12,11 @@ endforeach()
 
 # Small models of paths the zoo does not take (bench/models/coverage_models.py): 1-D convs,
 # transposed convs, dilated ASPP, more activations, a GPT-style decoder, LSTM and GRU,
-# InstanceNorm and GroupNorm, PixelShuffle, ShuffleNetV2's 58-channel branches (pad_channels).
+# InstanceNorm and GroupNorm, PixelShuffle, ShuffleNetV2's 58-channel branches (pad_channels),
+# a LLaMA-style decoder (rotary Sin/Cos of CumSum positions, Trilu mask, Einsum attention, TopK,
+# ArgMax, GatherElements, ReduceLogSumExp; its integer outputs compared exactly).
 set(KILN_E2E_COVERAGE_MODELS keyword_spotter unet dcgan_generator aspp tabular_mlp gpt_decoder
-    sequence_tagger style_net super_resolution channel_split)
+    llama_decoder sequence_tagger style_net super_resolution channel_split)
 foreach(model ${KILN_E2E_COVERAGE_MODELS})
   add_test(NAME e2e_coverage_${model}
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/run_model.sh $<TARGET_FILE:kiln> ${model}
