@@ -22,25 +22,29 @@ struct Case {
   bool bias = true, initial = false, peepholes = false;
   int64_t linear_before_reset = 0;
   bool all_outputs = true;
+  bool runtime_weights = false;  // W, R, B and P graph inputs, not constants
 };
 
 void check(const Case& c, int seed) {
   SCOPED_TRACE(c.op + " " + c.direction + " layout " + std::to_string(c.layout) +
                (c.bias ? " B" : "") + (c.initial ? " h0" : "") + (c.peepholes ? " P" : "") +
-               " lbr " + std::to_string(c.linear_before_reset));
+               " lbr " + std::to_string(c.linear_before_reset) +
+               (c.runtime_weights ? " run-time weights" : ""));
   const int64_t T = 5, N = 2, I = 3, H = 4, D = c.direction == "bidirectional" ? 2 : 1;
   const int64_t G = c.op == "LSTM" ? 4 : 3;
   GraphBuilder b(seed);
   std::string x = b.input("x", c.layout ? Ints{N, T, I} : Ints{T, N, I});
-  std::vector<std::string> in = {x, b.random_constant("w", {D, G * H, I}),
-                                 b.random_constant("r", {D, G * H, H})};
-  in.push_back(c.bias ? b.random_constant("b", {D, 2 * G * H}) : "");
+  auto weight = [&](const std::string& name, const Ints& shape) {
+    return c.runtime_weights ? b.input(name, shape) : b.random_constant(name, shape);
+  };
+  std::vector<std::string> in = {x, weight("w", {D, G * H, I}), weight("r", {D, G * H, H})};
+  in.push_back(c.bias ? weight("b", {D, 2 * G * H}) : "");
   in.push_back("");  // sequence_lens
   const Ints state = c.layout ? Ints{N, D, H} : Ints{D, N, H};
   in.push_back(c.initial ? b.input("h0", state) : "");
   if (c.op == "LSTM") {
     in.push_back(c.initial ? b.input("c0", state) : "");
-    in.push_back(c.peepholes ? b.random_constant("p", {D, 3 * H}) : "");
+    in.push_back(c.peepholes ? weight("p", {D, 3 * H}) : "");
   }
   std::map<std::string, graph::Attribute> attrs = {{"direction", c.direction}, {"hidden_size", H}};
   if (c.layout) attrs["layout"] = c.layout;
@@ -65,6 +69,8 @@ TEST(UnrollRecurrent, Lstm) {
   check({"LSTM", "bidirectional", 0, /*bias=*/false, /*initial=*/true, /*peepholes=*/true}, 30);
   check({"LSTM", "forward", 1, true, true, true}, 31);
   check({"LSTM", "reverse", 0, true, false, false, 0, /*all_outputs=*/false}, 32);
+  check({"LSTM", "bidirectional", 1, true, true, true, 0, true, /*runtime_weights=*/true}, 33);
+  check({"LSTM", "forward", 0, false, false, false, 0, true, true}, 34);
 }
 
 TEST(UnrollRecurrent, Gru) {
@@ -73,6 +79,11 @@ TEST(UnrollRecurrent, Gru) {
     for (int64_t lbr : {0, 1}) check({"GRU", direction, 0, true, false, false, lbr}, ++seed);
   check({"GRU", "bidirectional", 1, false, true, false, 1}, 50);
   check({"GRU", "forward", 1, true, true, false, 0}, 51);
+  for (int64_t lbr : {0, 1}) {
+    check({"GRU", "bidirectional", 0, true, true, false, lbr, true, /*runtime_weights=*/true},
+          52 + static_cast<int>(lbr));
+    check({"GRU", "reverse", 1, false, false, false, lbr, true, true}, 54 + static_cast<int>(lbr));
+  }
 }
 
 TEST(UnrollRecurrent, UnsupportedAttributesNameTheNode) {

@@ -79,8 +79,8 @@ class Emitter {
 };
 
 // The floats of rows [begin, end) of matrix `m` (row-major, `cols` wide), transposed.
-std::vector<float> transposed_rows(const std::vector<float>& m, int64_t cols, int64_t begin,
-                                   int64_t end) {
+std::vector<float> transposed_matrix_rows(const std::vector<float>& m, int64_t cols, int64_t begin,
+                                          int64_t end) {
   std::vector<float> t(static_cast<size_t>((end - begin) * cols));
   for (int64_t r = begin; r < end; ++r)
     for (int64_t c = 0; c < cols; ++c)
@@ -118,13 +118,58 @@ class Unroller {
     std::string h, c;                // the final states
   };
 
+  bool present(size_t i) const { return i < n_.inputs.size() && !n_.inputs[i].empty(); }
+
+  // Input i's initializer, or nullptr when it is absent or computed at run time.
   const Initializer* constant_input(size_t i) const {
-    if (i >= n_.inputs.size() || n_.inputs[i].empty()) return nullptr;
-    const Initializer* c = constant_of(g_, n_.inputs[i]);
-    if (!c)
-      throw std::runtime_error("node '" + n_.name + "' (" + n_.op_type + "): input " +
-                               std::to_string(i) + " must be a constant to unroll");
-    return c;
+    return present(i) ? constant_of(g_, n_.inputs[i]) : nullptr;
+  }
+
+  // Rows [begin, end) of direction d of the [D, rows, cols] weight input i
+  // (W or R), transposed to [cols, end - begin]. A constant is transposed
+  // here, at build time; a run-time weight by Gather, Slice and Transpose nodes.
+  std::string transposed_rows(size_t i, int64_t d, int64_t begin, int64_t end, int64_t cols,
+                              const std::string& what) {
+    const int64_t rows = s_.gates() * s_.hidden;
+    if (const Initializer* c = constant_input(i))
+      return e_.constant(what,
+                         float_tensor({cols, end - begin},
+                                      transposed_matrix_rows(c->as<float>(), cols, d * rows + begin,
+                                                             d * rows + end)));
+    std::string m =
+        e_.op("Gather", {n_.inputs[i], e_.index(d)}, {rows, cols}, {{"axis", int64_t{0}}});
+    if (begin != 0 || end != rows) m = slice(m, 0, begin, end, {end - begin, cols});
+    return e_.op("Transpose", {m}, {cols, end - begin}, {{"perm", Ints{1, 0}}});
+  }
+
+  // Elements [begin, end) of direction d of the [D, len] vector input i (B
+  // or P): zeros when the input is absent, a constant when it is one, else
+  // Gather and Slice nodes.
+  std::string vector_part(size_t i, int64_t d, int64_t begin, int64_t end,
+                          const std::string& what) {
+    const std::vector<float> v = constant_part(i, d, begin, end);
+    if (!present(i) || constant_input(i)) return e_.constant(what, float_tensor({end - begin}, v));
+    const int64_t len = g_.type_of(n_.inputs[i])->shape.at(1);
+    std::string row = e_.op("Gather", {n_.inputs[i], e_.index(d)}, {len}, {{"axis", int64_t{0}}});
+    return begin == 0 && end == len ? row : slice(row, 0, begin, end, {end - begin});
+  }
+
+  // The floats of vector_part when it is a constant (zeros when absent).
+  std::vector<float> constant_part(size_t i, int64_t d, int64_t begin, int64_t end) const {
+    const Initializer* c = constant_input(i);
+    if (!c) return std::vector<float>(static_cast<size_t>(end - begin), 0.f);
+    const std::vector<float> all = c->as<float>();
+    const int64_t len = c->type.shape.at(1);
+    return std::vector<float>(all.begin() + d * len + begin, all.begin() + d * len + end);
+  }
+
+  std::string slice(const std::string& v, int64_t axis, int64_t begin, int64_t end,
+                    const Ints& shape) {
+    return e_.op(
+        "Slice",
+        {v, e_.constant("starts", int64_tensor({begin})), e_.constant("ends", int64_tensor({end})),
+         e_.constant("axes", int64_tensor({axis}))},
+        shape);
   }
 
   std::string reshape(const std::string& v, const Ints& shape) {
@@ -155,90 +200,106 @@ class Unroller {
     return e_.constant("zeros", float_tensor({N, H}, std::vector<float>(N * H, 0.f)));
   }
 
-  Direction run_direction(const std::string& x, int64_t d) {
-    const int64_t T = s_.seq, N = s_.batch, H = s_.hidden, G = s_.gates(), I = s_.input;
-    const bool lstm = s_.kind == RecurrentKind::kLstm;
-    const std::vector<float> w = constant_input(1)->as<float>(), r = constant_input(2)->as<float>();
-    const Initializer* bias = constant_input(3);
-    std::vector<float> b = bias ? bias->as<float>() : std::vector<float>(2 * s_.directions * G * H);
-    const float* wb = b.data() + d * 2 * G * H;
-    const float* rb = wb + G * H;
-    // Every step's input projection at once; LSTM folds R's bias in too.
-    std::vector<float> xb(wb, wb + G * H);
-    if (lstm)
-      for (int64_t k = 0; k < G * H; ++k) xb[k] += rb[k];
-    std::string wt = e_.constant(
-        "W", float_tensor({I, G * H}, transposed_rows(w, I, d * G * H, (d + 1) * G * H)));
-    std::string xw = e_.op("MatMul", {x, wt}, {T, N, G * H});
-    xw = e_.op("Add", {xw, e_.constant("B", float_tensor({G * H}, xb))}, {T, N, G * H});
-    auto r_rows = [&](int64_t begin, int64_t end) {
-      return e_.constant("R",
-                         float_tensor({H, end - begin},
-                                      transposed_rows(r, H, d * G * H + begin, d * G * H + end)));
-    };
-    // GRU without linear_before_reset multiplies r * h by the h gate's rows alone.
-    const bool split_r = !lstm && !s_.linear_before_reset;
-    const std::string rt = r_rows(0, split_r ? 2 * H : G * H);
-    const std::string rt_h = split_r ? r_rows(2 * H, 3 * H) : "";
-    const std::string rbias =
-        lstm ? ""
-             : e_.constant("Rb", float_tensor({split_r ? 2 * H : G * H},
-                                              std::vector<float>(rb, rb + (split_r ? 2 : 3) * H)));
-    const std::string rbias_h =
-        split_r ? e_.constant("Rbh", float_tensor({H}, std::vector<float>(rb + 2 * H, rb + 3 * H)))
-                : "";
-    const Initializer* peep = lstm ? constant_input(7) : nullptr;
-    auto peephole = [&](int64_t j) {
-      const std::vector<float> p = peep->as<float>();
-      const float* at = p.data() + d * 3 * H + j * H;
-      return e_.constant("P", float_tensor({H}, std::vector<float>(at, at + H)));
-    };
+  // Direction d's weights as values: constants where the node's inputs are.
+  struct Weights {
+    std::string wt, xbias;          // W^T [I, G * H] and the bias added to X W^T
+    std::string rt, rbias;          // R^T [H, rows] and its bias (GRU)
+    std::string rt_h, rbias_h;      // GRU without linear_before_reset: the h gate's rows
+    std::vector<std::string> peep;  // LSTM's peepholes i, o, f [H], when given
+  };
 
+  // GRU without linear_before_reset multiplies r * h by the h gate's rows alone.
+  bool split_r() const { return s_.kind == RecurrentKind::kGru && !s_.linear_before_reset; }
+
+  Weights weights(int64_t d) {
+    const int64_t H = s_.hidden, GH = s_.gates() * H;
+    const bool lstm = s_.kind == RecurrentKind::kLstm;
+    Weights w;
+    w.wt = transposed_rows(1, d, 0, GH, s_.input, "W");
+    w.rt = transposed_rows(2, d, 0, split_r() ? 2 * H : GH, H, "R");
+    if (split_r()) w.rt_h = transposed_rows(2, d, 2 * H, 3 * H, H, "R");
+    if (lstm) {  // R's bias folds into the input projection's
+      if (present(3) && !constant_input(3)) {
+        w.xbias = e_.op(
+            "Add", {vector_part(3, d, 0, GH, "Wb"), vector_part(3, d, GH, 2 * GH, "Rb")}, {GH});
+      } else {
+        std::vector<float> b = constant_part(3, d, 0, GH);
+        const std::vector<float> rb = constant_part(3, d, GH, 2 * GH);
+        for (size_t k = 0; k < b.size(); ++k) b[k] += rb[k];
+        w.xbias = e_.constant("B", float_tensor({GH}, b));
+      }
+    } else {
+      w.xbias = vector_part(3, d, 0, GH, "B");
+      w.rbias = vector_part(3, d, GH, split_r() ? GH + 2 * H : 2 * GH, "Rb");
+      if (split_r()) w.rbias_h = vector_part(3, d, GH + 2 * H, 2 * GH, "Rbh");
+    }
+    if (lstm && present(7))
+      for (int64_t j = 0; j < 3; ++j) w.peep.push_back(vector_part(7, d, j * H, (j + 1) * H, "P"));
+    return w;
+  }
+
+  Direction run_direction(const std::string& x, int64_t d) {
+    const int64_t T = s_.seq, N = s_.batch, GH = s_.gates() * s_.hidden;
+    const Weights w = weights(d);
+    // Every step's input projection at once.
+    std::string xw = e_.op("MatMul", {x, w.wt}, {T, N, GH});
+    xw = e_.op("Add", {xw, w.xbias}, {T, N, GH});
     std::string h = initial_state(5, d);
-    std::string c = lstm ? initial_state(6, d) : "";
+    std::string c = s_.kind == RecurrentKind::kLstm ? initial_state(6, d) : "";
     std::vector<std::string> steps(static_cast<size_t>(T));
-    const Ints nh = {N, H};
     for (int64_t step = 0; step < T; ++step) {
       const int64_t t = op_util::runs_backwards(s_, d) ? T - 1 - step : step;
-      std::string xt = e_.op("Gather", {xw, e_.index(t)}, {N, G * H}, {{"axis", int64_t{0}}});
-      if (lstm) {
-        std::string gates = e_.op("Add", {xt, e_.op("MatMul", {h, rt}, {N, G * H})}, {N, G * H});
-        std::vector<std::string> ifoc =
-            e_.ops("Split", {gates}, {nh, nh, nh, nh}, {{"axis", int64_t{1}}});
-        std::string i = ifoc[0], o = ifoc[1], f = ifoc[2], cc = ifoc[3];
-        if (peep) {
-          i = e_.op("Add", {i, e_.op("Mul", {peephole(0), c}, nh)}, nh);
-          f = e_.op("Add", {f, e_.op("Mul", {peephole(2), c}, nh)}, nh);
-        }
-        std::string kept = e_.op("Mul", {e_.op("Sigmoid", {f}, nh), c}, nh);
-        std::string added = e_.op("Mul", {e_.op("Sigmoid", {i}, nh), e_.op("Tanh", {cc}, nh)}, nh);
-        c = e_.op("Add", {kept, added}, nh);
-        if (peep) o = e_.op("Add", {o, e_.op("Mul", {peephole(1), c}, nh)}, nh);
-        h = e_.op("Mul", {e_.op("Sigmoid", {o}, nh), e_.op("Tanh", {c}, nh)}, nh);
-      } else {
-        std::vector<std::string> xs = e_.ops("Split", {xt}, {nh, nh, nh}, {{"axis", int64_t{1}}});
-        std::string hr = e_.op("MatMul", {h, rt}, {N, split_r ? 2 * H : G * H});
-        hr = e_.op("Add", {hr, rbias}, {N, split_r ? 2 * H : G * H});
-        std::vector<std::string> hs = e_.ops(
-            "Split", {hr}, split_r ? std::vector<Ints>{nh, nh} : std::vector<Ints>{nh, nh, nh},
-            {{"axis", int64_t{1}}});
-        std::string z = e_.op("Sigmoid", {e_.op("Add", {xs[0], hs[0]}, nh)}, nh);
-        std::string reset = e_.op("Sigmoid", {e_.op("Add", {xs[1], hs[1]}, nh)}, nh);
-        std::string recurrent;
-        if (split_r) {
-          recurrent = e_.op("MatMul", {e_.op("Mul", {reset, h}, nh), rt_h}, nh);
-          recurrent = e_.op("Add", {recurrent, rbias_h}, nh);
-        } else {
-          recurrent = e_.op("Mul", {reset, hs[2]}, nh);
-        }
-        std::string candidate = e_.op("Tanh", {e_.op("Add", {xs[2], recurrent}, nh)}, nh);
-        // (1 - z) * candidate + z * h = candidate + z * (h - candidate)
-        std::string toward = e_.op("Mul", {z, e_.op("Sub", {h, candidate}, nh)}, nh);
-        h = e_.op("Add", {candidate, toward}, nh);
-      }
+      std::string xt = e_.op("Gather", {xw, e_.index(t)}, {N, GH}, {{"axis", int64_t{0}}});
+      if (s_.kind == RecurrentKind::kLstm)
+        lstm_step(w, xt, h, c);
+      else
+        gru_step(w, xt, h);
       steps[static_cast<size_t>(t)] = h;
     }
     return {steps, h, c};
+  }
+
+  void lstm_step(const Weights& w, const std::string& xt, std::string& h, std::string& c) {
+    const int64_t N = s_.batch, H = s_.hidden;
+    const Ints nh = {N, H};
+    std::string gates = e_.op("Add", {xt, e_.op("MatMul", {h, w.rt}, {N, 4 * H})}, {N, 4 * H});
+    std::vector<std::string> ifoc =
+        e_.ops("Split", {gates}, {nh, nh, nh, nh}, {{"axis", int64_t{1}}});
+    std::string i = ifoc[0], o = ifoc[1], f = ifoc[2], cc = ifoc[3];
+    if (!w.peep.empty()) {
+      i = e_.op("Add", {i, e_.op("Mul", {w.peep[0], c}, nh)}, nh);
+      f = e_.op("Add", {f, e_.op("Mul", {w.peep[2], c}, nh)}, nh);
+    }
+    std::string kept = e_.op("Mul", {e_.op("Sigmoid", {f}, nh), c}, nh);
+    std::string added = e_.op("Mul", {e_.op("Sigmoid", {i}, nh), e_.op("Tanh", {cc}, nh)}, nh);
+    c = e_.op("Add", {kept, added}, nh);
+    if (!w.peep.empty()) o = e_.op("Add", {o, e_.op("Mul", {w.peep[1], c}, nh)}, nh);
+    h = e_.op("Mul", {e_.op("Sigmoid", {o}, nh), e_.op("Tanh", {c}, nh)}, nh);
+  }
+
+  void gru_step(const Weights& w, const std::string& xt, std::string& h) {
+    const int64_t N = s_.batch, H = s_.hidden;
+    const Ints nh = {N, H};
+    const int64_t rows = split_r() ? 2 * H : 3 * H;
+    std::vector<std::string> xs = e_.ops("Split", {xt}, {nh, nh, nh}, {{"axis", int64_t{1}}});
+    std::string hr = e_.op("MatMul", {h, w.rt}, {N, rows});
+    hr = e_.op("Add", {hr, w.rbias}, {N, rows});
+    std::vector<std::string> hs =
+        e_.ops("Split", {hr}, split_r() ? std::vector<Ints>{nh, nh} : std::vector<Ints>{nh, nh, nh},
+               {{"axis", int64_t{1}}});
+    std::string z = e_.op("Sigmoid", {e_.op("Add", {xs[0], hs[0]}, nh)}, nh);
+    std::string reset = e_.op("Sigmoid", {e_.op("Add", {xs[1], hs[1]}, nh)}, nh);
+    std::string recurrent;
+    if (split_r()) {
+      recurrent = e_.op("MatMul", {e_.op("Mul", {reset, h}, nh), w.rt_h}, nh);
+      recurrent = e_.op("Add", {recurrent, w.rbias_h}, nh);
+    } else {
+      recurrent = e_.op("Mul", {reset, hs[2]}, nh);
+    }
+    std::string candidate = e_.op("Tanh", {e_.op("Add", {xs[2], recurrent}, nh)}, nh);
+    // (1 - z) * candidate + z * h = candidate + z * (h - candidate)
+    std::string toward = e_.op("Mul", {z, e_.op("Sub", {h, candidate}, nh)}, nh);
+    h = e_.op("Add", {candidate, toward}, nh);
   }
 
   Graph& g_;

@@ -7,8 +7,9 @@
 // elementwise nodes fuse into few kernels, and a step's recurrent MatMul is a
 // dense_pack or dense_nopack workload like any Linear.
 //
-// Needs W, R and B (and the peepholes P) to be constants; initial_h and
-// initial_c may be computed. The attributes kiln does not take
+// W, R, B, the peepholes P and the initial states may be constants or
+// computed at run time: constant weights are sliced and transposed here, at
+// build time; run-time ones by Gather, Slice and Transpose nodes. The attributes kiln does not take
 // (graph/ops/recurrent.h) fail with an error naming the node.
 #pragma once
 
