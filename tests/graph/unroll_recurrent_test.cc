@@ -1,4 +1,4 @@
-// unroll_recurrent: LSTM and GRU nodes become per-step MatMul, Split and
+// unroll_recurrent: LSTM, GRU and RNN nodes become per-step MatMul, Split and
 // elementwise nodes that compute what the reference LSTM / GRU computes (the
 // interpreter runs the graph before and after), over directions, layouts,
 // biases, initial states, peepholes and GRU's linear_before_reset. The
@@ -31,7 +31,7 @@ void check(const Case& c, int seed) {
                " lbr " + std::to_string(c.linear_before_reset) +
                (c.runtime_weights ? " run-time weights" : ""));
   const int64_t T = 5, N = 2, I = 3, H = 4, D = c.direction == "bidirectional" ? 2 : 1;
-  const int64_t G = c.op == "LSTM" ? 4 : 3;
+  const int64_t G = c.op == "LSTM" ? 4 : c.op == "GRU" ? 3 : 1;
   GraphBuilder b(seed);
   std::string x = b.input("x", c.layout ? Ints{N, T, I} : Ints{T, N, I});
   auto weight = [&](const std::string& name, const Ints& shape) {
@@ -84,6 +84,16 @@ TEST(UnrollRecurrent, Gru) {
           52 + static_cast<int>(lbr));
     check({"GRU", "reverse", 1, false, false, false, lbr, true, true}, 54 + static_cast<int>(lbr));
   }
+}
+
+TEST(UnrollRecurrent, Rnn) {
+  int seed = 70;
+  for (std::string direction : {"forward", "reverse", "bidirectional"})
+    for (int64_t layout : {0, 1}) check({"RNN", direction, layout}, ++seed);
+  check({"RNN", "bidirectional", 1, /*bias=*/false, /*initial=*/true}, 80);
+  check({"RNN", "reverse", 0, true, true, false, 0, /*all_outputs=*/false}, 81);
+  check({"RNN", "bidirectional", 0, true, true, false, 0, true, /*runtime_weights=*/true}, 82);
+  check({"RNN", "forward", 1, false, false, false, 0, true, true}, 83);
 }
 
 TEST(UnrollRecurrent, UnsupportedAttributesNameTheNode) {

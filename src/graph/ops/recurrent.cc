@@ -1,6 +1,6 @@
-// LSTM and GRU: the attribute checks and the reference evaluation (plain
+// LSTM, GRU and RNN: the attribute checks and the reference evaluation (plain
 // loops, double accumulation). No compute: graph/passes/unroll_recurrent.cc
-// rewrites every LSTM and GRU into MatMul, Split and elementwise nodes.
+// rewrites every LSTM, GRU and RNN into MatMul, Split and elementwise nodes.
 #include "graph/ops/recurrent.h"
 
 #include <cmath>
@@ -16,7 +16,9 @@ namespace op_util {
 RecurrentShape recurrent_shape(const Node& node, const std::vector<int64_t>& x,
                                const std::vector<int64_t>& w, const std::vector<int64_t>& r) {
   RecurrentShape s{};
-  s.kind = node.op_type == "LSTM" ? RecurrentKind::kLstm : RecurrentKind::kGru;
+  s.kind = node.op_type == "LSTM"  ? RecurrentKind::kLstm
+           : node.op_type == "GRU" ? RecurrentKind::kGru
+                                   : RecurrentKind::kRnn;
   const std::string direction = attr_string(node, "direction", "forward");
   if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
     fail(node, "unknown direction '" + direction + "'");
@@ -27,8 +29,9 @@ RecurrentShape recurrent_shape(const Node& node, const std::vector<int64_t>& x,
   if (node.attrs.count("clip")) fail(node, "clip is not supported");
   if (attr_int(node, "input_forget", 0) != 0) fail(node, "input_forget is not supported");
   const std::vector<std::string> defaults =
-      s.kind == RecurrentKind::kLstm ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
-                                     : std::vector<std::string>{"Sigmoid", "Tanh"};
+      s.kind == RecurrentKind::kLstm  ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+      : s.kind == RecurrentKind::kGru ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                                      : std::vector<std::string>{"Tanh"};
   if (auto acts = node.attr<std::vector<std::string>>("activations")) {
     for (size_t i = 0; i < acts->size(); ++i)
       if ((*acts)[i] != defaults[i % defaults.size()])
@@ -112,7 +115,9 @@ std::vector<Initializer> recurrent_evaluate(const Node& node,
           gates[g] = xw;
           rh[g] = hr;
         }
-        if (lstm) {  // gates i, o, f, c
+        if (s.kind == RecurrentKind::kRnn) {
+          for (int64_t k = 0; k < H; ++k) h[k] = std::tanh(gates[k] + rh[k]);
+        } else if (lstm) {  // gates i, o, f, c
           for (int64_t k = 0; k < H; ++k) {
             auto peep = [&](int64_t j, double state) {
               return p.empty() ? 0.0 : p[static_cast<size_t>(d * 3 * H + j * H + k)] * state;
@@ -171,6 +176,7 @@ std::vector<Initializer> recurrent_evaluate(const Node& node,
 void register_recurrent_ops() {
   register_op({"LSTM", OpPattern::kOpaque, recurrent_evaluate, nullptr, {}});
   register_op({"GRU", OpPattern::kOpaque, recurrent_evaluate, nullptr, {}});
+  register_op({"RNN", OpPattern::kOpaque, recurrent_evaluate, nullptr, {}});
 }
 
 }  // namespace kiln::graph

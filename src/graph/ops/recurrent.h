@@ -1,4 +1,4 @@
-// LSTM and GRU (ONNX's recurrent operators, float32): the attributes kiln
+// LSTM, GRU and RNN (ONNX's recurrent operators, float32): the attributes kiln
 // takes, checked in one place for the reference evaluation (recurrent.cc) and
 // for the pass that unrolls them over the sequence into MatMul, Split and
 // elementwise nodes (graph/passes/unroll_recurrent.h). There is no kernel of
@@ -9,7 +9,7 @@
 // linear_before_reset, and sequence_lens absent or equal to the sequence
 // length everywhere. Not taken (an OpError naming the node): activations
 // other than the defaults (Sigmoid, Tanh, Tanh for LSTM; Sigmoid, Tanh for
-// GRU), clip, LSTM's input_forget, and shorter sequences in a batch.
+// GRU; Tanh for RNN), clip, LSTM's input_forget, and shorter sequences in a batch.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,7 @@
 
 namespace kiln::graph::op_util {
 
-enum class RecurrentKind { kLstm, kGru };
+enum class RecurrentKind { kLstm, kGru, kRnn };
 
 struct RecurrentShape {
   RecurrentKind kind;
@@ -28,7 +28,9 @@ struct RecurrentShape {
   bool reverse;                      // the only direction runs backwards (direction = "reverse")
   bool batch_first;                  // layout = 1
   bool linear_before_reset = false;  // GRU
-  int64_t gates() const { return kind == RecurrentKind::kLstm ? 4 : 3; }
+  int64_t gates() const {
+    return kind == RecurrentKind::kLstm ? 4 : kind == RecurrentKind::kGru ? 3 : 1;
+  }
 };
 
 // Checks the node's attributes and its X / W / R shapes; throws OpError.

@@ -218,7 +218,7 @@ class Unroller {
     w.wt = transposed_rows(1, d, 0, GH, s_.input, "W");
     w.rt = transposed_rows(2, d, 0, split_r() ? 2 * H : GH, H, "R");
     if (split_r()) w.rt_h = transposed_rows(2, d, 2 * H, 3 * H, H, "R");
-    if (lstm) {  // R's bias folds into the input projection's
+    if (s_.kind != RecurrentKind::kGru) {  // R's bias folds into the input projection's
       if (present(3) && !constant_input(3)) {
         w.xbias = e_.op(
             "Add", {vector_part(3, d, 0, GH, "Wb"), vector_part(3, d, GH, 2 * GH, "Rb")}, {GH});
@@ -252,8 +252,10 @@ class Unroller {
       std::string xt = e_.op("Gather", {xw, e_.index(t)}, {N, GH}, {{"axis", int64_t{0}}});
       if (s_.kind == RecurrentKind::kLstm)
         lstm_step(w, xt, h, c);
-      else
+      else if (s_.kind == RecurrentKind::kGru)
         gru_step(w, xt, h);
+      else
+        rnn_step(w, xt, h);
       steps[static_cast<size_t>(t)] = h;
     }
     return {steps, h, c};
@@ -275,6 +277,11 @@ class Unroller {
     c = e_.op("Add", {kept, added}, nh);
     if (!w.peep.empty()) o = e_.op("Add", {o, e_.op("Mul", {w.peep[1], c}, nh)}, nh);
     h = e_.op("Mul", {e_.op("Sigmoid", {o}, nh), e_.op("Tanh", {c}, nh)}, nh);
+  }
+
+  void rnn_step(const Weights& w, const std::string& xt, std::string& h) {
+    const Ints nh = {s_.batch, s_.hidden};
+    h = e_.op("Tanh", {e_.op("Add", {xt, e_.op("MatMul", {h, w.rt}, nh)}, nh)}, nh);
   }
 
   void gru_step(const Weights& w, const std::string& xt, std::string& h) {
@@ -312,8 +319,8 @@ class Unroller {
 
 int unroll_recurrent(Graph& g) {
   return expand_nodes(g, [&g](const Node& n, std::vector<Node>& out) {
-    const bool recurrent =
-        (n.op_type == "LSTM" || n.op_type == "GRU") && (n.domain.empty() || n.domain == "ai.onnx");
+    const bool recurrent = (n.op_type == "LSTM" || n.op_type == "GRU" || n.op_type == "RNN") &&
+                           (n.domain.empty() || n.domain == "ai.onnx");
     if (!recurrent) return false;
     const TensorType* x = g.type_of(n.inputs.at(0));
     const TensorType* w = g.type_of(n.inputs.at(1));

@@ -1,4 +1,4 @@
-// LSTM and GRU nodes unrolled over their (static) sequence into nodes kiln
+// LSTM, GRU and RNN nodes unrolled over their (static) sequence into nodes kiln
 // compiles: one MatMul of the whole input sequence by W (every step's input
 // projection at once), then per step a Gather of that step's row, a MatMul of
 // the previous hidden state by R, a Split into the gates and the gates'
@@ -17,7 +17,7 @@
 
 namespace kiln::graph::passes {
 
-// Returns the number of LSTM and GRU nodes unrolled.
+// Returns the number of LSTM, GRU and RNN nodes unrolled.
 int unroll_recurrent(Graph& g);
 
 }  // namespace kiln::graph::passes
