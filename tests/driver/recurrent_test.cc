@@ -20,7 +20,17 @@ struct RecurrentCase {
   int64_t layout = 0;
   bool bias = true, initial = false, runtime_weights = false;
   int64_t seq = 4, batch = 2, input = 3, hidden = 5;
+  std::vector<std::string> activations = {};
+  std::vector<float> alpha = {}, beta = {};
+  float clip = 0;  // none
 };
+
+void attr_strings(onnx::NodeProto* n, const std::string& name, const std::vector<std::string>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRINGS);
+  for (const std::string& x : v) a->add_strings(x);
+}
 
 std::vector<std::string> dims_of(const Ints& shape) {
   std::vector<std::string> d;
@@ -55,6 +65,10 @@ OnnxBuilder recurrent_model(const RecurrentCase& c, std::mt19937& rng) {
   OnnxBuilder::attr_int(n, "hidden_size", H);
   attr_string(n, "direction", c.direction);
   if (c.layout) OnnxBuilder::attr_int(n, "layout", c.layout);
+  if (!c.activations.empty()) attr_strings(n, "activations", c.activations);
+  if (!c.alpha.empty()) attr_floats(n, "activation_alpha", c.alpha);
+  if (!c.beta.empty()) attr_floats(n, "activation_beta", c.beta);
+  if (c.clip > 0) OnnxBuilder::attr_float(n, "clip", c.clip);
   return b;
 }
 
@@ -94,6 +108,29 @@ void check_op(const std::string& op, unsigned seed) {
 TEST(Recurrent, RnnCompiledMatchesReference) { check_op("RNN", 100); }
 TEST(Recurrent, GruCompiledMatchesReference) { check_op("GRU", 200); }
 TEST(Recurrent, LstmCompiledMatchesReference) { check_op("LSTM", 300); }
+
+// Non-default activations (with alpha / beta) and clip, compiled.
+TEST(Recurrent, ActivationsAndClipCompiledMatchReference) {
+  RecurrentCase rnn{"RNN", "bidirectional"};
+  rnn.activations = {"LeakyRelu", "HardSigmoid"};
+  rnn.alpha = {0.2f, 0.3f};
+  rnn.beta = {0.6f};
+  check_recurrent(rnn, 400);
+  RecurrentCase gru{"GRU", "reverse", 1};
+  gru.activations = {"HardSigmoid", "Softsign"};
+  gru.runtime_weights = true;
+  check_recurrent(gru, 401);
+  RecurrentCase lstm{"LSTM", "forward"};
+  lstm.activations = {"Sigmoid", "Elu", "ScaledTanh"};
+  lstm.alpha = {0.5f, 0.8f};
+  lstm.beta = {1.5f};
+  check_recurrent(lstm, 402);
+  for (const std::string op : {"RNN", "GRU", "LSTM"}) {
+    RecurrentCase clipped{op, "bidirectional"};
+    clipped.clip = 0.4f;
+    check_recurrent(clipped, 403);
+  }
+}
 
 graph::Initializer floats(const Ints& shape, const std::vector<float>& v) {
   graph::Initializer t{{"float32", shape}, {}};

@@ -22,7 +22,8 @@ struct Case {
   bool bias = true, initial = false, peepholes = false;
   int64_t linear_before_reset = 0;
   bool all_outputs = true;
-  bool runtime_weights = false;  // W, R, B and P graph inputs, not constants
+  bool runtime_weights = false;                        // W, R, B and P graph inputs, not constants
+  std::map<std::string, graph::Attribute> extra = {};  // activations, clip, ...
 };
 
 void check(const Case& c, int seed) {
@@ -49,6 +50,7 @@ void check(const Case& c, int seed) {
   std::map<std::string, graph::Attribute> attrs = {{"direction", c.direction}, {"hidden_size", H}};
   if (c.layout) attrs["layout"] = c.layout;
   if (c.op == "GRU") attrs["linear_before_reset"] = c.linear_before_reset;
+  for (const auto& [k, v] : c.extra) attrs[k] = v;
   const size_t outputs = c.op == "LSTM" ? 3 : 2;
   std::vector<std::string> outs = b.node_n(c.op, in, outputs, attrs);
   for (size_t k = 0; k < outputs; ++k)
@@ -96,20 +98,85 @@ TEST(UnrollRecurrent, Rnn) {
   check({"RNN", "forward", 1, false, false, false, 0, true, true}, 83);
 }
 
+// Every activation ONNX lists, with and without alpha / beta given, and clip:
+// the unrolled nodes against the reference.
+TEST(UnrollRecurrent, ActivationsAndClip) {
+  using Names = std::vector<std::string>;
+  using Floats = std::vector<float>;
+  const std::vector<std::pair<std::string, Names>> sets = {
+      {"RNN", {"Relu"}},
+      {"RNN", {"Affine"}},
+      {"RNN", {"LeakyRelu"}},
+      {"RNN", {"ThresholdedRelu"}},
+      {"RNN", {"ScaledTanh"}},
+      {"RNN", {"HardSigmoid"}},
+      {"RNN", {"Elu"}},
+      {"RNN", {"Softsign"}},
+      {"RNN", {"Softplus"}},
+      {"RNN", {"Sigmoid"}},
+      {"GRU", {"HardSigmoid", "Softsign"}},
+      {"GRU", {"sigmoid", "LeakyRelu"}},  // names are case-insensitive
+      {"LSTM", {"HardSigmoid", "Elu", "ScaledTanh"}},
+      {"LSTM", {"Sigmoid", "Affine", "Softplus"}},
+  };
+  int seed = 90;
+  for (const auto& [op, names] : sets)
+    for (bool params : {false, true}) {
+      Case c{op, "forward", 0};
+      c.extra["activations"] = names;
+      if (params) {
+        c.extra["activation_alpha"] = Floats{0.7f, 0.3f, 1.3f};
+        c.extra["activation_beta"] = Floats{0.4f, 0.9f, -0.2f};
+      }
+      SCOPED_TRACE(names.front() + (params ? " alpha / beta" : ""));
+      check(c, ++seed);
+    }
+  // Bidirectional: one list per direction, or one list for both.
+  Case both{"LSTM", "bidirectional", 1};
+  both.extra["activations"] = Names{"Sigmoid", "Tanh", "Tanh", "HardSigmoid", "Relu", "Softsign"};
+  both.extra["activation_alpha"] = Floats{0.3f};
+  check(both, 120);
+  Case shared{"GRU", "bidirectional", 0, true, true};
+  shared.extra["activations"] = Names{"Sigmoid", "Elu"};
+  check(shared, 121);
+  for (const std::string op : {"LSTM", "GRU", "RNN"}) {
+    Case clipped{op, "bidirectional", 0, true, true, op == "LSTM"};
+    clipped.extra["clip"] = 0.3f;
+    check(clipped, 122);
+  }
+}
+
+TEST(UnrollRecurrent, UnknownActivationNamesTheNode) {
+  GraphBuilder b(61);
+  std::string x = b.input("x", {3, 1, 2});
+  b.output(b.node_n("RNN",
+                    {x, b.random_constant("w", {1, 2, 2}), b.random_constant("r", {1, 2, 2})}, 1,
+                    {{"hidden_size", int64_t{2}}}, "rnn_with_swish")[0]);
+  graph::Graph g = b.graph();
+  g.nodes.at(0).attrs["activations"] = std::vector<std::string>{"Swish"};
+  try {
+    graph::passes::unroll_recurrent(g);
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("rnn_with_swish"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Swish"), std::string::npos) << e.what();
+  }
+}
+
 TEST(UnrollRecurrent, UnsupportedAttributesNameTheNode) {
   GraphBuilder b(60);
   std::string x = b.input("x", {3, 1, 2});
   b.output(b.node_n("LSTM",
                     {x, b.random_constant("w", {1, 8, 2}), b.random_constant("r", {1, 8, 2})}, 1,
-                    {{"hidden_size", int64_t{2}}}, "lstm_with_clip")[0]);
+                    {{"hidden_size", int64_t{2}}}, "lstm_with_input_forget")[0]);
   graph::Graph g = b.graph();
-  g.nodes.at(0).attrs["clip"] = 1.0f;  // the reference rejects it too
+  g.nodes.at(0).attrs["input_forget"] = int64_t{1};  // the reference rejects it too
   try {
     graph::passes::unroll_recurrent(g);
     FAIL() << "expected an error";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("lstm_with_clip"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("clip"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("lstm_with_input_forget"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("input_forget"), std::string::npos) << e.what();
   }
 }
 

@@ -6,13 +6,18 @@
 //
 // Taken: direction forward / reverse / bidirectional, layout 0 and 1,
 // optional B, initial_h, initial_c and P (peepholes), GRU's
-// linear_before_reset, and sequence_lens absent or equal to the sequence
-// length everywhere. Not taken (an OpError naming the node): activations
-// other than the defaults (Sigmoid, Tanh, Tanh for LSTM; Sigmoid, Tanh for
-// GRU; Tanh for RNN), clip, LSTM's input_forget, and shorter sequences in a batch.
+// linear_before_reset, sequence_lens absent or equal to the sequence length
+// everywhere, the activations ONNX lists (with activation_alpha / _beta) and
+// clip. Not taken (an OpError naming the node): LSTM's input_forget and
+// shorter sequences in a batch.
+//
+// clip bounds the input of every gate's activation, as ONNX Runtime does;
+// like ONNX Runtime, it leaves alone the LSTM cell state that h() reads.
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "graph/graph.h"
@@ -21,6 +26,14 @@ namespace kiln::graph::op_util {
 
 enum class RecurrentKind { kLstm, kGru, kRnn };
 
+// One of the activation functions f, g, h of a direction: its canonical name
+// ("Sigmoid", "LeakyRelu", ...) and the alpha / beta it takes (ONNX's defaults
+// where activation_alpha / activation_beta run out).
+struct Activation {
+  std::string name;
+  float alpha = 0, beta = 0;
+};
+
 struct RecurrentShape {
   RecurrentKind kind;
   int64_t seq, batch, input, hidden;
@@ -28,6 +41,15 @@ struct RecurrentShape {
   bool reverse;                      // the only direction runs backwards (direction = "reverse")
   bool batch_first;                  // layout = 1
   bool linear_before_reset = false;  // GRU
+  // Per direction, the functions f, g(, h): activations_per_direction() each.
+  std::vector<Activation> activations;
+  std::optional<float> clip;
+  int64_t activations_per_direction() const {
+    return kind == RecurrentKind::kLstm ? 3 : kind == RecurrentKind::kGru ? 2 : 1;
+  }
+  const Activation& activation(int64_t d, int64_t j) const {
+    return activations.at(static_cast<size_t>(d * activations_per_direction() + j));
+  }
   int64_t gates() const {
     return kind == RecurrentKind::kLstm ? 4 : kind == RecurrentKind::kGru ? 3 : 1;
   }
@@ -36,6 +58,9 @@ struct RecurrentShape {
 // Checks the node's attributes and its X / W / R shapes; throws OpError.
 RecurrentShape recurrent_shape(const Node& node, const std::vector<int64_t>& x,
                                const std::vector<int64_t>& w, const std::vector<int64_t>& r);
+
+// The reference value of activation a at v (clip not applied).
+double apply_activation(const Activation& a, double v);
 
 // Whether direction d (0 or 1) of the node runs from the last step to the first.
 inline bool runs_backwards(const RecurrentShape& s, int64_t d) {

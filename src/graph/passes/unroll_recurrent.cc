@@ -163,6 +163,35 @@ class Unroller {
     return std::vector<float>(all.begin() + d * len + begin, all.begin() + d * len + end);
   }
 
+  // Activation j of direction d applied to v ([N, H]), its input clipped
+  // first when the node has clip (graph/ops/recurrent.h).
+  std::string activate(int64_t d, int64_t j, std::string v, bool clip = true) {
+    const Ints nh = {s_.batch, s_.hidden};
+    if (clip && s_.clip)
+      v = e_.op("Clip", {v, scalar("clip_min", -*s_.clip), scalar("clip_max", *s_.clip)}, nh);
+    const op_util::Activation& a = s_.activation(d, j);
+    if (a.name == "Affine")
+      return e_.op("Add", {e_.op("Mul", {v, scalar("alpha", a.alpha)}, nh), scalar("beta", a.beta)},
+                   nh);
+    if (a.name == "ScaledTanh") {
+      std::string t = e_.op("Tanh", {e_.op("Mul", {v, scalar("beta", a.beta)}, nh)}, nh);
+      return e_.op("Mul", {t, scalar("alpha", a.alpha)}, nh);
+    }
+    // The others are ONNX operators of the same name and attributes.
+    std::map<std::string, Attribute> attrs;
+    if (a.name == "LeakyRelu" || a.name == "ThresholdedRelu" || a.name == "Elu" ||
+        a.name == "HardSigmoid")
+      attrs["alpha"] = a.alpha;
+    if (a.name == "HardSigmoid") attrs["beta"] = a.beta;
+    return e_.op(a.name, {v}, nh, std::move(attrs));
+  }
+
+  std::string scalar(const std::string& what, float v) {
+    Initializer t = float_tensor({1}, {v});
+    t.type.shape.clear();
+    return e_.constant(what, std::move(t));
+  }
+
   std::string slice(const std::string& v, int64_t axis, int64_t begin, int64_t end,
                     const Ints& shape) {
     return e_.op(
@@ -202,6 +231,7 @@ class Unroller {
 
   // Direction d's weights as values: constants where the node's inputs are.
   struct Weights {
+    int64_t d;                      // the direction
     std::string wt, xbias;          // W^T [I, G * H] and the bias added to X W^T
     std::string rt, rbias;          // R^T [H, rows] and its bias (GRU)
     std::string rt_h, rbias_h;      // GRU without linear_before_reset: the h gate's rows
@@ -215,6 +245,7 @@ class Unroller {
     const int64_t H = s_.hidden, GH = s_.gates() * H;
     const bool lstm = s_.kind == RecurrentKind::kLstm;
     Weights w;
+    w.d = d;
     w.wt = transposed_rows(1, d, 0, GH, s_.input, "W");
     w.rt = transposed_rows(2, d, 0, split_r() ? 2 * H : GH, H, "R");
     if (split_r()) w.rt_h = transposed_rows(2, d, 2 * H, 3 * H, H, "R");
@@ -272,16 +303,16 @@ class Unroller {
       i = e_.op("Add", {i, e_.op("Mul", {w.peep[0], c}, nh)}, nh);
       f = e_.op("Add", {f, e_.op("Mul", {w.peep[2], c}, nh)}, nh);
     }
-    std::string kept = e_.op("Mul", {e_.op("Sigmoid", {f}, nh), c}, nh);
-    std::string added = e_.op("Mul", {e_.op("Sigmoid", {i}, nh), e_.op("Tanh", {cc}, nh)}, nh);
+    std::string kept = e_.op("Mul", {activate(w.d, 0, f), c}, nh);
+    std::string added = e_.op("Mul", {activate(w.d, 0, i), activate(w.d, 1, cc)}, nh);
     c = e_.op("Add", {kept, added}, nh);
     if (!w.peep.empty()) o = e_.op("Add", {o, e_.op("Mul", {w.peep[1], c}, nh)}, nh);
-    h = e_.op("Mul", {e_.op("Sigmoid", {o}, nh), e_.op("Tanh", {c}, nh)}, nh);
+    h = e_.op("Mul", {activate(w.d, 0, o), activate(w.d, 2, c, /*clip=*/false)}, nh);
   }
 
   void rnn_step(const Weights& w, const std::string& xt, std::string& h) {
     const Ints nh = {s_.batch, s_.hidden};
-    h = e_.op("Tanh", {e_.op("Add", {xt, e_.op("MatMul", {h, w.rt}, nh)}, nh)}, nh);
+    h = activate(w.d, 0, e_.op("Add", {xt, e_.op("MatMul", {h, w.rt}, nh)}, nh));
   }
 
   void gru_step(const Weights& w, const std::string& xt, std::string& h) {
@@ -294,8 +325,8 @@ class Unroller {
     std::vector<std::string> hs =
         e_.ops("Split", {hr}, split_r() ? std::vector<Ints>{nh, nh} : std::vector<Ints>{nh, nh, nh},
                {{"axis", int64_t{1}}});
-    std::string z = e_.op("Sigmoid", {e_.op("Add", {xs[0], hs[0]}, nh)}, nh);
-    std::string reset = e_.op("Sigmoid", {e_.op("Add", {xs[1], hs[1]}, nh)}, nh);
+    std::string z = activate(w.d, 0, e_.op("Add", {xs[0], hs[0]}, nh));
+    std::string reset = activate(w.d, 0, e_.op("Add", {xs[1], hs[1]}, nh));
     std::string recurrent;
     if (split_r()) {
       recurrent = e_.op("MatMul", {e_.op("Mul", {reset, h}, nh), w.rt_h}, nh);
@@ -303,7 +334,7 @@ class Unroller {
     } else {
       recurrent = e_.op("Mul", {reset, hs[2]}, nh);
     }
-    std::string candidate = e_.op("Tanh", {e_.op("Add", {xs[2], recurrent}, nh)}, nh);
+    std::string candidate = activate(w.d, 1, e_.op("Add", {xs[2], recurrent}, nh));
     // (1 - z) * candidate + z * h = candidate + z * (h - candidate)
     std::string toward = e_.op("Mul", {z, e_.op("Sub", {h, candidate}, nh)}, nh);
     h = e_.op("Add", {candidate, toward}, nh);
