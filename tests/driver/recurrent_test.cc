@@ -22,7 +22,8 @@ struct RecurrentCase {
   int64_t seq = 4, batch = 2, input = 3, hidden = 5;
   std::vector<std::string> activations = {};
   std::vector<float> alpha = {}, beta = {};
-  float clip = 0;  // none
+  float clip = 0;                                                     // none
+  enum Lens { kNoLens, kConstantLens, kRuntimeLens } lens = kNoLens;  // sequence_lens
 };
 
 void attr_strings(onnx::NodeProto* n, const std::string& name, const std::vector<std::string>& v) {
@@ -52,7 +53,14 @@ OnnxBuilder recurrent_model(const RecurrentCase& c, std::mt19937& rng) {
   };
   std::vector<std::string> in = {"x", weight("w", {D, G * H, c.input}), weight("r", {D, G * H, H})};
   in.push_back(c.bias ? weight("b", {D, 2 * G * H}) : "");
-  in.push_back("");  // sequence_lens
+  if (c.lens == RecurrentCase::kConstantLens) {
+    std::vector<int32_t> lens(static_cast<size_t>(c.batch), static_cast<int32_t>(c.seq));
+    lens[0] = 1;
+    init_raw(b, "lens", {c.batch}, onnx::TensorProto::INT32, lens);
+  } else if (c.lens == RecurrentCase::kRuntimeLens) {
+    b.input("lens", {std::to_string(c.batch)}, onnx::TensorProto::INT32);
+  }
+  in.push_back(c.lens == RecurrentCase::kNoLens ? "" : "lens");
   const Ints state = c.layout ? Ints{c.batch, D, H} : Ints{D, c.batch, H};
   if (c.initial) b.input("h0", dims_of(state));
   in.push_back(c.initial ? "h0" : "");
@@ -82,6 +90,7 @@ void check_recurrent(const RecurrentCase& c, unsigned seed) {
   E2EOptions opt;
   opt.seed = seed;
   opt.rel = 2e-5;
+  opt.ranges["lens"] = {1, static_cast<double>(c.seq + 1)};
   check_end_to_end(recurrent_model(c, rng), "recurrent", opt);
 }
 
@@ -130,6 +139,19 @@ TEST(Recurrent, ActivationsAndClipCompiledMatchReference) {
     clipped.clip = 0.4f;
     check_recurrent(clipped, 403);
   }
+}
+
+// sequence_lens shorter than the sequence, as a constant or fed at run time.
+TEST(Recurrent, SequenceLensCompiledMatchReference) {
+  unsigned seed = 500;
+  for (const std::string op : {"RNN", "GRU", "LSTM"})
+    for (const std::string direction : {"forward", "reverse", "bidirectional"}) {
+      RecurrentCase c{op, direction, direction == "reverse" ? 1 : 0};
+      c.batch = 3;
+      c.lens = direction == "forward" ? RecurrentCase::kConstantLens : RecurrentCase::kRuntimeLens;
+      c.runtime_weights = direction == "bidirectional";
+      check_recurrent(c, ++seed);
+    }
 }
 
 graph::Initializer floats(const Ints& shape, const std::vector<float>& v) {

@@ -24,6 +24,7 @@ struct Case {
   bool all_outputs = true;
   bool runtime_weights = false;                        // W, R, B and P graph inputs, not constants
   std::map<std::string, graph::Attribute> extra = {};  // activations, clip, ...
+  enum Lens { kNoLens, kConstantLens, kRuntimeLens } lens = kNoLens;  // sequence_lens
 };
 
 void check(const Case& c, int seed) {
@@ -40,7 +41,12 @@ void check(const Case& c, int seed) {
   };
   std::vector<std::string> in = {x, weight("w", {D, G * H, I}), weight("r", {D, G * H, H})};
   in.push_back(c.bias ? weight("b", {D, 2 * G * H}) : "");
-  in.push_back("");  // sequence_lens
+  if (c.lens == Case::kConstantLens)
+    in.push_back(b.constant("lens", test::tensor_of<int32_t>({N}, {3, T})));
+  else if (c.lens == Case::kRuntimeLens)
+    in.push_back(b.input("lens", {N}, "int32", 1, T));
+  else
+    in.push_back("");
   const Ints state = c.layout ? Ints{N, D, H} : Ints{D, N, H};
   in.push_back(c.initial ? b.input("h0", state) : "");
   if (c.op == "LSTM") {
@@ -144,6 +150,18 @@ TEST(UnrollRecurrent, ActivationsAndClip) {
     clipped.extra["clip"] = 0.3f;
     check(clipped, 122);
   }
+}
+
+// Shorter sequences in the batch: constant or run-time sequence_lens.
+TEST(UnrollRecurrent, SequenceLens) {
+  int seed = 130;
+  for (const std::string op : {"LSTM", "GRU", "RNN"})
+    for (std::string direction : {"forward", "reverse", "bidirectional"})
+      for (Case::Lens lens : {Case::kConstantLens, Case::kRuntimeLens}) {
+        Case c{op, direction, direction == "reverse" ? 1 : 0, true, true, op == "LSTM"};
+        c.lens = lens;
+        check(c, ++seed);
+      }
 }
 
 TEST(UnrollRecurrent, UnknownActivationNamesTheNode) {

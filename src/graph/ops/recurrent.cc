@@ -154,9 +154,15 @@ std::vector<Initializer> recurrent_evaluate(const Node& node,
   const RecurrentShape s = recurrent_shape(node, xt.type.shape, wt.type.shape, rt.type.shape);
   const bool lstm = s.kind == RecurrentKind::kLstm;
   const int64_t T = s.seq, N = s.batch, I = s.input, H = s.hidden, G = s.gates(), D = s.directions;
-  if (const Initializer* lens = optional_input(in, 4))
-    for (int64_t l : to_ints(node, *lens))
-      if (l != T) fail(node, "sequence_lens shorter than the sequence are not supported");
+  // Each batch entry's length: its steps from there on are skipped (Y zero,
+  // the states kept), in either direction.
+  std::vector<int64_t> lens(static_cast<size_t>(N), T);
+  if (const Initializer* l = optional_input(in, 4)) lens = to_ints(node, *l);
+  if (static_cast<int64_t>(lens.size()) != N) fail(node, "sequence_lens must have batch elements");
+  for (int64_t l : lens)
+    if (l < 1 || l > T)
+      fail(node,
+           "sequence_lens " + std::to_string(l) + " is outside [1, " + std::to_string(T) + "]");
   const std::vector<double> x = to_doubles(node, xt), w = to_doubles(node, wt),
                             r = to_doubles(node, rt), b = optional_doubles(node, in, 3),
                             h0 = optional_doubles(node, in, 5),
@@ -182,6 +188,7 @@ std::vector<Initializer> recurrent_evaluate(const Node& node,
       if (!c0.empty()) std::copy_n(c0.begin() + state_at(d, n), H, c.begin());
       for (int64_t step = 0; step < T; ++step) {
         const int64_t t = runs_backwards(s, d) ? T - 1 - step : step;
+        if (t >= lens[static_cast<size_t>(n)]) continue;
         for (int64_t g = 0; g < G * H; ++g) {
           double xw = b.empty() ? 0.0 : b[static_cast<size_t>(d * 2 * G * H + g)];
           for (int64_t i = 0; i < I; ++i)

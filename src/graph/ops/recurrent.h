@@ -6,10 +6,10 @@
 //
 // Taken: direction forward / reverse / bidirectional, layout 0 and 1,
 // optional B, initial_h, initial_c and P (peepholes), GRU's
-// linear_before_reset, sequence_lens absent or equal to the sequence length
-// everywhere, the activations ONNX lists (with activation_alpha / _beta) and
-// clip. Not taken (an OpError naming the node): LSTM's input_forget and
-// shorter sequences in a batch.
+// linear_before_reset, sequence_lens (lengths from 1 to the sequence length;
+// a batch entry's steps past its length leave its states alone and write
+// zeros to Y), the activations ONNX lists (with activation_alpha / _beta) and
+// clip. Not taken (an OpError naming the node): LSTM's input_forget.
 //
 // clip bounds the input of every gate's activation, as ONNX Runtime does;
 // like ONNX Runtime, it leaves alone the LSTM cell state that h() reads.

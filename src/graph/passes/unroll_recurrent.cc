@@ -90,11 +90,13 @@ std::vector<float> transposed_matrix_rows(const std::vector<float>& m, int64_t c
 
 class Unroller {
  public:
-  Unroller(Graph& g, const Node& n, const RecurrentShape& s, std::vector<Node>& out)
-      : g_(g), n_(n), s_(s), e_(g, n, out) {}
+  // masked: sequence_lens may be shorter than the sequence somewhere.
+  Unroller(Graph& g, const Node& n, const RecurrentShape& s, bool masked, std::vector<Node>& out)
+      : g_(g), n_(n), s_(s), masked_(masked), e_(g, n, out) {}
 
   void run() {
     const int64_t T = s_.seq, N = s_.batch, H = s_.hidden;
+    if (masked_) mask_ = step_mask();
     std::string x = n_.inputs[0];
     if (s_.batch_first) x = e_.op("Transpose", {x}, {T, N, s_.input}, {{"perm", Ints{1, 0, 2}}});
     std::vector<std::string> ys, hs, cs;
@@ -117,6 +119,26 @@ class Unroller {
     std::vector<std::string> steps;  // each step's hidden state [N, H], in time order
     std::string h, c;                // the final states
   };
+
+  // [T, N, 1]: 1 where step t is within batch entry n's sequence_lens, else 0.
+  std::string step_mask() {
+    const int64_t T = s_.seq, N = s_.batch;
+    std::vector<float> iota(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) iota[static_cast<size_t>(t)] = static_cast<float>(t);
+    const int64_t to_float = 1;  // ONNX's FLOAT
+    std::string lens = e_.op("Cast", {n_.inputs[4]}, {N}, {{"to", to_float}});
+    std::string within =
+        e_.op("Less", {e_.constant("steps", float_tensor({T, 1}, iota)), lens}, {T, N});
+    g_.value_info[within].dtype = "bool";
+    return reshape(e_.op("Cast", {within}, {T, N}, {{"to", to_float}}), {T, N, 1});
+  }
+
+  // The state after a step that computed `next` from `prev`: `next` where the
+  // step is within the batch entry's length, else `prev`.
+  std::string masked_state(const std::string& m, const std::string& prev, const std::string& next) {
+    const Ints nh = {s_.batch, s_.hidden};
+    return e_.op("Add", {prev, e_.op("Mul", {m, e_.op("Sub", {next, prev}, nh)}, nh)}, nh);
+  }
 
   bool present(size_t i) const { return i < n_.inputs.size() && !n_.inputs[i].empty(); }
 
@@ -281,6 +303,7 @@ class Unroller {
     for (int64_t step = 0; step < T; ++step) {
       const int64_t t = op_util::runs_backwards(s_, d) ? T - 1 - step : step;
       std::string xt = e_.op("Gather", {xw, e_.index(t)}, {N, GH}, {{"axis", int64_t{0}}});
+      const std::string h_prev = h, c_prev = c;
       if (s_.kind == RecurrentKind::kLstm)
         lstm_step(w, xt, h, c);
       else if (s_.kind == RecurrentKind::kGru)
@@ -288,6 +311,12 @@ class Unroller {
       else
         rnn_step(w, xt, h);
       steps[static_cast<size_t>(t)] = h;
+      if (masked_) {  // past its length, a batch entry keeps its states and writes zeros
+        std::string m = e_.op("Gather", {mask_, e_.index(t)}, {N, 1}, {{"axis", int64_t{0}}});
+        steps[static_cast<size_t>(t)] = e_.op("Mul", {m, h}, {N, s_.hidden});
+        h = masked_state(m, h_prev, h);
+        if (!c.empty()) c = masked_state(m, c_prev, c);
+      }
     }
     return {steps, h, c};
   }
@@ -343,7 +372,9 @@ class Unroller {
   Graph& g_;
   const Node& n_;
   const RecurrentShape& s_;
+  const bool masked_;
   Emitter e_;
+  std::string mask_;  // step_mask(), when masked_
 };
 
 }  // namespace
@@ -360,17 +391,14 @@ int unroll_recurrent(Graph& g) {
       throw std::runtime_error("node '" + n.name + "' (" + n.op_type +
                                "): only float32 inputs of known shape can be unrolled");
     const RecurrentShape s = op_util::recurrent_shape(n, x->shape, w->shape, r->shape);
-    if (n.inputs.size() > 4 && !n.inputs[4].empty()) {
-      const Initializer* lens = constant_of(g, n.inputs[4]);
-      bool full = lens && lens->type.dtype == "int32";
-      if (full)
-        for (int32_t l : lens->as<int32_t>()) full = full && l == s.seq;
-      if (!full)
-        throw std::runtime_error(
-            "node '" + n.name + "' (" + n.op_type +
-            "): sequence_lens must be a constant equal to the sequence length");
+    // sequence_lens known to equal the sequence length everywhere needs no mask.
+    bool masked = n.inputs.size() > 4 && !n.inputs[4].empty();
+    if (const Initializer* lens = masked ? constant_of(g, n.inputs[4]) : nullptr;
+        lens && lens->type.dtype == "int32") {
+      masked = false;
+      for (int32_t l : lens->as<int32_t>()) masked = masked || l != s.seq;
     }
-    Unroller(g, n, s, out).run();
+    Unroller(g, n, s, masked, out).run();
     return true;
   });
 }

@@ -9,7 +9,10 @@
 //
 // W, R, B, the peepholes P and the initial states may be constants or
 // computed at run time: constant weights are sliced and transposed here, at
-// build time; run-time ones by Gather, Slice and Transpose nodes. The attributes kiln does not take
+// build time; run-time ones by Gather, Slice and Transpose nodes. A
+// sequence_lens that may be shorter than the sequence (computed, or a
+// constant that is) becomes a [T, N, 1] mask that keeps a batch entry's
+// states and zeroes its Y past its length. The attributes kiln does not take
 // (graph/ops/recurrent.h) fail with an error naming the node.
 #pragma once
 
