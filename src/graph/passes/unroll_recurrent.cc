@@ -120,7 +120,7 @@ class Unroller {
     std::string h, c;                // the final states
   };
 
-  // [T, N, 1]: 1 where step t is within batch entry n's sequence_lens, else 0.
+  // [T, N, 1] bool: whether step t is within batch entry n's sequence_lens.
   std::string step_mask() {
     const int64_t T = s_.seq, N = s_.batch;
     std::vector<float> iota(static_cast<size_t>(T));
@@ -130,14 +130,18 @@ class Unroller {
     std::string within =
         e_.op("Less", {e_.constant("steps", float_tensor({T, 1}, iota)), lens}, {T, N});
     g_.value_info[within].dtype = "bool";
-    return reshape(e_.op("Cast", {within}, {T, N}, {{"to", to_float}}), {T, N, 1});
+    return as_bool(reshape(within, {T, N, 1}));
   }
 
-  // The state after a step that computed `next` from `prev`: `next` where the
-  // step is within the batch entry's length, else `prev`.
-  std::string masked_state(const std::string& m, const std::string& prev, const std::string& next) {
-    const Ints nh = {s_.batch, s_.hidden};
-    return e_.op("Add", {prev, e_.op("Mul", {m, e_.op("Sub", {next, prev}, nh)}, nh)}, nh);
+  // Marks value v (emitted as float32) bool.
+  std::string as_bool(const std::string& v) {
+    g_.value_info[v].dtype = "bool";
+    return v;
+  }
+
+  // `next` where m ([N, 1]) is true, else `prev`: Where keeps the values exact.
+  std::string select_state(const std::string& m, const std::string& next, const std::string& prev) {
+    return e_.op("Where", {m, next, prev}, {s_.batch, s_.hidden});
   }
 
   bool present(size_t i) const { return i < n_.inputs.size() && !n_.inputs[i].empty(); }
@@ -169,8 +173,8 @@ class Unroller {
   // Gather and Slice nodes.
   std::string vector_part(size_t i, int64_t d, int64_t begin, int64_t end,
                           const std::string& what) {
-    const std::vector<float> v = constant_part(i, d, begin, end);
-    if (!present(i) || constant_input(i)) return e_.constant(what, float_tensor({end - begin}, v));
+    if (!present(i) || constant_input(i))
+      return e_.constant(what, float_tensor({end - begin}, constant_part(i, d, begin, end)));
     const int64_t len = g_.type_of(n_.inputs[i])->shape.at(1);
     std::string row = e_.op("Gather", {n_.inputs[i], e_.index(d)}, {len}, {{"axis", int64_t{0}}});
     return begin == 0 && end == len ? row : slice(row, 0, begin, end, {end - begin});
@@ -312,10 +316,11 @@ class Unroller {
         rnn_step(w, xt, h);
       steps[static_cast<size_t>(t)] = h;
       if (masked_) {  // past its length, a batch entry keeps its states and writes zeros
-        std::string m = e_.op("Gather", {mask_, e_.index(t)}, {N, 1}, {{"axis", int64_t{0}}});
-        steps[static_cast<size_t>(t)] = e_.op("Mul", {m, h}, {N, s_.hidden});
-        h = masked_state(m, h_prev, h);
-        if (!c.empty()) c = masked_state(m, c_prev, c);
+        std::string m =
+            as_bool(e_.op("Gather", {mask_, e_.index(t)}, {N, 1}, {{"axis", int64_t{0}}}));
+        steps[static_cast<size_t>(t)] = select_state(m, h, scalar("zero", 0.f));
+        h = select_state(m, h, h_prev);
+        if (!c.empty()) c = select_state(m, c, c_prev);
       }
     }
     return {steps, h, c};
@@ -387,7 +392,7 @@ int unroll_recurrent(Graph& g) {
     const TensorType* x = g.type_of(n.inputs.at(0));
     const TensorType* w = g.type_of(n.inputs.at(1));
     const TensorType* r = g.type_of(n.inputs.at(2));
-    if (!x || !w || !r || x->dtype != "float32")
+    if (!x || !w || !r || x->dtype != "float32" || w->dtype != "float32" || r->dtype != "float32")
       throw std::runtime_error("node '" + n.name + "' (" + n.op_type +
                                "): only float32 inputs of known shape can be unrolled");
     const RecurrentShape s = op_util::recurrent_shape(n, x->shape, w->shape, r->shape);
