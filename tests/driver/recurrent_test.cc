@@ -22,7 +22,8 @@ struct RecurrentCase {
   int64_t seq = 4, batch = 2, input = 3, hidden = 5;
   std::vector<std::string> activations = {};
   std::vector<float> alpha = {}, beta = {};
-  float clip = 0;                                                     // none
+  float clip = 0;  // none
+  bool input_forget = false;
   enum Lens { kNoLens, kConstantLens, kRuntimeLens } lens = kNoLens;  // sequence_lens
 };
 
@@ -77,6 +78,7 @@ OnnxBuilder recurrent_model(const RecurrentCase& c, std::mt19937& rng) {
   if (!c.alpha.empty()) attr_floats(n, "activation_alpha", c.alpha);
   if (!c.beta.empty()) attr_floats(n, "activation_beta", c.beta);
   if (c.clip > 0) OnnxBuilder::attr_float(n, "clip", c.clip);
+  if (c.input_forget) OnnxBuilder::attr_int(n, "input_forget", 1);
   return b;
 }
 
@@ -118,7 +120,7 @@ TEST(Recurrent, RnnCompiledMatchesReference) { check_op("RNN", 100); }
 TEST(Recurrent, GruCompiledMatchesReference) { check_op("GRU", 200); }
 TEST(Recurrent, LstmCompiledMatchesReference) { check_op("LSTM", 300); }
 
-// Non-default activations (with alpha / beta) and clip, compiled.
+// Non-default activations (with alpha / beta), clip and input_forget, compiled.
 TEST(Recurrent, ActivationsAndClipCompiledMatchReference) {
   RecurrentCase rnn{"RNN", "bidirectional"};
   rnn.activations = {"LeakyRelu", "HardSigmoid"};
@@ -134,6 +136,9 @@ TEST(Recurrent, ActivationsAndClipCompiledMatchReference) {
   lstm.alpha = {0.5f, 0.8f};
   lstm.beta = {1.5f};
   check_recurrent(lstm, 402);
+  RecurrentCase coupled{"LSTM", "bidirectional", 1};
+  coupled.input_forget = true;
+  check_recurrent(coupled, 404);
   for (const std::string op : {"RNN", "GRU", "LSTM"}) {
     RecurrentCase clipped{op, "bidirectional"};
     clipped.clip = 0.4f;

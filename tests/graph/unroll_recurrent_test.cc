@@ -104,7 +104,8 @@ TEST(UnrollRecurrent, Rnn) {
   check({"RNN", "forward", 1, false, false, false, 0, true, true}, 83);
 }
 
-// Every activation ONNX lists, with and without alpha / beta given, and clip:
+// Every activation ONNX lists, with and without alpha / beta given, LSTM's
+// input_forget, and clip:
 // the unrolled nodes against the reference.
 TEST(UnrollRecurrent, ActivationsAndClip) {
   using Names = std::vector<std::string>;
@@ -145,6 +146,11 @@ TEST(UnrollRecurrent, ActivationsAndClip) {
   Case shared{"GRU", "bidirectional", 0, true, true};
   shared.extra["activations"] = Names{"Sigmoid", "Elu"};
   check(shared, 121);
+  for (const std::string direction : {"forward", "bidirectional"}) {
+    Case coupled{"LSTM", direction, 0, true, true, /*peepholes=*/true};
+    coupled.extra["input_forget"] = int64_t{1};
+    check(coupled, 125);
+  }
   for (const std::string op : {"LSTM", "GRU", "RNN"}) {
     Case clipped{op, "bidirectional", 0, true, true, op == "LSTM"};
     clipped.extra["clip"] = 0.3f;
@@ -186,15 +192,15 @@ TEST(UnrollRecurrent, UnsupportedAttributesNameTheNode) {
   std::string x = b.input("x", {3, 1, 2});
   b.output(b.node_n("LSTM",
                     {x, b.random_constant("w", {1, 8, 2}), b.random_constant("r", {1, 8, 2})}, 1,
-                    {{"hidden_size", int64_t{2}}}, "lstm_with_input_forget")[0]);
+                    {{"hidden_size", int64_t{2}}}, "lstm_sideways")[0]);
   graph::Graph g = b.graph();
-  g.nodes.at(0).attrs["input_forget"] = int64_t{1};  // the reference rejects it too
+  g.nodes.at(0).attrs["direction"] = std::string("sideways");  // the reference rejects it too
   try {
     graph::passes::unroll_recurrent(g);
     FAIL() << "expected an error";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("lstm_with_input_forget"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("input_forget"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("lstm_sideways"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sideways"), std::string::npos) << e.what();
   }
 }
 

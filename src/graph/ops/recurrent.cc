@@ -110,7 +110,7 @@ RecurrentShape recurrent_shape(const Node& node, const std::vector<int64_t>& x,
   s.reverse = direction == "reverse";
   s.batch_first = attr_int(node, "layout", 0) != 0;
   s.linear_before_reset = attr_int(node, "linear_before_reset", 0) != 0;
-  if (attr_int(node, "input_forget", 0) != 0) fail(node, "input_forget is not supported");
+  s.input_forget = s.kind == RecurrentKind::kLstm && attr_int(node, "input_forget", 0) != 0;
   if (node.attrs.count("clip")) {
     s.clip = attr_float(node, "clip", 0.f);
     if (!(*s.clip > 0)) fail(node, "clip must be positive, not " + std::to_string(*s.clip));
@@ -212,7 +212,8 @@ std::vector<Initializer> recurrent_evaluate(const Node& node,
               return p.empty() ? 0.0 : p[static_cast<size_t>(d * 3 * H + j * H + k)] * state;
             };
             double ig = act(0, gates[k] + rh[k] + peep(0, c[k]));
-            double fg = act(0, gates[2 * H + k] + rh[2 * H + k] + peep(2, c[k]));
+            double fg = s.input_forget ? 1 - ig  // the coupled gates
+                                       : act(0, gates[2 * H + k] + rh[2 * H + k] + peep(2, c[k]));
             double cg = act(1, gates[3 * H + k] + rh[3 * H + k]);
             c[k] = fg * c[k] + ig * cg;
             double og = act(0, gates[H + k] + rh[H + k] + peep(1, c[k]));

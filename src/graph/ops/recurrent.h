@@ -8,8 +8,10 @@
 // optional B, initial_h, initial_c and P (peepholes), GRU's
 // linear_before_reset, sequence_lens (lengths from 1 to the sequence length;
 // a batch entry's steps past its length leave its states alone and write
-// zeros to Y), the activations ONNX lists (with activation_alpha / _beta) and
-// clip. Not taken (an OpError naming the node): LSTM's input_forget.
+// zeros to Y), the activations ONNX lists (with activation_alpha / _beta),
+// clip and LSTM's input_forget (f = 1 - i, as ONNX Runtime computes it).
+// Checked (an OpError naming the node): direction, shapes, hidden_size,
+// activation names and counts.
 //
 // clip bounds the input of every gate's activation, as ONNX Runtime does;
 // like ONNX Runtime, it leaves alone the LSTM cell state that h() reads.
@@ -41,6 +43,7 @@ struct RecurrentShape {
   bool reverse;                      // the only direction runs backwards (direction = "reverse")
   bool batch_first;                  // layout = 1
   bool linear_before_reset = false;  // GRU
+  bool input_forget = false;         // LSTM
   // Per direction, the functions f, g(, h): activations_per_direction() each.
   std::vector<Activation> activations;
   std::optional<float> clip;

@@ -337,8 +337,12 @@ class Unroller {
       i = e_.op("Add", {i, e_.op("Mul", {w.peep[0], c}, nh)}, nh);
       f = e_.op("Add", {f, e_.op("Mul", {w.peep[2], c}, nh)}, nh);
     }
-    std::string kept = e_.op("Mul", {activate(w.d, 0, f), c}, nh);
-    std::string added = e_.op("Mul", {activate(w.d, 0, i), activate(w.d, 1, cc)}, nh);
+    const std::string input_gate = activate(w.d, 0, i);
+    // input_forget couples the gates: f = 1 - i (as ONNX Runtime computes it).
+    const std::string forget_gate =
+        s_.input_forget ? e_.op("Sub", {scalar("one", 1.f), input_gate}, nh) : activate(w.d, 0, f);
+    std::string kept = e_.op("Mul", {forget_gate, c}, nh);
+    std::string added = e_.op("Mul", {input_gate, activate(w.d, 1, cc)}, nh);
     c = e_.op("Add", {kept, added}, nh);
     if (!w.peep.empty()) o = e_.op("Add", {o, e_.op("Mul", {w.peep[1], c}, nh)}, nh);
     h = e_.op("Mul", {activate(w.d, 0, o), activate(w.d, 2, c, /*clip=*/false)}, nh);
