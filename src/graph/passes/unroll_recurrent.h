@@ -1,4 +1,4 @@
-// LSTM and GRU nodes unrolled over their (static) sequence into nodes kiln
+// LSTM, GRU and RNN nodes unrolled over their (static) sequence into nodes kiln
 // compiles: one MatMul of the whole input sequence by W (every step's input
 // projection at once), then per step a Gather of that step's row, a MatMul of
 // the previous hidden state by R, a Split into the gates and the gates'
@@ -7,8 +7,12 @@
 // elementwise nodes fuse into few kernels, and a step's recurrent MatMul is a
 // dense_pack or dense_nopack workload like any Linear.
 //
-// Needs W, R and B (and the peepholes P) to be constants; initial_h and
-// initial_c may be computed. The attributes kiln does not take
+// W, R, B, the peepholes P and the initial states may be constants or
+// computed at run time: constant weights are sliced and transposed here, at
+// build time; run-time ones by Gather, Slice and Transpose nodes. A
+// sequence_lens that may be shorter than the sequence (computed, or a
+// constant that is) becomes a [T, N, 1] mask that keeps a batch entry's
+// states and zeroes its Y past its length. The attributes kiln does not take
 // (graph/ops/recurrent.h) fail with an error naming the node.
 #pragma once
 
@@ -16,7 +20,7 @@
 
 namespace kiln::graph::passes {
 
-// Returns the number of LSTM and GRU nodes unrolled.
+// Returns the number of LSTM, GRU and RNN nodes unrolled.
 int unroll_recurrent(Graph& g);
 
 }  // namespace kiln::graph::passes
