@@ -21,6 +21,7 @@ Exit 77 (the tests' skip code) when node or onnxruntime-node is missing.
 import argparse
 import os
 import shutil
+import subprocess
 import statistics
 import sys
 
@@ -44,8 +45,10 @@ def main():
     p.add_argument("--isa", choices=peer_isa.ISAS, default="native",
                    help="avx2: kiln and ONNX Runtime both on their AVX2 code (see above)")
     args = p.parse_args()
-    if not shutil.which("node") or not os.path.isdir(os.path.join(HERE, "node_modules",
-                                                                   "onnxruntime-node")):
+    # A folder alone is not an install (an npm ci cut short leaves one): the module must load.
+    if not shutil.which("node") or subprocess.run(
+            ["node", "-e", "require('onnxruntime-node')"], cwd=HERE,
+            capture_output=True).returncode != 0:
         print("int8_bench: SKIP: node or onnxruntime-node missing")
         sys.exit(77)
     tune = ["--tuning-log", args.tuning_log] if args.tuning_log else []

@@ -34,7 +34,8 @@ PY
 # Skips unless node and bench/models' onnxruntime-node are installed.
 need_onnxruntime_node() {
   command -v node >/dev/null || skip "no node on PATH (scripts/install-deps.sh installs nodejs)"
-  [ -d "$ROOT/bench/models/node_modules/onnxruntime-node" ] ||
+  # A folder alone is not an install (an npm ci cut short leaves one): the module must load.
+  (cd "$ROOT/bench/models" && node -e "require('onnxruntime-node')" 2>/dev/null) ||
     skip "onnxruntime-node is not installed; once per checkout:" \
       "cd bench/models && ONNXRUNTIME_NODE_INSTALL=skip npm install"
 }

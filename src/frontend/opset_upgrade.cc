@@ -4,6 +4,7 @@
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
 
+#include <set>
 #include <string>
 
 #include "frontend/onnx_import.h"
@@ -49,6 +50,33 @@ void reshape_channel_slopes(onnx::ModelProto* typed) {
   }
 }
 
+// ONNX's IR import (under the converter) trusts the graph's wiring: an
+// output no node writes, or an input read before any node defines it, makes
+// it dereference a null value (found by fuzz/onnx_import_fuzzer.cc), and the
+// checker of ONNX 1.12 lets both through. Named here instead.
+void check_wiring(const onnx::GraphProto& g) {
+  std::set<std::string> defined;
+  for (const auto& in : g.input()) defined.insert(in.name());
+  for (const auto& t : g.initializer()) defined.insert(t.name());
+  for (const auto& n : g.node()) {
+    for (const auto& a : n.attribute())
+      if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS)
+        throw ImportError("node '" + n.name() + "' (" + n.op_type() +
+                          ") has a subgraph; control flow is not supported");
+    for (const std::string& in : n.input())
+      if (!in.empty() && !defined.count(in))
+        throw ImportError("node '" + n.name() + "' (" + n.op_type() + ") reads '" + in +
+                          "', which no input, initializer or earlier node defines");
+    for (const std::string& out : n.output())
+      if (!out.empty()) defined.insert(out);
+  }
+  for (const auto& out : g.output())
+    if (!defined.count(out.name()))
+      throw ImportError("graph output '" + out.name() +
+                        "' is not defined by any node, input or "
+                        "initializer");
+}
+
 }  // namespace
 
 int64_t upgrade_opset(onnx::ModelProto* model, int64_t target) {
@@ -58,6 +86,7 @@ int64_t upgrade_opset(onnx::ModelProto* model, int64_t target) {
   // model: a malformed one fails in the checker with its own message (the
   // caller names the file).
   onnx::checker::check_model(*model);
+  check_wiring(model->graph());
   try {
     // Some adapters (Add/Mul's broadcast attribute before opset 7, Gemm's
     // before 11) need their inputs' shapes: a lenient shape inference first.

@@ -249,6 +249,19 @@ TEST(ImportErrors, OpsetOutOfRange) {
   }
 }
 
+// An old-opset graph whose output no node writes (found by
+// fuzz/onnx_import_fuzzer.cc: ONNX's version converter dereferenced a null
+// value on it; ONNX 1.12's checker lets it through): one error naming it.
+TEST(ImportErrors, OldOpsetWithAnUndefinedOutput) {
+  OnnxBuilder b(7);
+  b.input("x", {"1", "4"});
+  b.output("nowhere", {"1", "4"});
+  b.node("Relu", "relu", {"x"}, {"y"});
+  const std::string path = b.write("opset7_undefined_output.onnx");
+  EXPECT_THAT(import_error(path),
+              AllOf(HasSubstr(path), HasSubstr("graph output 'nowhere' is not defined")));
+}
+
 // Opsets older than 11 come up through ONNX's version converter: the graph
 // is the one an opset-11 export would give.
 TEST(ImportErrors, OldOpsetsAreConverted) {
