@@ -37,7 +37,8 @@ class GraphModule:
     takes) of exactly the input's dtype and shape; C-contiguous arrays are
     copied once, straight into kiln's storage, other layouts are made
     contiguous first; input_view() gives that storage to fill without a copy. The GIL is released while kernels run; one module may
-    be shared by threads (its calls are serialized), or each thread loads its own.
+    be shared by threads (each call is serialized; run(name=array) sets, runs
+    and copies the outputs as one call), or each thread loads its own.
     """
 
     def __init__(self, path):
@@ -64,16 +65,23 @@ class GraphModule:
             return int(key)
         raise IndexError(f"input index {key} is out of range ({len(self._inputs)} inputs)")
 
-    def set_input(self, key: Union[str, int], value) -> None:
-        """Sets the input named `key` (or number `key`); a wrong name, shape
-        or dtype raises InvalidInputError listing the model's inputs."""
+    def _prepared(self, key: Union[str, int], value):
+        """(index, a native, C-contiguous array) for input `key`."""
         i = self._index(key)
+        if value is None:
+            raise _kiln.InvalidInputError(f"input '{self._inputs[i].name}' is None, not an array "
+                            f"({self._inputs[i].dtype} {list(self._inputs[i].shape)})")
         if not isinstance(value, np.ndarray):
             value = np.asarray(value, dtype=self._inputs[i].dtype)
         if not value.dtype.isnative:
             value = value.astype(value.dtype.newbyteorder("="))
         # np.require copies only a layout that is not C-contiguous (and keeps 0-d arrays 0-d).
-        self._m.set_input(i, np.require(value, requirements="C"))
+        return i, np.require(value, requirements="C")
+
+    def set_input(self, key: Union[str, int], value) -> None:
+        """Sets the input named `key` (or number `key`); a wrong name, shape
+        or dtype raises InvalidInputError listing the model's inputs."""
+        self._m.set_input(*self._prepared(key, value))
 
     def input_view(self, key: Union[str, int]) -> np.ndarray:
         """Input `key`'s own storage in kiln as a writable array: fill it in
@@ -85,13 +93,15 @@ class GraphModule:
     def run(self, **inputs):
         """run(): runs the model on the inputs set, returning None (read
         outputs with get_output). run(name=array, ...): sets those inputs,
-        runs, and returns every output as a list of numpy arrays (copies)."""
-        for name, value in inputs.items():
-            self.set_input(name, value)
-        self._m.run()
-        if inputs:
-            return [self.get_output(i) for i in range(len(self._outputs))]
-        return None
+        runs, and returns every output as a list of numpy arrays (copies),
+        as one serialized call: threads sharing the module each get the
+        outputs of their own inputs. The stateful sequence set_input, run(),
+        get_output makes each call atomic but not the sequence: threads that
+        share a module that way must serialize it themselves."""
+        if not inputs:
+            self._m.run()
+            return None
+        return self._m.run_with([self._prepared(name, value) for name, value in inputs.items()])
 
     def get_output(self, index: int, copy: bool = True) -> np.ndarray:
         """Output `index` of the last run. copy=False returns a read-only view

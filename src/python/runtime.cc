@@ -42,13 +42,17 @@ class GraphModule {
 
   // `value` must be C-contiguous (runtime.py sees to it); the executor checks
   // the dtype and shape and names the expected inputs when they differ.
-  void set_input(size_t index, const py::array& value) {
+  void check_input(size_t index, const py::array& value) const {
     if (index >= ex_->inputs().size())
       throw std::out_of_range("input index " + std::to_string(index) + " is out of range (" +
                               std::to_string(ex_->inputs().size()) + " inputs)");
     if (!(value.flags() & py::array::c_style))
       throw std::invalid_argument("input '" + ex_->inputs()[index].name +
                                   "': the array must be C-contiguous");
+  }
+
+  void set_input(size_t index, const py::array& value) {
+    check_input(index, value);
     runtime::DType dtype = dtype_of(value, ex_->inputs()[index]);
     std::vector<int64_t> shape(value.shape(), value.shape() + value.ndim());
     std::lock_guard<std::mutex> lock(mu_);
@@ -67,6 +71,42 @@ class GraphModule {
     py::gil_scoped_release unlocked;
     std::lock_guard<std::mutex> lock(mu_);
     ex_->run();
+  }
+
+  // run(name=array, ...) as one serialized call: the inputs set, the run and
+  // the copies of every output under one lock, so that threads sharing the
+  // module never see each other's inputs or outputs (set_input, run and
+  // get_output are each serialized, but a sequence of them is not).
+  py::list run_with(const std::vector<std::pair<size_t, py::array>>& inputs) {
+    struct Input {
+      size_t index;
+      const void* data;
+      runtime::DType dtype;
+      std::vector<int64_t> shape;
+    };
+    std::vector<Input> in;
+    for (const auto& [index, value] : inputs) {
+      check_input(index, value);
+      in.push_back({index, value.data(), dtype_of(value, ex_->inputs()[index]),
+                    std::vector<int64_t>(value.shape(), value.shape() + value.ndim())});
+    }
+    std::vector<py::array> outs;  // allocated with the GIL, filled without it
+    std::vector<void*> dst;
+    for (const runtime::TensorInfo& info : ex_->outputs()) {
+      outs.emplace_back(numpy_dtype(info), info.shape);
+      dst.push_back(outs.back().mutable_data());
+    }
+    {
+      py::gil_scoped_release unlocked;  // `inputs` keeps the arrays alive
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const Input& i : in) ex_->set_input(i.index, i.data, i.dtype, i.shape);
+      ex_->run();
+      for (size_t k = 0; k < dst.size(); ++k)
+        std::memcpy(dst[k], ex_->output_data(k), static_cast<size_t>(ex_->outputs()[k].nbytes()));
+    }
+    py::list result;
+    for (py::array& a : outs) result.append(a);
+    return result;
   }
 
   py::array get_output(size_t index, bool copy, py::object self) {
@@ -169,6 +209,7 @@ void bind_runtime(py::module_& m) {
       .def_property_readonly("num_outputs", &GraphModule::num_outputs)
       .def("set_input", &GraphModule::set_input, py::arg("index"), py::arg("value"))
       .def("run", &GraphModule::run)
+      .def("run_with", &GraphModule::run_with, py::arg("inputs"))
       .def(
           "get_output",
           [](py::object self, size_t index, bool copy) {

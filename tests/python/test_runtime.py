@@ -196,6 +196,38 @@ def test_one_module_shared_by_threads(tiny_package, tiny):
     assert not errors, errors
 
 
+def test_run_with_inputs_is_one_call_across_threads(tiny_package):
+    """run(input=x) from 8 threads on one module, 500 calls each with its
+    own input: every output is the one of that call's input (set_input, run
+    and get_output used to be three separately locked calls, and threads
+    got each other's outputs)."""
+    m = kiln.runtime.load(tiny_package)
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal((1, 3, 16, 16), dtype=np.float32) for _ in range(8)]
+    want = [m.run(input=x)[0] for x in xs]
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(500):
+                np.testing.assert_array_equal(m.run(input=xs[i])[0], want[i])
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:1]
+    assert len({w.tobytes() for w in want}) == 8
+
+
+def test_run_with_none_names_the_input(module):
+    with pytest.raises(kiln.InvalidInputError, match="input 'input' is None, not an array"):
+        module.run(input=None)
+
+
 def test_gil_released_while_kernels_run(module, tiny):
     """Python threads keep running while a module runs: during a benchmark of
     about two seconds in another thread, this thread's loop runs throughout
