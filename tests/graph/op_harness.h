@@ -21,6 +21,23 @@
 
 namespace kiln::test {
 
+// A node of `op` with inputs x0, x1, ... and outputs y0, y1, ..., named
+// "<op>_test" (what error messages name).
+inline graph::Node make_node(const std::string& op, size_t n_in, size_t n_out = 1) {
+  graph::Node n;
+  n.op_type = op;
+  n.name = op + "_test";
+  for (size_t i = 0; i < n_in; ++i) n.inputs.push_back("x" + std::to_string(i));
+  for (size_t i = 0; i < n_out; ++i) n.outputs.push_back("y" + std::to_string(i));
+  return n;
+}
+
+// The registry's reference evaluation of `n`.
+inline std::vector<graph::Initializer> eval(const graph::Node& n,
+                                            const std::vector<const graph::Initializer*>& in) {
+  return graph::get_op(n.op_type).evaluate(n, in);
+}
+
 inline graph::Initializer make_tensor(const std::string& dtype, std::vector<int64_t> shape) {
   graph::Initializer t;
   t.type = {dtype, std::move(shape)};

@@ -16,22 +16,11 @@ namespace {
 using graph::Initializer;
 using graph::Node;
 using test::check_node;
+using test::eval;
+using test::make_node;
 using test::random_tensor;
 using test::tensor_of;
 using Shape = std::vector<int64_t>;
-
-Node make_node(const std::string& op, size_t n_in, size_t n_out = 1) {
-  Node n;
-  n.op_type = op;
-  n.name = op + "_test";
-  for (size_t i = 0; i < n_in; ++i) n.inputs.push_back("x" + std::to_string(i));
-  for (size_t i = 0; i < n_out; ++i) n.outputs.push_back("y" + std::to_string(i));
-  return n;
-}
-
-std::vector<Initializer> eval(const Node& n, const std::vector<const Initializer*>& in) {
-  return graph::get_op(n.op_type).evaluate(n, in);
-}
 
 template <typename T>
 std::vector<T> values(const Initializer& t) {
