@@ -4,7 +4,8 @@
 For each model directory written by quantized_models.py (model.onnx: the QDQ model,
 float.onnx: the float model it was quantized from, input.npz): builds both with kiln
 (untuned: fallback configs, unless --tuning-log), then times the four in interleaved
-rounds (kiln run --repeat N --print-time; ort_bench.js on the same files) and prints the
+rounds (kiln run --repeat N --print-time; bench/peers/ort_run.py bench, in the peers' venv
+bench/.venv, on the same files) and prints the
 medians of the rounds' medians as a markdown table.
 
   int8_bench.py --kiln build/kiln DIR/resnet18 DIR/mobilenet_v2 [--rounds 3] [--repeat 20]
@@ -16,18 +17,17 @@ an AVX-512 machine that can run it); ONNX Runtime picks its kernels from the CPU
 ONNX Runtime runs with AVX-512, VNNI and AMX hidden from its CPUID checks
 (bench/peers/peer_isa.py), so its int8 column is its AVX2 (vpmaddubsw) code.
 
-Exit 77 (the tests' skip code) when node or onnxruntime-node is missing.
+Exit 77 (the tests' skip code) when that venv or its onnxruntime is missing.
 """
 import argparse
 import os
-import shutil
-import subprocess
 import statistics
 import sys
 
 from qdq_check import HERE, median_ms, run
 
 sys.path.insert(0, os.path.join(HERE, "..", "peers"))
+import ort_run  # noqa: E402
 import peer_isa  # noqa: E402
 
 
@@ -45,12 +45,9 @@ def main():
     p.add_argument("--isa", choices=peer_isa.ISAS, default="native",
                    help="avx2: kiln and ONNX Runtime both on their AVX2 code (see above)")
     args = p.parse_args()
-    # A folder alone is not an install (an npm ci cut short leaves one): the module must load.
-    if not shutil.which("node") or subprocess.run(
-            ["node", "-e", "require('onnxruntime-node')"], cwd=HERE,
-            capture_output=True).returncode != 0:
-        print("int8_bench: SKIP: node or onnxruntime-node missing")
-        sys.exit(77)
+    if ort_run.missing():
+        print(f"int8_bench: SKIP: {ort_run.missing()}")
+        sys.exit(ort_run.SKIP)
     tune = ["--tuning-log", args.tuning_log] if args.tuning_log else []
     if not args.shipped_logs:
         tune.append("--no-shipped-logs")
@@ -79,10 +76,10 @@ def main():
                                str(args.repeat), "--print-time"], None),
                 ("kiln fp32", [args.kiln, "run", pk32, "--inputs", inputs, "--repeat",
                                str(args.repeat), "--print-time"], None),
-                ("ORT int8", ["node", os.path.join(HERE, "ort_bench.js"), qdq, inputs,
-                              "--repeat", str(args.repeat), "--warmup", "3"], ort_env),
-                ("ORT fp32", ["node", os.path.join(HERE, "ort_bench.js"), flt, inputs,
-                              "--repeat", str(args.repeat), "--warmup", "3"], ort_env),
+                ("ORT int8", ort_run.command("bench", qdq, inputs, "--repeat", args.repeat,
+                                             "--warmup", 3), ort_env),
+                ("ORT fp32", ort_run.command("bench", flt, inputs, "--repeat", args.repeat,
+                                             "--warmup", 3), ort_env),
             ):
                 times[key].append(median_ms(run(cmd, env=env)))
         med = {k: statistics.median(v) for k, v in times.items()}

@@ -9,7 +9,8 @@ Usage:
 kiln's side is `kiln run --profile` (each kernel's mean time per call) of a package that this
 script builds as run_bench.py does (the fallback configs; --tuning-log DB or --shipped-logs for
 a tuned build; --isa avx2 builds for -mcpu=znver3), or of --package. ORT's side is its own
-profiler (ort_profile.js: each node's median time), with run_bench.py's session and, under
+profiler (bench/peers/ort_run.py profile, in the peers' venv bench/.venv: each node's median
+time), with run_bench.py's session and, under
 --isa avx2, its ISA held to AVX2 (bench/peers/peer_isa.py).
 
 The heavy kernels of both (kiln's templates; ORT's Conv, FusedConv, Gemm, MatMul and their
@@ -40,6 +41,7 @@ import tarfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "peers"))
+import ort_run  # noqa: E402  (bench/peers: ONNX Runtime in the peers' venv)
 import peer_isa  # noqa: E402  (bench/peers: the peers held to one ISA)
 
 ORT_HEAVY = {"Conv", "FusedConv", "NchwcConv", "QLinearConv", "ConvInteger", "Gemm", "FusedGemm",
@@ -112,8 +114,8 @@ def ort_node(profiled_name):
 
 
 def ort_nodes(a, env):
-    out = run(["node", os.path.join(HERE, "ort_profile.js"), a.model, a.inputs,
-               "--threads", str(a.threads), "--repeat", str(a.repeat)], env, "ort_profile.js")
+    out = run(ort_run.command("profile", a.model, a.inputs, "--threads", a.threads,
+                              "--repeat", a.repeat), env, "ort_run.py profile")
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
@@ -232,6 +234,8 @@ def main():
             fail(f"{f}: no such file")
     if a.repeat < 1 or a.rounds < 1:
         fail("--repeat and --rounds must be at least 1")
+    if ort_run.missing():
+        fail(f"ONNX Runtime is needed: {ort_run.missing()}")
     env = dict(os.environ, KILN_NUM_THREADS=str(a.threads), OMP_NUM_THREADS=str(a.threads))
     package = a.package or build_package(a, env)
     ort_env = peer_isa.peer_env(a.isa, env, os.path.join(a.work, "peers"), kiln=a.kiln)

@@ -8,20 +8,23 @@ quantized_models.py):
 Prints one line per output: max |kiln - ort| in units of the output scale (integer outputs:
 in their own units; a float output that is not quantized: relative, checked with --max-rel), the fraction of exactly equal elements, and with --time
 kiln's and ORT's median latency (2 threads). Exit 1 when an output differs by more than
---max-units, 77 when node or onnxruntime-node is missing (the tests' skip code).
+--max-units, 77 (the tests' skip code) when the peers' venv (bench/.venv) or its onnxruntime is
+missing. ONNX Runtime runs through bench/peers/ort_run.py in that venv.
 """
 
 import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 
 import numpy as np
+import onnx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "peers"))
+import ort_run  # noqa: E402  (bench/peers: ONNX Runtime in the peers' venv)
 
 
 def run(cmd, **kw):
@@ -32,7 +35,7 @@ def run(cmd, **kw):
 
 
 def median_ms(text):
-    """The median of ort_bench.js's line ("median X ms") or of kiln run --print-time's table
+    """The median of ort_run.py bench's line ("median X ms") or of kiln run --print-time's table
     (a header "mean (ms)  median (ms) ..." over one row of numbers)."""
     m = re.search(r"median ([0-9.]+) ms", text)
     if m:
@@ -56,13 +59,9 @@ def main():
     p.add_argument("--repeat", type=int, default=20)
     args = p.parse_args()
 
-    # A folder alone is not an install (an npm ci cut short leaves one): the module must load.
-    if not shutil.which("node") or subprocess.run(
-            ["node", "-e", "require('onnxruntime-node')"], cwd=HERE,
-            capture_output=True).returncode != 0:
-        print("qdq_check: SKIP: node or onnxruntime-node missing "
-              "(cd bench/models && ONNXRUNTIME_NODE_INSTALL=skip npm install)")
-        sys.exit(77)
+    if ort_run.missing():
+        print(f"qdq_check: SKIP: {ort_run.missing()}")
+        sys.exit(ort_run.SKIP)
     d = args.model_dir
     model, inputs = os.path.join(d, "model.onnx"), os.path.join(d, "input.npz")
     with open(os.path.join(d, "info.json")) as f:
@@ -70,22 +69,24 @@ def main():
     pkg, out = os.path.join(d, "kiln.tar"), os.path.join(d, "kiln_out.npz")
     run([args.kiln, "build", model, "-o", pkg])
     run([args.kiln, "run", pkg, "--inputs", inputs, "--output", out])
-    ort_json = os.path.join(d, "ort_out.json")
-    run(["node", os.path.join(HERE, "ort_run.js"), model, inputs, ort_json])
-    with open(ort_json) as f:
-        ort = json.load(f)
+    ort_npz = os.path.join(d, "ort_out.npz")
+    run(ort_run.command("run", model, inputs, ort_npz))
+    ort = np.load(ort_npz)
+    onames = [o.name for o in onnx.load(model, load_external_data=False).graph.output]
     got = np.load(out)
     name = os.path.basename(os.path.normpath(d))
     worst = 0.0
     failed = False
-    for i, (oname, o) in enumerate(ort.items()):
-        ref = np.array(o["data"], dtype=np.float64).reshape(o["dims"])
+    for i, oname in enumerate(onames):
+        o = ort[f"output_{i}"]
+        ref = o.astype(np.float64)
         k = got[f"output_{i}"].astype(np.float64)
         diff = np.abs(k - ref)
-        if (scale > 0 and i == 0) or o["type"] != "float32":
-            units = diff / scale if o["type"] == "float32" else diff
+        is_float = o.dtype == np.float32
+        if (scale > 0 and i == 0) or not is_float:
+            units = diff / scale if is_float else diff
             worst = max(worst, units.max())
-            what = f"scale {scale:.4g}" if o["type"] == "float32" else o["type"]
+            what = f"scale {scale:.4g}" if is_float else str(o.dtype)
             print(f"{name} {oname} {list(ref.shape)}: max diff {units.max():.3g} units "
                   f"({what}), {np.mean(units < 0.5) * 100:.2f}% exact")
         else:
@@ -99,8 +100,8 @@ def main():
     if args.time:
         k = run([args.kiln, "run", pkg, "--inputs", inputs, "--repeat", str(args.repeat),
                  "--print-time"])
-        o = run(["node", os.path.join(HERE, "ort_bench.js"), model, inputs, "--repeat",
-                 str(args.repeat), "--warmup", "3"])
+        o = run(ort_run.command("bench", model, inputs, "--repeat", args.repeat,
+                                "--warmup", 3))
         km, om = median_ms(k), median_ms(o)
         print(f"{name} latency median: kiln {km:.3f} ms, ort {om:.3f} ms, kiln/ort {km / om:.2f}")
     if worst > args.max_units:

@@ -12,8 +12,9 @@ in the model's input shapes (those must be static). Calibrating on the evaluatio
 flatters the result: pass different ones.
 
 Runners, each running the float and the int8 model on every input:
-  ort   ONNX Runtime (onnxruntime-node, bench/models/ort_run_samples.js) on MODEL.onnx and on the
-        QDQ file (--qdq, or written here by `kiln quantize` from --calibration).
+  ort   ONNX Runtime (bench/peers/ort_run.py samples, in the peers' venv bench/.venv) on
+        MODEL.onnx and on the QDQ file (--qdq, or written here by `kiln quantize` from
+        --calibration).
   kiln  kiln's packages: `kiln build` and `kiln build --precision int8 --calibration DATA`, each
         run by `kiln run`. Until kiln imports QDQ models the int8 build fails; this runner then
         prints kiln's message and exits 3.
@@ -26,8 +27,9 @@ the inputs, each input's output flattened), the max relative error (max |int8 - 
 max |float|) and, when the output's last axis has more than one element, the top-1 agreement
 (argmax along that axis). --min-cosine / --min-top1 make it exit 1 below those (for tests).
 
-Why a script and not a kiln command: the peer runner (ONNX Runtime) lives in node, and kiln itself
-must never need Python or ORT; this is a bench tool beside ort_bench.js, like run_bench.py.
+Why a script and not a kiln command: the peer runner (ONNX Runtime) lives in the peers' Python
+venv, and kiln itself must never need Python or ORT; this is a bench tool, like run_bench.py.
+The runners that need ORT exit 77 (the tests' skip code), saying what is missing, without it.
 """
 import argparse
 import json
@@ -41,6 +43,8 @@ import onnx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "bench", "peers"))
+import ort_run  # noqa: E402  (bench/peers: ONNX Runtime in the peers' venv)
 
 
 def fail(msg, code=1):
@@ -91,11 +95,11 @@ def make_inputs(args, work):
 
 
 def ort_outputs(model, inputs_npz, work, tag):
-    out = os.path.join(work, f"ort_{tag}")
-    run(["node", os.path.join(HERE, "ort_run_samples.js"), model, inputs_npz, out])
-    meta = json.load(open(os.path.join(out, "outputs.json")))
-    return [(o["name"], np.fromfile(os.path.join(out, f"output_{i}.f32"), dtype=np.float32)
-             .reshape([-1] + list(o["dims"]))) for i, o in enumerate(meta)]
+    out = os.path.join(work, f"ort_{tag}.npz")
+    run(ort_run.command("samples", model, inputs_npz, out))
+    names = [o.name for o in onnx.load(model, load_external_data=False).graph.output]
+    with np.load(out) as got:
+        return [(name, got[f"output_{i}"]) for i, name in enumerate(names)]
 
 
 def kiln_runtime(kiln):
@@ -202,6 +206,9 @@ def main():
         fail("the ort runner needs --qdq MODEL.qdq.onnx or --calibration DATA")
     if args.runner != "ort" and not args.calibration:
         fail(f"the {args.runner} runner needs --calibration DATA (kiln build --precision int8)")
+    if args.runner != "kiln" and ort_run.missing():
+        fail(f"SKIP: the {args.runner} runner needs ONNX Runtime: {ort_run.missing()}",
+             ort_run.SKIP)
 
     also = ["--quantize-also", args.quantize_also] if args.quantize_also else []
     if args.reduce_range:

@@ -21,13 +21,14 @@ convolutions, as ORT's quantizer sees them after its optimizer), plus `tiny_qdq`
 layers, for the tests) and, with --models torch_qlinear, a PyTorch-quantized model exported by
 torch.onnx (QLinearConv / QLinearMatMul nodes, QOperator format).
 
-Calibration: the float model runs on --calib random inputs in ONNX Runtime (ort_run.js, every
-calibrated tensor made a graph output); min and max per tensor, in numpy.
+Calibration: the float model runs on --calib random inputs in ONNX Runtime (bench/peers/ort_run.py
+in the peers' venv bench/.venv, every calibrated tensor made a graph output); min and max per
+tensor, in numpy.
 
 Usage: quantized_models.py --out DIR [--models tiny_qdq,resnet18,mobilenet_v2,encoder]
                            [--calib 4] [--reduce-range]
-Needs Debian's python3-torch, python3-torchvision, python3-onnx, python3-numpy, node and
-onnxruntime-node (bench/models/README.md).
+Needs Debian's python3-torch, python3-torchvision, python3-onnx, python3-numpy, and onnxruntime
+in the peers' venv (scripts/peers-venv.sh; bench/models/README.md).
 """
 
 import argparse
@@ -52,6 +53,8 @@ except ImportError as e:
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import generate  # noqa: E402  (the zoo's model builders)
+sys.path.insert(0, os.path.join(HERE, "..", "peers"))
+import ort_run  # noqa: E402  (bench/peers: ONNX Runtime in the peers' venv)
 
 ZOO = ["resnet18", "mobilenet_v2", "encoder"]
 # resnet50 on request (bench/models/int8_bench.py): not in the default set.
@@ -118,18 +121,19 @@ def random_inputs(inputs, seed):
     return out
 
 
-def run_ort(model_path, inputs, work, ranges):
-    """Every output of the model on `inputs` through ONNX Runtime (ort_run.js)."""
+def run_ort(model_path, inputs, work):
+    """Every output of the model on `inputs` through ONNX Runtime (bench/peers/ort_run.py, in
+    the peers' venv), by output name."""
     npz = os.path.join(work, "ort_in.npz")
-    out = os.path.join(work, "ort_out.json")
+    out = os.path.join(work, "ort_out.npz")
     np.savez(npz, **inputs)
-    cmd = ["node", os.path.join(HERE, "ort_run.js"), model_path, npz, out, "--ranges",
-           "1" if ranges else "0"]
+    cmd = ort_run.command("run", model_path, npz, out)
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"quantized_models.py: {' '.join(cmd)} failed:\n{r.stderr}")
-    with open(out) as f:
-        return json.load(f)
+    names = [o.name for o in onnx.load(model_path, load_external_data=False).graph.output]
+    with np.load(out) as got:
+        return {n: got[f"output_{i}"] for i, n in enumerate(names)}
 
 
 # ---- the QDQ rewrite ----------------------------------------------------------------------------
@@ -295,9 +299,9 @@ def make_qdq(name, out_dir, n_calib, weight_max=127):
         onnx.save(calib, calib_path)
         ranges = {}
         for c in range(n_calib):
-            r = run_ort(calib_path, random_inputs(inputs, SEED + 100 + c), tmp, ranges=True)
+            r = run_ort(calib_path, random_inputs(inputs, SEED + 100 + c), tmp)
             for t in targets:
-                lo, hi = r[t]["min"], r[t]["max"]
+                lo, hi = float(r[t].min()), float(r[t].max())
                 old = ranges.get(t, {"min": lo, "max": hi})
                 ranges[t] = {"min": min(lo, old["min"]), "max": max(hi, old["max"])}
         scales = quantize_model(proto, ranges, weight_max)
@@ -308,7 +312,7 @@ def make_qdq(name, out_dir, n_calib, weight_max=127):
         with open(os.path.join(tmp, "info.json"), "w") as f:
             json.dump({"output_scale": float(scales.get(out, 0.0)), "opset": opset}, f)
         # float.onnx stays: the fp32 side of int8_bench.py's comparison.
-        for junk in ("calib.onnx", "ort_in.npz", "ort_out.json"):
+        for junk in ("calib.onnx", "ort_in.npz", "ort_out.npz"):
             if os.path.exists(os.path.join(tmp, junk)):
                 os.remove(os.path.join(tmp, junk))
         os.chmod(tmp, 0o755)

@@ -13,13 +13,14 @@ build with the tuning log (engine "kiln_tuned"; shipped logs off, so that DB alo
 with --shipped-logs the tuned build uses kiln's shipped logs for this CPU's ISA class, after
 DB if given), one `kiln run --output` checked against expected.npz with
 compare.py, then --rounds rounds that each time kiln (`kiln run --repeat N --print-time`),
-ONNX Runtime (ort_bench.js) and PyTorch (torch_bench.py) once, in a rotating order so that load
+ONNX Runtime (the `onnxruntime` package of bench/.venv, through bench/peers/ort_run.py bench;
+left out, saying why, when that venv or its onnxruntime is missing) and PyTorch (torch_bench.py) once, in a rotating order so that load
 on this shared machine hits all three alike. A peer's time is the median over rounds of its
 per-round medians. Prints a markdown table (and writes it to --out): model, kiln ms, ORT ms,
 PyTorch ms, kiln/ORT, kiln/PyTorch, and kiln's relative error against PyTorch's outputs.
 Every engine runs with --threads threads (kiln through KILN_NUM_THREADS). The peers' worker
 threads sleep rather than spin when idle (ORT allow_spinning=0, OMP_WAIT_POLICY=passive), their
-faster setting on this busy shared machine (see ort_bench.js and torch_bench.py); --peers-spin
+faster setting on this busy shared machine (see ort_run.py and torch_bench.py); --peers-spin
 gives them their spinning defaults, for a quiet machine. --json OUT.json also writes each
 model's medians, fastest runs and status for scripts (fp32_goals.py reads it).
 
@@ -44,6 +45,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = "/usr/bin/python3"
 sys.path.insert(0, os.path.join(HERE, "..", "peers"))
+import ort_run  # noqa: E402  (bench/peers: ONNX Runtime in the peers' venv)
 import peer_isa  # noqa: E402  (bench/peers: the peers held to one ISA)
 DEFAULT_MODELS = "resnet18,resnet50,mobilenet_v2,squeezenet1_1,encoder"
 UNITS_MS = {"s": 1e3, "ms": 1.0, "us": 1e-3, "µs": 1e-3}
@@ -100,14 +102,14 @@ def last_lines(text, n=6):
 
 
 class Bench:
-    def __init__(self, args):
+    def __init__(self, args, ort=True):
         self.args = args
         self.env = dict(os.environ, KILN_NUM_THREADS=str(args.threads),
                         OMP_NUM_THREADS=str(args.threads))
         self.tuned_counts = {}
         # The peers' environment: the same, or held to --isa (bench/peers/peer_isa.py).
         self.peer_env = peer_isa.peer_env(args.isa, self.env, os.path.join(args.work, "peers"),
-                                          kiln=args.kiln)
+                                          kiln=args.kiln, ort=ort)
 
     def model_dir(self, name):
         return os.path.join(self.args.models_dir, name)
@@ -165,10 +167,10 @@ class Bench:
             cmd = [a.kiln, "run", package, "--inputs", os.path.join(d, "input.npz"),
                    "--repeat", str(a.repeat), "--print-time"]
         elif engine == "ort":
-            cmd = ["node", os.path.join(HERE, "ort_bench.js"), os.path.join(d, "model.onnx"),
-                   os.path.join(d, "input.npz"), "--threads", str(a.threads),
-                   "--warmup", str(a.warmup), "--repeat", str(a.repeat),
-                   "--spin", "1" if a.peers_spin else "0"]
+            cmd = ort_run.command("bench", os.path.join(d, "model.onnx"),
+                                  os.path.join(d, "input.npz"), "--threads", a.threads,
+                                  "--warmup", a.warmup, "--repeat", a.repeat,
+                                  "--spin", 1 if a.peers_spin else 0)
         else:
             cmd = [PYTHON, os.path.join(HERE, "torch_bench.py"), d, "--threads", str(a.threads),
                    "--warmup", str(a.warmup), "--repeat", str(a.repeat),
@@ -248,9 +250,12 @@ def main():
     if "kiln" not in skip and not os.access(args.kiln, os.X_OK):
         p.error(f"no kiln executable at {args.kiln} (pass --kiln PATH, or --skip kiln)")
     names = [m for m in args.models.split(",") if m]
+    if "ort" not in skip and ort_run.missing():
+        log(f"ONNX Runtime left out: {ort_run.missing()}")
+        skip.add("ort")
 
     try:
-        bench = Bench(args)
+        bench = Bench(args, ort="ort" not in skip)
     except peer_isa.PeerIsaError as e:
         p.error(f"--isa {args.isa}: {e}")
     bench.ensure_models(names)

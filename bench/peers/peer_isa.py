@@ -4,9 +4,11 @@ timed against the peers' code for the same target on one CPU.
     env = peer_env("avx2", os.environ, work_dir, kiln="build/kiln")
 
 "native" returns the environment unchanged. "avx2" returns one in which
-- ONNX Runtime loads a copy of its library whose cpuid instructions trap (isa_mask.py) into
-  cpuid_mask.so, which hides AVX-512, VNNI and AMX: MLAS and cpuinfo then pick their AVX2
-  kernels, as on an AMD EPYC Zen 3 (ORT has no switch for this);
+- ONNX Runtime (the `onnxruntime` package of the peers' venv, bench/.venv, run through
+  ort_run.py) imports a copy of its package (PYTHONPATH) whose native module's cpuid
+  instructions trap (isa_mask.py) into cpuid_mask.so, which hides AVX-512, VNNI and AMX: MLAS
+  and cpuinfo then pick their AVX2 kernels, as on an AMD EPYC Zen 3 (ORT has no switch for
+  this);
 - PyTorch runs ATen's AVX2 kernels (ATEN_CPU_CAPABILITY) and oneDNN's (ONEDNN_MAX_CPU_ISA).
 `kiln_target(isa)` is the kiln target that matches: the Zen 3 CPU that an AVX2-only machine of
 MACHINE.md's kind reports.
@@ -14,11 +16,14 @@ MACHINE.md's kind reports.
 import os
 import shutil
 import subprocess
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ISAS = ("native", "avx2")
 KILN_TARGETS = {"avx2": "llvm -mcpu=znver3"}
 MASK_LIB = "libkiln_cpuid_mask.so"
+sys.path.insert(0, HERE)
+import ort_run  # noqa: E402  (this folder: where the peers' venv is)
 
 
 class PeerIsaError(RuntimeError):
@@ -30,12 +35,18 @@ def kiln_target(isa):
 
 
 def ort_library():
-    """The x86-64 libonnxruntime.so.1 that onnxruntime-node's binding loads."""
-    path = os.path.join(HERE, "..", "models", "node_modules", "onnxruntime-node", "bin",
-                        "napi-v6", "linux", "x64", "libonnxruntime.so.1")
-    if not os.path.exists(path):
-        raise PeerIsaError(f"no ONNX Runtime library at {path} (cd bench/models && npm ci)")
-    return os.path.normpath(path)
+    """The native module of the venv's onnxruntime package (onnxruntime_pybind11_state*.so,
+    which holds ORT itself: the wheel links it in) and the package folder that holds it."""
+    why = ort_run.missing()
+    if why:
+        raise PeerIsaError(why)
+    p = subprocess.run([ort_run.PYTHON, "-c", "import onnxruntime.capi.onnxruntime_pybind11_state"
+                        " as m, onnxruntime as o, os; print(os.path.dirname(o.__file__));"
+                        " print(m.__file__)"], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise PeerIsaError(f"{ort_run.PYTHON} could not locate onnxruntime:\n{p.stderr[-2000:]}")
+    package, lib = p.stdout.split("\n")[:2]
+    return os.path.normpath(package), os.path.normpath(lib)
 
 
 def mask_library(work, kiln=None):
@@ -55,47 +66,60 @@ def mask_library(work, kiln=None):
 
 
 def masked_ort_dir(work):
-    """A folder holding the cpuid-trapping copy of ORT's library (rewritten when ORT changes)."""
-    lib = ort_library()
+    """A folder to put first on PYTHONPATH: an `onnxruntime` package of links to the venv's
+    files, except its native module, a cpuid-trapping copy (rewritten when ORT changes)."""
+    package, lib = ort_library()
     out_dir = os.path.join(work, "ort-avx2")
-    out = os.path.join(out_dir, os.path.basename(lib))
-    if not os.path.exists(out) or os.path.getmtime(out) < os.path.getmtime(lib):
-        os.makedirs(out_dir, exist_ok=True)
-        subprocess.run(["/usr/bin/python3", os.path.join(HERE, "isa_mask.py"), lib, out],
+    shadow = os.path.join(out_dir, "onnxruntime")
+    masked = os.path.join(shadow, os.path.relpath(lib, package))
+    if not os.path.exists(masked) or os.path.getmtime(masked) < os.path.getmtime(lib):
+        shutil.rmtree(shadow, ignore_errors=True)
+        for dirpath, dirnames, filenames in os.walk(package):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+            rel = os.path.relpath(dirpath, package)
+            os.makedirs(os.path.join(shadow, rel), exist_ok=True)
+            for f in filenames:
+                src = os.path.join(dirpath, f)
+                if src != lib:
+                    os.symlink(src, os.path.join(shadow, rel, f))
+        subprocess.run(["/usr/bin/python3", os.path.join(HERE, "isa_mask.py"), lib, masked],
                        check=True, stdout=subprocess.DEVNULL)
-    return out_dir
+    return out_dir, os.path.realpath(masked)
 
 
-def check_ort_loads(env, ort_dir):
-    """Fails unless node, in env, maps the masked copy of ORT's library and not the original:
-    a wrong LD_LIBRARY_PATH would otherwise time ORT's AVX-512 code and call it AVX2."""
-    script = ("require('onnxruntime-node');"
-              "process.stdout.write(require('fs').readFileSync('/proc/self/maps','utf8'))")
-    p = subprocess.run(["node", "-e", script], env=env, cwd=os.path.join(HERE, "..", "models"),
-                       capture_output=True, text=True)
+def check_ort_loads(env, masked):
+    """Fails unless the venv's Python, in env, maps the masked copy of ORT's native module and
+    not the original: a wrong PYTHONPATH would otherwise time ORT's AVX-512 code and call it
+    AVX2."""
+    script = ("import onnxruntime, sys; sys.stdout.write(open('/proc/self/maps').read())")
+    p = subprocess.run([ort_run.PYTHON, "-c", script], env=env, capture_output=True, text=True)
     if p.returncode != 0:
-        raise PeerIsaError(f"node could not load onnxruntime-node masked:\n{p.stderr[-2000:]}")
-    loaded = {line.split()[-1] for line in p.stdout.splitlines()
-              if line.endswith("libonnxruntime.so.1")}
-    want = os.path.realpath(os.path.join(ort_dir, "libonnxruntime.so.1"))
-    if {os.path.realpath(x) for x in loaded} != {want}:
-        raise PeerIsaError(f"node loaded {sorted(loaded)}, not the masked {want}")
+        raise PeerIsaError(f"{ort_run.PYTHON} could not import onnxruntime masked:\n"
+                           f"{p.stderr[-2000:]}")
+    name = os.path.basename(masked)
+    loaded = {line.split()[-1] for line in p.stdout.splitlines() if line.endswith(name)}
+    if {os.path.realpath(x) for x in loaded} != {masked}:
+        raise PeerIsaError(f"onnxruntime loaded {sorted(loaded)}, not the masked {masked}")
 
 
-def peer_env(isa, base_env, work, kiln=None):
+def peer_env(isa, base_env, work, kiln=None, ort=True):
+    """The peers' environment for `isa`; ort=False leaves ONNX Runtime out (a run that does
+    not time it needs neither the venv nor the masked copy)."""
     env = dict(base_env)
     if isa in (None, "native"):
         return env
     if isa != "avx2":
         raise PeerIsaError(f"unknown peer ISA '{isa}' (expected one of {', '.join(ISAS)})")
     os.makedirs(work, exist_ok=True)
-    ort_dir = masked_ort_dir(work)
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(
-        [ort_dir] + [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p])
+    if ort:
+        ort_dir, masked = masked_ort_dir(work)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [ort_dir] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env["LD_PRELOAD"] = " ".join([mask_library(work, kiln)] + env.get("LD_PRELOAD", "").split())
     env["KILN_CPUID_MASK"] = "avx2"
     env["ATEN_CPU_CAPABILITY"] = "avx2"
     env["ONEDNN_MAX_CPU_ISA"] = "AVX2"
     env["DNNL_MAX_CPU_ISA"] = "AVX2"
-    check_ort_loads(env, ort_dir)
+    if ort:
+        check_ort_loads(env, masked)
     return env

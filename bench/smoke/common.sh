@@ -31,11 +31,16 @@ PY
       "python3-torchvision, python3-onnx, python3-numpy, python3-matplotlib)"
 }
 
-# Skips unless node and bench/models' onnxruntime-node are installed.
-need_onnxruntime_node() {
-  command -v node >/dev/null || skip "no node on PATH (scripts/install-deps.sh installs nodejs)"
-  # A folder alone is not an install (an npm ci cut short leaves one): the module must load.
-  (cd "$ROOT/bench/models" && node -e "require('onnxruntime-node')" 2>/dev/null) ||
-    skip "onnxruntime-node is not installed; once per checkout:" \
-      "cd bench/models && ONNXRUNTIME_NODE_INSTALL=skip npm install"
+# ONNX Runtime: the `onnxruntime` package of the peers' venv (bench/.venv, made by
+# scripts/peers-venv.sh from bench/requirements-peers.txt), reached through bench/peers/ort_run.py.
+PEERS_PYTHON=$ROOT/bench/.venv/bin/python
+ORT_RUN=$ROOT/bench/peers/ort_run.py
+
+# Skips, saying what is missing, unless the peers' venv imports onnxruntime (1.31 or newer).
+need_onnxruntime() {
+  [ -x "$PEERS_PYTHON" ] ||
+    skip "no bench/.venv/bin/python (the peers' venv; scripts/peers-venv.sh or scripts/install-deps.sh creates it)"
+  local why
+  why=$("$PEERS_PYTHON" "$ORT_RUN" check 2>&1) || skip "${why##*$'\n'}"
+  echo "$why"
 }

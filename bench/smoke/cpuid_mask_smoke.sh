@@ -4,8 +4,9 @@
 # the probe must see AVX2 and FMA as the CPU reports them and every AVX-512, VNNI and AMX
 # feature gone; with KILN_CPUID_MASK=none exactly what the CPU reports; without the library
 # the rewritten probe must die of SIGILL (so a missing preload can never pass unnoticed).
-# Then, where onnxruntime-node is installed, ORT through peer_isa.py: node must map the
-# rewritten library, and run_bench.py --isa avx2 must time ORT on the tiny model.
+# Then, where the peers' venv (bench/.venv) has onnxruntime, ORT through peer_isa.py: its
+# Python must map the rewritten native module, and run_bench.py --isa avx2 must time ORT on
+# the tiny model.
 #
 #   cpuid_mask_smoke.sh PROBE MASK_LIB WORKDIR
 set -euo pipefail
@@ -40,8 +41,9 @@ LD_PRELOAD=$mask KILN_CPUID_MASK=avx9 "$work/probe" >/dev/null 2>"$work/bad.txt"
   fail "an unknown profile was not refused (exit $rc)"
 
 set +x
-command -v node >/dev/null && (cd "$ROOT/bench/models" && node -e "require('onnxruntime-node')" 2>/dev/null) || {
-  echo "cpuid_mask_smoke: the probe passed; ONNX Runtime part skipped (no onnxruntime-node)"
+why=$([ -x "$PEERS_PYTHON" ] && "$PEERS_PYTHON" "$ORT_RUN" check 2>&1) || {
+  echo "cpuid_mask_smoke: the probe passed; ONNX Runtime part skipped" \
+    "(${why:-no bench/.venv/bin/python; scripts/peers-venv.sh creates it})"
   exit 0
 }
 need_python_modules torch torchvision onnx numpy

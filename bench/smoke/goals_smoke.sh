@@ -3,7 +3,7 @@
 # every step (zoo, shipped, extras, kernels, layers, curve) with budgets of seconds, then
 # a second run that finds every step's result and runs none again. Checks the
 # report's goals table and sections; no timing is checked. Skipped without
-# node, onnxruntime-node or PyTorch.
+# the peers' venv's onnxruntime (bench/.venv, scripts/peers-venv.sh) or PyTorch.
 #
 #   goals_smoke.sh KILN WORKDIR KILN_BENCH_ISA
 set -euo pipefail
@@ -11,7 +11,7 @@ source "$(dirname "$0")/common.sh"
 kiln=${1:?usage: goals_smoke.sh KILN WORKDIR KILN_BENCH_ISA}
 work=${2:?usage: goals_smoke.sh KILN WORKDIR KILN_BENCH_ISA}
 bench_isa=${3:?usage: goals_smoke.sh KILN WORKDIR KILN_BENCH_ISA}
-need_onnxruntime_node
+need_onnxruntime
 need_python_modules torch torchvision onnx numpy matplotlib
 
 rm -rf "$work"

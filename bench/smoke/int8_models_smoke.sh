@@ -3,7 +3,8 @@
 # the tiny model: `kiln quantize` writes its QDQ form (calibration on 4 random
 # samples), then kiln int8, kiln fp32, ORT int8 and ORT fp32 are timed for one
 # round. Checks that the table has a complete row; timings are printed, never
-# checked. Skipped (77) without node / onnxruntime-node or python3-torch.
+# checked. Skipped (77) without the peers' venv's onnxruntime (bench/.venv,
+# scripts/peers-venv.sh) or python3-torch.
 #
 #   int8_models_smoke.sh KILN WORKDIR
 set -euo pipefail
@@ -11,6 +12,7 @@ source "$(dirname "$0")/common.sh"
 kiln=${1:?usage: int8_models_smoke.sh KILN WORKDIR}
 work=${2:?usage: int8_models_smoke.sh KILN WORKDIR}
 models=$ROOT/bench/models
+need_onnxruntime
 need_python_modules torch torchvision onnx numpy
 [ -x "$kiln" ] || fail "no kiln executable at $kiln"
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Smoke test (ctest bench_models_ort_smoke) of the ONNX Runtime driver on the
-# tiny model: ort_bench.js runs it and checks its output against PyTorch's,
-# then run_bench.py times it through ort_bench.js, and layer_compare.py pairs
-# kiln's kernels with ORT's profiled nodes. Skipped without node,
-# onnxruntime-node (bench/models/README.md) or PyTorch (to make the model).
+# tiny model: bench/peers/ort_run.py (the peers' venv, bench/.venv) runs it and
+# checks its output against PyTorch's, then run_bench.py times it through
+# ort_run.py, and layer_compare.py pairs kiln's kernels with ORT's profiled
+# nodes. Skipped without that venv's onnxruntime (scripts/peers-venv.sh) or
+# PyTorch (to make the model).
 #
 #   ort_smoke.sh WORKDIR KILN
 set -euo pipefail
@@ -11,7 +12,7 @@ source "$(dirname "$0")/common.sh"
 work=${1:?usage: ort_smoke.sh WORKDIR KILN}
 kiln=${2:?usage: ort_smoke.sh WORKDIR KILN}
 models=$ROOT/bench/models
-need_onnxruntime_node
+need_onnxruntime
 need_python_modules torch torchvision onnx numpy
 
 rm -rf "$work"
@@ -19,9 +20,13 @@ mkdir -p "$work"
 dir=$work/models/tiny
 set -x
 "$PYTHON" "$models/generate.py" --out "$work/models" --models tiny
-node "$models/ort_bench.js" "$dir/model.onnx" "$dir/input.npz" --expected "$dir/expected.npz" \
-  --warmup 1 --repeat 3 | tee "$work/ort.txt"
-grep -q 'median' "$work/ort.txt" || fail "ort_bench.js printed no median"
+"$PEERS_PYTHON" "$ORT_RUN" bench "$dir/model.onnx" "$dir/input.npz" \
+  --expected "$dir/expected.npz" --warmup 1 --repeat 3 | tee "$work/ort.txt"
+grep -q 'median' "$work/ort.txt" || fail "ort_run.py bench printed no median"
+grep -q 'output_0 .*: rel err .* ok$' "$work/ort.txt" || fail "ort_run.py bench checked no output"
+# One run into an npz, compared with PyTorch's outputs as kiln's are (compare.py).
+"$PEERS_PYTHON" "$ORT_RUN" run "$dir/model.onnx" "$dir/input.npz" "$work/ort_out.npz"
+"$PYTHON" "$models/compare.py" "$dir/expected.npz" "$work/ort_out.npz"
 "$PYTHON" "$models/run_bench.py" --models tiny --models-dir "$work/models" --rounds 1 \
   --repeat 3 --warmup 1 --skip kiln,torch --out "$work/table.md"
 grep -Eq '^\| tiny \| n/a \| [0-9.]+ \|' "$work/table.md" ||
