@@ -21,9 +21,10 @@ PACKAGES=(
   # libxgboost-dev's CMake config references.
   libxgboost-dev xgboost
   # bench/models and tests/e2e: PyTorch makes the models and is a timed peer; OpenBLAS replaces
-  # the reference BLAS that Debian's PyTorch would otherwise call for its matmuls; node runs
-  # the ONNX Runtime peer (bench/models/ort_bench.js).
-  python3-torch python3-torchvision python3-onnx python3-numpy python3-matplotlib libopenblas0-openmp nodejs
+  # the reference BLAS that Debian's PyTorch would otherwise call for its matmuls.
+  python3-torch python3-torchvision python3-onnx python3-numpy python3-matplotlib libopenblas0-openmp
+  # the peers' virtual environment, bench/.venv (below): ONNX Runtime from Python's package index
+  python3-venv
   # the kiln Python package (python/, src/python) and its tests (tests/python)
   python3-dev python3-pybind11 python3-pytest
   # shared records in PostgreSQL (src/tuner/records_postgres.cc links libpq); the tests start a
@@ -43,9 +44,6 @@ missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-
-# npm ships inside NodeSource's nodejs but is its own package in Debian's.
-command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 export DEBIAN_FRONTEND=noninteractive
 if [ ${#missing[@]} -eq 0 ]; then
@@ -83,16 +81,31 @@ install_arm() {
 install_arm arm64 g++-aarch64-linux-gnu qemu-user-static libarchive-dev:arm64
 install_arm armhf g++-arm-linux-gnueabihf qemu-user-static libarchive13:armhf
 
-# ONNX Runtime (onnxruntime-node, bench/models/package.json) for the peer
-# benchmarks and the tests that check kiln's quantized models against ORT on
-# the same file (they skip without it). Optional, like the Arm tools: a failure
-# only warns. Its install script would fetch CUDA builds from nuget.org, which
-# kiln does not use (the CPU build ships in the npm package): skipped.
-models_dir="$(cd "$(dirname "$0")/.." && pwd)/bench/models"
-if [ ! -d "$models_dir/node_modules/onnxruntime-node" ] && command -v npm >/dev/null 2>&1; then
-  echo "install-deps: npm ci in bench/models (onnxruntime-node)"
-  # Bounded: where the npm registry is unreachable npm retries for many minutes.
-  (cd "$models_dir" && ONNXRUNTIME_NODE_INSTALL_CUDA=skip ONNXRUNTIME_NODE_INSTALL=skip \
-    timeout 90 npm ci --no-audit --no-fund --loglevel=error --fetch-retries=0) ||
-    echo "install-deps: warning: npm ci failed in bench/models; the ORT comparisons will be skipped"
+# The peers kiln is measured against, from Python's package index: bench/.venv, made with
+# Debian's python3-venv from the pinned bench/requirements-peers.txt (ONNX Runtime, the
+# `onnxruntime` package, 1.31 or newer). The bench drivers and the tests that check kiln against
+# ORT on the same file run it there (bench/peers/ort_run.py) and skip, saying so, without it.
+# Optional, like the Arm tools: where the index is out of reach this only warns. Quick when the
+# venv already holds the pinned versions: pip is not asked at all.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv_python="$root/bench/.venv/bin/python"
+if [ -x "$venv_python" ] && "$venv_python" - "$root/bench/requirements-peers.txt" <<'PY' 2>/dev/null
+import sys
+from importlib.metadata import version
+import onnxruntime  # noqa: F401  (installed and loading, not only recorded)
+for line in open(sys.argv[1]):
+    req = line.split("#")[0].strip()
+    if req:
+        name, _, want = req.partition("==")
+        if version(name.strip()) != want.strip():
+            sys.exit(1)
+PY
+then
+  echo "install-deps: bench/.venv has the pinned peers ($("$venv_python" -c 'import onnxruntime; print("onnxruntime", onnxruntime.__version__)'))"
+else
+  echo "install-deps: creating bench/.venv (scripts/peers-venv.sh)"
+  # Bounded: where the index is unreachable pip retries for minutes.
+  PIP_DEFAULT_TIMEOUT=20 PIP_RETRIES=1 timeout 600 "$root/scripts/peers-venv.sh" ||
+    echo "install-deps: warning: could not create bench/.venv from Python's package index;" \
+      "the ONNX Runtime comparisons and checks will be skipped (re-run scripts/peers-venv.sh later)"
 fi
