@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """PyTorch -> ONNX -> kiln.build -> run, checked against PyTorch and timed
-side by side with PyTorch (and ONNX Runtime when its Python package is
-installed; see README.md beside this file).
+side by side with PyTorch and ONNX Runtime (the `onnxruntime` Python
+package, in this Python or in kiln's peers' venv bench/.venv; see README.md
+beside this file).
 
     PYTHONPATH=build/python /usr/bin/python3 examples/python/pytorch_to_kiln.py
     ... --model resnet18 --size 224 --trials 32 --tuning-log resnet18.db   # tune first
@@ -12,8 +13,8 @@ import argparse
 import io
 import os
 import re
-import shutil
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -58,33 +59,34 @@ def time_ms(fn, repeat):
     return float(np.median(times))
 
 
-def onnxruntime_ms(onnx_bytes, x, repeat, node_dir):
-    """ONNX Runtime's median ms and which one, or (None, why). Its Python
-    package when installed (it is not a Debian package, and PyPI may be out of
-    reach), else onnxruntime-node through bench/models/ort_bench.js when
-    `node_dir` holds it with its node_modules (cd bench/models && npm ci)."""
+def onnxruntime_ms(onnx_bytes, x, repeat):
+    """ONNX Runtime's median ms and which one, or (None, why). The `onnxruntime`
+    Python package when this Python imports it, else the one in kiln's peers'
+    venv (bench/.venv, made by scripts/peers-venv.sh or scripts/install-deps.sh)
+    through bench/peers/ort_run.py, on the same model and input."""
     try:
         import onnxruntime as ort
         sess = ort.InferenceSession(onnx_bytes, providers=["CPUExecutionProvider"])
-        return time_ms(lambda: sess.run(None, {"input": x}), repeat), "Python"
+        return time_ms(lambda: sess.run(None, {"input": x}), repeat), "Python, in-process"
     except ImportError:
         pass
-    script = os.path.join(node_dir or "", "ort_bench.js")
-    if not (node_dir and os.path.isdir(os.path.join(node_dir, "node_modules"))
-            and os.path.isfile(script) and shutil.which("node")):
-        return None, "no onnxruntime Python package, and no onnxruntime-node (--ort-node DIR)"
+    sys.path.insert(0, os.path.join(REPO, "bench", "peers"))
+    import ort_run  # bench/peers: where the peers' venv is, and its ORT runner
+    why = ort_run.missing()
+    if why:
+        return None, f"no onnxruntime in this Python, and {why}"
     with tempfile.TemporaryDirectory(prefix="kiln-example-") as tmp:
         with open(os.path.join(tmp, "model.onnx"), "wb") as f:
             f.write(onnx_bytes)
         np.savez(os.path.join(tmp, "input.npz"), input=x)
-        r = subprocess.run(["node", script, os.path.join(tmp, "model.onnx"),
-                            os.path.join(tmp, "input.npz"), "--threads",
-                            str(kiln.runtime.num_threads()), "--repeat", str(repeat)],
+        r = subprocess.run(ort_run.command("bench", os.path.join(tmp, "model.onnx"),
+                                           os.path.join(tmp, "input.npz"), "--threads",
+                                           kiln.runtime.num_threads(), "--repeat", repeat),
                            capture_output=True, text=True)
     m = re.search(r"median ([0-9.]+) ms", r.stdout)
     if r.returncode != 0 or not m:
-        return None, "ort_bench.js failed: " + (r.stderr or r.stdout).strip()[-200:]
-    return float(m.group(1)), "onnxruntime-node"
+        return None, "ort_run.py bench failed: " + (r.stderr or r.stdout).strip()[-200:]
+    return float(m.group(1)), "bench/.venv"
 
 
 def main():
@@ -95,8 +97,6 @@ def main():
     p.add_argument("--trials", type=int, default=0, help="tune this many trials per task first")
     p.add_argument("--repeat", type=int, default=20, help="timed runs per runtime")
     p.add_argument("--output", help="also export the package here (model.tar)")
-    p.add_argument("--ort-node", metavar="DIR", default=os.path.join(REPO, "bench", "models"),
-                   help="a folder with ort_bench.js and its node_modules (default: bench/models)")
     p.add_argument("--smoke", action="store_true", help="tiny model, 16x16, 3 runs (tests)")
     a = p.parse_args()
     if a.smoke:
@@ -133,7 +133,7 @@ def main():
     kiln_ms = m.benchmark(repeat=a.repeat).median_ms
     with torch.no_grad():
         torch_ms = time_ms(lambda: model(x), a.repeat)
-    ort_ms, ort = onnxruntime_ms(onnx_bytes, x.numpy(), a.repeat, a.ort_node)
+    ort_ms, ort = onnxruntime_ms(onnx_bytes, x.numpy(), a.repeat)
     print(f"\n{a.model} [1, 3, {a.size}, {a.size}], {kiln.runtime.num_threads()} threads, "
           f"median of {a.repeat} runs:")
     print(f"  kiln          {kiln_ms:9.3f} ms  (tuned {pkg.report.tuned} of "
