@@ -250,9 +250,13 @@ def main():
     if "kiln" not in skip and not os.access(args.kiln, os.X_OK):
         p.error(f"no kiln executable at {args.kiln} (pass --kiln PATH, or --skip kiln)")
     names = [m for m in args.models.split(",") if m]
+    ort_why = None
     if "ort" not in skip and ort_run.missing():
-        log(f"ONNX Runtime left out: {ort_run.missing()}")
+        ort_why = ort_run.missing()
+        log(f"ONNX Runtime left out: {ort_why}")
         skip.add("ort")
+    if not [e for e in ENGINES if e not in skip]:
+        p.error("no engine left to time" + (f" (ONNX Runtime: {ort_why})" if ort_why else ""))
 
     try:
         bench = Bench(args, ort="ort" not in skip)
@@ -303,6 +307,8 @@ def main():
         f"{platform.node()}, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}",
         "",
     ]
+    if ort_why:
+        lines += [f"ONNX Runtime not timed (its columns n/a): {ort_why}", ""]
     if "kiln_tuned" in skip:
         lines += ["| model | kiln ms | ORT ms | PyTorch ms | kiln/ORT | kiln/PyTorch | kiln rel err |",
                   "|---|---:|---:|---:|---:|---:|---|"]

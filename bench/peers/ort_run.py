@@ -47,7 +47,7 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 PYTHON = os.path.join(ROOT, "bench", ".venv", "bin", "python")
 MIN_VERSION = (1, 31)
 SKIP = 77
-SETUP = "scripts/peers-venv.sh (or scripts/install-deps.sh) creates it"
+SETUP = "scripts/peers-venv.sh or scripts/install-deps.sh creates it"
 
 
 def command(mode, *args):

@@ -20,6 +20,7 @@
 #include "graph/passes/fold_qdq.h"
 #include "graph/passes/simplify.h"
 #include "ops/op_template.h"
+#include "ort_peer.h"
 #include "runtime/npz.h"
 
 namespace kiln::test {
@@ -562,36 +563,45 @@ bool runs_depthwise_int8(const nlohmann::json& k) {
   return false;
 }
 
-// ONNX Runtime's outputs for `model` on `inputs` (bench/models/ort_run.js), or
-// an empty map, with the reason in *skip, without node or onnxruntime-node.
+// An output array's elements as doubles (ORT writes the model's own dtypes).
+std::vector<double> as_doubles(const runtime::NDArray& a) {
+  std::vector<double> v(static_cast<size_t>(a.numel()));
+  const runtime::DType t = a.dtype();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t == runtime::DType::u8()) v[i] = a.data_as<uint8_t>()[i];
+    else if (t == runtime::DType::i8()) v[i] = a.data_as<int8_t>()[i];
+    else if (t == runtime::DType::i32()) v[i] = a.data_as<int32_t>()[i];
+    else if (t == runtime::DType::i64()) v[i] = static_cast<double>(a.data_as<int64_t>()[i]);
+    else if (t == runtime::DType::f32()) v[i] = a.data_as<float>()[i];
+    else ADD_FAILURE() << "ORT output of an unexpected dtype";
+  }
+  return v;
+}
+
+// ONNX Runtime's outputs for `model` on `inputs` (bench/peers/ort_run.py in
+// the peers' venv: ort_peer.h), by kiln run's names (output_0, ... in the
+// graph's output order), or an empty map, with the reason in *skip, without
+// that venv's onnxruntime.
 std::map<std::string, std::vector<double>> ort_outputs(
     const std::string& model, const std::map<std::string, graph::Initializer>& inputs,
     const ScratchDir& dir, std::string* skip) {
-  const std::string src = KILN_SOURCE_DIR;
-  // A folder alone is not an install (an npm ci cut short leaves one): the
-  // native module must load.
-  const std::string load =
-      "cd " + src + "/bench/models && node -e \"require('onnxruntime-node')\" >/dev/null 2>&1";
-  if (std::system(load.c_str()) != 0) {
-    *skip = "node cannot load onnxruntime-node from bench/models";
+  if (!test::ort_missing().empty()) {
+    *skip = test::ort_missing();
     return {};
   }
   std::vector<runtime::NamedArray> arrays;
   for (const auto& [name, value] : inputs) arrays.push_back({name, to_ndarray(value)});
-  std::string in = dir.file("ort_in.npz"), out = dir.file("ort_out.json");
+  std::string in = dir.file("ort_in.npz"), out = dir.file("ort_out.npz");
   runtime::write_npz(in, arrays);
-  std::string cmd = "node " + src + "/bench/models/ort_run.js " + model + " " + in + " " + out +
-                    " --threads 1 >" + dir.file("ort.log") + " 2>&1";
+  std::string cmd = test::ort_command("run", model + " " + in + " " + out + " --threads 1") +
+                    " >" + dir.file("ort.log") + " 2>&1";
   if (std::system(cmd.c_str()) != 0) {
     std::ifstream log(dir.file("ort.log"));
     ADD_FAILURE() << "ORT failed on " << model << ": " << log.rdbuf();
     return {};
   }
-  std::ifstream f(out);
-  nlohmann::json j = nlohmann::json::parse(f);
   std::map<std::string, std::vector<double>> r;
-  for (auto it = j.begin(); it != j.end(); ++it)
-    r[it.key()] = it.value().at("data").get<std::vector<double>>();
+  for (const runtime::NamedArray& a : runtime::read_npz(out)) r[a.name] = as_doubles(a.array);
   return r;
 }
 
@@ -684,7 +694,7 @@ TEST(Int8Path, MobileNetDepthwiseBlockBitExact) {
     auto ort = ort_outputs(path, r.inputs, dir, &ort_skip);
     if (ort.empty()) continue;
     const graph::Initializer& want = r.want.at("y");
-    const std::vector<double>& got = ort.at("y");
+    const std::vector<double>& got = ort.at("output_0");  // "y", the only output
     ASSERT_EQ(got.size(), want.data.size());
     int64_t worst = 0;
     for (size_t i = 0; i < got.size(); ++i) {

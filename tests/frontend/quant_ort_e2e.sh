@@ -8,18 +8,26 @@
 # then bench/models/qdq_check.py runs `kiln build` + `kiln run` and ORT and requires every
 # quantized output to equal ORT's exactly (0 units: the QLinearConv / QLinearMatMul nodes run on
 # the int8 templates with ORT's requantization), printing the fraction of exact matches.
-# Skipped (77) without node, onnxruntime-node (bench/models/README.md) or PyTorch.
+# ONNX Runtime is the `onnxruntime` package of the peers' venv in this source tree (bench/.venv,
+# made by scripts/peers-venv.sh), run through bench/peers/ort_run.py. Skipped (77), saying what
+# is missing, without that venv's onnxruntime or without PyTorch.
 #
 #   quant_ort_e2e.sh KILN WORKDIR
 set -euo pipefail
 kiln=${1:?usage: quant_ort_e2e.sh KILN WORKDIR}
 work=${2:?usage: quant_ort_e2e.sh KILN WORKDIR}
-models=$(cd "$(dirname "$0")/../../bench/models" && pwd)
-# A folder alone is not an install (an npm ci cut short leaves one): the module must load.
-if ! command -v node >/dev/null || ! (cd "$models" && node -e "require('onnxruntime-node')") 2>/dev/null; then
-  echo "SKIP: node or onnxruntime-node missing (cd bench/models && ONNXRUNTIME_NODE_INSTALL=skip npm install)"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+models=$root/bench/models
+peers_python=$root/bench/.venv/bin/python
+if [ ! -x "$peers_python" ]; then
+  echo "SKIP: no bench/.venv/bin/python (the peers' venv; scripts/peers-venv.sh or scripts/install-deps.sh creates it)"
   exit 77
 fi
+if ! why=$("$peers_python" "$root/bench/peers/ort_run.py" check 2>&1); then
+  echo "SKIP: $why"
+  exit 77
+fi
+echo "$why"
 if ! /usr/bin/python3 -c 'import torch, onnx, numpy' 2>/dev/null; then
   echo "SKIP: /usr/bin/python3 lacks torch, onnx or numpy (scripts/install-deps.sh)"
   exit 77

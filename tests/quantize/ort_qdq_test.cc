@@ -1,9 +1,10 @@
 // The QDQ files kiln quantize writes, checked by their consumers: onnx's
-// checker (full_check) and ONNX Runtime (onnxruntime-node), which runs the
-// quantized model against the float one on held-out inputs. The model is a
-// tiny convnet trained for 60 steps at test time (make_convnet.py), so its
+// checker (full_check) and ONNX Runtime (the peers' venv, bench/.venv: see
+// ort_peer.h), which runs the quantized model against the float one on
+// held-out inputs (bench/models/quant_accuracy.py). The model is a tiny
+// convnet trained for 60 steps at test time (make_convnet.py), so its
 // weights and activations are distributed like a trained net's. Skipped,
-// with the reason, without onnxruntime-node in bench/models or without
+// with the reason, without that venv's onnxruntime or without
 // python3-torch/python3-onnx.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <string>
 
 #include "codegen/target.h"
+#include "ort_peer.h"
 
 namespace {
 
@@ -43,12 +45,8 @@ class OrtQdq : public ::testing::Test {
     dir_ = new fs::path(fs::temp_directory_path() /
                         ("kiln_quantize_ort_" + std::to_string(::getpid())));
     fs::create_directories(*dir_);
-    // A folder alone is not an install (an npm ci cut short leaves one).
-    if (sh("cd " + kSource + "/bench/models && node -e \"require('onnxruntime-node')\"", *dir_)
-            .rc != 0) {
-      skip_ =
-          "onnxruntime-node is not installed; once per checkout: cd bench/models && "
-          "ONNXRUNTIME_NODE_INSTALL=skip npm install";
+    if (!kiln::test::ort_missing().empty()) {
+      skip_ = "ONNX Runtime: " + kiln::test::ort_missing();
       return;
     }
     if (sh(kPython + " -c 'import torch, onnx, numpy'", *dir_).rc != 0) {
