@@ -14,8 +14,9 @@ with --shipped-logs the tuned build uses kiln's shipped logs for this CPU's ISA 
 DB if given), one `kiln run --output` checked against expected.npz with
 compare.py, then --rounds rounds that each time kiln (`kiln run --repeat N --print-time`),
 ONNX Runtime (the `onnxruntime` package of bench/.venv, through bench/peers/ort_run.py bench;
-left out, saying why, when that venv or its onnxruntime is missing) and PyTorch (torch_bench.py) once, in a rotating order so that load
-on this shared machine hits all three alike. A peer's time is the median over rounds of its
+left out, saying why, when that venv or its onnxruntime is missing) and PyTorch
+(torch_bench.py) once, in a rotating order so that load on this shared machine hits all three
+alike. A peer's time is the median over rounds of its
 per-round medians. Prints a markdown table (and writes it to --out): model, kiln ms, ORT ms,
 PyTorch ms, kiln/ORT, kiln/PyTorch, and kiln's relative error against PyTorch's outputs.
 Every engine runs with --threads threads (kiln through KILN_NUM_THREADS). The peers' worker

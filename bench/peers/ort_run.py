@@ -67,9 +67,9 @@ def missing(env=None):
         why = f"no {os.path.relpath(PYTHON, ROOT)} (the peers' venv; {SETUP})"
     else:
         p = subprocess.run(command("check"), capture_output=True, text=True, env=env)
+        lines = (p.stdout + p.stderr).strip().splitlines()
         why = None if p.returncode == 0 else (
-            (p.stdout + p.stderr).strip().splitlines() or [f"ort_run.py check exited {p.returncode}"]
-        )[-1]
+            lines[-1] if lines else f"ort_run.py check exited {p.returncode}")
     _missing[key] = why
     return why
 

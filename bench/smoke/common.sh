@@ -38,8 +38,8 @@ ORT_RUN=$ROOT/bench/peers/ort_run.py
 
 # Skips, saying what is missing, unless the peers' venv imports onnxruntime (1.31 or newer).
 need_onnxruntime() {
-  [ -x "$PEERS_PYTHON" ] ||
-    skip "no bench/.venv/bin/python (the peers' venv; scripts/peers-venv.sh or scripts/install-deps.sh creates it)"
+  [ -x "$PEERS_PYTHON" ] || skip "no bench/.venv/bin/python (the peers' venv;" \
+    "scripts/peers-venv.sh or scripts/install-deps.sh creates it)"
   local why
   why=$("$PEERS_PYTHON" "$ORT_RUN" check 2>&1) || skip "${why##*$'\n'}"
   echo "$why"
