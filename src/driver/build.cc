@@ -11,6 +11,7 @@
 
 #include "codegen/codegen.h"
 #include "driver/debug.h"
+#include "driver/host_steps.h"
 #include "driver/lower_group.h"
 #include "driver/package_writer.h"
 #include "frontend/onnx_import.h"
@@ -279,6 +280,7 @@ TensorTable tabulate(const Graph& g, const std::vector<GroupKernel>& kernels,
     if (!g.type_of(out)) throw std::runtime_error("graph output '" + out + "' has no type");
     table.add(out);
   }
+  for (const auto& [name, init] : g.host.constants) table.add(host_constant_tensor(name));
   for (const std::string& name : table.names)
     if (g.initializers.count(name))
       table.params.emplace_back("p" + std::to_string(table.params.size()), name);
@@ -360,6 +362,13 @@ json describe(const Graph& g, const std::vector<graph::FusedGroup>& groups,
   j["outputs"] = json::array();
   for (const auto& out : g.outputs)
     j["outputs"].push_back({{"name", out}, {"tensor", table.index.at(out)}});
+  if (!g.host.empty()) {
+    // The run-time shaped part, after the kernels; the package's outputs in
+    // the model's order, some of them its values.
+    HostDescription h = describe_host(g, [&](const std::string& v) { return table.index.at(v); });
+    j["host"] = std::move(h.host);
+    j["outputs"] = std::move(h.outputs);
+  }
   j["params"] = json::array();
   for (const auto& [pname, value] : table.params)
     j["params"].push_back({{"name", pname}, {"tensor", table.index.at(value)}});
@@ -433,6 +442,7 @@ BuiltModule run_build(ModelSource model, const BuildOptions& o) {
   groups = split_views(g, std::move(groups), views);
   std::vector<graph::ParallelSplit> splits = choose_splits(g, groups, views, o);
   std::vector<GroupKernel> kernels = lower_groups(g, groups, splits, o.target);
+  add_host_constants(g);  // after the passes, which would repack them
   TensorTable table = tabulate(g, kernels, views);
   graph::passes::MemoryPlan plan = plan_storage(g, kernels, views, table);
   BuiltModule m = assemble(g, groups, std::move(kernels), table, plan, o.target);

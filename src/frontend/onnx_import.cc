@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "frontend/einsum_shapes.h"
+#include "frontend/host_region.h"
 #include "frontend/inline_functions.h"
 #include "frontend/legacy_ops.h"
 #include "frontend/onnx_convert.h"
@@ -480,6 +481,10 @@ graph::Graph import_model(const std::string& path, const InputShapes& input_shap
   while (!untyped_outputs(model).empty() && fold_small_constants(&model, &names) > 0)
     infer_shapes(&model, names);
   if (drop_pool_windows_starting_in_padding(&model)) infer_shapes(&model, names);
+  // Values whose shapes depend on data, and the nodes that read them, run in
+  // the executor on run-time shaped tensors (host_region.h).
+  graph::HostRegion host;
+  split_host_region(&model, &names, &host);
   // What inference still leaves untyped would fail later, far from the
   // model: name it now (ONNX 1.12 stops, for instance, at a graph output
   // named like a graph input or an initializer).
@@ -492,6 +497,7 @@ graph::Graph import_model(const std::string& path, const InputShapes& input_shap
   graph::Graph g;
   convert_values(model.graph(), &g);
   convert_nodes(model.graph(), names, &g);
+  g.host = std::move(host);
   upgrade_legacy_ops(&g, default_opset(model));
   check_quantized_nodes(g, default_opset(model));
   return g;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "frontend/host_region.h"
 #include "graph/op_registry.h"
 
 namespace kiln::frontend {
@@ -17,12 +18,15 @@ bool is_internal(const std::string& op_type) { return op_type.rfind("kiln.", 0) 
 // Every operator of the graph registry (graph/op_registry.h) that a model may
 // use, so that this list cannot drift from what the passes and ops can run;
 // plus Constant, which the importer turns into an initializer before the
-// graph exists.
+// graph exists, and the operators that run only on run-time shaped tensors
+// (NonZero, Unique, ...: host_region.h).
 const std::vector<std::string>& supported_op_types() {
   static const std::vector<std::string> ops = [] {
     std::vector<std::string> v = {"Constant"};
     for (std::string& op : graph::registered_op_types())
       if (!is_internal(op)) v.push_back(std::move(op));
+    for (const std::string& op : host_operators())
+      if (std::find(v.begin(), v.end(), op) == v.end()) v.push_back(op);
     std::sort(v.begin(), v.end());
     return v;
   }();

@@ -58,14 +58,17 @@ void check_wiring(const onnx::GraphProto& g) {
   std::set<std::string> defined;
   for (const auto& in : g.input()) defined.insert(in.name());
   for (const auto& t : g.initializer()) defined.insert(t.name());
-  for (const auto& n : g.node()) {
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& n = g.node(i);
+    // Named as node_names() in onnx_import.cc names a nameless node.
+    const std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name();
     for (const auto& a : n.attribute())
       if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS)
-        throw ImportError("node '" + n.name() + "' (" + n.op_type() +
+        throw ImportError("node '" + name + "' (" + n.op_type() +
                           ") has a subgraph; control flow is not supported");
     for (const std::string& in : n.input())
       if (!in.empty() && !defined.count(in))
-        throw ImportError("node '" + n.name() + "' (" + n.op_type() + ") reads '" + in +
+        throw ImportError("node '" + name + "' (" + n.op_type() + ") reads '" + in +
                           "', which no input, initializer or earlier node defines");
     for (const std::string& out : n.output())
       if (!out.empty()) defined.insert(out);

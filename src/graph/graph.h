@@ -65,6 +65,23 @@ struct Node {
   std::optional<T> attr(const std::string& key) const;
 };
 
+// The part of a model that runs on tensors whose shapes are known only at run
+// time: NonZero, Unique, Compress, NonMaxSuppression, TopK with a run-time k,
+// Reshape/Expand/Tile/Slice/... fed by run-time values, and every node that
+// reads what they produce (frontend/host_region.h). The graph passes never
+// see these nodes; the executor runs them after the kernels, on buffers sized
+// per run (runtime/host_op.h). Empty for a model whose shapes are all static.
+struct HostRegion {
+  std::vector<Node> nodes;                       // in execution order
+  std::map<std::string, std::string> dtypes;     // every value the nodes produce
+  std::map<std::string, Initializer> constants;  // initializers the nodes read
+  // The model's outputs in order: values of the nodes above, or of the graph
+  // (whose `outputs` then also lists what the nodes read from it).
+  std::vector<std::string> outputs;
+  bool empty() const { return nodes.empty(); }
+  bool produces(const std::string& value) const { return dtypes.count(value) != 0; }
+};
+
 struct Graph {
   std::vector<ValueInfo> inputs;  // runtime inputs only, never initializers
   std::vector<std::string> outputs;
@@ -73,6 +90,7 @@ struct Graph {
   // Inferred type of every value whose type is known: inputs, initializers,
   // node outputs and graph outputs.
   std::map<std::string, TensorType> value_info;
+  HostRegion host;
 
   const Node* find_node(const std::string& name) const;
   // The type of a value, or nullptr when it is unknown.

@@ -90,30 +90,51 @@ class GraphModule {
       in.push_back({index, value.data(), dtype_of(value, ex_->inputs()[index]),
                     std::vector<int64_t>(value.shape(), value.shape() + value.ndim())});
     }
-    std::vector<py::array> outs;  // allocated with the GIL, filled without it
+    // Static outputs: allocated with the GIL, filled without it. A run-time
+    // shaped output's size is known only after the run: copied out under the
+    // lock, into an array made once the GIL is back.
+    std::vector<py::array> outs;
     std::vector<void*> dst;
     for (const runtime::TensorInfo& info : ex_->outputs()) {
-      outs.emplace_back(numpy_dtype(info), info.shape);
-      dst.push_back(outs.back().mutable_data());
+      outs.emplace_back(numpy_dtype(info), info.dynamic ? std::vector<int64_t>{0} : info.shape);
+      dst.push_back(info.dynamic ? nullptr : outs.back().mutable_data());
     }
+    std::vector<runtime::NDArray> shaped_at_run(dst.size());
     {
       py::gil_scoped_release unlocked;  // `inputs` keeps the arrays alive
       std::lock_guard<std::mutex> lock(mu_);
       for (const Input& i : in) ex_->set_input(i.index, i.data, i.dtype, i.shape);
       ex_->run();
-      for (size_t k = 0; k < dst.size(); ++k)
+      for (size_t k = 0; k < dst.size(); ++k) {
+        if (!dst[k]) {
+          shaped_at_run[k] = ex_->output(k);
+          continue;
+        }
         std::memcpy(dst[k], ex_->output_data(k), static_cast<size_t>(ex_->outputs()[k].nbytes()));
+      }
     }
     py::list result;
-    for (py::array& a : outs) result.append(a);
+    for (size_t k = 0; k < outs.size(); ++k) {
+      if (!dst[k]) {
+        const runtime::NDArray& a = shaped_at_run[k];
+        outs[k] = py::array(outs[k].dtype(), a.shape());
+        if (a.nbytes() > 0)
+          std::memcpy(outs[k].mutable_data(), a.data(), static_cast<size_t>(a.nbytes()));
+      }
+      result.append(outs[k]);
+    }
     return result;
   }
 
   py::array get_output(size_t index, bool copy, py::object self) {
     const void* data = ex_->output_data(index);  // range-checked: IndexError
     const runtime::TensorInfo& info = ex_->outputs()[index];
+    if (info.dynamic && !data)
+      throw std::runtime_error("output '" + info.name +
+                               "' is shaped at run time and has no value before the first run");
     py::dtype dtype = numpy_dtype(info);
-    if (!copy) {
+    // A run-time shaped output's buffer may move at the next run: always a copy.
+    if (!copy && !info.dynamic) {
       // A view whose base is the module: the storage outlives the array.
       py::array view(dtype, info.shape, {}, data, self);
       view.attr("setflags")(py::arg("write") = false);

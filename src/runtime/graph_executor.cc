@@ -10,6 +10,7 @@
 
 #include "runtime/amx.h"
 #include "runtime/cpu_features.h"
+#include "runtime/host_region.h"
 #include "runtime/package.h"
 
 namespace kiln::runtime {
@@ -125,6 +126,10 @@ struct GraphExecutor::Impl {
   std::vector<int64_t> input_tensors, output_tensors;
   std::vector<TensorInfo> inputs, outputs;
   std::vector<Kernel> kernels;
+  // The run-time shaped part (mod.json's "host"); output i is its value
+  // output_values[i] where that is >= 0 (output_tensors[i] is then -1).
+  HostRegion host;
+  std::vector<int64_t> output_values;
 
   explicit Impl(Package pkg);
   void read_tensors(const GraphReader& r, const json& g);
@@ -132,6 +137,9 @@ struct GraphExecutor::Impl {
                                      std::vector<std::string>* names);
   void load_params(const GraphReader& r, const json& g, Package& pkg);
   void read_kernels(const GraphReader& r, const json& g);
+  void read_host(const GraphReader& r, const json& g);
+  void read_outputs(const GraphReader& r, const json& g);
+  void update_dynamic_outputs();
   void check_signature(const GraphReader& r, const std::string& where, const std::string& func,
                        const std::vector<const TensorInfo*>& args) const;
   void check_requirements(const GraphReader& r, const json& g) const;
@@ -194,9 +202,9 @@ GraphExecutor::Impl::Impl(Package pkg)
       storages.push_back(NDArray::empty({bytes}, DType::u8()));
     } catch (const std::bad_alloc&) {
       // A sound package too large for this machine (or its ulimit), not a corrupt one.
-      throw PackageTooLarge(path, "the intermediate tensors (" +
-                                      std::to_string(storage_bytes.size()) + " storages)",
-                            total_bytes);
+      throw PackageTooLarge(
+          path, "the intermediate tensors (" + std::to_string(storage_bytes.size()) + " storages)",
+          total_bytes);
     }
     std::memset(storages.back().data(), 0, static_cast<size_t>(bytes));
   }
@@ -207,13 +215,53 @@ GraphExecutor::Impl::Impl(Package pkg)
     inputs.push_back(tensors[input_tensors[i]].info);
     inputs.back().name = names[i];
   }
-  output_tensors = read_bindings(r, g, "outputs", &names);
-  for (size_t i = 0; i < output_tensors.size(); ++i) {
-    outputs.push_back(tensors[output_tensors[i]].info);
-    outputs.back().name = names[i];
-  }
+  read_host(r, g);
+  read_outputs(r, g);
   load_params(r, g, pkg);
   read_kernels(r, g);
+}
+
+void GraphExecutor::Impl::read_host(const GraphReader& r, const json& g) {
+  if (!g.contains("host")) return;
+  host.load(
+      g["host"], tensors.size(),
+      [&](size_t i) {
+        const Tensor& t = tensors[i];
+        return HostRegion::StaticTensor{t.info.dtype, t.info.shape, t.ptr};
+      },
+      [&](const std::string& where, const std::string& why) { r.bad(where, why); });
+}
+
+// Outputs name a static tensor ("tensor") or a value of the host region ("value").
+void GraphExecutor::Impl::read_outputs(const GraphReader& r, const json& g) {
+  const json& list = r.array(g, "outputs", "top level");
+  std::set<std::string> seen;
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::string name = r.string(list[i], "name", at("outputs", i));
+    std::string where = at("outputs", i, name);
+    if (!seen.insert(name).second) r.bad(where, "the name appears twice");
+    TensorInfo info;
+    if (list[i].contains("value")) {
+      int64_t v =
+          r.integer(list[i], "value", where, 0, static_cast<int64_t>(host.num_values()) - 1);
+      output_tensors.push_back(-1);
+      output_values.push_back(v);
+      info.dtype = host.value(v).dtype;
+      info.dynamic = true;
+    } else {
+      int64_t t = r.integer(list[i], "tensor", where, 0, static_cast<int64_t>(tensors.size()) - 1);
+      output_tensors.push_back(t);
+      output_values.push_back(-1);
+      info = tensors[t].info;
+    }
+    info.name = name;
+    outputs.push_back(std::move(info));
+  }
+}
+
+void GraphExecutor::Impl::update_dynamic_outputs() {
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (output_values[i] >= 0) outputs[i].shape = host.value(output_values[i]).shape;
 }
 
 void GraphExecutor::Impl::read_tensors(const GraphReader& r, const json& g) {
@@ -431,6 +479,10 @@ void GraphExecutor::run() {
       throw std::runtime_error("kernel '" + k.meta.name + "' (" + k.meta.func +
                                ") failed with status " + std::to_string(rc));
   }
+  if (!impl_->host.empty()) {
+    impl_->host.run();
+    impl_->update_dynamic_outputs();
+  }
 }
 
 std::vector<KernelProfile> GraphExecutor::run_profiled() {
@@ -448,6 +500,18 @@ std::vector<KernelProfile> GraphExecutor::run_profiled() {
     p.total_ms = std::chrono::duration<double, std::milli>(end - start).count();
     profile.push_back(std::move(p));
   }
+  if (!impl_->host.empty()) {
+    impl_->host.run([&](const std::string& name, const std::string& op, double ms) {
+      KernelProfile p;
+      p.name = name;
+      p.func = "host";
+      p.op_types = {op};
+      p.calls = 1;
+      p.total_ms = ms;
+      profile.push_back(std::move(p));
+    });
+    impl_->update_dynamic_outputs();
+  }
   return profile;
 }
 
@@ -456,8 +520,11 @@ NDArray GraphExecutor::output(size_t i) const {
     throw std::out_of_range("output index " + std::to_string(i) + " is out of range (" +
                             std::to_string(impl_->outputs.size()) + " outputs)");
   const TensorInfo& info = impl_->outputs[i];
+  if (info.dynamic && !output_data(i))
+    throw std::runtime_error("output '" + info.name +
+                             "' is shaped at run time and has no value before the first run");
   NDArray a = NDArray::empty(info.shape, info.dtype);
-  std::memcpy(a.data(), output_data(i), static_cast<size_t>(info.nbytes()));
+  if (info.nbytes() > 0) std::memcpy(a.data(), output_data(i), static_cast<size_t>(info.nbytes()));
   return a;
 }
 
@@ -472,6 +539,7 @@ const void* GraphExecutor::output_data(size_t i) const {
   if (i >= impl_->outputs.size())
     throw std::out_of_range("output index " + std::to_string(i) + " is out of range (" +
                             std::to_string(impl_->outputs.size()) + " outputs)");
+  if (impl_->output_values[i] >= 0) return impl_->host.value(impl_->output_values[i]).data;
   return impl_->tensors[impl_->output_tensors[i]].ptr;
 }
 

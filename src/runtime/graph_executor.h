@@ -21,7 +21,11 @@ namespace kiln::runtime {
 struct TensorInfo {
   std::string name;
   DType dtype;
+  // A run-time shaped output (one after NonZero, TopK with a run-time k, ...:
+  // runtime/host_op.h) has `dynamic` set and the shape of the last run
+  // (empty before the first).
   std::vector<int64_t> shape;
+  bool dynamic = false;
   int64_t nbytes() const;
   // "input float32 [1, 3, 224, 224]"
   std::string str() const;
@@ -76,7 +80,8 @@ class GraphExecutor {
   std::vector<KernelProfile> run_profiled();
 
   // A copy of output i; output_data(i) points into the executor's storage
-  // (valid until the next run()).
+  // (valid until the next run()). A run-time shaped output has the shape of
+  // the last run (outputs()[i].shape).
   NDArray output(size_t i) const;
   const void* output_data(size_t i) const;
 
