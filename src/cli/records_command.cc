@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "support/output_file.h"
 #include "support/same_file.h"
 #include "tuner/records.h"
 #include "tuner/tuned_configs.h"
@@ -59,19 +60,8 @@ size_t export_best(const tuner::RecordDB& db, const std::string& workload, const
     text += tuner::record_to_json_line(r) + "\n";
     ++n;
   }
-  if (out == "-") {
-    std::cout << text << std::flush;
-    if (!std::cout) throw std::runtime_error("cannot write to stdout");
-    return n;
-  }
-  std::string tmp = out + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.close();
-    if (!f) throw std::runtime_error("cannot write '" + tmp + "'");
-  }
-  std::filesystem::rename(tmp, out);
+  std::cout.flush();
+  support::write_output_file(out, text, /*allow_stdout=*/true);
   return n;
 }
 
@@ -104,6 +94,7 @@ int run_export(const std::vector<std::string>& args) {
     support::refuse_output_over_input(out, {{"the database", db}});
     support::refuse_read_only_output(out);
   }
+  support::check_output_writable(out, /*allow_stdout=*/true);
   tuner::RecordDB records = tuner::RecordDB::open(db, tuner::RecordDB::Mode::kMustExist);
   // An unknown workload is most likely a typo: say so instead of writing nothing.
   if (!workload.empty()) {
@@ -115,12 +106,13 @@ int run_export(const std::vector<std::string>& args) {
   size_t n = 0;
   if (best) {
     n = export_best(records, workload, out);
-  } else if (out == "-") {
-    n = records.export_jsonl(std::cout, workload);
-    std::cout.flush();
-    if (!std::cout) throw std::runtime_error("cannot write to stdout");
   } else {
-    n = records.export_jsonl(out, workload);
+    // Whole or not at all (support/output_file.h): a file is replaced through a
+    // temporary, a device, FIFO or stdout is written through.
+    std::ostringstream text;
+    n = records.export_jsonl(text, workload);
+    std::cout.flush();
+    support::write_output_file(out, text.str(), /*allow_stdout=*/true);
   }
   std::fprintf(stderr, "kiln records: exported %zu record%s from %s to %s\n", n, n == 1 ? "" : "s",
                records.path().c_str(), out == "-" ? "stdout" : out.c_str());

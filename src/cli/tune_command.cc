@@ -29,6 +29,7 @@
 #include "driver/build.h"
 #include "frontend/onnx_import.h"
 #include "runtime/c_runtime_api.h"
+#include "support/output_file.h"
 #include "support/same_file.h"
 #include "support/stale_temps.h"
 #include "tuner/in_graph_records.h"
@@ -482,21 +483,14 @@ bool is_html(const std::string& path) {
   return ext == ".html" || ext == ".htm";
 }
 
-// Writes a file whole or not at all: a temporary beside it, renamed into place.
+// Writes a report whole or not at all (support/output_file.h: a temporary
+// beside it renamed into place; a device or FIFO written through, a symlink's
+// target replaced); a failure says why.
 void write_whole(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw std::runtime_error("cannot write report '" + path + "'");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write report '" + path + "'");
+  try {
+    support::write_output_file(path, text);
+  } catch (const support::OutputError& e) {
+    throw std::runtime_error("cannot write report '" + path + "': " + e.why);
   }
 }
 

@@ -20,6 +20,7 @@
 
 #include "ops/op_template.h"
 #include "schedule/config_space.h"
+#include "support/output_file.h"
 #include "tuner/record_backend.h"
 
 namespace kiln::tuner {
@@ -373,22 +374,11 @@ size_t RecordDB::export_jsonl(std::ostream& out, const std::string& workload_key
 }
 
 size_t RecordDB::export_jsonl(const std::string& path, const std::string& workload_key) const {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  size_t n = 0;
-  try {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write '" + path + "' (through '" + tmp + "')");
-    n = export_jsonl(out, workload_key);
-    out.close();
-    if (!out) throw std::runtime_error("cannot write '" + path + "' (disk full?)");
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) throw std::runtime_error("cannot write '" + path + "': " + ec.message());
-  } catch (...) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    throw;
-  }
+  // Whole or not at all; a device or FIFO is written through, a symlink's
+  // target replaced (support/output_file.h).
+  std::ostringstream out;
+  size_t n = export_jsonl(out, workload_key);
+  support::write_output_file(path, out.str());
   return n;
 }
 
