@@ -326,25 +326,31 @@ class ProgressLine : public tuner::TuneObserver {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-// --report's file must be writable before hours of tuning, not after: its
-// folder exists and is writable, it is no folder itself, and it is none of
-// the inputs (the models, the database).
-void check_report_path(const TuneArgs& a) {
-  namespace fs = std::filesystem;
+// --report's file must be writable before hours of tuning, not after: it
+// resolves to a file (or a device/FIFO written through) whose folder takes a
+// new file (probed: /proc or a read-only mount fail here, not after tuning),
+// and it is none of the inputs: the job file, the models, the tuning logs and
+// the files sqlite keeps beside them (-wal, -shm), existing or to be created.
+void check_report_path(const TuneArgs& a, const std::vector<std::string>& more_logs = {}) {
   auto fail = [&](const std::string& why) {
     throw std::runtime_error("cannot write report '" + a.report + "': " + why);
   };
-  fs::path dest = fs::absolute(a.report);
-  std::error_code ec;
-  if (fs::is_directory(dest, ec)) fail("it is a directory");
-  fs::path dir = dest.parent_path();
-  if (!fs::is_directory(dir, ec)) fail("directory '" + dir.string() + "' does not exist");
-  if (::access(dir.c_str(), W_OK) != 0) fail("directory '" + dir.string() + "' is not writable");
-  std::vector<std::pair<std::string, std::string>> inputs = {{"the tuning log", a.db}};
+  std::vector<std::pair<std::string, std::string>> inputs;
+  if (!a.job.empty()) inputs.push_back({"the job file", a.job});
   for (const std::string& m : a.models) inputs.push_back({"the model", m});
   try {
-    support::refuse_output_over_input(a.report, inputs);
+    for (const auto& [what, path] : inputs)
+      if (support::same_path(a.report, path))
+        throw std::runtime_error("it is " + what + " '" + path +
+                                 "': refusing to overwrite it (choose another report path)");
+    std::vector<std::string> logs = more_logs;
+    logs.insert(logs.begin(), a.db);
+    for (const std::string& db : logs)
+      support::refuse_output_over_database(a.report, "the tuning log", db);
     support::refuse_read_only_output(a.report);
+    support::check_output_writable(a.report);
+  } catch (const support::OutputError& e) {
+    fail(e.why);
   } catch (const std::runtime_error& e) {
     fail(e.what());
   }
@@ -554,7 +560,7 @@ int run_tune_job(TuneArgs a) {
   for (const tuner::JobModel& m : job.models) check.models.push_back(m.path);
   for (const std::string& r : a.reports) {
     check.report = r;
-    check_report_path(check);
+    check_report_path(check, {job.tuning_log});
   }
   std::string previous_from;
   nlohmann::json previous = a.worker ? nlohmann::json() : read_previous_report(a, previous_from);
