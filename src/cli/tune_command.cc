@@ -536,7 +536,10 @@ nlohmann::json read_previous_report(const TuneArgs& a, std::string& from) {
 }
 
 int run_tune_job(TuneArgs a) {
-  tuner::Job job = tuner::parse_job_file(a.job);
+  // input_shapes are checked as the job is read: a typo is FILE:LINE, before
+  // any model is imported or the database created.
+  tuner::Job job = tuner::parse_job_file(
+      a.job, [](const std::string& text) { (void)frontend::parse_input_shapes(text); });
   // Options on the command line override the job file's.
   if (!a.set.count("--tuning-log")) a.db = job.tuning_log;
   if (a.db.empty())

@@ -305,6 +305,24 @@ TEST_F(KilnTuneJob, ReportPathsThatAreInputsOrUnwritableAreRefused) {
           "cannot create a file in '/proc': ");
 }
 
+// Issue 65 #14: a bad input_shapes string is the job file's error (FILE:LINE,
+// exit 1, no database), not a model that failed to import (exit 4); `--job .`
+// says it is a folder.
+TEST_F(KilnTuneJob, BadInputShapesAndAFolderAreTheJobFilesErrors) {
+  std::string job = write_job("input_shapes = \"x[1,8,6,6]\"\n");  // tiny_b's, line 17
+  CommandResult r = kiln("tune --job " + quote(job) + quick());
+  EXPECT_EQ(r.status, 1) << r.err << r.out;
+  EXPECT_EQ(r.err.find("failed to import"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(job + ":17:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("input_shapes"), std::string::npos) << r.err;
+  EXPECT_EQ(count_of(r.err, "\n"), 1u) << r.err;
+  EXPECT_FALSE(fs::exists(work_.file("tuning.db")));
+  r = kiln("tune --job " + quote(work_.path().string()) + quick());
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("it is a directory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("no [[model]]"), std::string::npos) << r.err;
+}
+
 TEST_F(KilnTuneJob, AWorkerSharesTheJob) {
   std::string job = write_job();
   ScratchDir capture_w;
