@@ -162,6 +162,11 @@ int run_sync(const std::vector<std::string>& args) {
     pos.push_back(s);
   }
   if (pos.size() != 2) throw UsageError("sync needs two databases: FROM and TO");
+  // One database twice (a.db a.db, a link to it, the same URL): nothing to
+  // copy, and a mistake of the user's worth naming.
+  if (pos[0] == pos[1] || (!tuner::is_postgres_url(pos[0]) && support::same_path(pos[0], pos[1])))
+    throw std::runtime_error("'" + pos[0] + "' and '" + pos[1] +
+                             "' are the same database: refusing to sync it with itself");
   tuner::RecordDB from = tuner::RecordDB::open(pos[0], tuner::RecordDB::Mode::kMustExist);
   size_t added = 0, total = 0, read = 0;
   std::string name;

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -279,6 +280,18 @@ RecordDB::~RecordDB() = default;
 
 RecordDB RecordDB::open(const std::string& path_or_url, Mode mode) {
   if (is_postgres_url(path_or_url)) return RecordDB(open_postgres_backend(path_or_url, mode));
+  // "mysql://h/db" is a URL of a store kiln does not speak, not a file name
+  // (sqlite would say "unable to open database file").
+  if (size_t colon = path_or_url.find("://"); colon != std::string::npos && colon > 0) {
+    std::string scheme = path_or_url.substr(0, colon);
+    bool is_scheme = std::isalpha(static_cast<unsigned char>(scheme[0]));
+    for (char c : scheme)
+      is_scheme = is_scheme &&
+                  (std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.');
+    if (is_scheme)
+      throw std::runtime_error("'" + redact_url(path_or_url) + "': unsupported scheme '" + scheme +
+                               "'; kiln stores records in sqlite files or postgresql:// URLs");
+  }
   return RecordDB(open_sqlite_backend(path_or_url, mode));
 }
 

@@ -1,9 +1,11 @@
-// Issue 65 #7: where an output path leads. A regular file is replaced
+// Issue 65 #7 and #16: where an output path leads. A regular file is replaced
 // whole (a temporary renamed over it); a symlink is followed to its target,
 // which is replaced and the link kept; a character device or a FIFO is
 // written through, never replaced by a regular file; `-` is stdout where the
 // format allows it. For `build -o`, `run --output`, `quantize -o` (its
-// writer, frontend/onnx_proto_io.h) and `records export -o`.
+// writer, frontend/onnx_proto_io.h) and `records export -o`. And
+// `records sync` refuses a URL scheme kiln does not speak and a database
+// synced with itself.
 //
 // kiln runs here as whoever runs the tests: as root a private character
 // device (a copy of /dev/null made with mknod in the scratch folder) stands in
@@ -288,6 +290,28 @@ TEST_F(OutputTargets, TheModelWriterWritesThroughDevicesFifosAndFollowsLinks) {
     EXPECT_NE(std::string(e.what()).find("it is a directory"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(tmp_.entries().empty());
+}
+
+TEST_F(OutputTargets, RecordsSyncRefusesOtherSchemesAndItself) {
+  std::string db = make_db();
+  CommandResult r = kiln("records sync " + quote(db) + " mysql://h/db");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("unsupported scheme 'mysql'; kiln stores records in sqlite files or "
+                       "postgresql:// URLs"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("unable to open database file"), std::string::npos) << r.err;
+  r = kiln("records sync mysql://h/db " + quote(db));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("unsupported scheme 'mysql'"), std::string::npos) << r.err;
+  std::string link = work_.file("link.db");
+  fs::create_symlink(db, link);
+  for (const std::string& to : {db, link, work_.file("./a.db")}) {
+    r = kiln("records sync " + quote(db) + " " + quote(to));
+    EXPECT_EQ(r.status, 1) << to;
+    EXPECT_NE(r.err.find("are the same database"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(tuner::RecordDB::open(db).count(), 2u);
 }
 
 }  // namespace
