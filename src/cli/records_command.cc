@@ -92,6 +92,7 @@ int run_export(const std::vector<std::string>& args) {
   if (have_workload && workload.empty()) throw UsageError("--workload needs a non-empty key");
   if (out != "-") {
     support::refuse_output_over_input(out, {{"the database", db}});
+    support::refuse_output_over_database(out, "the database", db);
     support::refuse_read_only_output(out);
   }
   support::check_output_writable(out, /*allow_stdout=*/true);

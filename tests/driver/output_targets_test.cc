@@ -183,6 +183,15 @@ TEST_F(OutputTargets, RecordsExportWritesThroughDevicesFifosAndFollowsLinks) {
   CommandResult r = kiln("records export " + quote(db) + " -o " + quote(work_.path().string()));
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("it is a directory"), std::string::npos) << r.err;
+  // So are the files sqlite keeps beside the database (issue 65 #9), there or not.
+  for (const char* suffix : {"-wal", "-shm"}) {
+    r = kiln("records export " + quote(db) + " -o " + quote(db + suffix));
+    EXPECT_EQ(r.status, 1) << suffix;
+    EXPECT_NE(r.err.find(std::string("the '") + suffix + "' file of the database"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_EQ(tuner::RecordDB::open(db).count(), 2u);
 }
 
 TEST_F(OutputTargets, BuildAndRunWriteThroughDevicesFifosAndFollowsLinks) {
