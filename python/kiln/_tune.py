@@ -143,7 +143,7 @@ def tasks(models, input_shapes=None, target=None, tuning_log=None) -> List[Task]
     return out
 
 
-def _check_report_path(path, inputs):
+def _check_report_path(path, inputs, tuning_log):
     """As kiln tune: the report must be writable before the tuning, not after."""
     folder = os.path.dirname(os.path.abspath(path))
     why = ("it is a directory" if os.path.isdir(path) else
@@ -151,8 +151,10 @@ def _check_report_path(path, inputs):
            f"directory '{folder}' is not writable" if not os.access(folder, os.W_OK) else None)
     if why:
         raise _kiln.KilnError(f"cannot write report '{path}': {why}")
-    # Neither one of the inputs nor a read-only file, as kiln tune checks.
-    _kiln.check_output(path, inputs)
+    # Neither one of the inputs, nor the tuning log or its -wal/-shm (there or
+    # not yet), nor a read-only file, and a file can be created there (/proc
+    # cannot, whatever access() says for root), as kiln tune checks.
+    _kiln.check_output(path, inputs, [tuning_log])
 
 
 def tune(models, tuning_log, trials=64, time_budget=None, tuner="xgb", callbacks=None, *,
@@ -202,7 +204,7 @@ def tune(models, tuning_log, trials=64, time_budget=None, tuner="xgb", callbacks
     if report is not None:
         inputs = [("the tuning log", os.fspath(tuning_log))]
         inputs += [("the model", os.fspath(m)) for m in models if isinstance(m, (str, os.PathLike))]
-        _check_report_path(os.fspath(report), inputs)
+        _check_report_path(os.fspath(report), inputs, os.fspath(tuning_log))
     main = threading.current_thread() is threading.main_thread()
     with model_paths(models) as paths:
         a.models = paths

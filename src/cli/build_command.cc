@@ -310,6 +310,8 @@ int run_build(const std::vector<std::string>& args) {
                                                {"the --config file", a.config_file},
                                                {"the tuning log", a.tuning_log},
                                                {"the calibration data", a.quantize.calibration}});
+  // Nor over the files sqlite keeps beside the log (-wal, -shm), existing or not.
+  support::refuse_output_over_database(a.output, "the tuning log", a.tuning_log);
   support::refuse_read_only_output(a.output);
   // What killed builds left: kiln-*-PID-* in TMPDIR, OUT.tmpPID beside the output.
   support::sweep_stale_temps();

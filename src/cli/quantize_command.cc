@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "quantize/quantize.h"
+#include "support/output_file.h"
 #include "support/same_file.h"
 #include "support/stale_temps.h"
 #include "tuner/tuned_configs.h"
@@ -157,6 +158,8 @@ int run_quantize(const std::vector<std::string>& args) {
   support::refuse_output_over_input(
       output, {{"the model", model}, {"the calibration data", q.calibration}});
   support::refuse_read_only_output(output);
+  // Before calibration: a folder, a socket, an unwritable folder is one error now.
+  support::check_output_writable(output);
   support::sweep_stale_temps();
   support::sweep_stale_output_temps(output);
   q.choose_configs = calibration_configs("", q.target);

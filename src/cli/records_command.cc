@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "support/output_file.h"
 #include "support/same_file.h"
 #include "tuner/records.h"
 #include "tuner/tuned_configs.h"
@@ -59,19 +60,8 @@ size_t export_best(const tuner::RecordDB& db, const std::string& workload, const
     text += tuner::record_to_json_line(r) + "\n";
     ++n;
   }
-  if (out == "-") {
-    std::cout << text << std::flush;
-    if (!std::cout) throw std::runtime_error("cannot write to stdout");
-    return n;
-  }
-  std::string tmp = out + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.close();
-    if (!f) throw std::runtime_error("cannot write '" + tmp + "'");
-  }
-  std::filesystem::rename(tmp, out);
+  std::cout.flush();
+  support::write_output_file(out, text, /*allow_stdout=*/true);
   return n;
 }
 
@@ -102,8 +92,10 @@ int run_export(const std::vector<std::string>& args) {
   if (have_workload && workload.empty()) throw UsageError("--workload needs a non-empty key");
   if (out != "-") {
     support::refuse_output_over_input(out, {{"the database", db}});
+    support::refuse_output_over_database(out, "the database", db);
     support::refuse_read_only_output(out);
   }
+  support::check_output_writable(out, /*allow_stdout=*/true);
   tuner::RecordDB records = tuner::RecordDB::open(db, tuner::RecordDB::Mode::kMustExist);
   // An unknown workload is most likely a typo: say so instead of writing nothing.
   if (!workload.empty()) {
@@ -115,12 +107,13 @@ int run_export(const std::vector<std::string>& args) {
   size_t n = 0;
   if (best) {
     n = export_best(records, workload, out);
-  } else if (out == "-") {
-    n = records.export_jsonl(std::cout, workload);
-    std::cout.flush();
-    if (!std::cout) throw std::runtime_error("cannot write to stdout");
   } else {
-    n = records.export_jsonl(out, workload);
+    // Whole or not at all (support/output_file.h): a file is replaced through a
+    // temporary, a device, FIFO or stdout is written through.
+    std::ostringstream text;
+    n = records.export_jsonl(text, workload);
+    std::cout.flush();
+    support::write_output_file(out, text.str(), /*allow_stdout=*/true);
   }
   std::fprintf(stderr, "kiln records: exported %zu record%s from %s to %s\n", n, n == 1 ? "" : "s",
                records.path().c_str(), out == "-" ? "stdout" : out.c_str());
@@ -170,6 +163,11 @@ int run_sync(const std::vector<std::string>& args) {
     pos.push_back(s);
   }
   if (pos.size() != 2) throw UsageError("sync needs two databases: FROM and TO");
+  // One database twice (a.db a.db, a link to it, the same URL): nothing to
+  // copy, and a mistake of the user's worth naming.
+  if (pos[0] == pos[1] || (!tuner::is_postgres_url(pos[0]) && support::same_path(pos[0], pos[1])))
+    throw std::runtime_error("'" + pos[0] + "' and '" + pos[1] +
+                             "' are the same database: refusing to sync it with itself");
   tuner::RecordDB from = tuner::RecordDB::open(pos[0], tuner::RecordDB::Mode::kMustExist);
   size_t added = 0, total = 0, read = 0;
   std::string name;

@@ -9,6 +9,7 @@
 #include "runtime/benchmark.h"
 #include "runtime/graph_executor.h"
 #include "runtime/npz.h"
+#include "support/output_file.h"
 #include "support/same_file.h"
 #include "support/stale_temps.h"
 
@@ -19,7 +20,8 @@ const char* const kRunUsage =
     "                [--print-time] [--profile]\n"
     "  MODEL.tar       a package (tar of mod.so, mod.json, mod.params, or a self-contained .so)\n"
     "  --inputs        arrays named by the model's inputs\n"
-    "  --output        where to write outputs as output_0, output_1, ... (else print shapes)\n"
+    "  --output        where to write outputs as output_0, output_1, ... (else print shapes);\n"
+    "                  - for stdout; a device or FIFO is written through, a symlink followed\n"
     "  --repeat N      runs for --print-time and --profile (default 1), after one warm-up\n"
     "  --print-time    mean, median, max, min and std of the run time in ms\n"
     "  --profile       per-kernel time table, slowest first\n";
@@ -78,6 +80,10 @@ Options parse_options(const std::vector<std::string>& args) {
     }
   }
   if (o.package.empty()) throw UsageError("no package given");
+  if (o.output == "-" && (o.print_time || o.profile))
+    throw UsageError(
+        "--output - writes the npz to stdout: --print-time and --profile would mix "
+        "their tables into it");
   return o;
 }
 
@@ -172,7 +178,13 @@ void write_outputs(const runtime::GraphExecutor& ex, const std::string& path) {
   std::vector<runtime::NamedArray> outputs;
   for (size_t i = 0; i < ex.outputs().size(); ++i)
     outputs.push_back({"output_" + std::to_string(i), ex.output(i)});
-  runtime::write_npz(path, outputs, runtime::NpzCompression::Deflated);
+  // Whole or not at all, a device, FIFO or stdout written through, a symlink's
+  // target replaced (support/output_file.h).
+  std::vector<runtime::NamedArrayRef> refs;
+  for (const auto& a : outputs) refs.push_back({a.name, &a.array});
+  std::string bytes = runtime::write_npz_memory(refs, runtime::NpzCompression::Deflated);
+  std::fflush(stdout);
+  support::write_output_file(path, bytes, /*allow_stdout=*/true);
 }
 
 void print_outputs(const runtime::GraphExecutor& ex) {
@@ -201,6 +213,7 @@ int run_run(const std::vector<std::string>& args) {
   support::refuse_output_over_input(o.output,
                                     {{"the package", o.package}, {"the inputs", o.inputs}});
   support::refuse_read_only_output(o.output);
+  if (!o.output.empty()) support::check_output_writable(o.output, /*allow_stdout=*/true);
   support::sweep_stale_temps();  // kiln-package-PID-* folders of killed runs, and the like
   runtime::GraphExecutor ex = runtime::GraphExecutor::load(o.package);
   set_inputs(ex, o);

@@ -29,6 +29,7 @@
 #include "driver/build.h"
 #include "frontend/onnx_import.h"
 #include "runtime/c_runtime_api.h"
+#include "support/output_file.h"
 #include "support/same_file.h"
 #include "support/stale_temps.h"
 #include "tuner/in_graph_records.h"
@@ -325,25 +326,31 @@ class ProgressLine : public tuner::TuneObserver {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-// --report's file must be writable before hours of tuning, not after: its
-// folder exists and is writable, it is no folder itself, and it is none of
-// the inputs (the models, the database).
-void check_report_path(const TuneArgs& a) {
-  namespace fs = std::filesystem;
+// --report's file must be writable before hours of tuning, not after: it
+// resolves to a file (or a device/FIFO written through) whose folder takes a
+// new file (probed: /proc or a read-only mount fail here, not after tuning),
+// and it is none of the inputs: the job file, the models, the tuning logs and
+// the files sqlite keeps beside them (-wal, -shm), existing or to be created.
+void check_report_path(const TuneArgs& a, const std::vector<std::string>& more_logs = {}) {
   auto fail = [&](const std::string& why) {
     throw std::runtime_error("cannot write report '" + a.report + "': " + why);
   };
-  fs::path dest = fs::absolute(a.report);
-  std::error_code ec;
-  if (fs::is_directory(dest, ec)) fail("it is a directory");
-  fs::path dir = dest.parent_path();
-  if (!fs::is_directory(dir, ec)) fail("directory '" + dir.string() + "' does not exist");
-  if (::access(dir.c_str(), W_OK) != 0) fail("directory '" + dir.string() + "' is not writable");
-  std::vector<std::pair<std::string, std::string>> inputs = {{"the tuning log", a.db}};
+  std::vector<std::pair<std::string, std::string>> inputs;
+  if (!a.job.empty()) inputs.push_back({"the job file", a.job});
   for (const std::string& m : a.models) inputs.push_back({"the model", m});
   try {
-    support::refuse_output_over_input(a.report, inputs);
+    for (const auto& [what, path] : inputs)
+      if (support::same_path(a.report, path))
+        throw std::runtime_error("it is " + what + " '" + path +
+                                 "': refusing to overwrite it (choose another report path)");
+    std::vector<std::string> logs = more_logs;
+    logs.insert(logs.begin(), a.db);
+    for (const std::string& db : logs)
+      support::refuse_output_over_database(a.report, "the tuning log", db);
     support::refuse_read_only_output(a.report);
+    support::check_output_writable(a.report);
+  } catch (const support::OutputError& e) {
+    fail(e.why);
   } catch (const std::runtime_error& e) {
     fail(e.what());
   }
@@ -482,21 +489,14 @@ bool is_html(const std::string& path) {
   return ext == ".html" || ext == ".htm";
 }
 
-// Writes a file whole or not at all: a temporary beside it, renamed into place.
+// Writes a report whole or not at all (support/output_file.h: a temporary
+// beside it renamed into place; a device or FIFO written through, a symlink's
+// target replaced); a failure says why.
 void write_whole(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw std::runtime_error("cannot write report '" + path + "'");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write report '" + path + "'");
+  try {
+    support::write_output_file(path, text);
+  } catch (const support::OutputError& e) {
+    throw std::runtime_error("cannot write report '" + path + "': " + e.why);
   }
 }
 
@@ -536,7 +536,10 @@ nlohmann::json read_previous_report(const TuneArgs& a, std::string& from) {
 }
 
 int run_tune_job(TuneArgs a) {
-  tuner::Job job = tuner::parse_job_file(a.job);
+  // input_shapes are checked as the job is read: a typo is FILE:LINE, before
+  // any model is imported or the database created.
+  tuner::Job job = tuner::parse_job_file(
+      a.job, [](const std::string& text) { (void)frontend::parse_input_shapes(text); });
   // Options on the command line override the job file's.
   if (!a.set.count("--tuning-log")) a.db = job.tuning_log;
   if (a.db.empty())
@@ -560,7 +563,7 @@ int run_tune_job(TuneArgs a) {
   for (const tuner::JobModel& m : job.models) check.models.push_back(m.path);
   for (const std::string& r : a.reports) {
     check.report = r;
-    check_report_path(check);
+    check_report_path(check, {job.tuning_log});
   }
   std::string previous_from;
   nlohmann::json previous = a.worker ? nlohmann::json() : read_previous_report(a, previous_from);

@@ -34,6 +34,7 @@
 #include "codegen/llvm_init.h"
 #include "codegen/lower_llvm.h"
 #include "runtime/cpu_features.h"
+#include "support/output_file.h"
 #include "support/process.h"
 #include "support/temp_files.h"
 
@@ -359,9 +360,11 @@ void link_shared_library(const std::vector<std::string>& objects, const std::str
   }
   // libm resolves at load time either way; ld.lld links without a sysroot.
   if (target.arch() == runtime::host_arch()) argv.push_back("-lm");
-  // Link next to the destination, then rename: readers never see a partial file.
-  fs::path dest = fs::absolute(path);
-  support::TempFile tmp(support::temp_path_beside(dest));  // removed unless renamed into place
+  // Link next to the destination (a symlink's target), then rename: readers
+  // never see a partial file. A device or FIFO gets the finished library
+  // (support/output_file.h).
+  support::OutputTarget dest = support::resolve_output(path);
+  support::TempFile tmp(support::output_temp_path(dest));  // removed unless moved into place
   argv[linker_for(target).size()] = tmp.path().string();
   support::ProcessResult r = support::run_process(argv);
   bool ok = r.spawn_error.empty() && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
@@ -370,9 +373,7 @@ void link_shared_library(const std::vector<std::string>& objects, const std::str
     throw std::runtime_error("linking " + path + " failed (exit " + std::to_string(rc) +
                              "): " + (r.spawn_error.empty() ? r.out + r.err : r.spawn_error));
   }
-  std::error_code ec;
-  fs::rename(tmp.path(), dest, ec);
-  if (ec) throw std::runtime_error("cannot write " + path + ": " + ec.message());
+  support::commit_output(tmp.path().string(), dest);
 }
 
 void build_shared_library(const std::vector<ir::LoweredFunc>& funcs, const Target& target,

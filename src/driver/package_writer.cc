@@ -12,6 +12,7 @@
 
 #include "codegen/codegen.h"
 #include "runtime/npz.h"
+#include "support/output_file.h"
 #include "support/temp_files.h"
 
 namespace kiln::driver {
@@ -83,17 +84,17 @@ void write_tar(const BuiltModule& m, const codegen::Target& target, const std::s
   } catch (const std::exception& e) {  // name the package, not the temporary mod.so
     throw std::runtime_error("cannot write " + path + ": " + e.what());
   }
-  fs::path dest = fs::absolute(path);
-  support::TempFile tmp(support::temp_path_beside(dest));
+  // Beside the file (a symlink's target), or in TMPDIR for a device or FIFO
+  // that gets the finished tar (support/output_file.h).
+  support::OutputTarget dest = support::resolve_output(path);
+  support::TempFile tmp(support::output_temp_path(dest));
   TarWriter tar(tmp.path().string());
   tar.add("mod.so", read_file(so));
   support::test_pause_point("write_package");
   tar.add("mod.json", m.graph_json);
   tar.add("mod.params", params_npz(m));
   tar.close();
-  std::error_code ec;
-  fs::rename(tmp.path(), dest, ec);
-  if (ec) throw std::runtime_error("cannot write " + path + ": " + ec.message());
+  support::commit_output(tmp.path().string(), dest);
 }
 
 }  // namespace
@@ -103,9 +104,16 @@ void check_output_path(const std::string& path) {
     throw std::runtime_error("cannot write package '" + path + "': " + why);
   };
   if (path.empty()) fail("empty path");
-  fs::path dest = fs::absolute(path);
+  support::OutputTarget target;
+  try {
+    target = support::resolve_output(path);
+  } catch (const support::OutputError& e) {
+    fail(e.why);
+  }
+  // A device or FIFO is written through: no folder to check.
+  if (target.kind != support::OutputTarget::Kind::kFile) return;
+  fs::path dest = target.path;
   std::error_code ec;
-  if (fs::is_directory(dest, ec)) fail("it is a directory");
   fs::path dir = dest.parent_path();
   if (!fs::exists(dir, ec)) fail("directory '" + dir.string() + "' does not exist");
   if (!fs::is_directory(dir, ec)) fail("'" + dir.string() + "' is not a directory");

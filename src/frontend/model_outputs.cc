@@ -15,6 +15,7 @@
 #include "frontend/onnx_convert.h"
 #include "frontend/onnx_import.h"
 #include "frontend/onnx_proto_io.h"
+#include "support/output_file.h"
 #include "support/temp_files.h"
 
 namespace kiln::frontend {
@@ -49,18 +50,25 @@ void write_onnx_proto_atomically(const onnx::ModelProto& model, const std::strin
 
 void write_file_atomically(const std::string& bytes, const std::string& out_path) {
   // Written beside the output and renamed: a failure (disk full, a signal)
-  // leaves no half-written model and an existing file untouched.
-  support::TempFile tmp(support::temp_path_beside(out_path));
-  {
-    std::ofstream out(tmp.path(), std::ios::binary | std::ios::trunc);
-    if (!out) throw ImportError(out_path + ": cannot write: " + std::strerror(errno));
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) throw ImportError(out_path + ": write failed: " + std::strerror(errno));
+  // leaves no half-written model and an existing file untouched. A symlink's
+  // target is replaced (the link stays), a device or FIFO written through
+  // (support/output_file.h).
+  try {
+    support::OutputTarget target = support::resolve_output(out_path);
+    support::TempFile tmp(support::output_temp_path(target));
+    {
+      std::ofstream out(tmp.path(), std::ios::binary | std::ios::trunc);
+      if (!out) throw ImportError(out_path + ": cannot write: " + std::strerror(errno));
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      out.close();
+      if (!out) throw ImportError(out_path + ": write failed: " + std::strerror(errno));
+    }
+    support::commit_output(tmp.path().string(), target);
+  } catch (const ImportError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw ImportError(e.what());
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp.path(), out_path, ec);
-  if (ec) throw ImportError(out_path + ": cannot rename into place: " + ec.message());
 }
 
 OnnxModelSummary model_summary(const std::string& path) {

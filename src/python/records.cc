@@ -12,6 +12,7 @@
 #include "codegen/target.h"
 #include "python/bindings.h"
 #include "runtime/c_runtime_api.h"
+#include "support/output_file.h"
 #include "support/same_file.h"
 #include "tuner/target_key.h"
 #include "tuner/tuned_configs.h"
@@ -41,11 +42,18 @@ std::string target_key(const std::string& target) {
 }
 
 // What kiln records export and kiln tune --report check before writing
-// `path`: it is not one of the inputs, nor a read-only file.
+// `path`: it is not one of the inputs, nor one of the sqlite `databases` or
+// the -wal/-shm files beside them (existing or not), nor a read-only file,
+// and a file can be created where it goes (support/output_file.h: /proc fails
+// here, with the reason, not after the tuning).
 void check_output(const std::string& path,
-                  const std::vector<std::pair<std::string, std::string>>& inputs) {
+                  const std::vector<std::pair<std::string, std::string>>& inputs,
+                  const std::vector<std::string>& databases) {
   support::refuse_output_over_input(path, inputs);
+  for (const std::string& db : databases)
+    support::refuse_output_over_database(path, "the tuning log", db);
   support::refuse_read_only_output(path);
+  support::check_output_writable(path);
 }
 
 // JSON lines of the records a build would pick per workload and target (and
@@ -83,13 +91,14 @@ void bind_records(py::module_& m) {
       .def("best_jsonl", &best_jsonl, py::arg("workload"))
       .def("export_jsonl",
            [](const RecordDB& db, const std::string& path, const std::string& workload) {
-             check_output(path, {{"the database", db.path()}});
+             check_output(path, {{"the database", db.path()}}, {});
              return db.export_jsonl(path, workload);
            })
       .def("import_jsonl", &RecordDB::import_jsonl, py::arg("path"),
            py::call_guard<py::gil_scoped_release>());
   m.def("target_key", &target_key, py::arg("target"));
-  m.def("check_output", &check_output, py::arg("path"), py::arg("inputs"));
+  m.def("check_output", &check_output, py::arg("path"), py::arg("inputs"),
+        py::arg("databases") = std::vector<std::string>{});
 }
 
 }  // namespace kiln::python

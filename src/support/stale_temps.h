@@ -2,7 +2,8 @@
 // (kill -9, a crash, a power cut): their names carry the creating process's
 // pid, so a later kiln can tell that nobody owns them any more.
 //
-//   $TMPDIR/kiln-<kind>-<pid>-XXXXXX   (kind: build, link, measure, ref, package, demo)
+//   $TMPDIR/kiln-<kind>-<pid>-XXXXXX   (kind: build, link, measure, ref, package, demo,
+//                                       output: a file for a device or FIFO being made)
 //   OUT.tmp<pid>                       (beside a package being written)
 //
 // An entry is stale when kill(pid, 0) fails with ESRCH (no such process: a
@@ -29,7 +30,8 @@
 namespace kiln::support {
 
 // The kinds of kiln-<kind>-<pid>-XXXXXX temporaries that the sweep knows.
-inline constexpr const char* kTempKinds[] = {"build", "link", "measure", "ref", "package", "demo"};
+inline constexpr const char* kTempKinds[] = {"build",   "link", "measure", "ref",
+                                             "package", "demo", "output"};
 
 // The pid in "kiln-<kind>-<pid>-..." (a known kind), else -1.
 inline long pid_of_temp_name(const std::string& name) {

@@ -3,6 +3,10 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -41,19 +45,24 @@ const char* type_name(const toml::node& n) {
 // Typed reads of one key's value; every error names the key and its place.
 struct Reader {
   const std::string& file;
+  const InputShapesCheck& check_input_shapes;
 
   std::string string(const std::string& key, const toml::node& n) const {
     if (!n.is_string())
       fail(file, n.source(), "'" + key + "' must be a string, not " + type_name(n));
     return n.as_string()->get();
   }
-  int64_t integer(const std::string& key, const toml::node& n, int64_t min) const {
+  int64_t integer(const std::string& key, const toml::node& n, int64_t min,
+                  int64_t max = INT64_MAX) const {
     if (!n.is_integer())
       fail(file, n.source(), "'" + key + "' must be an integer, not " + type_name(n));
     int64_t v = n.as_integer()->get();
     if (v < min)
       fail(file, n.source(),
            "'" + key + "' must be at least " + std::to_string(min) + ", not " + std::to_string(v));
+    if (v > max)
+      fail(file, n.source(),
+           "'" + key + "' must be at most " + std::to_string(max) + ", not " + std::to_string(v));
     return v;
   }
   double number(const std::string& key, const toml::node& n) const {
@@ -64,7 +73,11 @@ struct Reader {
       v = n.as_floating_point()->get();
     else
       fail(file, n.source(), "'" + key + "' must be a number, not " + type_name(n));
-    if (!(v >= 0)) fail(file, n.source(), "'" + key + "' must not be negative");
+    if (!std::isfinite(v))
+      fail(file, n.source(),
+           "'" + key + "' must be a finite number of seconds, not " +
+               (std::isnan(v) ? std::string("nan") : std::string("inf")));
+    if (v < 0) fail(file, n.source(), "'" + key + "' must not be negative");
     return v;
   }
   std::vector<std::string> strings(const std::string& key, const toml::node& n) const {
@@ -96,12 +109,20 @@ JobModel parse_model(const std::string& file, const toml::node& n, const Reader&
     else if (key == "path") {
       m.path = resolve(file, r.string(key, v));
       has_path = true;
-    } else if (key == "input_shapes")
+    } else if (key == "input_shapes") {
       m.input_shapes = r.string(key, v);
-    else if (key == "trials")
+      if (r.check_input_shapes) try {
+          r.check_input_shapes(m.input_shapes);
+        } catch (const std::exception& e) {
+          // The frontend's message names the CLI option; here it is the key.
+          std::string why = e.what();
+          if (why.rfind("--input-shapes ", 0) == 0) why.erase(0, 15);
+          fail(file, v.source(), "bad 'input_shapes' " + why);
+        }
+    } else if (key == "trials")
       m.trials = r.integer(key, v, 1);
     else if (key == "priority")
-      m.priority = static_cast<int>(std::min<int64_t>(r.integer(key, v, 1), 1000));
+      m.priority = static_cast<int>(r.integer(key, v, 1, 1000));
     else
       fail(file, k.source(),
            "unknown key '" + key +
@@ -114,14 +135,15 @@ JobModel parse_model(const std::string& file, const toml::node& n, const Reader&
 
 }  // namespace
 
-Job parse_job(const std::string& text, const std::string& file) {
+Job parse_job(const std::string& text, const std::string& file,
+              const InputShapesCheck& check_input_shapes) {
   toml::table root;
   try {
     root = toml::parse(text, file);
   } catch (const toml::parse_error& e) {
     fail(file, e.source(), std::string(e.description()));
   }
-  Reader r{file};
+  Reader r{file, check_input_shapes};
   Job job;
   job.file = file;
   std::set<std::string> names;
@@ -166,12 +188,18 @@ Job parse_job(const std::string& text, const std::string& file) {
   return job;
 }
 
-Job parse_job_file(const std::string& path) {
+Job parse_job_file(const std::string& path, const InputShapesCheck& check_input_shapes) {
+  auto cannot = [&](const std::string& why) {
+    throw std::runtime_error("cannot read job file '" + path + "': " + why);
+  };
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) cannot("it is a directory");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read job file '" + path + "'");
+  if (!in) cannot(std::strerror(errno));
   std::ostringstream text;
   text << in.rdbuf();
-  return parse_job(text.str(), path);
+  if (in.bad()) cannot(std::strerror(errno));
+  return parse_job(text.str(), path, check_input_shapes);
 }
 
 JobTasks make_job_tasks(const Job& job, const std::vector<JobModelWorkloads>& models) {

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,14 +52,20 @@ struct Job {
   std::vector<JobModel> models;
 };
 
-// Parses a job file. Any error -- unreadable file, TOML syntax, unknown key,
-// wrong type, bad value, no model, duplicate model name -- throws one
-// std::runtime_error "FILE:LINE:COLUMN: what is wrong" (line and column where
-// the file has them).
-Job parse_job_file(const std::string& path);
+// Checks a model's `input_shapes` text (the CLI passes the frontend's
+// --input-shapes parser: the tuner never parses models); throws with the reason.
+using InputShapesCheck = std::function<void(const std::string&)>;
+
+// Parses a job file. Any error -- unreadable file or a folder, TOML syntax,
+// unknown key, wrong type, bad value (priority outside 1..1000, a time_budget
+// that is negative or not finite, input_shapes that `check_input_shapes`
+// refuses), no model, duplicate model name -- throws one std::runtime_error
+// "FILE:LINE:COLUMN: what is wrong" (line and column where the file has them).
+Job parse_job_file(const std::string& path, const InputShapesCheck& check_input_shapes = {});
 // The same for text already read; `file` names it in errors and relative
 // paths are taken against its folder.
-Job parse_job(const std::string& toml_text, const std::string& file);
+Job parse_job(const std::string& toml_text, const std::string& file,
+              const InputShapesCheck& check_input_shapes = {});
 
 // A model of the job once its file was imported (or not).
 struct JobModelWorkloads {

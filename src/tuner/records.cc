@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -20,6 +21,7 @@
 
 #include "ops/op_template.h"
 #include "schedule/config_space.h"
+#include "support/output_file.h"
 #include "tuner/record_backend.h"
 
 namespace kiln::tuner {
@@ -278,6 +280,18 @@ RecordDB::~RecordDB() = default;
 
 RecordDB RecordDB::open(const std::string& path_or_url, Mode mode) {
   if (is_postgres_url(path_or_url)) return RecordDB(open_postgres_backend(path_or_url, mode));
+  // "mysql://h/db" is a URL of a store kiln does not speak, not a file name
+  // (sqlite would say "unable to open database file").
+  if (size_t colon = path_or_url.find("://"); colon != std::string::npos && colon > 0) {
+    std::string scheme = path_or_url.substr(0, colon);
+    bool is_scheme = std::isalpha(static_cast<unsigned char>(scheme[0]));
+    for (char c : scheme)
+      is_scheme = is_scheme &&
+                  (std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.');
+    if (is_scheme)
+      throw std::runtime_error("'" + redact_url(path_or_url) + "': unsupported scheme '" + scheme +
+                               "'; kiln stores records in sqlite files or postgresql:// URLs");
+  }
   return RecordDB(open_sqlite_backend(path_or_url, mode));
 }
 
@@ -373,22 +387,11 @@ size_t RecordDB::export_jsonl(std::ostream& out, const std::string& workload_key
 }
 
 size_t RecordDB::export_jsonl(const std::string& path, const std::string& workload_key) const {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  size_t n = 0;
-  try {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write '" + path + "' (through '" + tmp + "')");
-    n = export_jsonl(out, workload_key);
-    out.close();
-    if (!out) throw std::runtime_error("cannot write '" + path + "' (disk full?)");
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) throw std::runtime_error("cannot write '" + path + "': " + ec.message());
-  } catch (...) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    throw;
-  }
+  // Whole or not at all; a device or FIFO is written through, a symlink's
+  // target replaced (support/output_file.h).
+  std::ostringstream out;
+  size_t n = export_jsonl(out, workload_key);
+  support::write_output_file(path, out.str());
   return n;
 }
 

@@ -247,6 +247,82 @@ TEST_F(KilnTuneJob, ExitStatusesForCron) {
   EXPECT_NE(r.err.find("--worker writes no report"), std::string::npos) << r.err;
 }
 
+// Issue 65 #8, #9, #17: a report path that is one of the run's inputs -- the
+// job file, a model, a tuning log or the -wal/-shm file sqlite keeps beside
+// it, existing or not yet created -- or that cannot be written (/proc) is
+// refused before any tuning: one error, exit 1, no database, the inputs
+// untouched.
+TEST_F(KilnTuneJob, ReportPathsThatAreInputsOrUnwritableAreRefused) {
+  std::string job = write_job();
+  const std::string job_text = read_bytes(job);
+  const std::string model_a = read_bytes(work_.file("a.onnx"));
+  const std::string db = work_.file("tuning.db");  // the job's tuning_log, not created yet
+  auto refused = [&](const std::string& args, const std::string& what) {
+    SCOPED_TRACE(args);
+    CommandResult r = kiln(args + quick());
+    EXPECT_EQ(r.status, 1) << r.err << r.out;
+    EXPECT_NE(r.err.find("cannot write report '"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(what), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("kiln tune --job"), std::string::npos) << "tuning started:\n" << r.out;
+    EXPECT_FALSE(fs::exists(db));
+    EXPECT_EQ(read_bytes(job), job_text);
+    EXPECT_EQ(read_bytes(work_.file("a.onnx")), model_a);
+  };
+  // #8: the job file, on the command line, inside the job, through a link.
+  refused("tune --job " + quote(job) + " --report " + quote(job), "the job file");
+  fs::create_symlink(job, work_.file("job-link.json"));
+  refused("tune --job " + quote(job) + " --report " + quote(work_.file("job-link.json")),
+          "the job file");
+  ScratchDir other;
+  std::string job2 = other.file("self.toml");
+  std::string job2_text = "tuning_log = \"" + db +
+                          "\"\nreport = \"self.toml\"\n[[model]]\npath = \"" +
+                          work_.file("a.onnx") + "\"\n";
+  write_bytes(job2, job2_text);
+  refused("tune --job " + quote(job2), "the job file");
+  EXPECT_EQ(read_bytes(job2), job2_text);
+  // A model the job names.
+  refused("tune --job " + quote(job) + " --report " + quote(work_.file("b.onnx")), "the model");
+  // #9: the tuning log that does not exist yet, its -wal and -shm, in the job
+  // or on the command line, spelled another way.
+  refused("tune --job " + quote(job) + " --report " + quote(db), "the tuning log");
+  refused("tune --job " + quote(job) + " --report " + quote(db + "-wal"), "the '-wal' file of");
+  refused("tune --job " + quote(job) + " --report " + quote(work_.file("./tuning.db-shm")),
+          "the '-shm' file of");
+  std::string new_db = work_.file("new.db");
+  refused("tune --job " + quote(job) + " --tuning-log " + quote(new_db) + " --report " +
+              quote(work_.file("sub/../new.db")),
+          "the tuning log");
+  EXPECT_FALSE(fs::exists(new_db));
+  // Without a job: the same check.
+  refused("tune " + quote(work_.file("a.onnx")) + " --tuning-log " + quote(new_db) + " --report " +
+              quote(new_db + "-wal"),
+          "the '-wal' file of");
+  EXPECT_FALSE(fs::exists(new_db));
+  // #17: a folder no file can be created in (/proc, even for root) fails now,
+  // with the reason, not after the tuning.
+  refused("tune --job " + quote(job) + " --report /proc/kiln-report.json",
+          "cannot create a file in '/proc': ");
+}
+
+// Issue 65 #14: a bad input_shapes string is the job file's error (FILE:LINE,
+// exit 1, no database), not a model that failed to import (exit 4); `--job .`
+// says it is a folder.
+TEST_F(KilnTuneJob, BadInputShapesAndAFolderAreTheJobFilesErrors) {
+  std::string job = write_job("input_shapes = \"x[1,8,6,6]\"\n");  // tiny_b's, line 17
+  CommandResult r = kiln("tune --job " + quote(job) + quick());
+  EXPECT_EQ(r.status, 1) << r.err << r.out;
+  EXPECT_EQ(r.err.find("failed to import"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(job + ":17:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("input_shapes"), std::string::npos) << r.err;
+  EXPECT_EQ(count_of(r.err, "\n"), 1u) << r.err;
+  EXPECT_FALSE(fs::exists(work_.file("tuning.db")));
+  r = kiln("tune --job " + quote(work_.path().string()) + quick());
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("it is a directory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("no [[model]]"), std::string::npos) << r.err;
+}
+
 TEST_F(KilnTuneJob, AWorkerSharesTheJob) {
   std::string job = write_job();
   ScratchDir capture_w;

@@ -151,4 +151,12 @@ def test_bad_arguments(tiny, tmp_path):
         kiln.tune(tiny[0], db, report=tmp_path / "no" / "report.json")
     with pytest.raises(kiln.KilnError, match="refusing to overwrite"):
         kiln.tune(tiny[0], db, report=tiny[0])
+    # Issue 65 #9, #17: the tuning log not created yet, its -wal and -shm, and a
+    # folder no file can be created in (/proc, even for root) are refused
+    # before any tuning.
+    for out in (db, db + "-wal", db + "-shm", str(tmp_path / "." / "t.db-wal")):
+        with pytest.raises(kiln.KilnError, match="refusing to overwrite"):
+            kiln.tune(tiny[0], db, report=out)
+    with pytest.raises(kiln.KilnError, match="cannot create a file in '/proc': "):
+        kiln.tune(tiny[0], db, report="/proc/kiln-report.json")
     assert not os.path.exists(db)  # nothing created before the models were read

@@ -117,6 +117,71 @@ TEST(JobFile, MalformedFilesNameTheFileAndLine) {
   }
 }
 
+// Issue 65 #14: values the docs do not allow are refused where they are
+// written, and a folder is named as one.
+TEST(JobFile, OutOfRangeValuesAndFoldersAreRefused) {
+  const std::string model = "\n[[model]]\npath = \"a.onnx\"\n";
+  struct Case {
+    std::string text, where, what;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"[[model]]\npath = \"a.onnx\"\npriority = 1001\n",
+            "nightly.toml:3:", "'priority' must be at most 1000, not 1001"},
+           {"[[model]]\npath = \"a.onnx\"\npriority = 0\n", "nightly.toml:3:", "at least 1"},
+           {"time_budget = nan\n" + model,
+            "nightly.toml:1:", "'time_budget' must be a finite number"},
+           {"time_budget = inf\n" + model,
+            "nightly.toml:1:", "'time_budget' must be a finite number"},
+           {"time_budget = -1\n" + model, "nightly.toml:1:", "must not be negative"},
+       }) {
+    SCOPED_TRACE(c.text);
+    std::string e = job_error(c.text);
+    EXPECT_EQ(e.rfind("/jobs/" + c.where, 0), 0u) << e;
+    EXPECT_NE(e.find(c.what), std::string::npos) << e;
+  }
+  EXPECT_EQ(
+      parse_job("[[model]]\npath = \"a.onnx\"\npriority = 1000\n", "/j.toml").models[0].priority,
+      1000);
+  // `--job .`: a folder, not a job without models.
+  std::string dir = ::testing::TempDir();
+  try {
+    parse_job_file(dir);
+    ADD_FAILURE() << "no error for a folder";
+  } catch (const std::runtime_error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("'" + dir + "': it is a directory"), std::string::npos) << what;
+    EXPECT_EQ(what.find("no [[model]]"), std::string::npos) << what;
+  }
+}
+
+// Issue 65 #14: input_shapes are checked as the job is read (the CLI passes
+// the frontend's parser), so that a typo is FILE:LINE:COL, not a model that
+// fails to import after the database was created.
+TEST(JobFile, InputShapesAreCheckedWhereWritten) {
+  const std::string text =
+      "[[model]]\npath = \"a.onnx\"\n\n[[model]]\npath = \"b.onnx\"\n"
+      "input_shapes = \"x[1,3\"\n";
+  auto check = [](const std::string& shapes) {
+    if (!shapes.empty() && shapes.find(":[") == std::string::npos)
+      throw std::runtime_error("--input-shapes \"" + shapes + "\": missing ':' before '['");
+  };
+  try {
+    parse_job(text, "/jobs/nightly.toml", check);
+    ADD_FAILURE() << "no error for bad input_shapes";
+  } catch (const std::runtime_error& e) {
+    std::string what = e.what();
+    EXPECT_EQ(what.rfind("/jobs/nightly.toml:6:", 0), 0u) << what;
+    EXPECT_NE(what.find("bad 'input_shapes' \"x[1,3\": missing ':' before '['"), std::string::npos)
+        << what;
+  }
+  // Good text passes the check; no check: kept as written.
+  EXPECT_EQ(parse_job("[[model]]\npath = \"a.onnx\"\ninput_shapes = \"x:[1]\"\n", "/j.toml", check)
+                .models[0]
+                .input_shapes,
+            "x:[1]");
+  EXPECT_EQ(parse_job(text, "/j.toml").models[1].input_shapes, "x[1,3");
+}
+
 // Conv 3x3 (pad 1, c -> c) twice at [1, c, hw, hw], then a Gemm to `classes`:
 // models with the same c and hw share the convolution's workload.
 std::vector<std::string> conv_conv_dense(int64_t c, int64_t hw, int64_t classes) {
