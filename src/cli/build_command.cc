@@ -375,6 +375,8 @@ int run_build(const std::vector<std::string>& args) {
     // (QuantizeOptions::target's default) whatever --target the package has.
     a.quantize.choose_configs = calibration_configs(a.tuning_log, a.quantize.target);
     qdq = quantize::quantize_to_temp(a.model, a.quantize);
+    for (const std::string& w : qdq.warnings)
+      std::fprintf(stderr, "kiln build: warning: %s\n", w.c_str());
     std::printf("quantized: %zu of %zu %s nodes (%zu calibration samples, %s)\n",
                 qdq.plan.nodes.size(), qdq.candidates, op_list(a.quantize).c_str(), qdq.samples,
                 quantize::method_name(a.quantize.method));

@@ -163,6 +163,8 @@ int run_quantize(const std::vector<std::string>& args) {
   auto start = std::chrono::steady_clock::now();
   quantize::QuantizeResult r = quantize::quantize_model(model, output, q);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const std::string& w : r.warnings)
+    std::fprintf(stderr, "kiln quantize: warning: %s\n", w.c_str());
   std::printf(
       "kiln quantize: %s -> %s (%zu of %zu %s nodes quantized, %zu activation "
       "tensors; %zu calibration samples, %s; %.1f s)\n",

@@ -1,6 +1,8 @@
 // plan_quantization / quantize_model (quantize.h).
 #include "quantize/quantize.h"
 
+#include <cstdio>
+
 #include "frontend/fold_batch_norm.h"
 #include "frontend/model_outputs.h"
 #include "frontend/qdq_writer.h"
@@ -34,7 +36,19 @@ QuantizeResult plan_quantization(const std::string& model_path, const QuantizeOp
       collect_statistics(model, tensors, samples, options.method != CalibrationMethod::kMax,
                          options.target, options.choose_configs);
   std::map<std::string, Range> ranges;
-  for (const auto& [name, s] : stats) ranges[name] = s.range(options.method, options.percentile);
+  for (const auto& [name, s] : stats) {
+    std::string fallback;
+    ranges[name] = s.range(options.method, options.percentile, &fallback);
+    if (!fallback.empty()) {
+      char range[64];
+      std::snprintf(range, sizeof(range), "[%g, %g]", ranges[name].min, ranges[name].max);
+      r.warnings.push_back("tensor '" + name + "': " + fallback + " in the calibration data: " +
+                           "--calibrate " + method_name(options.method) +
+                           " has no distribution to search, so it falls back to max "
+                           "calibration, " +
+                           range);
+    }
+  }
   r.plan =
       make_plan(model, candidates, ranges, options.reduce_range ? kReducedWeightMax : kWeightMax);
   r.samples = samples.size();

@@ -397,6 +397,47 @@ TEST(QuantizeModel, LinearWithBiasIsOneIntegerKernel) {
   EXPECT_EQ(kernel_op_types(nlohmann::json::parse(mod_in)), kernels);
 }
 
+// Issue 65 #3: kl on constant calibration data (all 0.5) calibrated x to [0, 0.0625], clipping
+// every sample, and said nothing. It falls back to max calibration with a warning naming x.
+TEST(QuantizeModel, ConstantCalibrationDataFallsBackToMaxWithAWarning) {
+  Work work;
+  Model model;
+  const std::string path = model.write("const.onnx");
+  runtime::NDArray a = runtime::NDArray::empty({kSamples, 1, kC, kH, kW}, runtime::DType::f32());
+  std::fill(a.data_as<float>(), a.data_as<float>() + a.numel(), 0.5f);
+  std::vector<runtime::NamedArray> arrays;
+  arrays.push_back({"x", std::move(a)});
+  QuantizeOptions o;
+  o.calibration = (work.dir / "const.npz").string();
+  runtime::write_npz(o.calibration, arrays);
+  o.method = CalibrationMethod::kKl;
+  QuantizeResult r = plan_quantization(path, o);
+  ASSERT_TRUE(r.plan.activations.count("x"));
+  EXPECT_EQ(r.plan.activations.at("x").max, 0.5f);
+  bool named = false;
+  for (const std::string& w : r.warnings)
+    named = named || w.rfind("tensor 'x': every value is 0.5", 0) == 0;
+  EXPECT_TRUE(named) << ::testing::PrintToString(r.warnings);
+
+  // The command says so on stderr and still writes the model.
+  const std::string out = (work.dir / "const.qdq.onnx").string(),
+                    log = (work.dir / "const.err").string();
+  const int rc =
+      std::system((std::string(KILN_BINARY) + " quantize " + path + " -o " + out +
+                   " --calibration " + o.calibration + " --calibrate kl >/dev/null 2>" + log)
+                      .c_str());
+  EXPECT_EQ(rc, 0);
+  std::ifstream in(log);
+  std::stringstream err;
+  err << in.rdbuf();
+  EXPECT_NE(err.str().find("kiln quantize: warning: tensor 'x': every value is 0.5"),
+            std::string::npos)
+      << err.str();
+  EXPECT_NE(err.str().find("falls back to max calibration, [0.5, 0.5]"), std::string::npos)
+      << err.str();
+  EXPECT_TRUE(fs::exists(out));
+}
+
 TEST(QuantizeModel, OldOpsetIsRefusedAndNothingIsWritten) {
   Work work;
   Model model;
