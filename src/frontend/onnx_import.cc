@@ -58,9 +58,11 @@ int64_t default_opset(const onnx::ModelProto& model) {
   throw ImportError("the model imports no default-domain (ai.onnx) opset");
 }
 
-void check_opset(const onnx::ModelProto& model) {
+// Opsets 1 to kMaxOpset; those before kMinOpset are refused here once the version converter
+// ran (upgrade_opset).
+void check_opset(const onnx::ModelProto& model, int64_t lowest = kMinOpset) {
   const int64_t v = default_opset(model);
-  if (v < kMinOpset || v > kMaxOpset)
+  if (v < lowest || v > kMaxOpset)
     throw ImportError("opset " + std::to_string(v) +
                       " is not supported (kiln accepts opsets 1 to " + std::to_string(kMaxOpset) +
                       "; re-export the model with one of them)");
@@ -458,6 +460,7 @@ void check_window_attributes(const onnx::GraphProto& g, const std::vector<std::s
 
 graph::Graph import_model(const std::string& path, const InputShapes& input_shapes) {
   onnx::ModelProto model = read_model(path);
+  check_opset(model, 1);
   // Opsets 1 to 10 (the ONNX model zoo, older exporters) come up to kiln's
   // oldest through ONNX's version converter; newer ones are checked as written.
   upgrade_opset(&model, kMinOpset);
@@ -484,7 +487,7 @@ graph::Graph import_model(const std::string& path, const InputShapes& input_shap
   // model: name it now (ONNX 1.12 stops, for instance, at a graph output
   // named like a graph input or an initializer).
   if (std::vector<std::string> untyped = used_untyped_outputs(model); !untyped.empty())
-    throw ImportError(path + ": ONNX shape inference gave no type to '" + untyped.front() + "'" +
+    throw ImportError("ONNX shape inference gave no type to '" + untyped.front() + "'" +
                       (untyped.size() > 1
                            ? " (and " + std::to_string(untyped.size() - 1) + " more values)"
                            : std::string()) +
@@ -498,6 +501,14 @@ graph::Graph import_model(const std::string& path, const InputShapes& input_shap
 }
 
 }  // namespace
+
+void check_model_opset(const std::string& path) {
+  try {
+    check_opset(read_model(path), 1);
+  } catch (const std::exception& e) {
+    throw ImportError(path + ": " + e.what());
+  }
+}
 
 graph::Graph import_onnx(const std::string& path, const InputShapes& input_shapes) {
   try {

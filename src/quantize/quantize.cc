@@ -5,6 +5,7 @@
 
 #include "frontend/fold_batch_norm.h"
 #include "frontend/model_outputs.h"
+#include "frontend/onnx_import.h"
 #include "frontend/qdq_writer.h"
 #include "quantize/calibration_data.h"
 #include "quantize/collect.h"
@@ -15,6 +16,9 @@ namespace kiln::quantize {
 QuantizeResult plan_quantization(const std::string& model_path, const QuantizeOptions& options) {
   QuantizeResult r;
   r.model_path = model_path;
+  // The build's opset check first: an opset-99 model was quantized (its calibration build
+  // failing, naming a temporary file) into a file no build accepts.
+  frontend::check_model_opset(model_path);
   if (options.fold_batch_norm) {
     auto dir = std::make_shared<support::TempDir>("quantize");
     const std::string folded = (dir->path() / "bn_folded.onnx").string();

@@ -438,6 +438,30 @@ TEST(QuantizeModel, ConstantCalibrationDataFallsBackToMaxWithAWarning) {
   EXPECT_TRUE(fs::exists(out));
 }
 
+// Issue 65 #15: an opset-99 model was quantized into a file the build then refused, the error
+// naming a deleted temporary file. The build's opset check runs first, naming the model.
+TEST(QuantizeModel, UnsupportedOpsetIsRefusedUpFront) {
+  Work work;
+  Model model;
+  const std::string path = model.write("new.onnx", 99);
+  std::vector<float> data;
+  QuantizeOptions o;
+  o.calibration = work.calibration(&data);
+  const std::string out = (work.dir / "new.qdq.onnx").string();
+  try {
+    quantize_model(path, out, o);
+    FAIL() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(path + ": opset 99 is not supported (kiln accepts "
+                                                 "opsets 1 to 18",
+                                          0),
+              0u)
+        << e.what();
+    EXPECT_EQ(std::string(e.what()).find("/tmp/kiln-"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST(QuantizeModel, OldOpsetIsRefusedAndNothingIsWritten) {
   Work work;
   Model model;
