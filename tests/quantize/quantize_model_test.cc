@@ -549,5 +549,52 @@ TEST(QuantizeModel, CommandErrorsLeaveTheOutputAlone) {
   EXPECT_NE(err.find("--precision int8 needs --calibration"), std::string::npos) << err;
 }
 
+// Issue 65 #15: options that would be ignored are refused. --percentile without --calibrate
+// percentile was dropped silently, and --precision bf16 on a QDQ model built int8 kernels.
+TEST(QuantizeModel, OptionsThatWouldBeIgnoredAreRefused) {
+  Work work;
+  Model model;
+  const std::string path = model.write("opts.onnx");
+  std::vector<float> data;
+  const std::string calib = work.calibration(&data);
+  const std::string out = (work.dir / "opts.qdq.onnx").string();
+  std::string err;
+  for (const std::string& method : {std::string(""), std::string(" --calibrate kl")}) {
+    EXPECT_EQ(kiln("quantize " + path + " -o " + out + " --calibration " + calib +
+                       " --percentile 99" + method,
+                   &err, work.dir),
+              1);
+    EXPECT_NE(err.find("--percentile is for --calibrate percentile; the calibration method is " +
+                       std::string(method.empty() ? "max" : "kl")),
+              std::string::npos)
+        << err;
+    EXPECT_FALSE(fs::exists(out));
+  }
+  const std::string tar = (work.dir / "opts.tar").string();
+  EXPECT_EQ(kiln("build " + path + " -o " + tar + " --precision int8 --calibration " + calib +
+                     " --percentile 99",
+                 &err, work.dir),
+            1);
+  EXPECT_NE(err.find("--percentile is for --calibrate percentile"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(tar));
+  // With the method it applies to, it is used.
+  ASSERT_EQ(kiln("quantize " + path + " -o " + out + " --calibration " + calib +
+                     " --percentile 99 --calibrate percentile",
+                 &err, work.dir),
+            0)
+      << err;
+  // The QDQ model with --precision bf16 (a target that has avx512bf16, so that the check of
+  // the target passes): refused, naming the file and a quantized node.
+  EXPECT_EQ(
+      kiln("build " + out + " -o " + tar + " --precision bf16 --target 'llvm -mcpu=sapphirerapids'",
+           &err, work.dir),
+      1);
+  EXPECT_NE(err.find(out + ": --precision bf16 does not apply to a quantized model (node '"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("QDQ models build as int8"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(tar));
+}
+
 }  // namespace
 }  // namespace kiln::quantize
