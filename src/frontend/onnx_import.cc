@@ -258,12 +258,47 @@ void infer_shapes(onnx::ModelProto* model) {
 // infer_shapes, then OneHot outputs that ONNX 1.12 leaves with a symbolic
 // depth typed from their constant depth, and inference again for what reads
 // them, until nothing more is typed.
+//
+// ONNX 1.12 types no graph output at all when one of them is a graph input or an initializer
+// (outputs [x, Relu(x)] left Relu's y untyped: issue 65 #12). Those outputs sit inference out
+// and come back in their places with the input's or the initializer's type.
 void infer_shapes(onnx::ModelProto* model, const std::vector<std::string>& names) {
+  onnx::GraphProto* g = model->mutable_graph();
+  std::map<std::string, onnx::TypeProto> sources;  // graph inputs and initializers
+  for (const auto& t : g->initializer()) {
+    onnx::TypeProto type;
+    type.mutable_tensor_type()->set_elem_type(t.data_type());
+    auto* shape = type.mutable_tensor_type()->mutable_shape();
+    for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
+    sources[t.name()] = type;
+  }
+  for (const auto& in : g->input()) sources[in.name()] = in.type();
+  const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> outputs = g->output();
+  google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> computed;
+  for (const auto& o : outputs)
+    if (!sources.count(o.name())) *computed.Add() = o;
+  const bool passthrough = computed.size() != outputs.size();
+  if (passthrough) *g->mutable_output() = computed;
+
   infer_shapes(model);
   onnx::ShapeInferenceOptions options(/*check_type=*/true, /*strict_mode=*/1,
                                       /*data_prop=*/true);
   while (complete_one_hot_types(model, names) > 0)
     onnx::shape_inference::InferShapes(*model, onnx::OpSchemaRegistry::Instance(), options);
+
+  if (!passthrough) return;
+  std::map<std::string, onnx::ValueInfoProto> inferred;
+  for (const auto& o : g->output()) inferred[o.name()] = o;
+  g->clear_output();
+  for (const auto& o : outputs) {
+    onnx::ValueInfoProto* back = g->add_output();
+    if (auto it = sources.find(o.name()); it != sources.end()) {
+      *back = o;
+      *back->mutable_type() = it->second;
+    } else {
+      *back = inferred.at(o.name());
+    }
+  }
 }
 
 // A Constant node's value as a tensor named after its output.
