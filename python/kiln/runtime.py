@@ -105,8 +105,11 @@ class GraphModule:
 
     def get_output(self, index: int, copy: bool = True) -> np.ndarray:
         """Output `index` of the last run. copy=False returns a read-only view
-        of kiln's storage, without a copy, valid until the next run."""
-        return self._m.get_output(index, copy)
+        of kiln's storage, without a copy, valid until the next run. An index
+        out of range is an IndexError naming the valid ones."""
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise TypeError(f"an output is named by its index, not {type(index).__name__}")
+        return self._m.get_output(int(index), copy)
 
     def benchmark(self, repeat: int = 10, warmup: int = 1) -> BenchmarkResult:
         """Times `repeat` runs after `warmup` untimed ones, on the inputs set

@@ -26,7 +26,8 @@ namespace kiln::cli {
 
 // quantize_command.cc: --calibration, --calibrate, --percentile, --keep-float.
 bool parse_quantize_option(const std::vector<std::string>& args, size_t& i,
-                           quantize::QuantizeOptions& q, bool& method_given);
+                           quantize::QuantizeOptions& q, bool& percentile_given);
+void check_quantize_options(const quantize::QuantizeOptions& q, bool percentile_given);
 std::string op_list(const quantize::QuantizeOptions& q);
 driver::ConfigChooser calibration_configs(const std::string& tuning_log,
                                           const codegen::Target& target);
@@ -127,6 +128,7 @@ struct BuildArgs {
   std::string precision = "fp32";
   quantize::QuantizeOptions quantize;  // --precision int8
   bool quantize_flags = false;         // any of parse_quantize_option's flags given
+  bool percentile_given = false;
 };
 
 BuildArgs parse_args(const std::vector<std::string>& args) {
@@ -137,8 +139,7 @@ BuildArgs parse_args(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) throw std::invalid_argument(s + " needs a value\n" + kBuildUsage);
       return args[++i];
     };
-    bool method_given = false;
-    if (parse_quantize_option(args, i, a.quantize, method_given)) {
+    if (parse_quantize_option(args, i, a.quantize, a.percentile_given)) {
       a.quantize_flags = true;
       continue;
     }
@@ -194,6 +195,7 @@ BuildArgs parse_args(const std::vector<std::string>& args) {
         "--calibration, --calibrate, --percentile, --keep-float, --quantize-also and "
         "--reduce-range need "
         "--precision int8");
+  check_quantize_options(a.quantize, a.percentile_given);
   if (a.format != "tar" && a.format != "so")
     throw std::invalid_argument("--output-format must be tar or so, not '" + a.format + "'");
   if (a.output.empty()) {
@@ -377,6 +379,8 @@ int run_build(const std::vector<std::string>& args) {
     // (QuantizeOptions::target's default) whatever --target the package has.
     a.quantize.choose_configs = calibration_configs(a.tuning_log, a.quantize.target);
     qdq = quantize::quantize_to_temp(a.model, a.quantize);
+    for (const std::string& w : qdq.warnings)
+      std::fprintf(stderr, "kiln build: warning: %s\n", w.c_str());
     std::printf("quantized: %zu of %zu %s nodes (%zu calibration samples, %s)\n",
                 qdq.plan.nodes.size(), qdq.candidates, op_list(a.quantize).c_str(), qdq.samples,
                 quantize::method_name(a.quantize.method));

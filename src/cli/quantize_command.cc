@@ -71,9 +71,9 @@ std::string op_list(const quantize::QuantizeOptions& q) {
 
 // Shared with kiln build --precision int8 (build_command.cc): --calibrate,
 // --percentile, --keep-float, --quantize-also, --reduce-range parsing. Returns true if args[i] was
-// one of them (i then points at its last value).
+// one of them (i then points at its last value); *percentile_given says --percentile was.
 bool parse_quantize_option(const std::vector<std::string>& args, size_t& i,
-                           quantize::QuantizeOptions& q, bool& method_given) {
+                           quantize::QuantizeOptions& q, bool& percentile_given) {
   const std::string& s = args[i];
   auto value = [&]() -> std::string {
     if (i + 1 >= args.size()) throw std::invalid_argument(s + " needs a value");
@@ -83,7 +83,6 @@ bool parse_quantize_option(const std::vector<std::string>& args, size_t& i,
     q.calibration = value();
   } else if (s == "--calibrate") {
     q.method = quantize::parse_calibration_method(value());
-    method_given = true;
   } else if (s == "--percentile") {
     const std::string v = value();
     size_t used = 0;
@@ -96,6 +95,7 @@ bool parse_quantize_option(const std::vector<std::string>& args, size_t& i,
     if (used != v.size() || !(p > 50 && p <= 100))
       throw std::invalid_argument("--percentile must be a number in (50, 100], not '" + v + "'");
     q.percentile = p;
+    percentile_given = true;
   } else if (s == "--reduce-range") {
     q.reduce_range = true;
   } else if (s == "--no-fold-batchnorm") {
@@ -122,10 +122,20 @@ bool parse_quantize_option(const std::vector<std::string>& args, size_t& i,
   return true;
 }
 
+// After parse_quantize_option: --percentile with another method would be ignored (issue 65
+// #15: it was, silently).
+void check_quantize_options(const quantize::QuantizeOptions& q, bool percentile_given) {
+  if (percentile_given && q.method != quantize::CalibrationMethod::kPercentile)
+    throw std::invalid_argument(std::string("--percentile is for --calibrate percentile; the "
+                                            "calibration method is ") +
+                                quantize::method_name(q.method) +
+                                " (add --calibrate percentile, or drop --percentile)");
+}
+
 int run_quantize(const std::vector<std::string>& args) {
   std::string model, output;
   quantize::QuantizeOptions q;
-  bool method_given = false, print_ranges = false;
+  bool percentile_given = false, print_ranges = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& s = args[i];
     if (s == "--help" || s == "-h") {
@@ -136,7 +146,7 @@ int run_quantize(const std::vector<std::string>& args) {
       print_ranges = true;
       continue;
     }
-    if (parse_quantize_option(args, i, q, method_given)) continue;
+    if (parse_quantize_option(args, i, q, percentile_given)) continue;
     if (s == "-o" || s == "--output") {
       if (i + 1 >= args.size() || args[i + 1].empty())
         throw std::invalid_argument(s + " needs a path\n" + kQuantizeUsage);
@@ -155,6 +165,7 @@ int run_quantize(const std::vector<std::string>& args) {
     throw std::invalid_argument(std::string("no -o OUT.onnx given\n") + kQuantizeUsage);
   if (q.calibration.empty())
     throw std::invalid_argument(std::string("no --calibration DATA given\n") + kQuantizeUsage);
+  check_quantize_options(q, percentile_given);
   support::refuse_output_over_input(
       output, {{"the model", model}, {"the calibration data", q.calibration}});
   support::refuse_read_only_output(output);
@@ -166,6 +177,8 @@ int run_quantize(const std::vector<std::string>& args) {
   auto start = std::chrono::steady_clock::now();
   quantize::QuantizeResult r = quantize::quantize_model(model, output, q);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const std::string& w : r.warnings)
+    std::fprintf(stderr, "kiln quantize: warning: %s\n", w.c_str());
   std::printf(
       "kiln quantize: %s -> %s (%zu of %zu %s nodes quantized, %zu activation "
       "tensors; %zu calibration samples, %s; %.1f s)\n",

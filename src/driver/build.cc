@@ -15,6 +15,7 @@
 #include "driver/lower_group.h"
 #include "driver/package_writer.h"
 #include "frontend/onnx_import.h"
+#include "graph/ops/quantize.h"
 #include "graph/passes/apply_templates.h"
 #include "graph/passes/eliminate_dead_code.h"
 #include "graph/passes/fuse_ops.h"
@@ -417,14 +418,30 @@ void generate_code(BuiltModule& m, const codegen::Target& target) {
   }
 }
 
+// bf16 is a float model's precision: a quantized (QDQ) model builds as int8 from its own
+// scales whatever --precision says, so bf16 there is refused, not silently ignored (issue 65
+// #15).
+void check_not_quantized(const Graph& g, graph::Precision precision, const std::string& file) {
+  if (precision == graph::Precision::kFp32) return;
+  for (const graph::Node& n : g.nodes)
+    if (n.domain.empty() && graph::is_quantized_op(n.op_type))
+      throw std::runtime_error(file + "--precision bf16 does not apply to a quantized model " +
+                               "(node '" + n.name + "' is " + n.op_type +
+                               "): QDQ models build as int8, from their own scales; build it " +
+                               "without --precision bf16");
+}
+
 // The whole build, in order. Each step is one call; KILN_DEBUG_GRAPH prints
 // the graph after the graph steps and KILN_DEBUG_LOWER the loop IR of every
 // kernel after each lowering pass (driver/debug.h lists the switches).
 BuiltModule run_build(ModelSource model, const BuildOptions& o) {
   check_precision(o.precision, o.target);
   if (!o.output_path.empty()) check_output_path(o.output_path);  // before the slow part
+  const std::string* path = std::get_if<std::string>(&model);
+  const std::string file = path ? *path + ": " : "";
   Graph g = import_model(std::move(model), o);
   debug_graph("import", g);
+  check_not_quantized(g, o.precision, file);
   run_graph_passes(g, o.target.isa(), o.precision);
   debug_graph("graph passes", g);
   std::vector<graph::TemplateSelection> selected =

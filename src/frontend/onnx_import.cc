@@ -59,9 +59,11 @@ int64_t default_opset(const onnx::ModelProto& model) {
   throw ImportError("the model imports no default-domain (ai.onnx) opset");
 }
 
-void check_opset(const onnx::ModelProto& model) {
+// Opsets 1 to kMaxOpset; those before kMinOpset are refused here once the version converter
+// ran (upgrade_opset).
+void check_opset(const onnx::ModelProto& model, int64_t lowest = kMinOpset) {
   const int64_t v = default_opset(model);
-  if (v < kMinOpset || v > kMaxOpset)
+  if (v < lowest || v > kMaxOpset)
     throw ImportError("opset " + std::to_string(v) +
                       " is not supported (kiln accepts opsets 1 to " + std::to_string(kMaxOpset) +
                       "; re-export the model with one of them)");
@@ -257,12 +259,47 @@ void infer_shapes(onnx::ModelProto* model) {
 // infer_shapes, then OneHot outputs that ONNX 1.12 leaves with a symbolic
 // depth typed from their constant depth, and inference again for what reads
 // them, until nothing more is typed.
+//
+// ONNX 1.12 types no graph output at all when one of them is a graph input or an initializer
+// (outputs [x, Relu(x)] left Relu's y untyped: issue 65 #12). Those outputs sit inference out
+// and come back in their places with the input's or the initializer's type.
 void infer_shapes(onnx::ModelProto* model, const std::vector<std::string>& names) {
+  onnx::GraphProto* g = model->mutable_graph();
+  std::map<std::string, onnx::TypeProto> sources;  // graph inputs and initializers
+  for (const auto& t : g->initializer()) {
+    onnx::TypeProto type;
+    type.mutable_tensor_type()->set_elem_type(t.data_type());
+    auto* shape = type.mutable_tensor_type()->mutable_shape();
+    for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
+    sources[t.name()] = type;
+  }
+  for (const auto& in : g->input()) sources[in.name()] = in.type();
+  const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> outputs = g->output();
+  google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> computed;
+  for (const auto& o : outputs)
+    if (!sources.count(o.name())) *computed.Add() = o;
+  const bool passthrough = computed.size() != outputs.size();
+  if (passthrough) *g->mutable_output() = computed;
+
   infer_shapes(model);
   onnx::ShapeInferenceOptions options(/*check_type=*/true, /*strict_mode=*/1,
                                       /*data_prop=*/true);
   while (complete_one_hot_types(model, names) > 0)
     onnx::shape_inference::InferShapes(*model, onnx::OpSchemaRegistry::Instance(), options);
+
+  if (!passthrough) return;
+  std::map<std::string, onnx::ValueInfoProto> inferred;
+  for (const auto& o : g->output()) inferred[o.name()] = o;
+  g->clear_output();
+  for (const auto& o : outputs) {
+    onnx::ValueInfoProto* back = g->add_output();
+    if (auto it = sources.find(o.name()); it != sources.end()) {
+      *back = o;
+      *back->mutable_type() = it->second;
+    } else {
+      *back = inferred.at(o.name());
+    }
+  }
 }
 
 // A Constant node's value as a tensor named after its output.
@@ -459,6 +496,7 @@ void check_window_attributes(const onnx::GraphProto& g, const std::vector<std::s
 
 graph::Graph import_model(const std::string& path, const InputShapes& input_shapes) {
   onnx::ModelProto model = read_model(path);
+  check_opset(model, 1);
   // Opsets 1 to 10 (the ONNX model zoo, older exporters) come up to kiln's
   // oldest through ONNX's version converter; newer ones are checked as written.
   upgrade_opset(&model, kMinOpset);
@@ -489,7 +527,7 @@ graph::Graph import_model(const std::string& path, const InputShapes& input_shap
   // model: name it now (ONNX 1.12 stops, for instance, at a graph output
   // named like a graph input or an initializer).
   if (std::vector<std::string> untyped = used_untyped_outputs(model); !untyped.empty())
-    throw ImportError(path + ": ONNX shape inference gave no type to '" + untyped.front() + "'" +
+    throw ImportError("ONNX shape inference gave no type to '" + untyped.front() + "'" +
                       (untyped.size() > 1
                            ? " (and " + std::to_string(untyped.size() - 1) + " more values)"
                            : std::string()) +
@@ -504,6 +542,14 @@ graph::Graph import_model(const std::string& path, const InputShapes& input_shap
 }
 
 }  // namespace
+
+void check_model_opset(const std::string& path) {
+  try {
+    check_opset(read_model(path), 1);
+  } catch (const std::exception& e) {
+    throw ImportError(path + ": " + e.what());
+  }
+}
 
 graph::Graph import_onnx(const std::string& path, const InputShapes& input_shapes) {
   try {

@@ -45,6 +45,11 @@ inline constexpr int64_t kMaxOpset = 18;
 // Constant nodes become initializers (before step 6). Throws ImportError.
 graph::Graph import_onnx(const std::string& path, const InputShapes& input_shapes = {});
 
+// Refuses, as import_onnx does first, a model whose default-domain opset kiln cannot import
+// (none, or newer than kMaxOpset): ImportError "PATH: opset N is not supported (...)". For
+// tools that read a model without importing it first (kiln quantize).
+void check_model_opset(const std::string& path);
+
 // Parses the CLI's --input-shapes text, "input:[1,3,224,224],mask:[1,128]".
 // A name may itself contain ':' (the last ':' before '[' separates). Empty
 // text gives an empty map. Throws ImportError for malformed text.

@@ -176,6 +176,7 @@ py::tuple build(const std::string& model_path, const std::string& input_shapes,
     if (precision.precision == "int8") {
       // kiln quantize's QDQ model (kept until the build is done) is what gets built.
       quantize::QuantizeResult qdq = quantize::quantize_to_temp(model_path, q);
+      for (const std::string& w : qdq.warnings) notes.push_back("warning: " + w);
       try {
         p->module = driver::build(qdq.qdq_path, options);
       } catch (const std::exception& e) {

@@ -233,8 +233,16 @@ void bind_runtime(py::module_& m) {
       .def("run_with", &GraphModule::run_with, py::arg("inputs"))
       .def(
           "get_output",
-          [](py::object self, size_t index, bool copy) {
-            return self.cast<GraphModule&>().get_output(index, copy, self);
+          [](py::object self, int64_t index, bool copy) {
+            // A negative index used to fail in pybind's conversion to size_t ("incompatible
+            // function arguments"): an IndexError naming the valid range (issue 65 #17).
+            GraphModule& m = self.cast<GraphModule&>();
+            const int64_t n = static_cast<int64_t>(m.num_outputs());
+            if (index < 0 || index >= n)
+              throw py::index_error("output index " + std::to_string(index) + " is out of range (" +
+                                    std::to_string(n) + " output" + (n == 1 ? "" : "s") +
+                                    (n > 0 ? ": valid 0 to " + std::to_string(n - 1) : "") + ")");
+            return m.get_output(static_cast<size_t>(index), copy, self);
           },
           py::arg("index"), py::arg("copy") = true)
       .def(

@@ -62,8 +62,11 @@ std::map<std::string, TensorStats> collect_statistics(const frontend::OnnxModelS
     try {
       driver::build(observed, options);
     } catch (const std::exception& e) {
-      throw std::runtime_error(model.path +
-                               ": building the float model for calibration failed: " + e.what());
+      // The build names the temporary copy with extra outputs, removed by now: name the model.
+      std::string why = e.what();
+      if (why.rfind(observed + ": ", 0) == 0) why.erase(0, observed.size() + 2);
+      throw std::runtime_error(model.name() +
+                               ": building the float model for calibration failed: " + why);
     }
     ex =
         std::make_unique<runtime::GraphExecutor>(runtime::GraphExecutor::load(options.output_path));

@@ -1,8 +1,11 @@
 // plan_quantization / quantize_model (quantize.h).
 #include "quantize/quantize.h"
 
+#include <cstdio>
+
 #include "frontend/fold_batch_norm.h"
 #include "frontend/model_outputs.h"
+#include "frontend/onnx_import.h"
 #include "frontend/qdq_writer.h"
 #include "quantize/calibration_data.h"
 #include "quantize/collect.h"
@@ -13,6 +16,9 @@ namespace kiln::quantize {
 QuantizeResult plan_quantization(const std::string& model_path, const QuantizeOptions& options) {
   QuantizeResult r;
   r.model_path = model_path;
+  // The build's opset check first: an opset-99 model was quantized (its calibration build
+  // failing, naming a temporary file) into a file no build accepts.
+  frontend::check_model_opset(model_path);
   if (options.fold_batch_norm) {
     auto dir = std::make_shared<support::TempDir>("quantize");
     const std::string folded = (dir->path() / "bn_folded.onnx").string();
@@ -34,7 +40,19 @@ QuantizeResult plan_quantization(const std::string& model_path, const QuantizeOp
       collect_statistics(model, tensors, samples, options.method != CalibrationMethod::kMax,
                          options.target, options.choose_configs);
   std::map<std::string, Range> ranges;
-  for (const auto& [name, s] : stats) ranges[name] = s.range(options.method, options.percentile);
+  for (const auto& [name, s] : stats) {
+    std::string fallback;
+    ranges[name] = s.range(options.method, options.percentile, &fallback);
+    if (!fallback.empty()) {
+      char range[64];
+      std::snprintf(range, sizeof(range), "[%g, %g]", ranges[name].min, ranges[name].max);
+      r.warnings.push_back("tensor '" + name + "': " + fallback + " in the calibration data: " +
+                           "--calibrate " + method_name(options.method) +
+                           " has no distribution to search, so it falls back to max "
+                           "calibration, " +
+                           range);
+    }
+  }
   r.plan =
       make_plan(model, candidates, ranges, options.reduce_range ? kReducedWeightMax : kWeightMax);
   r.samples = samples.size();

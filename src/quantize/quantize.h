@@ -46,6 +46,9 @@ struct QuantizeResult {
   size_t samples = 0;
   size_t candidates = 0;  // Conv/MatMul/Gemm (and --quantize-also) nodes in the model
   std::string qdq_path;   // quantize_to_temp's QDQ model (in `temp`)
+  // One line per tensor whose calibration fell back to max (a degenerate histogram:
+  // statistics.h), naming it; the callers print them as warnings.
+  std::vector<std::string> warnings;
 };
 
 // Checks --keep-float first (before any calibration run), then calibrates

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <stdexcept>
 
@@ -155,11 +156,33 @@ float kl_threshold(const std::vector<double>& hist, float hi, int levels) {
   return static_cast<float>(width * best_i);
 }
 
-Range TensorStats::range(CalibrationMethod method, double percentile) const {
+std::string TensorStats::degenerate(CalibrationMethod method) const {
+  if (count_ == 0 || method == CalibrationMethod::kMax) return "";
+  if (min_ == max_) {
+    char value[32];
+    std::snprintf(value, sizeof(value), "%g", min_);
+    return std::string("every value is ") + value;
+  }
+  // The histogram the method searches: kl's leaves the exact zeros out.
+  std::vector<double> h = method == CalibrationMethod::kKl ? abs_hist_ : hist_;
+  if (method == CalibrationMethod::kKl && !h.empty()) h[0] -= zeros_;
+  const auto used = std::count_if(h.begin(), h.end(), [](double v) { return v > 0; });
+  if (used > 1) return "";
+  return method == CalibrationMethod::kKl ? "every value that is not 0 falls in one histogram bin"
+                                          : "every value falls in one histogram bin";
+}
+
+Range TensorStats::range(CalibrationMethod method, double percentile, std::string* fallback) const {
   if (count_ == 0) return {0, 0};
   if (method == CalibrationMethod::kMax) return {min_, max_};
   if (hist_.empty())
     throw std::logic_error("TensorStats::range: no histogram (pass 2 did not run)");
+  // A degenerate histogram gives the search nothing to weigh: kl would clip a constant 0.5 to
+  // [0, 0.0625] (the first 256 of 2048 bins). Max calibration is exact there.
+  if (std::string why = degenerate(method); !why.empty()) {
+    if (fallback) *fallback = why;
+    return {min_, max_};
+  }
   if (method == CalibrationMethod::kPercentile)
     return percentile_range(hist_, hist_lo(), hist_hi(), percentile);
   // kl, without the exact zeros (statistics.h): they sit in the bin that

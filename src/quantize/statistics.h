@@ -22,6 +22,9 @@
 //    (it is the zero point's value), and ReLU's spike of zeros would
 //    otherwise dominate the divergence and pull the threshold far down (on
 //    tests/quantize's convnet, to a quarter of the range).
+// A histogram with nothing to weigh (a range of zero width, or every value the method
+// searches in one bin: constant calibration data, say) falls back to max; range() says so and
+// the quantizer warns, naming the tensor (kl clipped a constant 0.5 to [0, 0.0625]).
 #pragma once
 
 #include <cstddef>
@@ -58,7 +61,13 @@ class TensorStats {
   const std::vector<double>& histogram() const { return hist_; }
   const std::vector<double>& abs_histogram() const { return abs_hist_; }
 
-  Range range(CalibrationMethod method, double percentile = 99.99) const;
+  // A histogram method (percentile, kl) on a degenerate histogram (a range of zero width, or
+  // every value the method searches in one bin) falls back to max calibration, [min, max],
+  // and says why in *fallback (left alone otherwise).
+  Range range(CalibrationMethod method, double percentile = 99.99,
+              std::string* fallback = nullptr) const;
+  // Why `method` would fall back to max calibration; "" when it would not.
+  std::string degenerate(CalibrationMethod method) const;
 
  private:
   size_t count_ = 0;

@@ -2,6 +2,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <locale.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -267,17 +268,30 @@ std::string archive_error(struct archive* a) {
   return e ? e : "unknown error";
 }
 
-std::vector<NamedArray> read_members(struct archive* a, const std::string& file) {
+// Member names are bytes (numpy writes a str key as UTF-8, flagging it when not ASCII, and
+// reads it back as written). libarchive converts them to the locale's charset, which loses a
+// UTF-8 name in the C locale, and reads '\\' as '/' in a name without the UTF-8 flag; so the
+// names come from the central directory as stored (zip_member_names), and libarchive's only
+// where that directory could not be read.
+std::vector<NamedArray> read_members(struct archive* a, const std::string& file,
+                                     const std::vector<std::string>& raw_names) {
   std::vector<NamedArray> out;
   std::set<std::string> names;
-  while (true) {
+  for (size_t index = 0;; ++index) {
     struct archive_entry* entry = nullptr;
     int r = archive_read_next_header(a, &entry);
     if (r == ARCHIVE_EOF) break;
     if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
       fail(file, "not a valid .npz (zip) archive: " + archive_error(a));
-    const char* raw = archive_entry_pathname(entry);
-    std::string member = raw ? raw : "";
+    const char* converted = archive_entry_pathname(entry);
+    std::string member = converted ? converted : "";
+    // The stored name, where it is the one libarchive read (the same up to '\\' -> '/'; a
+    // name it could not convert is empty).
+    if (index < raw_names.size()) {
+      std::string slashed = raw_names[index];
+      std::replace(slashed.begin(), slashed.end(), '\\', '/');
+      if (member.empty() || member == slashed) member = raw_names[index];
+    }
     std::string what = file + ": member '" + member + "'";
     if (archive_entry_filetype(entry) == AE_IFDIR) continue;
     if (archive_entry_filetype(entry) != AE_IFREG) fail(what, "not a regular file");
@@ -325,6 +339,97 @@ ReadArchive new_zip_reader() {
   archive_read_support_filter_none(a.get());
   return a;
 }
+
+uint16_t le16(const unsigned char* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
+uint32_t le32(const unsigned char* p) { return le16(p) | static_cast<uint32_t>(le16(p + 2)) << 16; }
+uint64_t le64(const unsigned char* p) { return le32(p) | static_cast<uint64_t>(le32(p + 4)) << 32; }
+
+// Reads n bytes at an offset of the archive; fewer (or none) past its end.
+using ReadAtFn = std::function<std::string(uint64_t offset, size_t n)>;
+
+// The members' names as the central directory stores them, in the order of their local
+// headers (the order libarchive returns the members in), zip64 included. Empty when the
+// directory is not where its end record says (a zip with data before it, say): libarchive's
+// names are used then.
+std::vector<std::string> zip_member_names(const ReadAtFn& read_at, uint64_t size) {
+  const uint64_t tail_start = size > kEocdSearch ? size - kEocdSearch : 0;
+  const std::string tail = read_at(tail_start, static_cast<size_t>(size - tail_start));
+  const auto* t = reinterpret_cast<const unsigned char*>(tail.data());
+  size_t eocd = std::string::npos;
+  for (size_t i = tail.size() >= 22 ? tail.size() - 22 + 1 : 0; i-- > 0;)
+    if (std::memcmp(t + i, "PK\x05\x06", 4) == 0) {
+      eocd = i;
+      break;
+    }
+  if (eocd == std::string::npos) return {};
+  uint64_t count = le16(t + eocd + 10), cd_size = le32(t + eocd + 12),
+           cd_offset = le32(t + eocd + 16);
+  if (count == 0xffff || cd_size == 0xffffffff || cd_offset == 0xffffffff) {
+    // Zip64: the locator just before the end record gives the zip64 end record.
+    if (eocd < 20 || std::memcmp(t + eocd - 20, "PK\x06\x07", 4) != 0) return {};
+    const std::string z = read_at(le64(t + eocd - 20 + 8), 56);
+    const auto* r = reinterpret_cast<const unsigned char*>(z.data());
+    if (z.size() < 56 || std::memcmp(r, "PK\x06\x06", 4) != 0) return {};
+    count = le64(r + 32);
+    cd_size = le64(r + 40);
+    cd_offset = le64(r + 48);
+  }
+  if (cd_offset > size || cd_size > size - cd_offset || count > cd_size / 46) return {};
+  const std::string cd = read_at(cd_offset, static_cast<size_t>(cd_size));
+  if (cd.size() != cd_size) return {};
+  const auto* c = reinterpret_cast<const unsigned char*>(cd.data());
+  std::vector<std::pair<uint64_t, std::string>> members;  // (local header offset, name)
+  size_t pos = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    if (pos + 46 > cd.size() || std::memcmp(c + pos, "PK\x01\x02", 4) != 0) return {};
+    const size_t name_len = le16(c + pos + 28), extra_len = le16(c + pos + 30),
+                 comment_len = le16(c + pos + 32);
+    if (pos + 46 + name_len + extra_len + comment_len > cd.size()) return {};
+    uint64_t offset = le32(c + pos + 42);
+    if (offset == 0xffffffff) {
+      // In the zip64 extra field (0x0001), after the sizes that are 0xffffffff here too.
+      size_t skip =
+          (le32(c + pos + 24) == 0xffffffff ? 8 : 0) + (le32(c + pos + 20) == 0xffffffff ? 8 : 0);
+      const unsigned char* e = c + pos + 46 + name_len;
+      bool found = false;
+      for (size_t k = 0; k + 4 <= extra_len && !found;) {
+        const size_t id = le16(e + k), len = le16(e + k + 2);
+        if (id == 0x0001 && skip + 8 <= len && k + 4 + len <= extra_len) {
+          offset = le64(e + k + 4 + skip);
+          found = true;
+        }
+        k += 4 + len;
+      }
+      if (!found) return {};
+    }
+    members.emplace_back(offset, cd.substr(pos + 46, name_len));
+    pos += 46 + name_len + extra_len + comment_len;
+  }
+  std::stable_sort(members.begin(), members.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> names;
+  for (auto& m : members) names.push_back(std::move(m.second));
+  return names;
+}
+
+// libarchive in a UTF-8 locale for this thread while it lives: what lets the zip writer store
+// a non-ASCII name as UTF-8 with the flag that says so (numpy's reader decodes a name without
+// it as cp437), and its reader convert such a name at all.
+class Utf8Locale {
+ public:
+  Utf8Locale() {
+    static const locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(0));
+    if (utf8) previous_ = uselocale(utf8);
+  }
+  ~Utf8Locale() {
+    if (previous_) uselocale(previous_);
+  }
+  Utf8Locale(const Utf8Locale&) = delete;
+  Utf8Locale& operator=(const Utf8Locale&) = delete;
+
+ private:
+  locale_t previous_ = static_cast<locale_t>(0);
+};
 
 // ---- writing ------------------------------------------------------------------------
 
@@ -383,6 +488,7 @@ void write_zip(Sink& sink, const std::vector<NamedArrayRef>& arrays, NpzCompress
     if (!names.insert(a.name).second) fail(what, "duplicate array name '" + a.name + "'");
     if (!a.array || !a.array->defined()) fail(what, "array '" + a.name + "' is undefined");
   }
+  Utf8Locale utf8;
   struct archive* ar = archive_write_new();
   if (!ar) throw std::bad_alloc();
   std::unique_ptr<struct archive, int (*)(struct archive*)> guard(ar, archive_write_free);
@@ -473,31 +579,47 @@ std::vector<NamedArray> read_npz(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not an .npz file");
   if (!std::filesystem::exists(path, ec)) fail(path, "no such file");
   if (!std::filesystem::is_regular_file(path, ec)) fail(path, "not a regular file");
+  std::vector<std::string> raw_names;
   {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
     if (!f) fail(path, std::string("cannot open: ") + std::strerror(errno));
-    std::fseek(f, 0, SEEK_END);
-    long size = std::ftell(f);
-    long start = std::max<long>(0, size - static_cast<long>(kEocdSearch));
-    std::string tail(static_cast<size_t>(size - start), '\0');
-    std::fseek(f, start, SEEK_SET);
-    size_t got = std::fread(tail.data(), 1, tail.size(), f);
-    std::fclose(f);
-    check_complete_zip(tail.data(), got, path);
+    std::fseek(f.get(), 0, SEEK_END);
+    const long size = std::ftell(f.get());
+    ReadAtFn read_at = [&](uint64_t offset, size_t n) {
+      std::string bytes(n, '\0');
+      if (offset > static_cast<uint64_t>(size) ||
+          std::fseek(f.get(), static_cast<long>(offset), SEEK_SET) != 0)
+        return std::string();
+      bytes.resize(std::fread(bytes.data(), 1, n, f.get()));
+      return bytes;
+    };
+    const uint64_t usize = size > 0 ? static_cast<uint64_t>(size) : 0;
+    const uint64_t start = usize > kEocdSearch ? usize - kEocdSearch : 0;
+    const std::string tail = read_at(start, static_cast<size_t>(usize - start));
+    check_complete_zip(tail.data(), tail.size(), path);
+    raw_names = zip_member_names(read_at, usize);
   }
+  Utf8Locale utf8;
   ReadArchive a = new_zip_reader();
   if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK)
     fail(path, "cannot open as .npz (zip): " + archive_error(a.get()));
-  return read_members(a.get(), path);
+  return read_members(a.get(), path, raw_names);
 }
 
 std::vector<NamedArray> read_npz_memory(const void* data, size_t size, const std::string& what) {
   size_t tail = std::min(size, kEocdSearch);
   check_complete_zip(static_cast<const char*>(data) + (size - tail), tail, what);
+  ReadAtFn read_at = [&](uint64_t offset, size_t n) {
+    if (offset > size) return std::string();
+    return std::string(static_cast<const char*>(data) + offset,
+                       std::min<uint64_t>(n, size - offset));
+  };
+  const std::vector<std::string> raw_names = zip_member_names(read_at, size);
+  Utf8Locale utf8;
   ReadArchive a = new_zip_reader();
   if (archive_read_open_memory(a.get(), data, size) != ARCHIVE_OK)
     fail(what, "cannot open as .npz (zip): " + archive_error(a.get()));
-  return read_members(a.get(), what);
+  return read_members(a.get(), what, raw_names);
 }
 
 std::string write_npz_memory(const std::vector<NamedArrayRef>& arrays, NpzCompression compression) {

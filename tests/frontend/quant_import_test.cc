@@ -18,6 +18,7 @@ using frontend::import_onnx;
 using frontend::ImportError;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string import_error(const std::string& path) {
   try {
@@ -108,6 +109,27 @@ TEST(QuantImport, PerAxisScaleNeedsOpset13) {
   OnnxBuilder ok = qdq_conv(12, {0.5f});
   for (auto& n : *ok.graph()->mutable_node()) n.clear_attribute();
   EXPECT_NO_THROW(import_onnx(ok.write("opset12_ok.onnx")));
+}
+
+// Issue 65 #13: axis=4 on the rank-4 weight said "x_scale must be a scalar"; it names the axis,
+// the rank and the node. -5 too; -4 (= 0) imports.
+TEST(QuantImport, PerAxisAxisOutOfRangeIsNamed) {
+  for (int64_t axis : {4, -5}) {
+    OnnxBuilder b = qdq_conv(13);
+    for (auto& n : *b.graph()->mutable_node())
+      if (n.name() == "dq_w") n.mutable_attribute(0)->set_i(axis);
+    const std::string path = b.write("axis_out_of_range.onnx");
+    EXPECT_THAT(import_error(path),
+                AllOf(HasSubstr(path), HasSubstr("node 'dq_w' (DequantizeLinear)"),
+                      HasSubstr("axis " + std::to_string(axis) +
+                                " is out of range for the rank-4 quantized tensor [2, 2, 1, 1] "
+                                "(valid: -4 to 3)"),
+                      Not(HasSubstr("must be a scalar"))));
+  }
+  OnnxBuilder ok = qdq_conv(13);
+  for (auto& n : *ok.graph()->mutable_node())
+    if (n.name() == "dq_w") n.mutable_attribute(0)->set_i(-4);
+  EXPECT_NO_THROW(import_onnx(ok.write("axis_minus_4.onnx")));
 }
 
 TEST(QuantImport, UnsupportedDtypesAndMissingScalesAreNamed) {

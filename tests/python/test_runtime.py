@@ -122,6 +122,18 @@ def test_wrong_name_shape_index(module, tiny):
         module.set_input("input", None)
 
 
+def test_get_output_index_out_of_range(module):
+    """Issue 65 #17: get_output(-1) gave pybind's "incompatible function arguments"."""
+    for index in (-1, 1, 2**40):
+        with pytest.raises(IndexError, match=rf"output index {index} is out of range \(1 output: valid 0 to 0\)"):
+            module.get_output(index)
+        with pytest.raises(IndexError, match="valid 0 to 0"):
+            module._m.get_output(index)
+    with pytest.raises(TypeError, match="an output is named by its index, not str"):
+        module.get_output("output")
+    assert module.get_output(np.int64(0)).shape == module.get_output(0).shape
+
+
 def test_bad_packages(tmp_path):
     with pytest.raises(kiln.KilnError, match="missing.tar"):
         kiln.runtime.load(tmp_path / "missing.tar")

@@ -397,6 +397,71 @@ TEST(QuantizeModel, LinearWithBiasIsOneIntegerKernel) {
   EXPECT_EQ(kernel_op_types(nlohmann::json::parse(mod_in)), kernels);
 }
 
+// Issue 65 #3: kl on constant calibration data (all 0.5) calibrated x to [0, 0.0625], clipping
+// every sample, and said nothing. It falls back to max calibration with a warning naming x.
+TEST(QuantizeModel, ConstantCalibrationDataFallsBackToMaxWithAWarning) {
+  Work work;
+  Model model;
+  const std::string path = model.write("const.onnx");
+  runtime::NDArray a = runtime::NDArray::empty({kSamples, 1, kC, kH, kW}, runtime::DType::f32());
+  std::fill(a.data_as<float>(), a.data_as<float>() + a.numel(), 0.5f);
+  std::vector<runtime::NamedArray> arrays;
+  arrays.push_back({"x", std::move(a)});
+  QuantizeOptions o;
+  o.calibration = (work.dir / "const.npz").string();
+  runtime::write_npz(o.calibration, arrays);
+  o.method = CalibrationMethod::kKl;
+  QuantizeResult r = plan_quantization(path, o);
+  ASSERT_TRUE(r.plan.activations.count("x"));
+  EXPECT_EQ(r.plan.activations.at("x").max, 0.5f);
+  bool named = false;
+  for (const std::string& w : r.warnings)
+    named = named || w.rfind("tensor 'x': every value is 0.5", 0) == 0;
+  EXPECT_TRUE(named) << ::testing::PrintToString(r.warnings);
+
+  // The command says so on stderr and still writes the model.
+  const std::string out = (work.dir / "const.qdq.onnx").string(),
+                    log = (work.dir / "const.err").string();
+  const int rc =
+      std::system((std::string(KILN_BINARY) + " quantize " + path + " -o " + out +
+                   " --calibration " + o.calibration + " --calibrate kl >/dev/null 2>" + log)
+                      .c_str());
+  EXPECT_EQ(rc, 0);
+  std::ifstream in(log);
+  std::stringstream err;
+  err << in.rdbuf();
+  EXPECT_NE(err.str().find("kiln quantize: warning: tensor 'x': every value is 0.5"),
+            std::string::npos)
+      << err.str();
+  EXPECT_NE(err.str().find("falls back to max calibration, [0.5, 0.5]"), std::string::npos)
+      << err.str();
+  EXPECT_TRUE(fs::exists(out));
+}
+
+// Issue 65 #15: an opset-99 model was quantized into a file the build then refused, the error
+// naming a deleted temporary file. The build's opset check runs first, naming the model.
+TEST(QuantizeModel, UnsupportedOpsetIsRefusedUpFront) {
+  Work work;
+  Model model;
+  const std::string path = model.write("new.onnx", 99);
+  std::vector<float> data;
+  QuantizeOptions o;
+  o.calibration = work.calibration(&data);
+  const std::string out = (work.dir / "new.qdq.onnx").string();
+  try {
+    quantize_model(path, out, o);
+    FAIL() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(path + ": opset 99 is not supported (kiln accepts "
+                                                 "opsets 1 to 18",
+                                          0),
+              0u)
+        << e.what();
+    EXPECT_EQ(std::string(e.what()).find("/tmp/kiln-"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST(QuantizeModel, OldOpsetIsRefusedAndNothingIsWritten) {
   Work work;
   Model model;
@@ -482,6 +547,53 @@ TEST(QuantizeModel, CommandErrorsLeaveTheOutputAlone) {
   EXPECT_NE(err.find("valid: fp32, int8, bf16"), std::string::npos) << err;
   EXPECT_EQ(kiln("build " + path + " -o " + tar + " --precision int8", &err, work.dir), 1);
   EXPECT_NE(err.find("--precision int8 needs --calibration"), std::string::npos) << err;
+}
+
+// Issue 65 #15: options that would be ignored are refused. --percentile without --calibrate
+// percentile was dropped silently, and --precision bf16 on a QDQ model built int8 kernels.
+TEST(QuantizeModel, OptionsThatWouldBeIgnoredAreRefused) {
+  Work work;
+  Model model;
+  const std::string path = model.write("opts.onnx");
+  std::vector<float> data;
+  const std::string calib = work.calibration(&data);
+  const std::string out = (work.dir / "opts.qdq.onnx").string();
+  std::string err;
+  for (const std::string& method : {std::string(""), std::string(" --calibrate kl")}) {
+    EXPECT_EQ(kiln("quantize " + path + " -o " + out + " --calibration " + calib +
+                       " --percentile 99" + method,
+                   &err, work.dir),
+              1);
+    EXPECT_NE(err.find("--percentile is for --calibrate percentile; the calibration method is " +
+                       std::string(method.empty() ? "max" : "kl")),
+              std::string::npos)
+        << err;
+    EXPECT_FALSE(fs::exists(out));
+  }
+  const std::string tar = (work.dir / "opts.tar").string();
+  EXPECT_EQ(kiln("build " + path + " -o " + tar + " --precision int8 --calibration " + calib +
+                     " --percentile 99",
+                 &err, work.dir),
+            1);
+  EXPECT_NE(err.find("--percentile is for --calibrate percentile"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(tar));
+  // With the method it applies to, it is used.
+  ASSERT_EQ(kiln("quantize " + path + " -o " + out + " --calibration " + calib +
+                     " --percentile 99 --calibrate percentile",
+                 &err, work.dir),
+            0)
+      << err;
+  // The QDQ model with --precision bf16 (a target that has avx512bf16, so that the check of
+  // the target passes): refused, naming the file and a quantized node.
+  EXPECT_EQ(
+      kiln("build " + out + " -o " + tar + " --precision bf16 --target 'llvm -mcpu=sapphirerapids'",
+           &err, work.dir),
+      1);
+  EXPECT_NE(err.find(out + ": --precision bf16 does not apply to a quantized model (node '"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("QDQ models build as int8"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(tar));
 }
 
 }  // namespace

@@ -141,5 +141,41 @@ TEST(Statistics, MethodNames) {
   }
 }
 
+// Issue 65 #3: constant calibration data (all 0.5) gave kl [0, 0.0625], clipping every sample.
+// A degenerate histogram falls back to max calibration and says why.
+TEST(Statistics, DegenerateHistogramsFallBackToMax) {
+  const std::vector<float> constant(1000, 0.5f);
+  for (CalibrationMethod m : {CalibrationMethod::kKl, CalibrationMethod::kPercentile}) {
+    SCOPED_TRACE(method_name(m));
+    TensorStats s = stats_of(constant);
+    std::string why;
+    Range r = s.range(m, 99.99, &why);
+    EXPECT_EQ(r.min, 0.5f);
+    EXPECT_EQ(r.max, 0.5f);
+    EXPECT_EQ(why, "every value is 0.5");
+  }
+  // ReLU's zeros and one other value: kl searches the values that are not 0, all in one bin.
+  std::vector<float> relu(1000, 0.0f);
+  for (size_t i = 0; i < relu.size(); i += 3) relu[i] = 2.0f;
+  std::string why;
+  Range r = stats_of(relu).range(CalibrationMethod::kKl, 99.99, &why);
+  EXPECT_EQ(r.min, 0.0f);
+  EXPECT_EQ(r.max, 2.0f);
+  EXPECT_EQ(why, "every value that is not 0 falls in one histogram bin");
+  // Constant negative data, mirrored.
+  r = stats_of(std::vector<float>(64, -3.0f)).range(CalibrationMethod::kKl, 99.99, &why);
+  EXPECT_EQ(r.min, -3.0f);
+  EXPECT_EQ(r.max, -3.0f);
+  // A real distribution does not fall back.
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(20000);
+  for (float& v : x) v = normal(rng);
+  why.clear();
+  stats_of(x).range(CalibrationMethod::kKl, 99.99, &why);
+  EXPECT_EQ(why, "");
+  EXPECT_EQ(stats_of(x).degenerate(CalibrationMethod::kPercentile), "");
+}
+
 }  // namespace
 }  // namespace kiln::quantize

@@ -384,5 +384,37 @@ TEST(Npz, MembersWithoutTheNpySuffixAreReadAsNpy) {
   EXPECT_NE(e.find("t.npz: member 'txt.npy'"), std::string::npos) << e;
 }
 
+// Issue 65 #11: names are bytes, as numpy stores them. libarchive lost a UTF-8 name in the C
+// locale ("member '': empty array name") and read "a\\b" as "a/b" (which then clashed).
+TEST(Npz, MemberNamesAreTheStoredBytes) {
+  using namespace npz_fixtures;
+  const std::string e_acute = "\xc3\xa9";
+  auto check = [&](const std::vector<NamedArray>& arrays) {
+    std::map<std::string, int> got;
+    for (const auto& a : arrays) got[a.name] = a.array.data_as<uint8_t>()[0];
+    EXPECT_EQ(got, (std::map<std::string, int>{{e_acute, 1}, {"a\\b", 2}, {"a/b", 3}}));
+  };
+  check(runtime::read_npz_memory(kNames, sizeof(kNames), "names.npz"));
+  TempDir dir;
+  write_file(dir.file("names.npz"),
+             std::string(reinterpret_cast<const char*>(kNames), sizeof(kNames)));
+  check(runtime::read_npz(dir.file("names.npz")));
+
+  // Written back the same: the UTF-8 name flagged as UTF-8 (bit 11 of the local header's
+  // flags; numpy decodes an unflagged name as cp437), the backslash kept.
+  NDArray one = NDArray::empty({1}, DType::u8()), two = NDArray::empty({1}, DType::u8()),
+          three = NDArray::empty({1}, DType::u8());
+  one.data_as<uint8_t>()[0] = 1;
+  two.data_as<uint8_t>()[0] = 2;
+  three.data_as<uint8_t>()[0] = 3;
+  const std::string zip =
+      runtime::write_npz_memory({{e_acute, &one}, {"a\\b", &two}, {"a/b", &three}});
+  ASSERT_GT(zip.size(), 8u);
+  EXPECT_TRUE(static_cast<unsigned char>(zip[7]) & 0x08) << "no UTF-8 flag on '" << e_acute << "'";
+  check(runtime::read_npz_memory(zip.data(), zip.size(), "back.npz"));
+  runtime::write_npz(dir.file("back.npz"), {{e_acute, &one}, {"a\\b", &two}, {"a/b", &three}});
+  check(runtime::read_npz(dir.file("back.npz")));
+}
+
 }  // namespace
 }  // namespace kiln::test

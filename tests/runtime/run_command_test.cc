@@ -135,6 +135,34 @@ TEST_F(KilnRun, WrongInputsEndWithOneMessageAndNoOutputFile) {
   expect_error(dir_.file("none.npz"), dir_.file("none.npz") + ": no such file");
 }
 
+// Issue 65 #11: an input named with non-ASCII bytes or a backslash is fed from the npz under
+// that name (the CLI read the first as "member '': empty array name", the second as "a/b").
+TEST_F(KilnRun, InputNamesAreReadAsStored) {
+  for (const std::string name : {std::string("\xc3\xa9"), std::string("a\\b")}) {
+    SCOPED_TRACE(name);
+    PackageParts parts;
+    parts.so = kernel_library_for_cli();
+    parts.params.push_back({"p", p_.copy()});
+    parts.graph["inputs"][0]["name"] = name;
+    parts.graph["tensors"][0]["name"] = name;
+    const std::string package = dir_.file("named.tar");
+    parts.write(package);
+    std::vector<runtime::NamedArray> in;
+    in.push_back({name, random_f32({kRows, kCols}, rng_)});
+    auto [y, z] = addrelu_reference(in[0].array.data_as<float>(), p_.data_as<float>());
+    const std::string inputs = write_inputs("named.npz", std::move(in));
+    const std::string out = dir_.file("named_out.npz");
+    auto [rc, text] = kiln(package + " --inputs " + inputs + " --output " + out);
+    ASSERT_EQ(rc, 0) << text;
+    auto outputs = runtime::read_npz(out);
+    ASSERT_EQ(outputs.size(), 2u);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < kNumel; ++i)
+      bad += std::abs(outputs[0].array.data_as<float>()[i] - y[i]) > 1e-6f * (1 + std::abs(y[i]));
+    EXPECT_EQ(bad, 0);
+  }
+}
+
 TEST_F(KilnRun, CorruptPackageAndUsageErrors) {
   std::string bad = dir_.file("bad.tar");
   write_file(bad, read_file(package_).substr(0, 3000));

@@ -69,6 +69,19 @@ std::vector<int32_t> zp_values(const Node& node, const Initializer& zp) {
   return v;
 }
 
+// For a per-axis parameter whose node's `axis` attribute names no axis of the rank-`rank`
+// quantized tensor: why, naming the axis and the valid range; "" otherwise (no attribute, or
+// one in range). DequantizeLinear's axis=4 on a rank-4 weight used to read as "x_scale must be
+// a scalar (per-tensor)" (issue 65 #13).
+std::string axis_out_of_range(const Node& node, const Shape& x) {
+  if (!node.attrs.count("axis")) return "";
+  const int64_t r = static_cast<int64_t>(x.size()), axis = attr_int(node, "axis", 1);
+  if (axis >= -r && axis < r) return "";
+  return "axis " + std::to_string(axis) + " is out of range for the rank-" + std::to_string(r) +
+         " quantized tensor " + shape_str(x) + " (valid: " + std::to_string(-r) + " to " +
+         std::to_string(r - 1) + ")";
+}
+
 // Checks the types of a scale / zero point pair of a quantized tensor of
 // shape `x`: ONNX's shape rule. `axis` is the channel axis a 1-D parameter
 // runs along (already normalized), or -1 when only per-tensor parameters are
@@ -91,9 +104,13 @@ int64_t check_qparam_types(const Node& node, const TensorType* scale, const Tens
                    shape_str(scale->shape));
   int64_t n = std::max(ns, nz);
   if (n > 1) {
-    if (axis < 0)
+    if (axis < 0) {
+      if (std::string why = axis_out_of_range(node, x); !why.empty())
+        fail(node, why + "; " + (ns > 1 ? sname : zname) + " has " + std::to_string(n) +
+                       " values, one per channel of that axis");
       fail(node, (ns > 1 ? sname : zname) + " must be a scalar (per-tensor), got " +
                      std::to_string(n) + " values");
+    }
     if (x[static_cast<size_t>(axis)] != n)
       fail(node, (ns > 1 ? sname : zname) + " has " + std::to_string(n) + " values but axis " +
                      std::to_string(axis) + " of the quantized tensor " + shape_str(x) + " has " +
@@ -261,6 +278,8 @@ void check_compute_params(const Node& node, const ComputeInputs& in, const Shape
     if (!in.tensors[i]) continue;
     Shape ps = static_shape(in.tensors[i]);
     int64_t axis = channel_axis(node, x.size());
+    if (numel(ps) != 1 && axis < 0)
+      if (std::string why = axis_out_of_range(node, x); !why.empty()) fail(node, why);
     if (numel(ps) != 1 && (ps.size() != 1 || axis < 0 || ps[0] != x[static_cast<size_t>(axis)]))
       fail(node, (i == 1 ? sname : zname) + " of shape " + shape_str(ps) +
                      " does not match the quantized tensor " + shape_str(x));
