@@ -103,8 +103,11 @@ TEST(IndexRange, RunTimeIndexOutOfRangeInParallelLoop) {
   for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i % 10 - 5;
   EXPECT_EQ(run_error(ex, ids), "");
   std::vector<float> got = output_values(ex);
-  EXPECT_EQ(got[static_cast<size_t>((n - 1) * cols + 5)],
-            std::max(table[static_cast<size_t>(4 * cols + 5)], 0.f));
+  for (int64_t r : {int64_t{0}, int64_t{9}, n - 1}) {  // ids -5, 4 and 0: rows 0, 4, 0
+    const int64_t id = ids[static_cast<size_t>(r)], row = id < 0 ? id + 5 : id;
+    EXPECT_EQ(got[static_cast<size_t>(r * cols + 5)],
+              std::max(table[static_cast<size_t>(row * cols + 5)], 0.f));
+  }
   for (int64_t bad : {int64_t{7}, int64_t{-9}}) {
     ids.back() = bad;
     EXPECT_NE(run_error(ex, ids).find("out of range"), std::string::npos);
