@@ -366,6 +366,24 @@ Case gather_elements(const Ints& s) {
           {{"x", b.sample(x)}, {"indices", b.sample(i)}}};
 }
 
+// Token embeddings: Gather of rows of a [vocab, d] table by int64 ids read
+// at run time (axis 0), the lookup at the head of every language model.
+Case gather_rows(int64_t vocab, int64_t d, int64_t tokens) {
+  Builder b(19);
+  std::string w = b.input("table", {vocab, d}, -2, 2);
+  std::mt19937_64 rng(19);
+  std::vector<int64_t> ids(static_cast<size_t>(tokens));
+  for (int64_t& v : ids) v = static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab));
+  std::string i = b.input("ids", int64_tensor({1, tokens}, ids));
+  std::string y = b.node("Gather", {w, i}, {{"axis", int64_t{0}}});
+  return {"Gather rows (embedding) [" + std::to_string(vocab) + ", " + std::to_string(d) + "] by " +
+              std::to_string(tokens) + " ids",
+          "0",
+          0,
+          b.finish(y),
+          {{"table", b.sample(w)}, {"ids", b.sample(i)}}};
+}
+
 // Its inverse (undoing the sort, an expert's outputs combined back):
 // ScatterElements of updates into data at a row permutation (reduction
 // none: each position written once). kiln's kernel searches every output
@@ -604,6 +622,7 @@ int main(int argc, char** argv) {
              blocked_channel_norm({1, 3, 5, 7, 8}),
              flatten({1, 5, 1, 1}),
              gather_elements({1, 7, 5}),
+             gather_rows(11, 6, 5),
              scatter_elements({1, 7, 5}),
              kv_cache_write({1, 2, 5, 3}),
              cumsum({3, 37}),
@@ -631,6 +650,7 @@ int main(int argc, char** argv) {
              blocked_channel_norm({1, 24, 14, 14, 16}),
              flatten({1, 512, 1, 1}),
              gather_elements({1, 2048, 256}),
+             gather_rows(32000, 512, 2048),
              scatter_elements({1, 2048, 256}),
              kv_cache_write({1, 8, 2048, 64}),
              cumsum({16, 32000}),

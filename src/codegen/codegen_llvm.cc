@@ -181,11 +181,15 @@ class CodeGenLLVM {
     std::unordered_map<const VarNode*, Value*> vars;
     std::unordered_map<const BufferNode*, Value*> buffers;
     std::vector<Value*> workspaces;  // live kiln_workspace_alloc results
+    // An i1 alloca: some ir::Intrinsic::CheckIndex of this function found an
+    // index out of range (created by the first one; see emit_check_index).
+    Value* index_error = nullptr;
   };
 
   // Emits a function whose buffer parameters are noalias and which always
   // inlines into its caller; `bind` maps its parameters, `body` fills it.
-  // The function returns 0 unless an error branch returns early.
+  // The function returns 0 unless an error branch returns early, or
+  // KILN_STATUS_INDEX_OUT_OF_RANGE where an index check failed.
   llvm::Function* emit_noalias_body(const std::string& name,
                                     const std::vector<const BufferNode*>& bufs,
                                     const std::vector<llvm::Type*>& extra_params,
@@ -208,7 +212,11 @@ class CodeGenLLVM {
     }
     bind(f, bufs.size());
     body();
-    b_.CreateRet(b_.getInt32(0));
+    Value* status = b_.getInt32(0);
+    if (state_.index_error)
+      status = b_.CreateSelect(b_.CreateLoad(i1(), state_.index_error),
+                               b_.getInt32(KILN_STATUS_INDEX_OUT_OF_RANGE), status);
+    b_.CreateRet(status);
     state_ = std::move(saved);
     b_.restoreIP(ip);
     return f;
@@ -439,8 +447,9 @@ class CodeGenLLVM {
     }
     Value* bytes = b_.CreateMul(emit_index(op->size, i64()), b_.getInt64(elem_bytes));
     Value* p = b_.CreateCall(workspace_alloc(), {bytes}, buf->name);
-    // Out of memory: return -1 (freeing what this function holds).
-    return_if_error(b_.CreateSelect(b_.CreateIsNull(p), b_.getInt32(-1), b_.getInt32(0)));
+    // Out of memory: return KILN_STATUS_OUT_OF_MEMORY (freeing what this function holds).
+    return_if_error(b_.CreateSelect(b_.CreateIsNull(p), b_.getInt32(KILN_STATUS_OUT_OF_MEMORY),
+                                    b_.getInt32(0)));
     state_.workspaces.push_back(p);
     with_buffer(buf, p, [&] { emit(op->body); });
     state_.workspaces.pop_back();
@@ -1046,12 +1055,42 @@ class CodeGenLLVM {
     return b_.getInt32(0);
   }
 
+  // check_index(in_range, value): the run-time index check of the indexing
+  // operators (ir/expr.h). The error channel is the kernel's return value,
+  // which already carries failures out of parallel loops and which the
+  // executor checks after every kernel: the function keeps one i1 "an index
+  // was out of range" in an entry-block alloca, ORs every check's failure
+  // into it without a branch (a vector check: the OR of its lanes), runs to
+  // the end and returns KILN_STATUS_INDEX_OUT_OF_RANGE if it is set
+  // (emit_noalias_body). SROA turns the alloca into a register carried
+  // through the loops: per index one compare and one OR, no store to memory,
+  // no branch, nothing in a kernel without checks. A parallel loop's body
+  // has a flag of its own and returns it; kiln_parallel_for returns the
+  // first non-zero status of its blocks, and return_if_error passes it on.
+  // The read stays in bounds without the flag: the caller clamps value.
+  Value* emit_check_index(const CallNode* op) {
+    Value* ok = emit(op->args[0]);
+    Value* v = emit(op->args[1]);
+    Value* bad = b_.CreateNot(ok);
+    if (op->args[0].dtype().lanes > 1) bad = b_.CreateOrReduce(bad);
+    if (!state_.index_error) {
+      llvm::BasicBlock& entry = state_.fn->getEntryBlock();
+      llvm::IRBuilder<> eb(&entry, entry.getFirstInsertionPt());
+      auto* flag = eb.CreateAlloca(i1(), nullptr, "index_error");
+      eb.CreateStore(b_.getFalse(), flag);
+      state_.index_error = flag;
+    }
+    b_.CreateStore(b_.CreateOr(b_.CreateLoad(i1(), state_.index_error), bad), state_.index_error);
+    return v;
+  }
+
   Value* emit_call(const CallNode* op) {
     DataType t = op->dtype;
     if (is_dot4_u8i8(op->op)) return emit_dot4(op);
     if (op->op == Intrinsic::DotBF16 || op->op == Intrinsic::DotI16) return emit_dot2_call(op);
     if (op->op == Intrinsic::AmxGemm) return emit_amx_gemm_call(op);
     if (op->op == Intrinsic::ShiftLeft || op->op == Intrinsic::ShiftRight) return emit_shift(op);
+    if (op->op == Intrinsic::CheckIndex) return emit_check_index(op);
     if (!t.is_float()) fail(std::string(intrinsic_name(op->op)) + " on " + t.str());
     std::vector<Value*> args;
     for (const Expr& a : op->args) args.push_back(emit(a));
@@ -1083,6 +1122,7 @@ class CodeGenLLVM {
       case Intrinsic::AmxGemm: break;         // emit_call handles it
       case Intrinsic::ShiftLeft: break;       // emit_call handles it
       case Intrinsic::ShiftRight: break;      // emit_call handles it
+      case Intrinsic::CheckIndex: break;      // emit_call handles it
       case Intrinsic::Pow: return llvm_intrin(llvm::Intrinsic::pow);
       case Intrinsic::Rsqrt:
         return b_.CreateFDiv(llvm::ConstantFP::get(ty, 1.0),

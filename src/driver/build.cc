@@ -377,10 +377,16 @@ json describe(const Graph& g, const std::vector<graph::FusedGroup>& groups,
   for (size_t i = 0; i < kernels.size(); ++i) {
     std::vector<size_t> args;
     for (const std::string& a : kernels[i].args) args.push_back(table.index.at(a));
+    // The graph's nodes fused into it, for run-time errors that name them
+    // (an index out of range).
+    json nodes = json::array();
+    for (size_t ni : groups[i].nodes)
+      nodes.push_back({{"name", g.nodes[ni].name}, {"op_type", g.nodes[ni].op_type}});
     j["kernels"].push_back({{"name", graph::group_label(g, groups[i]) + "_" + std::to_string(i)},
                             {"func", kernels[i].func.name},
                             {"args", args},
                             {"op_types", kernels[i].op_types},
+                            {"nodes", nodes},
                             {"workload", kernels[i].workload},
                             {"flops", kernels[i].flops}});
   }

@@ -275,11 +275,13 @@ Expr Rewriter::mutate_let(const Expr& e, const LetNode* op) {
 }
 
 // dot4_u8i8 (and its narrow-b sibling: the same value) of constants (the byte form,
-// scalar) folds by its scalar definition;
+// scalar) folds by its scalar definition; check_index(true, v) is v;
 // other calls keep their simplified arguments.
 Expr Rewriter::mutate_call(const Expr& e, const CallNode* op) {
   Expr r = IRMutator::mutate_call(e, op);
   auto* c = r.as<CallNode>();
+  // An index check that always holds is its value.
+  if (c && c->op == Intrinsic::CheckIndex && is_const_int(c->args[0], 1)) return c->args[1];
   if (!c || !is_dot4_u8i8(c->op) || c->args.size() != 9 || !c->dtype.is_scalar()) return r;
   int64_t v[9];
   for (int i = 0; i < 9; ++i) {

@@ -182,6 +182,11 @@ Bound BoundAnalyzer::compute(const Expr& e) {
       return add(get(r->base), mul(get(r->stride), Bound{0, r->lanes - 1}));
     }
     case ExprKind::Broadcast: return get(e.as<BroadcastNode>()->value);
+    case ExprKind::Call: {
+      auto* c = e.as<CallNode>();
+      if (c->op == Intrinsic::CheckIndex) return get(c->args[1]);  // its value, unchanged
+      return type_bound(t);
+    }
     default:
       if (is_binary(e.kind())) return binary(static_cast<const BinaryNode*>(e.get()));
       return type_bound(t);

@@ -62,6 +62,7 @@ const char* intrinsic_name(Intrinsic op) {
     case Intrinsic::DotBF16: return "dot2_bf16";
     case Intrinsic::DotI16: return "dot2_i16";
     case Intrinsic::AmxGemm: return "amx_gemm";
+    case Intrinsic::CheckIndex: return "check_index";
   }
   return "?";
 }
@@ -426,6 +427,18 @@ Expr call(Intrinsic op, std::vector<Expr> args) {
                                   " needs integer arguments, got " + args[0].dtype().str());
     return make_expr<CallNode>(args[0].dtype(), op, std::move(args));
   }
+  if (op == Intrinsic::CheckIndex) {
+    if (args.size() != 2) throw std::invalid_argument("check_index takes two arguments");
+    if (!args[0].dtype().is_bool())
+      throw std::invalid_argument("check_index needs a bool condition, got " +
+                                  args[0].dtype().str());
+    int lc = args[0].dtype().lanes, lv = args[1].dtype().lanes;
+    if (lc == 1 && lv > 1) args[0] = broadcast(args[0], lv);
+    if (lv == 1 && lc > 1) args[1] = broadcast(args[1], lc);
+    if (args[0].dtype().lanes != args[1].dtype().lanes)
+      throw std::invalid_argument("check_index with different lanes");
+    return make_expr<CallNode>(args[1].dtype(), op, std::move(args));
+  }
   if (op == Intrinsic::Pow) {
     if (args.size() != 2) throw std::invalid_argument("pow takes two arguments");
     unify(args[0], args[1]);
@@ -506,6 +519,9 @@ Expr atanh(Expr x) { return call(Intrinsic::Atanh, {std::move(x)}); }
 Expr shift_left(Expr x, Expr y) { return call(Intrinsic::ShiftLeft, {std::move(x), std::move(y)}); }
 Expr shift_right(Expr x, Expr y) {
   return call(Intrinsic::ShiftRight, {std::move(x), std::move(y)});
+}
+Expr check_index(Expr in_range, Expr value) {
+  return call(Intrinsic::CheckIndex, {std::move(in_range), std::move(value)});
 }
 
 const int64_t* as_const_int(const Expr& e) {

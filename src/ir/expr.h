@@ -276,6 +276,18 @@ enum class Intrinsic : uint8_t {
   // otherwise with the same loops over tiles emulated in memory
   // (codegen/amx.h), which is how machines without AMX test its indexing.
   AmxGemm,
+  // check_index(in_range, value): value, and where in_range is false (on any
+  // lane) the kernel reports an index out of range: it runs to the end and
+  // returns KILN_STATUS_INDEX_OUT_OF_RANGE (runtime/c_runtime_api.h), which
+  // the executor turns into an error naming the kernel. The run-time range
+  // check of the indexing operators (Gather, GatherElements, GatherND, the
+  // scatters; graph/ops/op_util.h's checked_run_time_index): value is the
+  // index itself, clamped after the call so that the read stays in bounds
+  // whatever the flag says. The only side effect is that flag (idempotent:
+  // a copy of the call, or a call in an unselected branch, reports the same
+  // kind of thing, never writes memory); code generation keeps it in a
+  // register of the kernel's function (codegen_llvm.cc).
+  CheckIndex,
 };
 const char* intrinsic_name(Intrinsic op);
 // Sin through Atanh: the trigonometric and hyperbolic functions and inverses.
@@ -461,6 +473,9 @@ Expr atanh(Expr x);
 // must be integers.
 Expr shift_left(Expr x, Expr y);
 Expr shift_right(Expr x, Expr y);
+// Intrinsic::CheckIndex: value (any type), reporting a run-time index out of
+// range where in_range (bool, scalar or value's lanes) is false.
+Expr check_index(Expr in_range, Expr value);
 // Intrinsic::DotU8I8 in its two forms (see there); throw std::invalid_argument on types
 // or lanes that do not fit.
 Expr dot4_u8i8(Expr acc, Expr a, Expr b);

@@ -225,7 +225,8 @@ size_t row_dims(const Stage& out, const std::vector<Stage>& stats) {
   return D;
 }
 
-// Whether an expression calls an intrinsic (exp, erf, tanh, ...).
+// Whether an expression calls an intrinsic (exp, erf, tanh, ...); a run-time
+// index check (a compare and an OR) does not count.
 bool calls_intrinsic(const ir::Expr& e) {
   class Finder : public ir::IRVisitor {
    public:
@@ -233,7 +234,7 @@ bool calls_intrinsic(const ir::Expr& e) {
 
    protected:
     void visit_call(const ir::CallNode* op) override {
-      found = true;
+      found = found || op->op != ir::Intrinsic::CheckIndex;
       ir::IRVisitor::visit_call(op);
     }
   } f;

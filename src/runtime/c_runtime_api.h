@@ -3,7 +3,8 @@
  * Generated code calls only these symbols; they are exported by
  * libkiln_runtime.so, which never links LLVM. Kernels themselves have the
  * signature `int32_t kernel(void** args)`: args[i] is the data pointer of the
- * kernel's i-th buffer argument; they return 0 on success. */
+ * kernel's i-th buffer argument; they return 0 on success, else one of the
+ * KILN_STATUS_ codes below. */
 #ifndef KILN_RUNTIME_C_RUNTIME_API_H_
 #define KILN_RUNTIME_C_RUNTIME_API_H_
 
@@ -14,6 +15,16 @@ extern "C" {
 #endif
 
 typedef int32_t (*kiln_kernel_fn)(void** args);
+
+/* A kernel's status. */
+#define KILN_STATUS_OK 0
+/* kiln_workspace_alloc returned NULL. */
+#define KILN_STATUS_OUT_OF_MEMORY (-1)
+/* An index read at run time (Gather, GatherElements, GatherND, ScatterElements,
+ * ScatterND) was outside [-n, n) for its axis of size n, which ONNX makes an
+ * error. The kernel ran to the end with every read clamped into bounds; its
+ * outputs are not valid. */
+#define KILN_STATUS_INDEX_OUT_OF_RANGE 2
 
 /* The body of a parallel loop: runs iterations [begin, end) with the closure
  * the generated code packed its free variables into. */

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "runtime/amx.h"
+#include "runtime/c_runtime_api.h"
 #include "runtime/cpu_features.h"
 #include "runtime/host_region.h"
 #include "runtime/package.h"
@@ -82,6 +83,36 @@ std::string at(const char* list, size_t i, const std::string& name = "") {
   std::string s = std::string(list) + "[" + std::to_string(i) + "]";
   if (!name.empty()) s += " ('" + name + "')";
   return s;
+}
+
+// The operators whose kernels check indices read at run time
+// (KILN_STATUS_INDEX_OUT_OF_RANGE).
+bool checks_indices(const std::string& op) {
+  return op == "Gather" || op == "GatherElements" || op == "GatherND" || op == "ScatterElements" ||
+         op == "Scatter" || op == "ScatterND";
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+// A kernel's non-zero status as the error GraphExecutor::run throws.
+[[noreturn]] void kernel_failed(const KernelProfile& k, int32_t rc) {
+  std::string what = "kernel '" + k.name + "' (" + k.func + ")";
+  if (rc == KILN_STATUS_INDEX_OUT_OF_RANGE) {
+    const auto& nodes = k.indexing_nodes.empty() ? k.nodes : k.indexing_nodes;
+    if (!nodes.empty())
+      what += " of node" + std::string(nodes.size() > 1 ? "s " : " ") + join(nodes);
+    throw std::runtime_error(
+        what +
+        ": an index read at run time was out of range (ONNX requires an index into an axis "
+        "of size n to lie in [-n, n-1]); this run's outputs are not valid");
+  }
+  if (rc == KILN_STATUS_OUT_OF_MEMORY)
+    throw std::runtime_error(what + " failed: out of memory for its workspace");
+  throw std::runtime_error(what + " failed with status " + std::to_string(rc));
 }
 
 std::string list_infos(const std::vector<TensorInfo>& infos) {
@@ -397,6 +428,14 @@ void GraphExecutor::Impl::read_kernels(const GraphReader& r, const json& g) {
         kernel.meta.op_types.push_back(op.get<std::string>());
       }
     }
+    if (k.contains("nodes")) {
+      for (const json& n : r.array(k, "nodes", where)) {
+        std::string name = r.string(n, "name", where + ": nodes");
+        std::string op = r.string(n, "op_type", where + ": nodes");
+        kernel.meta.nodes.push_back("'" + name + "' (" + op + ")");
+        if (checks_indices(op)) kernel.meta.indexing_nodes.push_back(kernel.meta.nodes.back());
+      }
+    }
     if (k.contains("flops")) {
       const json& f = k["flops"];
       if (!f.is_number() || f.get<double>() < 0) r.bad(where, "bad flops " + f.dump());
@@ -472,12 +511,12 @@ void GraphExecutor::set_input(size_t index, const void* data, DType dtype,
               static_cast<size_t>(want.nbytes()));
 }
 
+// A kernel's status is checked as soon as it returns: a failed kernel's
+// outputs are not valid, so no later kernel reads them.
 void GraphExecutor::run() {
   for (auto& k : impl_->kernels) {
     int32_t rc = k.fn(k.args.data());
-    if (rc != 0)
-      throw std::runtime_error("kernel '" + k.meta.name + "' (" + k.meta.func +
-                               ") failed with status " + std::to_string(rc));
+    if (rc != 0) kernel_failed(k.meta, rc);
   }
   if (!impl_->host.empty()) {
     impl_->host.run();
@@ -492,9 +531,7 @@ std::vector<KernelProfile> GraphExecutor::run_profiled() {
     auto start = std::chrono::steady_clock::now();
     int32_t rc = k.fn(k.args.data());
     auto end = std::chrono::steady_clock::now();
-    if (rc != 0)
-      throw std::runtime_error("kernel '" + k.meta.name + "' (" + k.meta.func +
-                               ") failed with status " + std::to_string(rc));
+    if (rc != 0) kernel_failed(k.meta, rc);
     KernelProfile p = k.meta;
     p.calls = 1;
     p.total_ms = std::chrono::duration<double, std::milli>(end - start).count();

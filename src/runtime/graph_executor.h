@@ -36,8 +36,12 @@ struct KernelProfile {
   std::string name;                   // mod.json's kernel name
   std::string func;                   // its symbol
   std::vector<std::string> op_types;  // ONNX operators fused into it
-  std::string workload;               // template workload key, "" if none
-  int64_t flops = 0;                  // estimate per call
+  // The graph's nodes fused into it, "'name' (OpType)" (mod.json's "nodes";
+  // empty for packages of kilns before it).
+  std::vector<std::string> nodes;
+  std::vector<std::string> indexing_nodes;  // those of them that check indices at run time
+  std::string workload;                     // template workload key, "" if none
+  int64_t flops = 0;                        // estimate per call
   int64_t calls = 0;
   double total_ms = 0;
 };

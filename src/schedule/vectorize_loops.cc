@@ -167,6 +167,17 @@ class Vectorizer : public IRMutator {
     return r;
   }
   Stmt mutate_allocate(const Stmt&, const AllocateNode*) override { throw CannotVectorize(); }
+  // A run-time index check (ir::Intrinsic::CheckIndex) counts only the lanes
+  // inside: a lane that the predicate leaves out read no index (its masked
+  // load gives 0), or one from a local tile that nothing else reads.
+  Expr mutate_call(const Expr& e, const CallNode* op) override {
+    Expr r = IRMutator::mutate_call(e, op);
+    auto* c = r.as<CallNode>();
+    if (!c || c->op != Intrinsic::CheckIndex || !bool(predicate_) ||
+        predicate_.dtype().lanes != c->dtype.lanes)
+      return r;
+    return check_index(logical_or(c->args[0], logical_not(predicate_)), c->args[1]);
+  }
   Stmt mutate_let_stmt(const Stmt& s, const LetStmtNode* op) override {
     Expr v = mutate(op->value);
     if (v.dtype().lanes == 1) return IRMutator::mutate_let_stmt(s, op);

@@ -363,26 +363,107 @@ TEST(IndexingErrors, ConstantIndexOutOfRangeFailsCompute) {
   EXPECT_THROW(sdef.compute(s, sin, {{"float32", {3, 4}}}), graph::OpError);
 }
 
-// A run-time index out of range never reads out of bounds: gathers clamp it,
-// scatters drop the update.
-TEST(IndexingErrors, RuntimeIndexOutOfRangeStaysInBounds) {
+// A run-time index out of range fails the kernel with
+// KILN_STATUS_INDEX_OUT_OF_RANGE, and never reads out of bounds: the read is
+// clamped into the axis. ReverseSequence's lengths are clamped into [0, T].
+TEST(IndexingErrors, RuntimeIndexOutOfRangeFailsTheKernel) {
   Initializer x = floats({2, 3}, {1, 2, 3, 4, 5, 6});
   Initializer i = ints({2, 3}, {0, 1000000, -1000000, 1, -1, 1});
   Node g = make_node("GatherElements", 2);
   g.attrs["axis"] = int64_t{1};
-  auto got = test::run_compiled_as(g, {&x, &i}, {{"float32", {2, 3}}});
-  EXPECT_EQ(got[0].as<float>(), (std::vector<float>{1, 3, 1, 5, 6, 5}));
+  auto got =
+      test::run_compiled_as(g, {&x, &i}, {{"float32", {2, 3}}}, KILN_STATUS_INDEX_OUT_OF_RANGE);
+  EXPECT_EQ(got[0].as<float>(), (std::vector<float>{1, 3, 1, 5, 6, 5}));  // clamped reads
 
   Node s = make_node("ScatterElements", 3);
   s.attrs["axis"] = int64_t{1};
   Initializer u = floats({2, 3}, {10, 20, 30, 40, 50, 60});
-  auto sc = test::run_compiled_as(s, {&x, &i, &u}, {{"float32", {2, 3}}});
-  EXPECT_EQ(sc[0].as<float>(), (std::vector<float>{10, 2, 3, 4, 60, 50}));
+  test::run_compiled_as(s, {&x, &i, &u}, {{"float32", {2, 3}}}, KILN_STATUS_INDEX_OUT_OF_RANGE);
 
   Initializer lens = ints({3}, {7, -2, 1});
   Node r = make_node("ReverseSequence", 2);
   auto rs = test::run_compiled_as(r, {&x, &lens}, {{"float32", {2, 3}}});
   EXPECT_EQ(rs[0].as<float>(), (std::vector<float>{4, 2, 3, 1, 5, 6}));
+
+  // OneHot: out of range is no error (ONNX: a row of off-values).
+  Initializer oh = ints({2}, {7, -9});
+  Initializer depth = ints({}, {5});
+  Initializer values = floats({2}, {0, 1});
+  auto o =
+      test::run_compiled_as(make_node("OneHot", 3), {&oh, &depth, &values}, {{"float32", {2, 5}}});
+  EXPECT_EQ(o[0].as<float>(), std::vector<float>(10, 0.f));
+}
+
+// Every indexing operator on an axis of 5: 7 and -9 fail the kernel, -5 and
+// 4 (the first and the last element) are read.
+TEST(IndexingErrors, RuntimeIndexOnAnAxisOfFive) {
+  std::mt19937_64 rng(65);
+  Initializer x = random_tensor("float32", {5, 3}, rng);
+  for (int64_t bad : {int64_t{7}, int64_t{-9}, int64_t{5}, int64_t{-6}}) {
+    SCOPED_TRACE("index " + std::to_string(bad));
+    Initializer i = ints({1, 3}, {0, bad, 1});
+    Node g = make_node("Gather", 2);
+    test::run_compiled_as(g, {&x, &i}, {{"float32", {1, 3, 3}}}, KILN_STATUS_INDEX_OUT_OF_RANGE);
+    Node ge = make_node("GatherElements", 2);
+    test::run_compiled_as(ge, {&x, &i}, {{"float32", {1, 3}}}, KILN_STATUS_INDEX_OUT_OF_RANGE);
+    Initializer t = ints({3, 1}, {0, bad, 1});
+    Node nd = make_node("GatherND", 2);
+    test::run_compiled_as(nd, {&x, &t}, {{"float32", {3, 3}}}, KILN_STATUS_INDEX_OUT_OF_RANGE);
+    Initializer u = random_tensor("float32", {1, 3}, rng);
+    Node se = make_node("ScatterElements", 3);
+    test::run_compiled_as(se, {&x, &i, &u}, {{"float32", {5, 3}}}, KILN_STATUS_INDEX_OUT_OF_RANGE);
+    Initializer un = random_tensor("float32", {3, 3}, rng);
+    Node sn = make_node("ScatterND", 3);
+    test::run_compiled_as(sn, {&x, &t, &un}, {{"float32", {5, 3}}}, KILN_STATUS_INDEX_OUT_OF_RANGE);
+  }
+  Initializer i = ints({1, 3}, {-5, 4, 2});
+  Initializer t = ints({3, 1}, {-5, 4, 2});
+  Initializer u = random_tensor("float32", {1, 3}, rng);
+  Initializer un = random_tensor("float32", {3, 3}, rng);
+  check_node(make_node("Gather", 2), {&x, &i});
+  check_node(make_node("GatherElements", 2), {&x, &i});
+  check_node(make_node("GatherND", 2), {&x, &t});
+  check_node(make_node("ScatterElements", 3), {&x, &i, &u});
+  check_node(make_node("ScatterND", 3), {&x, &t, &un});
+}
+
+// Vectorized gathers along the contiguous axis: the lanes of a partial
+// vector (19 = 2 x 8 + 3, or 16 + 3) that lie past the end never report an
+// index, and a bad index in the tail is found.
+TEST(IndexingErrors, RuntimeIndexCheckInVectorTail) {
+  std::mt19937_64 rng(66);
+  Initializer x = random_tensor("float32", {4, 19}, rng);
+  Initializer i = random_tensor("int64", {4, 19}, rng, -19, 18);
+  Node g = make_node("GatherElements", 2);
+  g.attrs["axis"] = int64_t{1};
+  check_node(g, {&x, &i});
+  for (size_t at : {size_t{0}, size_t{18}, size_t{4 * 19 - 1}}) {
+    std::vector<int64_t> v = i.as<int64_t>();
+    v[at] = 19;
+    Initializer bad = ints({4, 19}, v);
+    test::run_compiled_as(g, {&x, &bad}, {{"float32", {4, 19}}}, KILN_STATUS_INDEX_OUT_OF_RANGE);
+  }
+}
+
+// A constant Gather index out of range fails the build naming the node, the
+// index and the axis (Gather is checked like the other indexing operators).
+TEST(IndexingErrors, ConstantGatherIndexOutOfRange) {
+  const graph::OpDef& def = graph::get_op("Gather");
+  Node n = make_node("Gather", 2);
+  ir::Tensor x =
+      ir::placeholder({ir::Expr(int64_t{5}), ir::Expr(int64_t{3})}, ir::DataType::f32(), "x");
+  ir::Tensor i = ir::placeholder({ir::Expr(int64_t{1})}, ir::DataType::i64(), "i");
+  Initializer bad = ints({1}, {99});
+  graph::ComputeInputs in{{x, i}, {nullptr, &bad}};
+  try {
+    def.compute(n, in, {{"float32", {1, 3}}});
+    FAIL() << "no error";
+  } catch (const graph::OpError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("Gather_test"), std::string::npos) << what;
+    EXPECT_NE(what.find("index 99 is out of range for axis 0 of size 5"), std::string::npos)
+        << what;
+  }
 }
 
 }  // namespace

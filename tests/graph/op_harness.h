@@ -94,10 +94,11 @@ inline std::vector<ir::Expr> shape_exprs(const std::vector<int64_t>& s) {
 // only, the others as kernel arguments), runs it through the
 // JIT on `inputs`, and returns its outputs. Output types come from evaluate.
 // run_compiled_as: the same with the output types given, for inputs that
-// evaluate rejects (a run-time index out of range).
+// evaluate rejects (a run-time index out of range: the kernel's status is
+// then want_status, KILN_STATUS_INDEX_OUT_OF_RANGE).
 inline std::vector<graph::Initializer> run_compiled_as(
     const graph::Node& node, const std::vector<const graph::Initializer*>& inputs,
-    const std::vector<graph::TensorType>& out_types) {
+    const std::vector<graph::TensorType>& out_types, int32_t want_status = 0) {
   const graph::OpDef& def = graph::get_op(node.op_type);
 
   graph::ComputeInputs in;
@@ -148,7 +149,7 @@ inline std::vector<graph::Initializer> run_compiled_as(
     r.data.reserve(r.data.size() + 64);
     ptrs.push_back(r.data.data());
   }
-  EXPECT_EQ(mod->get_function("op_under_test")(ptrs.data()), 0);
+  EXPECT_EQ(mod->get_function("op_under_test")(ptrs.data()), want_status);
   return results;
 }
 

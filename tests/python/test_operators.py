@@ -134,3 +134,40 @@ def test_constant_index_out_of_range_names_the_node(tmp_path):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
     with pytest.raises(kiln.KilnError, match="my_gather.*index 3 is out of range"):
         kiln.build(path)
+
+
+@pytest.mark.parametrize("op", ["Gather", "GatherElements"])
+def test_run_time_index_out_of_range_fails_the_run(tmp_path, op):
+    # ONNX: an index outside [-5, 4] on an axis of 5 is an error (issue 65, item 2).
+    table = RNG.standard_normal((5, 3)).astype(np.float32)
+    ishape, oshape = ([2], [2, 3]) if op == "Gather" else ([2, 3], [2, 3])
+    m = load(tmp_path, [helper.make_node(op, ["t", "i"], ["g"], axis=0, name="my_gather"),
+                        helper.make_node("Relu", ["g"], ["y"])],
+             [vi("i", TP.INT64, ishape)], [vi("y", TP.FLOAT, oshape)], {"t": table})
+    r = np.maximum(table, 0)
+
+    def ids(a, b):
+        return np.array([a, b], np.int64) if op == "Gather" else np.array([[a] * 3, [b] * 3],
+                                                                          np.int64)
+    for bad in (ids(7, 0), ids(0, -9), ids(5, 1), ids(-6, 1)):
+        with pytest.raises(kiln.KilnError,
+                           match=r"'my_gather' \(" + op + r"\).*index read at run time was out of range"):
+            m.run(i=bad)
+    # -5 and 4: the first and the last row; the module stays usable after the errors.
+    got = m.run(i=ids(-5, 4))[0]
+    np.testing.assert_array_equal(got, r[[0, 4]] if op == "Gather" else r[[0, 4], :])
+    m.set_input("i", ids(9, 0))
+    with pytest.raises(RuntimeError, match="out of range"):
+        m.run()
+
+
+def test_constant_gather_index_out_of_range_names_the_node(tmp_path):
+    g = helper.make_graph(
+        [helper.make_node("Gather", ["x", "i"], ["y"], axis=0, name="lookup")], "g",
+        [vi("x", TP.FLOAT, [5, 3])], [vi("y", TP.FLOAT, [1, 3])],
+        [numpy_helper.from_array(np.array([99], np.int64), "i")])
+    path = str(tmp_path / "model.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    with pytest.raises(kiln.KilnError,
+                       match=r"'lookup' \(Gather\).*index 99 is out of range for axis 0 of size 5"):
+        kiln.build(path)

@@ -3,12 +3,15 @@
 //
 // evaluate is the reference with ONNX semantics; an index out of range there
 // is an OpError naming the node (a constant index fails the build). compute
-// is one tensor expression per operator. Indices read at run time can be
-// anything, and a kernel must never read out of bounds: gathers clamp such an
-// index into the axis (GatherElements, GatherND, ReverseSequence's lengths),
-// scatters drop an update whose index is out of range, OneHot writes all
-// off-values. Where the indices are graph constants, compute checks them as
-// evaluate does, so the build fails instead.
+// is one tensor expression per operator. ONNX makes an index out of range an
+// error in GatherElements, GatherND, ScatterElements and ScatterND: where the
+// indices are graph constants, compute checks them as evaluate does, so the
+// build fails; indices read at run time go through checked_run_time_index
+// (op_util.h), which fails the run (the kernel returns
+// KILN_STATUS_INDEX_OUT_OF_RANGE, the executor throws) and keeps every read
+// in bounds meanwhile. OneHot's out-of-range index is no error (ONNX: a row
+// of off-values), and ReverseSequence's run-time lengths are clamped into
+// [0, T].
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -47,24 +50,11 @@ int64_t flat_of(const Shape& idx, const Shape& shape) {
   return f;
 }
 
-// A host index in [-dim, dim) made non-negative; OpError otherwise.
-int64_t checked_index(const Node& node, int64_t i, int64_t dim) {
-  if (i < -dim || i >= dim)
-    fail(node, "index " + std::to_string(i) + " is out of range for an axis of size " +
-                   std::to_string(dim));
-  return i < 0 ? i + dim : i;
-}
-
-// A run-time index (any integer dtype) as int64, negative ones wrapped once.
+// A run-time OneHot index (any integer dtype) as int64, negative ones
+// wrapped once; no check (out of range is a row of off-values).
 Expr wrapped_index(const Expr& raw, int64_t dim) {
   Expr k = ir::cast(ir::DataType::i64(), raw);
   return ir::select(k < Expr(int64_t{0}), k + Expr(dim), k);
-}
-
-// Checks every element of a constant index tensor against [-dim, dim).
-void check_constant_indices(const Node& node, const Initializer* indices, int64_t dim) {
-  if (!indices) return;
-  for (int64_t i : to_ints(node, *indices)) checked_index(node, i, dim);
 }
 
 void copy_element(Initializer& to, int64_t at, const Initializer& from, int64_t src) {
@@ -281,7 +271,7 @@ std::vector<Initializer> eval_gather_elements(const Node& node, const Inputs& in
   Shape p(is.size(), 0);
   for (int64_t o = 0; o < numel(is); ++o, next_index(p, is)) {
     Shape q = p;
-    q[axis] = checked_index(node, idx[o], ds[axis]);
+    q[axis] = checked_index(node, idx[o], axis, ds[axis]);
     copy_element(out, o, x, flat_of(q, ds));
   }
   return {out};
@@ -293,13 +283,12 @@ std::vector<ir::Tensor> compute_gather_elements(const Node& node, const ComputeI
   const ir::Tensor& ind = required_tensor(node, in, 1);
   const Shape ds = static_shape(x), is = static_shape(ind);
   const int64_t axis = gather_elements_axis(node, ds, is);
-  check_constant_indices(node, const_input(in, 1), ds[axis]);
+  check_constant_indices(node, const_input(in, 1), axis, ds[axis]);
   return {ir::compute(
       shape_exprs(is),
       [&](const std::vector<Var>& i) {
         std::vector<Expr> at = vars_to_exprs(i);
-        Expr k = wrapped_index(ir::read(ind, at), ds[axis]);
-        at[axis] = clamp_index(k, 0, ds[axis] - 1);  // a bad run-time index: clamped
+        at[axis] = checked_run_time_index(ir::read(ind, at), ds[axis]);
         return ir::read(x, at);
       },
       "GatherElements")};
@@ -346,7 +335,7 @@ std::vector<Initializer> eval_gather_nd(const Node& node, const Inputs& ins) {
     const int64_t t = flat_of(tuple_at, Shape(is.begin(), is.end() - 1));
     Shape q(p.begin(), p.begin() + s.b);
     for (int64_t c = 0; c < s.k; ++c)
-      q.push_back(checked_index(node, idx[t * s.k + c], ds[s.b + c]));
+      q.push_back(checked_index(node, idx[t * s.k + c], s.b + c, ds[s.b + c]));
     q.insert(q.end(), p.begin() + q1, p.end());
     copy_element(out, o, x, flat_of(q, ds));
   }
@@ -361,7 +350,10 @@ std::vector<ir::Tensor> compute_gather_nd(const Node& node, const ComputeInputs&
   GatherNdShape s = gather_nd_shape(node, ds, is);
   if (const Initializer* c = const_input(in, 1)) {
     Shape v = to_ints(node, *c);
-    for (size_t e = 0; e < v.size(); ++e) checked_index(node, v[e], ds[s.b + e % s.k]);
+    for (size_t e = 0; e < v.size(); ++e) {
+      const int64_t axis = s.b + static_cast<int64_t>(e) % s.k;
+      checked_index(node, v[e], axis, ds[axis]);
+    }
   }
   check_out_type(node, out_types, 0, s.out, x->dtype.str());
   const size_t q1 = is.size() - 1;
@@ -373,8 +365,7 @@ std::vector<ir::Tensor> compute_gather_nd(const Node& node, const ComputeInputs&
         for (int64_t c = 0; c < s.k; ++c) {
           std::vector<Expr> ii = tuple_at;
           ii.push_back(Expr(c));
-          const int64_t dim = ds[s.b + c];
-          at.push_back(clamp_index(wrapped_index(ir::read(ind, ii), dim), 0, dim - 1));
+          at.push_back(checked_run_time_index(ir::read(ind, ii), ds[s.b + c]));
         }
         at.insert(at.end(), i.begin() + q1, i.end());
         return ir::read(x, at);
@@ -522,7 +513,7 @@ std::vector<Initializer> eval_scatter_elements(const Node& node, const Inputs& i
   Shape p(is.size(), 0);
   for (int64_t o = 0; o < numel(is); ++o, next_index(p, is)) {
     Shape q = p;
-    q[axis] = checked_index(node, idx[o], ds[axis]);
+    q[axis] = checked_index(node, idx[o], axis, ds[axis]);
     scatter_element(node, how, out, flat_of(q, ds), upd, o);
   }
   return {out};
@@ -539,7 +530,7 @@ std::vector<ir::Tensor> compute_scatter_elements(const Node& node, const Compute
   if (how == Scatter::kMul && is[axis] > kMaxMulCandidates)
     fail(node, "reduction 'mul' over more than " + std::to_string(kMaxMulCandidates) +
                    " updates per element is not supported");
-  check_constant_indices(node, const_input(in, 1), ds[axis]);
+  check_constant_indices(node, const_input(in, 1), axis, ds[axis]);
   // The indices' position of candidate k for output p (clamped into the
   // indices' shape; `inside` says whether p lies within it at all).
   auto at_of = [&](const std::vector<Var>& i, const Expr& k) {
@@ -552,7 +543,7 @@ std::vector<ir::Tensor> compute_scatter_elements(const Node& node, const Compute
   };
   auto match = [&](const std::vector<Var>& i) -> Candidate {
     return [&, i](const Expr& k) {
-      Expr m = ir::eq(wrapped_index(ir::read(ind, at_of(i, k)), ds[axis]), Expr(i[axis]));
+      Expr m = ir::eq(checked_run_time_index(ir::read(ind, at_of(i, k)), ds[axis]), Expr(i[axis]));
       for (size_t d = 0; d < is.size(); ++d)
         if (static_cast<int64_t>(d) != axis && is[d] < ds[d])
           m = ir::logical_and(m, Expr(i[d]) < Expr(is[d]));
@@ -595,7 +586,7 @@ std::vector<Initializer> eval_scatter_nd(const Node& node, const Inputs& ins) {
   for (int64_t t = 0; t < tuples; ++t) {
     int64_t offset = 0;
     for (size_t d = 0; d < k; ++d)
-      offset = offset * ds[d] + checked_index(node, idx[t * k + d], ds[d]);
+      offset = offset * ds[d] + checked_index(node, idx[t * k + d], static_cast<int64_t>(d), ds[d]);
     for (int64_t e = 0; e < slice; ++e)
       scatter_element(node, how, out, offset * slice + e, updates, t * slice + e);
   }
@@ -618,7 +609,10 @@ std::vector<ir::Tensor> compute_scatter_nd(const Node& node, const ComputeInputs
                    " index tuples is not supported");
   if (const Initializer* c = const_input(in, 1)) {
     Shape v = to_ints(node, *c);
-    for (size_t e = 0; e < v.size(); ++e) checked_index(node, v[e], ds[e % k]);
+    for (size_t e = 0; e < v.size(); ++e) {
+      const int64_t axis = static_cast<int64_t>(e) % k;
+      checked_index(node, v[e], axis, ds[axis]);
+    }
   }
   auto match = [&](const std::vector<Var>& i) -> Candidate {
     return [&, i](const Expr& t) {
@@ -627,7 +621,7 @@ std::vector<ir::Tensor> compute_scatter_nd(const Node& node, const ComputeInputs
       for (int64_t c = 0; c < k; ++c) {
         std::vector<Expr> ic = at;
         ic.push_back(Expr(c));
-        Expr e = ir::eq(wrapped_index(ir::read(ind, ic), ds[c]), Expr(i[c]));
+        Expr e = ir::eq(checked_run_time_index(ir::read(ind, ic), ds[c]), Expr(i[c]));
         m = c == 0 ? e : ir::logical_and(m, e);
       }
       return m;
@@ -645,7 +639,8 @@ std::vector<ir::Tensor> compute_scatter_nd(const Node& node, const ComputeInputs
 
 // ---- ReverseSequence ----------------------------------------------------------------
 // Along time_axis, the first sequence_lens[b] elements of batch b reversed,
-// the rest kept. A run-time length is clamped into [0, T].
+// the rest kept. A constant length outside [0, T] fails the build; a run-time
+// one is clamped into [0, T].
 
 struct SequenceAxes {
   int64_t time, batch;
@@ -660,15 +655,21 @@ SequenceAxes sequence_axes(const Node& node, const Shape& x, const Shape& lens) 
   return a;
 }
 
+// Lengths known at build time must lie in [0, T].
+void check_sequence_lengths(const Node& node, const Shape& lens, int64_t time) {
+  for (int64_t l : lens)
+    if (l < 0 || l > time)
+      fail(node, "sequence length " + std::to_string(l) + " is out of range [0, " +
+                     std::to_string(time) + "]");
+}
+
 std::vector<Initializer> eval_reverse_sequence(const Node& node, const Inputs& ins) {
   const Initializer& x = required_input(node, ins, 0);
   const Initializer& lens = required_input(node, ins, 1);
   const Shape& s = x.type.shape;
   SequenceAxes a = sequence_axes(node, s, lens.type.shape);
   Shape len = to_ints(node, lens);
-  for (int64_t l : len)
-    if (l < 0 || l > s[a.time])
-      fail(node, "sequence length " + std::to_string(l) + " is out of range");
+  check_sequence_lengths(node, len, s[a.time]);
   Initializer out = make_tensor(x.type.dtype, s);
   Shape p(s.size(), 0);
   for (int64_t o = 0; o < numel(s); ++o, next_index(p, s)) {
@@ -686,6 +687,8 @@ std::vector<ir::Tensor> compute_reverse_sequence(const Node& node, const Compute
   const ir::Tensor& lens = required_tensor(node, in, 1);
   const Shape s = static_shape(x);
   SequenceAxes a = sequence_axes(node, s, static_shape(lens));
+  if (const Initializer* c = const_input(in, 1))
+    check_sequence_lengths(node, to_ints(node, *c), s[a.time]);
   return {ir::compute(
       x->shape,
       [&](const std::vector<Var>& i) {

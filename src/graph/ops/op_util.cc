@@ -250,6 +250,29 @@ ir::Expr clamp_index(const ir::Expr& e, int64_t lo, int64_t hi) {
   return ir::min(ir::max(e, ir::Expr(lo)), ir::Expr(hi));
 }
 
+int64_t checked_index(const Node& node, int64_t index, int64_t axis, int64_t dim) {
+  if (index < -dim || index >= dim)
+    fail(node,
+         "index " + std::to_string(index) + " is out of range for axis " + std::to_string(axis) +
+             " of size " + std::to_string(dim) +
+             (dim > 0 ? " (valid: " + std::to_string(-dim) + " to " + std::to_string(dim - 1) + ")"
+                      : std::string(" (no index is valid)")));
+  return index < 0 ? index + dim : index;
+}
+
+void check_constant_indices(const Node& node, const Initializer* indices, int64_t axis,
+                            int64_t dim) {
+  if (!indices) return;
+  for (int64_t i : to_ints(node, *indices)) checked_index(node, i, axis, dim);
+}
+
+ir::Expr checked_run_time_index(const ir::Expr& raw, int64_t dim) {
+  ir::Expr k = ir::cast(ir::DataType::i64(), raw);
+  k = ir::select(k < ir::Expr(int64_t{0}), k + ir::Expr(dim), k);
+  ir::Expr in_range = ir::logical_and(k >= ir::Expr(int64_t{0}), k < ir::Expr(dim));
+  return clamp_index(ir::check_index(in_range, k), 0, dim - 1);
+}
+
 void check_out_type(const Node& node, const std::vector<TensorType>& out_types, size_t i,
                     const Shape& shape, const std::string& dtype) {
   if (i >= out_types.size()) fail(node, "no inferred type for output " + std::to_string(i));

@@ -180,6 +180,25 @@ ir::Expr read_flat(const ir::Tensor& t, const ir::Expr& flat);
 // Clamps integer expression e into [lo, hi] (keeps data-dependent reads in bounds).
 ir::Expr clamp_index(const ir::Expr& e, int64_t lo, int64_t hi);
 
+// Indices of the indexing operators (Gather, GatherElements, GatherND,
+// ScatterElements, ScatterND): ONNX takes an index into an axis of size n
+// in [-n, n), a negative one counting from the end, and makes any other an
+// error.
+//
+// A host index (a constant, or the reference's): made non-negative, or an
+// OpError naming the node, the index, the axis and its size.
+int64_t checked_index(const Node& node, int64_t index, int64_t axis, int64_t dim);
+// The same for every element of a constant index tensor (nothing where
+// `indices` is null: the indices are read at run time).
+void check_constant_indices(const Node& node, const Initializer* indices, int64_t axis,
+                            int64_t dim);
+// An index read at run time (`raw`, any integer dtype) into an axis of size
+// dim: wrapped once if negative, then checked (ir::Intrinsic::CheckIndex:
+// outside [0, dim) the kernel fails the run with KILN_STATUS_INDEX_OUT_OF_RANGE)
+// and clamped into [0, dim), so that the read stays in bounds in any case.
+// The result is int64.
+ir::Expr checked_run_time_index(const ir::Expr& raw, int64_t dim);
+
 // OpError unless out_types[i] has `shape` and `dtype` (the graph's inferred
 // type must agree with the operator's own arithmetic).
 void check_out_type(const Node& node, const std::vector<TensorType>& out_types, size_t i,

@@ -511,12 +511,7 @@ std::vector<Initializer> eval_gather(const Node& node, const Inputs& ins) {
   int64_t axis = normalize_axis(node, attr_int(node, "axis", 0), in.size());
   Shape idx = to_ints(node, ind);
   int64_t dim = in[axis];
-  for (int64_t& i : idx) {
-    if (i < -dim || i >= dim)
-      fail(node,
-           "index " + std::to_string(i) + " out of range for axis of size " + std::to_string(dim));
-    if (i < 0) i += dim;
-  }
+  for (int64_t& i : idx) i = checked_index(node, i, axis, dim);
   Shape out(in.begin(), in.begin() + axis);
   out.insert(out.end(), ind.type.shape.begin(), ind.type.shape.end());
   out.insert(out.end(), in.begin() + axis + 1, in.end());
@@ -533,23 +528,24 @@ std::vector<Initializer> eval_gather(const Node& node, const Inputs& ins) {
   return {result};
 }
 
-// The index is read at run time: negative indices wrap once, and the result is
-// clamped into the axis so that a bad index never reads outside the data.
+// Constant indices are checked here (an index out of range fails the build,
+// naming the node); indices read at run time by checked_run_time_index
+// (op_util.h): negative ones wrap once, one out of range fails the run, and
+// the read is clamped into the axis so that it never leaves the data.
 std::vector<ir::Tensor> compute_gather(const Node& node, const ComputeInputs& in,
                                        const Outputs& out_types) {
   const ir::Tensor& x = required_tensor(node, in, 0);
   const ir::Tensor& ind = required_tensor(node, in, 1);
   int64_t axis = normalize_axis(node, attr_int(node, "axis", 0), x->ndim());
   int64_t dim = static_shape(x)[axis];
+  check_constant_indices(node, const_input(in, 1), axis, dim);
   size_t ri = ind->ndim();
   return {ir::compute(
       shape_exprs(out_types.at(0).shape),
       [&](const std::vector<ir::Var>& i) {
         std::vector<Expr> ii(i.begin() + axis, i.begin() + axis + ri);
-        Expr k = ir::cast(ir::DataType::i64(), ir::read(ind, ii));
-        k = ir::select(k < Expr(int64_t{0}), k + Expr(dim), k);
         std::vector<Expr> idx(i.begin(), i.begin() + axis);
-        idx.push_back(clamp_index(k, 0, dim - 1));
+        idx.push_back(checked_run_time_index(ir::read(ind, ii), dim));
         idx.insert(idx.end(), i.begin() + axis + ri, i.end());
         return ir::read(x, idx);
       },
