@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "driver/build.h"
@@ -55,6 +57,38 @@ size_t count_changed(const std::map<std::string, std::vector<std::string>>& cand
       ++changed;
   }
   return changed;
+}
+
+// Waits for this host's in-graph timing turn (tuner::InGraphClaims); false
+// when the deadline passed first.
+bool take_turn(const ModelStepOptions& o, tuner::InGraphClaims& claims, const std::string& model) {
+  bool said = false;
+  auto last_renew = std::chrono::steady_clock::now();
+  for (;;) {
+    int64_t holder = -1;
+    try {
+      holder = claims.try_take_turn();
+      if (holder != 0 && seconds_since(last_renew) > 60) {
+        last_renew = std::chrono::steady_clock::now();
+        claims.renew();  // the candidates claimed meanwhile stay this run's
+      }
+    } catch (const tuner::RecordDBBusy&) {
+      // Locked for the busy timeout: ask again.
+    }
+    if (holder == 0) return true;
+    if (o.deadline && std::chrono::steady_clock::now() >= *o.deadline) {
+      say(o,
+          "kiln tune: in-graph re-measurement of %s skipped: another tuner's in-graph step "
+          "held this host until the deadline",
+          model.c_str());
+      return false;
+    }
+    if (!said)
+      say(o, "kiln tune: waiting for another tuner's in-graph step on this host%s to finish",
+          holder > 0 ? (" (pid " + std::to_string(holder) + ")").c_str() : "");
+    said = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
 }
 
 // Says which models' turn came after the deadline, and marks them skipped.
@@ -120,18 +154,40 @@ std::optional<std::chrono::steady_clock::time_point> budget_deadline(
 }
 
 std::optional<InGraphStepResult> refine_in_graph(const ModelStepOptions& o, tuner::RecordDB& db,
-                                                 const std::string& model) {
+                                                 const std::string& model,
+                                                 tuner::InGraphClaims* claims) {
   tuner::TargetKey key = tuner::TargetKey::for_target(o.target, kiln_get_num_threads());
   const graph::Graph g = import_model(o, model);
   const Isa isa = o.target.isa();
   std::vector<std::string> workloads = driver::template_workloads(g, isa, o.precision);
-  auto candidates = tuner::in_graph_candidates(db, key.isolated(o.cold_weights).key(), workloads,
-                                               o.in_graph, &isa);
-  if (candidates.empty()) {
+  auto all = tuner::in_graph_candidates(db, key.isolated(o.cold_weights).key(), workloads,
+                                        o.in_graph, &isa);
+  if (all.empty()) {
     say(o, "kiln tune: no in-graph re-measurement for %s: none of its tasks has a correct record",
         model.c_str());
     return std::nullopt;
   }
+  std::optional<tuner::InGraphClaims> own;
+  if (!claims) claims = &own.emplace(db);
+  auto candidates = claims->claim(all, key.in_graph().key());
+  if (candidates.empty()) {
+    say(o,
+        "kiln tune: no in-graph re-measurement for %s: another run on %s timed (or is timing) "
+        "its candidates",
+        model.c_str(), db.path().c_str());
+    return std::nullopt;
+  }
+  if (!take_turn(o, *claims, model)) return std::nullopt;
+  struct TurnRelease {
+    tuner::InGraphClaims& c;
+    ~TurnRelease() {
+      try {
+        c.release_turn();
+      } catch (...) {
+        // It expires by itself.
+      }
+    }
+  } turn{*claims};
 
   driver::InGraphOptions in_graph;
   in_graph.build.target = o.target;
@@ -146,6 +202,18 @@ std::optional<InGraphStepResult> refine_in_graph(const ModelStepOptions& o, tune
     return configs;
   };
   in_graph.deadline = o.deadline;
+  auto last_renew = std::chrono::steady_clock::now();
+  in_graph.others_measuring = [&] {
+    try {
+      if (seconds_since(last_renew) > 60) {
+        last_renew = std::chrono::steady_clock::now();
+        claims->renew();  // a long step's claims must not expire under it
+      }
+      return claims->other_local_measurer() != 0;
+    } catch (const std::exception&) {
+      return false;  // a locked database: the next visit asks again
+    }
+  };
   if (o.print) in_graph.progress = [&](const std::string& line) { o.print("  in-graph: " + line); };
   say(o, "kiln tune: re-measuring up to %d configs per task inside %s", o.in_graph, model.c_str());
 
@@ -171,7 +239,14 @@ std::optional<InGraphStepResult> refine_in_graph(const ModelStepOptions& o, tune
   // against the untuned defaults, both as measured in this step.
   const std::vector<std::vector<std::string>> sets =
       driver::template_workload_sets(g, isa, o.precision);
-  r.estimate = tuner::estimate_in_graph(sets, recs, isa);
+  std::vector<tuner::Record> timed;  // by this run or a concurrent one
+  std::set<std::string> seen;
+  for (const std::vector<std::string>& set : sets)
+    for (const std::string& w : set)
+      if (seen.insert(w).second)
+        for (tuner::Record& rec : db.records(w, key.in_graph().key()))
+          if (rec.timestamp_unix >= tuner::process_start_unix()) timed.push_back(std::move(rec));
+  r.estimate = tuner::estimate_in_graph(sets, timed, isa);
   r.model_kernels = sets.size();
   const tuner::InGraphEstimate& e = r.estimate;
   // "(7 of its 26)" where only some kernels' tasks had records: the times cover those.
@@ -199,6 +274,7 @@ void in_graph_step(const ModelStepOptions& base, tuner::RecordDB& db,
   const std::vector<size_t> order = in_graph_order(costs);
   double cost_left = 0;
   for (double c : costs) cost_left += c;
+  tuner::InGraphClaims claims(db);  // held until every model is done
   for (size_t k = 0; k < order.size(); ++k) {
     const size_t i = order[k];
     auto now = std::chrono::steady_clock::now();
@@ -207,7 +283,7 @@ void in_graph_step(const ModelStepOptions& base, tuner::RecordDB& db,
     o.input_shapes = models[i].input_shapes;
     if (deadline) o.deadline = model_deadline(now, *deadline, costs[i], cost_left);
     cost_left -= costs[i];
-    models[i].result = refine_in_graph(o, db, models[i].model);
+    models[i].result = refine_in_graph(o, db, models[i].model, &claims);
   }
 }
 

@@ -56,10 +56,19 @@ struct InGraphStepResult {
 
 // Re-measures each of the model's tasks' best `options.in_graph` configs
 // (and their untuned config) inside the compiled model and stores the times
-// in `db` as in-graph records. nullopt when no task of the model has a
-// correct isolated record. Throws what build() and import_onnx() throw.
+// in `db` as in-graph records. Concurrent runs (tuner::InGraphClaims): each
+// workload's candidates are claimed first, and a workload another live run
+// holds or timed is left to it; the builds and runs wait for this host's
+// timing turn, and no run is timed while another tuner of this host measures. `claims`: the run's
+// (in_graph_step's), or nullptr for claims of this call only. nullopt when no
+// task of the model has a correct isolated record, another run holds all its
+// candidates, or the deadline passed waiting for the turn. The estimate
+// counts every in-graph record of the model's workloads stored since this
+// process started (a concurrent run's too). Throws what build() and
+// import_onnx() throw.
 std::optional<InGraphStepResult> refine_in_graph(const ModelStepOptions& options,
-                                                 tuner::RecordDB& db, const std::string& model);
+                                                 tuner::RecordDB& db, const std::string& model,
+                                                 tuner::InGraphClaims* claims = nullptr);
 
 // One model of a run's in-graph step.
 struct ModelInGraph {

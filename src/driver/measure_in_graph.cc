@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 #include <stdexcept>
+#include <thread>
 
 #include "frontend/onnx_import.h"
 #include "runtime/graph_executor.h"
@@ -159,16 +160,43 @@ InGraphResult measure_in_graph(const std::string& model_path,
   // twice as slow as they run.
   std::map<std::pair<std::string, std::string>, std::vector<double>> times;
   const int visits = visits_for(o.repeats);
-  for (int visit = 0; visit < visits; ++visit)
-    for (size_t r = 0; r < rounds.size(); ++r) {
+  bool said_waiting = false;
+  auto past_deadline = [&] {
+    return o.deadline && std::chrono::steady_clock::now() >= *o.deadline;
+  };
+  // Waits until nobody else measures; false at the deadline.
+  auto quiet = [&] {
+    if (!o.others_measuring) return true;
+    while (o.others_measuring()) {
+      if (past_deadline()) {
+        say("another tuner on this host was still measuring at the deadline: the step ends "
+            "with the runs it has");
+        return false;
+      }
+      if (!said_waiting) say("another tuner on this host is measuring: waiting for it");
+      said_waiting = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return true;
+  };
+  bool stop = false;
+  for (int visit = 0; visit < visits && !stop; ++visit)
+    for (size_t r = 0; r < rounds.size() && !stop;) {
+      if (!quiet()) {
+        stop = true;
+        break;
+      }
       executors[r].run();
-      for (int k = 0; k < kRunsPerVisit; ++k) {
-        std::map<std::string, double> t = per_call_ms(executors[r].run_profiled());
+      std::vector<std::map<std::string, double>> runs;
+      for (int k = 0; k < kRunsPerVisit; ++k)
+        runs.push_back(per_call_ms(executors[r].run_profiled()));
+      if (o.others_measuring && o.others_measuring()) continue;  // disturbed: this visit again
+      for (const std::map<std::string, double>& t : runs)
         for (const auto& [key, cfg] : rounds[r]) {
           auto it = t.find(key);
           if (it != t.end()) times[{key, cfg}].push_back(it->second);
         }
-      }
+      ++r;
     }
   for (auto& [kc, ms] : times) result.times.push_back({kc.first, kc.second, std::move(ms)});
   return result;

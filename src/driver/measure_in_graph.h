@@ -43,6 +43,13 @@ struct InGraphOptions {
   // times, are dropped, the last ones first (each node's worse candidates),
   // never below two rounds.
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  // Whether another process is measuring on this machine right now (another
+  // tuner's search; may be empty): its kernels and ours would time each
+  // other. While it says so the step times nothing: before each visit it
+  // waits (polling; a line through `progress`), and a visit during which it
+  // began is discarded and run again. At the deadline the step stops with
+  // the visits it has.
+  std::function<bool()> others_measuring;
 };
 
 // The in-graph time of one candidate: the kernels of its workload in the

@@ -1,6 +1,7 @@
 #include "schedule/code_size.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <set>
 
@@ -30,6 +31,23 @@ constexpr int64_t kLoopOverhead = 3, kParallelOverhead = 10, kBranchOverhead = 1
 // 32-iteration scalar fallback loop in a 30k-operation dense tile took 32 s,
 // 512 copies 185 s, where 40k straight-line operations take 5 s).
 constexpr int64_t kReplicatedLoopWeight = 2000;
+
+// Every buffer a kernel takes is a noalias parameter of its body, and LLVM
+// carries that as scoped-noalias metadata on each load and store: one scope
+// per access and, in its noalias list, the scopes of all the other buffers.
+// Its alias queries then cost in proportion to accesses x buffers, which no
+// per-operation weight sees: a chain of 2,000 fused Adds of distinct
+// constants (2,001 buffers, about 2,000 accesses, 6,013 operations) took
+// 3.4 s in LLVM (1,000 Adds 0.8 s, 500 0.2 s) where 6,000 operations over
+// 3 buffers take under 0.1 s. One operation's worth of compile time per this
+// many (access, buffer) pairs puts those chains at the rate of the straight-
+// line tiles kDefaultCodeBudget was calibrated on (about 20k operations a
+// second; Zen 4, LLVM 16): 68k, 19k and 5k estimated operations. The
+// templates' kernels take a handful of buffers, whose short scope lists are
+// in the per-operation weights kDefaultCodeBudget was calibrated with: only
+// the buffers past kAliasFreeBuffers count.
+constexpr int64_t kAliasPairsPerOperation = 64;
+constexpr int64_t kAliasFreeBuffers = 16;
 
 class Estimator {
  public:
@@ -178,6 +196,69 @@ class Estimator {
   mutable std::set<const VarNode*> unrolled_vars_;
 };
 
+// The memory accesses of a statement as LLVM receives it (a loop still
+// marked Unrolled counts its body's accesses extent times), and the distinct
+// buffers they reach that the statement does not allocate itself (the
+// kernel's arguments).
+class AliasPairs : public IRVisitor {
+ public:
+  int64_t pairs(const Stmt& s) {
+    visit(s);
+    std::set<const void*> args;
+    std::set_difference(accessed_.begin(), accessed_.end(), allocated_.begin(), allocated_.end(),
+                        std::inserter(args, args.begin()));
+    return mul(accesses_,
+               std::max<int64_t>(0, static_cast<int64_t>(args.size()) - kAliasFreeBuffers));
+  }
+
+ protected:
+  void access(const void* buffer) {
+    accessed_.insert(buffer);
+    accesses_ = add(accesses_, copies_);
+  }
+  void visit_load(const LoadNode* op) override {
+    access(op->buffer.get());
+    IRVisitor::visit_load(op);
+  }
+  void visit_store(const StoreNode* op) override {
+    access(op->buffer.get());
+    IRVisitor::visit_store(op);
+  }
+  void visit_tensor_read(const TensorReadNode* op) override {
+    access(op->tensor.get());
+    IRVisitor::visit_tensor_read(op);
+  }
+  void visit_tensor_store(const TensorStoreNode* op) override {
+    access(op->tensor.get());
+    IRVisitor::visit_tensor_store(op);
+  }
+  void visit_allocate(const AllocateNode* op) override {
+    allocated_.insert(op->buffer.get());
+    IRVisitor::visit_allocate(op);
+  }
+  void visit_realize(const RealizeNode* op) override {
+    allocated_.insert(op->tensor.get());
+    IRVisitor::visit_realize(op);
+  }
+  void visit_for(const ForNode* op) override {
+    const int64_t* ext = as_const_int(op->extent);
+    if (op->for_kind != ForKind::Unrolled || !ext) return IRVisitor::visit_for(op);
+    int64_t outer = copies_;
+    copies_ = mul(copies_, std::max<int64_t>(*ext, 0));
+    IRVisitor::visit_for(op);
+    copies_ = outer;
+  }
+
+ private:
+  int64_t copies_ = 1, accesses_ = 0;
+  std::set<const void*> accessed_, allocated_;
+};
+
+// Operations, plus the alias analysis's share of compile time.
+int64_t total_size(const Estimator& est, const Stmt& s) {
+  return add(est.stmt(s), AliasPairs().pairs(s) / kAliasPairsPerOperation);
+}
+
 // The outermost Unrolled loops with a constant extent (inside no other such
 // loop), each with its unrolled size.
 class OutermostUnrolled : public IRVisitor {
@@ -226,14 +307,14 @@ class Demote : public IRMutator {
 }  // namespace
 
 int64_t estimate_code_size(const Stmt& s, int vector_bits) {
-  return Estimator(vector_bits).stmt(s);
+  return total_size(Estimator(vector_bits), s);
 }
 
 CodeBudgetResult fit_code_budget(const Stmt& s, int64_t budget, int vector_bits) {
   Estimator est(vector_bits);
   CodeBudgetResult r;
   r.stmt = s;
-  r.size_before = r.size_after = est.stmt(s);
+  r.size_before = r.size_after = total_size(est, s);
   if (budget <= 0) return r;
   while (r.size_after > budget) {
     OutermostUnrolled finder(est);
@@ -244,7 +325,7 @@ CodeBudgetResult fit_code_budget(const Stmt& s, int64_t budget, int vector_bits)
                          [](const auto& a, const auto& b) { return a.second < b.second; });
     r.demoted.push_back(largest->first->var.name());
     r.stmt = Demote(largest->first).mutate(r.stmt);
-    r.size_after = est.stmt(r.stmt);
+    r.size_after = total_size(est, r.stmt);
   }
   return r;
 }

@@ -12,9 +12,11 @@
 // operation wider than the target's vector registers by the registers it
 // needs. A loop inside an unrolled loop costs a fixed weight per copy on top
 // of its body (LLVM's loop passes run on every copy: the most expensive
-// thing to hand LLVM, per operation). It runs after vectorize_loops (vector
-// lanes decided) and before unroll_loops (unrolled loops still marked), as
-// lower() calls it.
+// thing to hand LLVM, per operation). Alias analysis adds a share in
+// proportion to the accesses times the buffers they reach past the first 16
+// (every kernel argument is a noalias scope on every access; code_size.cc).
+// It runs after vectorize_loops (vector lanes decided) and before
+// unroll_loops (unrolled loops still marked), as lower() calls it.
 //
 // fit_code_budget() keeps a kernel within a budget of estimated operations by
 // turning its outermost unrolled loops back into serial loops, largest first,

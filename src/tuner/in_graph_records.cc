@@ -1,7 +1,11 @@
 #include "tuner/in_graph_records.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -9,6 +13,7 @@
 #include "support/version.h"
 #include "tuner/config_match.h"
 #include "tuner/rank_test.h"
+#include "tuner/record_backend.h"
 #include "tuner/target_key.h"
 
 namespace kiln::tuner {
@@ -112,6 +117,122 @@ InGraphEstimate estimate_in_graph(const std::vector<std::vector<std::string>>& i
     if (best != untuned) ++e.tuned_nodes;
   }
   return e;
+}
+
+namespace {
+
+const int64_t kProcessStart = static_cast<int64_t>(std::time(nullptr));
+constexpr const char* kClaimSuffix = "; claimed-by=in-graph-step";
+constexpr const char* kTurnWorkload = "kiln.in-graph-timing-turn";
+
+std::string turn_key() { return "host=" + this_host(); }
+
+// The pid of a claim owner of this host ("pid@host/token"), or 0.
+int64_t local_pid(const std::string& owner) {
+  const size_t at = owner.find('@'), slash = owner.find('/', at == std::string::npos ? 0 : at);
+  if (at == std::string::npos || slash == std::string::npos) return 0;
+  if (owner.compare(at + 1, slash - at - 1, this_host()) != 0) return 0;
+  char* end = nullptr;
+  const long pid = std::strtol(owner.c_str(), &end, 10);
+  return end == owner.c_str() + at && pid > 0 ? pid : 0;
+}
+
+}  // namespace
+
+int64_t process_start_unix() { return kProcessStart; }
+
+std::string in_graph_claim_key(const std::string& in_graph_key) {
+  return in_graph_key + kClaimSuffix;
+}
+
+InGraphClaims::InGraphClaims(RecordDB& db) : db_(db), turn_owner_(make_claim_owner()) {}
+
+InGraphClaims::~InGraphClaims() {
+  std::vector<std::string> owners = {turn_owner_};
+  for (const auto& [w, o] : owners_) owners.push_back(o);
+  for (const std::string& o : owners) try {
+      db_.release_claims(o);
+    } catch (const std::exception&) {
+      // They expire by themselves.
+    }
+}
+
+std::map<std::string, std::vector<std::string>> InGraphClaims::claim(
+    const std::map<std::string, std::vector<std::string>>& candidates,
+    const std::string& in_graph_key) {
+  std::map<std::string, std::vector<std::string>> out;
+  const std::string key = in_graph_claim_key(in_graph_key);
+  for (const auto& [workload, configs] : candidates) {
+    std::string& owner = owners_[workload];
+    if (owner.empty()) owner = make_claim_owner();
+    auto held = held_.find(workload);
+    if (held != held_.end()) {
+      // This run holds the workload (an earlier model of it used it): its
+      // configs stay this run's, and new ones are claimed (another run,
+      // refused the untuned config, holds none of them for long).
+      std::vector<std::string> fresh;
+      for (const std::string& c : configs)
+        if (!held->second.count(c)) fresh.push_back(c);
+      ClaimResult granted = db_.claim(workload, key, fresh, owner);
+      for (size_t i = 0; i < fresh.size() && i < granted.granted.size(); ++i)
+        if (granted.granted[i]) held->second.insert(fresh[i]);
+      std::vector<std::string> mine;
+      for (const std::string& c : configs)
+        if (held->second.count(c)) mine.push_back(c);
+      if (!mine.empty()) out[workload] = std::move(mine);
+      continue;
+    }
+    ClaimResult granted = db_.claim(workload, key, configs, owner);
+    bool all =
+        granted.granted.size() == configs.size() &&
+        std::all_of(granted.granted.begin(), granted.granted.end(), [](bool g) { return g; });
+    // Claimed first, then checked: a run that stored its records released
+    // its claims after, so a config it timed is either still held or
+    // already recorded here.
+    if (all)
+      for (const Record& r : db_.records(workload, in_graph_key)) {
+        if (r.timestamp_unix < kProcessStart) continue;
+        all = std::none_of(configs.begin(), configs.end(), [&](const std::string& c) {
+          return ConfigMatcher(workload, c).matches(r.config_json);
+        });
+        if (!all) break;
+      }
+    if (all) {
+      out[workload] = configs;
+      held_[workload].insert(configs.begin(), configs.end());
+    } else {
+      db_.release_claims(owner);  // the workload is the other run's
+    }
+  }
+  return out;
+}
+
+int64_t InGraphClaims::try_take_turn() {
+  ClaimResult r = db_.claim(kTurnWorkload, turn_key(), {"{}"}, turn_owner_);
+  if (!r.granted.empty() && r.granted[0]) return 0;
+  for (const ClaimHolder& h : db_.live_claim_holders())
+    if (h.target_key == turn_key() && h.owner != turn_owner_)
+      if (int64_t pid = local_pid(h.owner)) return pid;
+  return -1;  // held, but by no owner this host can name
+}
+
+void InGraphClaims::release_turn() { db_.release_claims(turn_owner_); }
+
+int64_t InGraphClaims::other_local_measurer() const {
+  const std::string suffix = kClaimSuffix;
+  for (const ClaimHolder& h : db_.live_claim_holders()) {
+    const int64_t pid = local_pid(h.owner);
+    if (pid == 0 || pid == static_cast<int64_t>(::getpid()) || h.target_key.ends_with(suffix) ||
+        owner_is_dead_local_process(h.owner))
+      continue;
+    return pid;
+  }
+  return 0;
+}
+
+void InGraphClaims::renew() {
+  for (const auto& [w, o] : owners_) db_.renew_claims(o);
+  db_.renew_claims(turn_owner_);
 }
 
 Record in_graph_record(const std::string& workload_key, const std::string& in_graph_key,

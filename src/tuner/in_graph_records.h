@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -74,5 +75,63 @@ struct InGraphEstimate {
 };
 InGraphEstimate estimate_in_graph(const std::vector<std::vector<std::string>>& implementation_sets,
                                   const std::vector<Record>& in_graph_records, const Isa& isa);
+
+// ---- concurrent runs ----------------------------------------------------------------------------
+// Two `kiln tune` on one database each ran the in-graph step and stored
+// in-graph records of the same configs, and one timed its kernels while the
+// other measured (a 5 us kernel at 2.5-3.8 ms). The step claims its work like
+// the search (records.h, Claims) and takes turns on the host:
+//  - Each candidate is claimed under in_graph_claim_key(in-graph key), a key
+//    no record has: a config that an earlier run timed in the graph is timed
+//    again (each step weighs its candidates against the untuned config in
+//    the same builds), but one held by a live claim of another run is not,
+//    nor one whose in-graph record was stored since this process started (by
+//    a run that has released its claims since). A workload goes whole to
+//    one run: where any of its candidates is refused, this run times none of
+//    them (a build weighs a workload's in-graph records of one step only,
+//    tuned_configs.cc's keep_newest_step, so a step needs the untuned config
+//    beside the tuned ones, and every run's candidates hold the untuned
+//    config). The claims last until the InGraphClaims is destroyed (the end
+//    of the run's in-graph step; a killed run's are reaped, or expire after
+//    RecordDB::kClaimTtlS). A workload this run holds stays its own: each of
+//    its models that uses it times it (a job's shared task).
+//  - One in-graph step at a time per host builds and times (the "timing
+//    turn", a claim on a key of this host), and it times no visit while
+//    another tuner of this host holds claims (its search is measuring).
+class InGraphClaims {
+ public:
+  explicit InGraphClaims(RecordDB& db);
+  ~InGraphClaims();  // releases every claim of this object (best effort)
+  InGraphClaims(const InGraphClaims&) = delete;
+  InGraphClaims& operator=(const InGraphClaims&) = delete;
+
+  // `candidates` (in_graph_candidates) narrowed to the workloads this run
+  // claimed whole (or holds already, with the configs it could claim); the
+  // others are dropped.
+  std::map<std::string, std::vector<std::string>> claim(
+      const std::map<std::string, std::vector<std::string>>& candidates,
+      const std::string& in_graph_key);
+  // Takes this host's timing turn: 0 when taken (until release_turn()), else
+  // the pid of the process that holds it.
+  int64_t try_take_turn();
+  void release_turn();
+  // The pid of another live tuner process of this host that is measuring
+  // right now (it holds live claims other than an in-graph step's candidate
+  // claims), or 0.
+  int64_t other_local_measurer() const;
+  // Heartbeat of this object's claims.
+  void renew();
+
+ private:
+  RecordDB& db_;
+  std::map<std::string, std::string> owners_;          // per workload: its claims' owner
+  std::map<std::string, std::set<std::string>> held_;  // per workload: the configs this run holds
+  std::string turn_owner_;
+};
+
+// The claim key of an in-graph step's candidates on `in_graph_key`.
+std::string in_graph_claim_key(const std::string& in_graph_key);
+// When this process started (unix seconds).
+int64_t process_start_unix();
 
 }  // namespace kiln::tuner

@@ -44,6 +44,7 @@ class RecordBackend {
   virtual void renew_claims(const std::string& owner, int64_t ttl_s) = 0;
   virtual void release_claims(const std::string& owner) = 0;
   virtual int64_t live_claims(const std::string& workload_key, const std::string& target_key) = 0;
+  virtual std::vector<ClaimHolder> live_claim_holders() = 0;
 
   virtual std::optional<Record> best(const std::string& workload_key,
                                      const std::string& target_key) = 0;

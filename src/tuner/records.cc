@@ -347,6 +347,10 @@ int64_t RecordDB::live_claims(const std::string& workload_key,
   return impl_->live_claims(workload_key, target_key);
 }
 
+std::vector<ClaimHolder> RecordDB::live_claim_holders() const {
+  return impl_->live_claim_holders();
+}
+
 std::optional<Record> RecordDB::best(const std::string& workload_key,
                                      const std::string& target_key) const {
   return impl_->best(workload_key, target_key);

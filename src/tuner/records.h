@@ -84,6 +84,13 @@ struct ClaimResult {
   int64_t skipped_locked = 0;  // configs skipped: another transaction held them right now
 };
 
+// An owner holding live claims on a target key (RecordDB::live_claim_holders).
+struct ClaimHolder {
+  std::string owner;  // "pid@host/token" (make_claim_owner)
+  std::string target_key;
+  bool operator==(const ClaimHolder&) const = default;
+};
+
 struct Record {
   std::string workload_key;      // ops::Workload::key()
   std::string target_key;        // TargetKey::key()
@@ -146,6 +153,9 @@ class RecordDB {
   void release_claims(const std::string& owner);
   // Live (unexpired) claims on a workload and target, of every owner.
   int64_t live_claims(const std::string& workload_key, const std::string& target_key) const;
+  // Every (owner, target key) with a live claim, sorted: who is measuring
+  // what right now (tuner/in_graph_records.h reads the owners of this host).
+  std::vector<ClaimHolder> live_claim_holders() const;
 
   // The kOk record with the smallest mean time; ties go to the older record.
   std::optional<Record> best(const std::string& workload_key, const std::string& target_key) const;

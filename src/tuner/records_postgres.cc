@@ -518,6 +518,18 @@ class PostgresBackend final : public RecordBackend {
         .int64(0, 0);
   }
 
+  std::vector<ClaimHolder> live_claim_holders() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    c_->ensure_connected();
+    Result r = c_->q(
+        "SELECT DISTINCT owner, target_key FROM claims WHERE expires > now() ORDER BY owner, "
+        "target_key",
+        {});
+    std::vector<ClaimHolder> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back({r.text(i, 0), r.text(i, 1)});
+    return out;
+  }
+
   std::optional<Record> best(const std::string& w, const std::string& t) override {
     std::lock_guard<std::mutex> lock(mu_);
     c_->ensure_connected();

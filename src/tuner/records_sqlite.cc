@@ -536,6 +536,17 @@ class SqliteBackend final : public RecordBackend {
     return s.int64(0);
   }
 
+  std::vector<ClaimHolder> live_claim_holders() override {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    Stmt s(*impl_,
+           "SELECT DISTINCT owner, target_key FROM claims WHERE expires_unix > ? ORDER BY owner, "
+           "target_key");
+    s.bind(1, now_unix());
+    std::vector<ClaimHolder> out;
+    while (s.step()) out.push_back({s.text(0), s.text(1)});
+    return out;
+  }
+
   std::optional<Record> best(const std::string& workload_key,
                              const std::string& target_key) override {
     std::lock_guard<std::mutex> lock(impl_->mu);

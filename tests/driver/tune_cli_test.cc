@@ -229,6 +229,64 @@ TEST_F(KilnTune, TwoProcessesOnOneDatabaseMeasureNoConfigTwice) {
     for (const std::string& w : rdb.workloads(target)) EXPECT_EQ(rdb.live_claims(w, target), 0);
 }
 
+// x[4, 32] -> MatMul (32 -> 64) + bias -> Relu -> MatMul (64 -> 16) -> y:
+// two dense tasks.
+OnnxBuilder tiny_mlp_model() {
+  std::mt19937 rng(10);
+  OnnxBuilder b;
+  b.input("x", {"4", "32"});
+  b.output("y", {"4", "16"});
+  init_random(b, "w1", {32, 64}, rng);
+  init_random(b, "b1", {64}, rng);
+  init_random(b, "w2", {64, 16}, rng);
+  b.node("MatMul", "fc1", {"x", "w1"}, {"h"});
+  b.node("Add", "bias1", {"h", "b1"}, {"hb"});
+  b.node("Relu", "relu1", {"hb"}, {"r"});
+  b.node("MatMul", "fc2", {"r", "w2"}, {"y"});
+  return b;
+}
+
+TEST_F(KilnTune, TwoProcessesTimeNoConfigInGraphTwice) {
+  // Two `kiln tune` at once on one model and database, both running the
+  // in-graph step (issue 65, item 10): each claims its candidates before
+  // timing them, and a config the other run holds or stored is left to it,
+  // so no (workload, config) has two in-graph records; the runs take turns
+  // on the host, and no claim is left behind.
+  std::string mlp = work_.file("mlp.onnx");
+  write_bytes(mlp, tiny_mlp_model().bytes());
+  std::string db = work_.file("shared.db");
+  tuner::RecordDB::open(db);
+  ScratchDir capture_a, capture_b;
+  std::string env = "KILN_LOGS_DIR='" + logs_.path().string() + "'";
+  const std::string cmd = "tune " + quote(mlp) + " --tuning-log " + quote(db) +
+                          " --trials 6 --batch 3 --repeat 1 --min-repeat-ms 0 --tuner random "
+                          "--in-graph 3 --keep-layouts";
+  CommandResult ra, rb;
+  std::thread ta([&] { ra = run_kiln(cmd, tmp_, capture_a, env); });
+  std::thread tb([&] { rb = run_kiln(cmd, tmp_, capture_b, env); });
+  ta.join();
+  tb.join();
+  ASSERT_EQ(ra.status, 0) << ra.err << ra.out;
+  ASSERT_EQ(rb.status, 0) << rb.err << rb.out;
+  records_in(db);
+  std::ifstream in(work_.file("export.jsonl"));
+  std::map<std::pair<std::string, std::string>, int> in_graph;
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j.at("target").get<std::string>().find("; measured=in-graph") == std::string::npos)
+      continue;
+    ++n;
+    ++in_graph[{j.at("workload").get<std::string>(), j.at("config").dump()}];
+  }
+  EXPECT_GT(n, 0u) << ra.out << rb.out;
+  for (const auto& [wc, count] : in_graph)
+    EXPECT_EQ(count, 1) << wc.first << " " << wc.second << " timed in-graph " << count << " times\n"
+                        << ra.out << rb.out;
+  tuner::RecordDB rdb = tuner::RecordDB::open(db);
+  EXPECT_TRUE(rdb.live_claim_holders().empty());
+}
+
 TEST_F(KilnTune, RunnerMeasuresThroughACommandAndStoresVerifiedRecords) {
   // --runner: this machine's own worker in serve mode stands in for a device
   // (the aarch64 one under qemu is tests/e2e/run_arm_qemu_tune.sh).

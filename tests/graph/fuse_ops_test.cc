@@ -134,6 +134,39 @@ TEST(FuseOps, InjectiveChainIsOneGroup) {
   EXPECT_EQ(groups[0].outputs, (Strings{y}));
 }
 
+// A long chain of elementwise nodes is split into groups of at most 128
+// nodes and 64 inputs (issue 65, item 6): fused whole, 1,000 Adds of
+// distinct constants were one kernel of 1,001 buffers that took 39 s to build.
+TEST(FuseOps, ALongElementwiseChainIsSplitIntoBoundedGroups) {
+  GraphBuilder b(65);
+  std::string y = b.input("x", {1, 16});
+  const int n = 300;
+  for (int i = 0; i < n; ++i)
+    y = b.node(i % 2 ? "Mul" : "Add", {y, b.random_constant("c" + std::to_string(i), {16})});
+  b.output(y);
+  const Graph& g = b.graph();
+  auto groups = graph::fuse_ops(g);
+  ASSERT_GE(groups.size(), 5u);  // 300 nodes reading 301 values, 64 at a time
+  size_t nodes = 0;
+  for (const graph::FusedGroup& grp : groups) {
+    EXPECT_LE(grp.nodes.size(), 128u);
+    EXPECT_LE(grp.inputs.size(), 64u);
+    EXPECT_EQ(grp.outputs.size(), 1u);
+    nodes += grp.nodes.size();
+  }
+  EXPECT_EQ(nodes, static_cast<size_t>(n));
+  EXPECT_EQ(groups.back().outputs, (Strings{y}));
+  // Nodes reading one input share it: only the node limit splits them.
+  GraphBuilder s(66);
+  std::string x = s.input("x", {1, 16});
+  y = x;
+  for (int i = 0; i < n; ++i) y = s.node("Add", {y, x});
+  s.output(y);
+  auto shared = graph::fuse_ops(s.graph());
+  ASSERT_EQ(shared.size(), 3u);
+  EXPECT_EQ(shared[0].nodes.size(), 128u);
+}
+
 TEST(FuseOps, AValueWithTwoReadersEndsItsGroup) {
   GraphBuilder b(34);
   std::string x = b.input("x", {6});

@@ -46,6 +46,26 @@ TEST(CodeSize, CountsAKnownKernel) {
   EXPECT_EQ(estimate_code_size(vector_add(16), 512), 4 + 3);
 }
 
+// Every buffer is a noalias scope on every access in LLVM: the estimate
+// grows with accesses x buffers, which a kernel summing 1,000 distinct
+// buffers (a fused chain of Adds, issue 65 item 6) makes quadratic.
+TEST(CodeSize, CountsAliasScopesOfManyBuffers) {
+  auto sum_of = [](int n) {
+    Var i("i");
+    Expr sum = load(buf("in0"), i);
+    for (int k = 1; k < n; ++k) sum = sum + load(buf("in" + std::to_string(k)), i);
+    return make_for(i, make_int(0), make_int(256), ForKind::Serial, make_store(buf("out"), sum, i));
+  };
+  // Few buffers: operations only (16 loads, 15 adds, 1 store, the loop).
+  EXPECT_EQ(estimate_code_size(sum_of(16)), 16 + 15 + 1 + 3);
+  // 1,000 loads and a store over 1,001 buffers: 1,001 accesses x the 985
+  // buffers past the first 16, / 64, on top.
+  const int64_t ops = 1000 + 999 + 1 + 3;
+  EXPECT_EQ(estimate_code_size(sum_of(1000)), ops + 1001 * (1001 - 16) / 64);
+  // Twice the buffers: about four times the estimate.
+  EXPECT_GT(estimate_code_size(sum_of(2000)), 3 * estimate_code_size(sum_of(1000)));
+}
+
 TEST(CodeSize, MonotoneInUnrollFactor) {
   int64_t last = 0;
   for (int64_t n : {1, 2, 4, 8, 16, 64, 256}) {

@@ -6,8 +6,10 @@
 #include "tuner/tuned_configs.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +23,7 @@
 #include "support/version.h"
 #include "tuner/config_match.h"
 #include "tuner/in_graph_records.h"
+#include "tuner/record_backend.h"
 #include "tuner/records.h"
 #include "tuner/target_key.h"
 
@@ -459,6 +462,84 @@ TEST(InGraphCandidates, HoldTheFallbackConfigSecond) {
   with = in_graph_candidates(db, key.key(), {w.key()}, 5, &isa).at(w.key());
   ASSERT_EQ(with.size(), 3u);
   EXPECT_EQ(with[0], fallback);
+  std::filesystem::remove_all(dir);
+}
+
+// Concurrent in-graph steps (issue 65, item 10): a workload with a config
+// another live run claimed, or stored since this process started, is not
+// granted; one step
+// at a time holds the host's timing turn; another tuner of this host holding
+// search claims is seen measuring, its in-graph candidate claims are not,
+// and a dead one's claims are nobody's.
+TEST(InGraphClaims, ShareTheCandidatesAndTakeTurns) {
+  using nlohmann::json;
+  auto dir = std::filesystem::temp_directory_path() /
+             ("kiln_in_graph_claims_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::mt19937_64 rng(13);
+  ops::Workload w = conv(12, 12);
+  auto [a, b] = two_same_layout(w, rng);
+  schedule::Config c = same_layout(w, rng);
+  while (c == a || c == b) c = same_layout(w, rng);
+  const std::string ca = json::parse(a.to_json()).dump(), cb = json::parse(b.to_json()).dump(),
+                    cc = json::parse(c.to_json()).dump();
+  TargetKey key = TargetKey::for_target(codegen::Target::host(), kiln_get_num_threads());
+  const std::string in_graph_key = key.in_graph().key();
+  RecordDB db = RecordDB::open((dir / "t.db").string());
+  {
+    InGraphClaims first(db), second(db);
+    auto mine = first.claim({{w.key(), {ca, cb}}}, in_graph_key);
+    EXPECT_EQ(mine.at(w.key()), (std::vector<std::string>{ca, cb}));
+    // Another model of the same run times the workload again.
+    EXPECT_EQ(first.claim({{w.key(), {cb, ca}}}, in_graph_key).at(w.key()),
+              (std::vector<std::string>{cb, ca}));
+    // A workload goes whole to one run: the second gets none of it while
+    // the first holds any of its candidates (or one of them was timed and
+    // stored since this process started).
+    Record timed = record(w, c, 0.1);
+    timed.target_key = in_graph_key;
+    timed.timestamp_unix = process_start_unix();
+    db.add(timed);
+    EXPECT_TRUE(second.claim({{w.key(), {ca, cb, cc}}}, in_graph_key).empty());
+    EXPECT_TRUE(second.claim({{w.key(), {cc}}}, in_graph_key).empty());
+    // An earlier run's in-graph record does not keep a config from being timed again.
+    schedule::Config d = same_layout(w, rng);
+    while (d == a || d == b || d == c) d = same_layout(w, rng);
+    const std::string cd = json::parse(d.to_json()).dump();
+    Record old = record(w, d, 0.2);
+    old.target_key = in_graph_key;
+    old.timestamp_unix = process_start_unix() - 3600;
+    db.add(old);
+    EXPECT_EQ(second.claim({{w.key(), {cd}}}, in_graph_key).at(w.key()),
+              std::vector<std::string>{cd});
+    // One turn at a time; released, the other may take it.
+    EXPECT_EQ(first.try_take_turn(), 0);
+    EXPECT_EQ(second.try_take_turn(), static_cast<int64_t>(::getpid()));
+    first.release_turn();
+    EXPECT_EQ(second.try_take_turn(), 0);
+    second.release_turn();
+    // Claims of this process are never "another tuner measuring".
+    EXPECT_EQ(first.other_local_measurer(), 0);
+  }
+  EXPECT_TRUE(db.live_claim_holders().empty()) << "released with the objects";
+
+  // Another process of this host: search claims mean it measures, its
+  // in-graph candidate claims do not; once it is gone, nobody measures.
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  const std::string other = std::to_string(child) + "@" + this_host() + "/feedface";
+  InGraphClaims claims(db);
+  db.claim(w.key(), in_graph_claim_key(in_graph_key), {cc}, other);
+  EXPECT_EQ(claims.other_local_measurer(), 0);
+  db.claim(w.key(), key.key(), {cb}, other);
+  EXPECT_EQ(claims.other_local_measurer(), static_cast<int64_t>(child));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_EQ(claims.other_local_measurer(), 0);
   std::filesystem::remove_all(dir);
 }
 

@@ -27,6 +27,18 @@ OpPattern pattern_of(const Node& n) {
   return d ? d->pattern : OpPattern::kOpaque;
 }
 
+// A fused group becomes one kernel whose compile time grows faster than its
+// size: each fused node nests its expression one level deeper, and every
+// buffer the kernel reads is a noalias parameter whose scope LLVM attaches to
+// every other access (schedule/code_size.cc). A chain of 1,000 Adds of
+// distinct constants fused into one kernel took 39 s to build, 2,000 more
+// than 110 s; a group that is full starts a new one instead (one more
+// intermediate tensor per this many nodes, nothing measurable at run time).
+// Real epilogues are far smaller: a residual block's bias, batch norm, add
+// and relu, a decomposed GELU or LayerNorm, under 20 nodes and 10 inputs.
+constexpr size_t kMaxGroupNodes = 128;
+constexpr size_t kMaxGroupInputs = 64;
+
 bool is_elementwise(OpPattern p) { return p == OpPattern::kElemWise || p == OpPattern::kBroadcast; }
 bool is_injective(OpPattern p) { return is_elementwise(p) || p == OpPattern::kInjective; }
 
@@ -73,12 +85,29 @@ struct Builder {
     return non_unit(own) != non_unit(t->shape);
   }
 
+  // Whether group gi stays within kMaxGroupNodes and kMaxGroupInputs with
+  // `extra_nodes` more nodes reading `reads`.
+  bool has_room(size_t gi, const std::vector<std::string>& reads, size_t extra_nodes) const {
+    const FusedGroup& grp = groups[gi];
+    if (grp.nodes.size() + extra_nodes > kMaxGroupNodes) return false;
+    std::set<std::string> added;
+    for (const std::string& in : reads) {
+      if (in.empty()) continue;
+      auto p = producer_group.find(in);
+      if (p != producer_group.end() && p->second == gi) continue;
+      if (std::find(grp.inputs.begin(), grp.inputs.end(), in) == grp.inputs.end()) added.insert(in);
+    }
+    return grp.inputs.size() + added.size() <= kMaxGroupInputs;
+  }
+  bool has_room(size_t gi, const Node& n) const { return has_room(gi, n.inputs, 1); }
+
   // The group `n` may join through its input `x`, or -1.
   int64_t joinable_group(const Node& n, const std::string& x) {
     auto it = producer_group.find(x);
     if (it == producer_group.end() || uses[x] != 1) return -1;
     FusedGroup& grp = groups[it->second];
     if (grp.outputs.size() != 1 || grp.outputs[0] != x) return -1;
+    if (!has_room(it->second, n)) return -1;
     OpPattern p = pattern_of(n);
     const TensorType* out = g.type_of(n.outputs.empty() ? "" : n.outputs[0]);
     const TensorType* in = g.type_of(x);
@@ -161,6 +190,7 @@ struct Builder {
       const TensorType* xt = g.type_of(x);
       if (!xt || xt->dtype != "float32" || uses[x] != reads_inside(e, x)) continue;
       if (!epilogue_of(e, *xt, grp)) continue;
+      if (!has_room(gi, e.inputs, e.nodes.size())) continue;
       std::vector<size_t> nodes = e.nodes;
       e = FusedGroup{};  // emptied; run() drops it
       for (size_t ni : nodes) add_to(gi, ni);
@@ -211,7 +241,8 @@ struct Builder {
       FusedGroup& p = groups[it->second];
       if (p.nodes.size() != 1 || p.outputs != std::vector<std::string>{y}) continue;
       const TensorType* t = g.type_of(y);
-      if (g.nodes[p.nodes[0]].op_type != "DequantizeLinear" || !t || !out || t->shape != out->shape)
+      if (g.nodes[p.nodes[0]].op_type != "DequantizeLinear" || !t || !out ||
+          t->shape != out->shape || !has_room(gi, g.nodes[p.nodes[0]]))
         continue;
       size_t dq = p.nodes[0];
       p = FusedGroup{};  // emptied; run() drops it
@@ -224,7 +255,7 @@ struct Builder {
   // Inputs: values read by the group but not produced in it. Outputs:
   // values produced in the group and read outside it or graph outputs.
   void recompute_boundary(FusedGroup& grp) {
-    std::set<std::string> produced;
+    std::set<std::string> produced, seen;
     std::map<std::string, int> inner_uses;
     for (size_t ni : grp.nodes)
       for (const std::string& o : g.nodes[ni].outputs) produced.insert(o);
@@ -235,7 +266,7 @@ struct Builder {
         if (in.empty()) continue;
         if (produced.count(in))
           ++inner_uses[in];
-        else if (std::find(grp.inputs.begin(), grp.inputs.end(), in) == grp.inputs.end())
+        else if (seen.insert(in).second)
           grp.inputs.push_back(in);
       }
     for (size_t ni : grp.nodes)
