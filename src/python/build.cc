@@ -13,6 +13,7 @@
 
 #include "codegen/target.h"
 #include "driver/package_writer.h"
+#include "frontend/host_region.h"
 #include "frontend/op_support.h"
 #include "python/bindings.h"
 #include "quantize/quantize.h"
@@ -238,6 +239,11 @@ void bind_build(py::module_& m) {
         py::arg("records"), py::arg("output_format"), py::arg("configs"), py::arg("precision"));
   // The default-domain operators kiln's registry runs (tools/op_coverage.py).
   m.def("supported_op_types", [] { return frontend::supported_op_types(); });
+  // The operators that also run on run-time shaped tensors, in the executor.
+  m.def("host_op_types", [] {
+    const auto& ops = frontend::host_operators();
+    return std::vector<std::string>(ops.begin(), ops.end());
+  });
 }
 
 }  // namespace kiln::python
