@@ -122,6 +122,7 @@ const std::map<std::string, HostOpFn>& table() {
     register_shape_host_ops(m);
     register_selection_host_ops(m);
     register_elementwise_host_ops(m);
+    register_reduce_host_ops(m);
     return m;
   }();
   return t;

@@ -116,6 +116,7 @@ std::vector<std::string> host_op_names();
 void register_shape_host_ops(std::map<std::string, HostOpFn>& table);
 void register_selection_host_ops(std::map<std::string, HostOpFn>& table);
 void register_elementwise_host_ops(std::map<std::string, HostOpFn>& table);
+void register_reduce_host_ops(std::map<std::string, HostOpFn>& table);
 
 // Helpers shared by the operator files.
 int64_t host_numel(const std::vector<int64_t>& shape);

@@ -223,3 +223,185 @@ def test_profile_and_cli_outputs_carry_the_run_shape(tmp_path):
                     str(tmp_path / "in.npz"), "--output", str(tmp_path / "out.npz")], check=True)
     out = np.load(str(tmp_path / "out.npz"))
     expect([out["output_0"]], [np.array(np.nonzero(x), np.int64)])
+
+
+REDUCTIONS = {
+    "ReduceSum": lambda x, a, k: np.sum(x, axis=a, keepdims=k),
+    "ReduceMean": lambda x, a, k: np.mean(x, axis=a, keepdims=k),
+    "ReduceMax": lambda x, a, k: np.max(x, axis=a, keepdims=k),
+    "ReduceMin": lambda x, a, k: np.min(x, axis=a, keepdims=k),
+    "ReduceProd": lambda x, a, k: np.prod(x, axis=a, keepdims=k),
+    "ReduceL1": lambda x, a, k: np.sum(np.abs(x), axis=a, keepdims=k),
+    "ReduceL2": lambda x, a, k: np.sqrt(np.sum(x * x, axis=a, keepdims=k)),
+    "ReduceLogSum": lambda x, a, k: np.log(np.sum(x, axis=a, keepdims=k)),
+    "ReduceLogSumExp": lambda x, a, k: np.log(np.sum(np.exp(x), axis=a, keepdims=k)),
+    "ReduceSumSquare": lambda x, a, k: np.sum(x * x, axis=a, keepdims=k),
+}
+
+
+def reduce_reference(op, x, axes, keepdims):
+    want = REDUCTIONS[op](x.astype(np.float64) if x.dtype.kind == "f" else x, tuple(axes),
+                          bool(keepdims))
+    return np.asarray(want).astype(x.dtype)
+
+
+def out_rank(rank, axes, keepdims):
+    """A symbolic output shape of a reduction's rank."""
+    n = rank if keepdims else 0 if axes is None else rank - len(axes)
+    return [f"d{i}" for i in range(n)]
+
+
+def reduce_model(tmp_path, op, elem, rank, axes, keepdims):
+    """x (flat) reshaped at run time to a rank-`rank` shape, then reduced over
+    `axes`: a run-time input for ReduceSum (opset 13; the ONNX library kiln
+    builds with stops at opset 17, before the others take axes as inputs), the
+    attribute for the others (None: every axis)."""
+    tmp_path.mkdir()
+    attrs = {"keepdims": keepdims}
+    inputs = ["y"]
+    if op == "ReduceSum":
+        inputs.append("axes")
+    elif axes is not None:
+        attrs["axes"] = axes
+    graph_inputs = [vi("x", elem, [120]), vi("s", TP.INT64, [rank])]
+    if op == "ReduceSum":
+        graph_inputs.append(vi("axes", TP.INT64, [len(axes or [])]))
+    return load(tmp_path, [helper.make_node("Reshape", ["x", "s"], ["y"]),
+                           helper.make_node(op, inputs, ["z"], **attrs)],
+                graph_inputs, [vi("z", elem, out_rank(rank, axes, keepdims))])
+
+
+def run_reduce(m, op, x, shape, axes):
+    feeds = {"x": x, "s": np.array(shape, np.int64)}
+    if op == "ReduceSum":
+        feeds["axes"] = np.array(axes or [], np.int64)
+    return m.run(**feeds)
+
+
+@pytest.mark.parametrize("op", sorted(REDUCTIONS))
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_reductions_over_run_time_shapes_and_axes(tmp_path, op, keepdims):
+    shapes = {3: [[4, 5, 6], [2, 6, 10], [5, 1, 24]], 4: [[2, 3, 4, 5], [1, 5, 4, 6], [3, 2, 5, 4]]}
+    cases = [(3, [1]), (3, [-1]), (3, [0, 2]), (3, [2, 0, 1]), (3, None),
+             (4, [0, 2]), (4, [1, 3]), (4, [-1, 0, 1]), (4, [2])]
+    for case, (rank, axes) in enumerate(cases):
+        m = reduce_model(tmp_path / str(case), op, TP.FLOAT, rank, axes, keepdims)
+        for shape in shapes[rank]:
+            x = (RNG.random(120, dtype=np.float32) + 0.5).astype(np.float32)
+            if op in ("ReduceMax", "ReduceMin", "ReduceL1", "ReduceSum", "ReduceMean"):
+                x -= 1.0  # negative values too
+            want_axes = range(rank) if axes is None else [a % rank for a in axes]
+            expect(run_reduce(m, op, x, shape, axes),
+                   [reduce_reference(op, x.reshape(shape), want_axes, keepdims)])
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float64])
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceMean",
+                                "ReduceSumSquare", "ReduceL1"])
+def test_integer_and_double_reductions(tmp_path, dtype, op):
+    elem = onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[np.dtype(dtype)]
+    for case, axis in enumerate([0, 1, 2, -2]):
+        m = reduce_model(tmp_path / str(case), op, elem, 3, [axis], 0)
+        for shape in [[4, 3, 10], [2, 10, 6]]:
+            x = RNG.integers(-3, 4, 120).astype(dtype)
+            want = REDUCTIONS[op](x.reshape(shape), (axis,), False)
+            if op == "ReduceMean" and dtype != np.float64:  # integer mean truncates toward zero
+                want = np.trunc(np.sum(x.reshape(shape), axis=axis) / shape[axis])
+            expect(run_reduce(m, op, x, shape, [axis]), [np.asarray(want).astype(dtype)])
+
+
+@pytest.mark.parametrize("noop", [0, 1])
+def test_reduce_sum_with_empty_run_time_axes(tmp_path, noop):
+    m = load(tmp_path, [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1,
+                                         noop_with_empty_axes=noop)],
+             [vi("x", TP.FLOAT, [3, 4]), vi("axes", TP.INT64, [0])], [vi("y", TP.FLOAT, ["a", "b"])])
+    x = RNG.random((3, 4), dtype=np.float32)
+    want = x if noop else np.sum(x, keepdims=True, dtype=np.float64).astype(np.float32)
+    expect(m.run(x=x, axes=np.zeros(0, np.int64)), [want])
+
+
+def test_reductions_over_a_run_time_shaped_tensor(tmp_path):
+    # Compress leaves a run-time row count (0 in the last run); attribute and
+    # constant-input axes reduce along it or across it.
+    m = load(tmp_path, [
+        helper.make_node("Greater", ["c", "zero"], ["keep"]),
+        helper.make_node("Compress", ["x", "keep"], ["z"], axis=0),
+        helper.make_node("ReduceMax", ["z"], ["zmax"], axes=[1], keepdims=0),
+        helper.make_node("ReduceSum", ["z", "axis0"], ["zsum"], keepdims=1),
+        helper.make_node("ReduceMean", ["z"], ["zmean"], axes=[-1]),
+        helper.make_node("ReduceLogSumExp", ["z"], ["zlse"]),
+    ], [vi("x", TP.FLOAT, [6, 5]), vi("c", TP.FLOAT, [6])],
+        [vi("zmax", TP.FLOAT, ["n"]), vi("zsum", TP.FLOAT, [1, 5]), vi("zmean", TP.FLOAT, ["n", 1]),
+         vi("zlse", TP.FLOAT, [1, 1])],
+        inits={"zero": np.array(0, np.float32), "axis0": np.array([0], np.int64)})
+    for threshold in [0.0, -1.0, 0.5, 10.0]:
+        x = RNG.standard_normal((6, 5)).astype(np.float32)
+        c = (RNG.standard_normal(6) - threshold).astype(np.float32)
+        z = x[c > 0].astype(np.float64)
+        with np.errstate(divide="ignore"):
+            lse = np.log(np.sum(np.exp(z), keepdims=True))
+        expect(m.run(x=x, c=c), [np.max(z, axis=1).astype(np.float32),
+                                 np.sum(z, axis=0, keepdims=True).astype(np.float32),
+                                 np.mean(z, axis=-1, keepdims=True).astype(np.float32),
+                                 lse.astype(np.float32)])
+
+
+def cumsum_reference(x, axis, exclusive, reverse):
+    y = np.flip(x, axis) if reverse else x
+    c = np.cumsum(y.astype(np.float64) if x.dtype.kind == "f" else y, axis=axis)
+    if exclusive:
+        c = np.concatenate([np.zeros_like(np.take(c, [0], axis)), np.delete(c, -1, axis)], axis)
+    return (np.flip(c, axis) if reverse else c).astype(x.dtype)
+
+
+@pytest.mark.parametrize("exclusive", [0, 1])
+@pytest.mark.parametrize("reverse", [0, 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_cumsum_with_run_time_axis(tmp_path, exclusive, reverse, dtype):
+    elem = onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[np.dtype(dtype)]
+    m = load(tmp_path, [helper.make_node("CumSum", ["x", "axis"], ["y"], exclusive=exclusive,
+                                         reverse=reverse)],
+             [vi("x", elem, [3, 4, 5]), vi("axis", TP.INT64, [])], [vi("y", elem, [3, 4, 5])],
+             opset=14)
+    for axis in [0, 1, 2, -1, -3]:
+        x = (RNG.standard_normal((3, 4, 5)) * 10).astype(dtype)
+        expect(m.run(x=x, axis=np.array(axis, np.int64)),
+               [cumsum_reference(x, axis, exclusive, reverse)])
+    with pytest.raises(Exception, match=r"CumSum.*axis 3 is out of range"):
+        m.run(x=x, axis=np.array(3, np.int64))
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1, 2, -3])
+def test_one_hot_with_run_time_depth(tmp_path, axis):
+    m = load(tmp_path, [helper.make_node("OneHot", ["i", "depth", "values"], ["y"], axis=axis)],
+             [vi("i", TP.INT64, [3, 4]), vi("depth", TP.INT64, []), vi("values", TP.FLOAT, [2])],
+             [vi("y", TP.FLOAT, ["a", "b", "c"])], opset=11)
+    values = np.array([-2.5, 4.0], np.float32)
+    for depth in [5, 1, 8]:
+        i = RNG.integers(-depth - 2, depth + 2, (3, 4)).astype(np.int64)  # some out of range
+        wrapped = np.where(i < 0, i + depth, i)
+        hot = np.expand_dims(wrapped, axis % 3) == np.arange(depth).reshape(
+            [-1 if d == axis % 3 else 1 for d in range(3)])
+        want = np.where(hot, values[1], values[0]).astype(np.float32)
+        expect(m.run(i=i, depth=np.array(depth, np.int64), values=values), [want])
+
+
+def test_cumsum_axis_computed_by_a_kernel_and_the_refusal_after_it(tmp_path):
+    # The axis is a kernel's output (Add of a graph input): CumSum runs on the
+    # host after it; the compiled Relu before CumSum stays a kernel.
+    m = load(tmp_path, [helper.make_node("Relu", ["x"], ["r"]),
+                        helper.make_node("Add", ["a", "one"], ["axis"]),
+                        helper.make_node("CumSum", ["r", "axis"], ["y"])],
+             [vi("x", TP.FLOAT, [4, 6]), vi("a", TP.INT64, [])], [vi("y", TP.FLOAT, [4, 6])],
+             inits={"one": np.array(1, np.int64)}, opset=14)
+    x = RNG.standard_normal((4, 6)).astype(np.float32)
+    for a in [-1, 0, -2]:
+        expect(m.run(x=x, a=np.array(a, np.int64)),
+               [cumsum_reference(np.maximum(x, 0), a + 1, 0, 0)])
+    with pytest.raises(kiln.ModelError,
+                       match=r"node 'MatMul_1' \(MatMul\) reads 'y', which the executor computes "
+                       r"after the kernels \(node 'CumSum_0' \(CumSum\) takes 'axis'"):
+        load(tmp_path, [helper.make_node("CumSum", ["x", "axis"], ["y"]),
+                        helper.make_node("MatMul", ["y", "w"], ["z"])],
+             [vi("x", TP.FLOAT, [4, 4]), vi("axis", TP.INT64, [])], [vi("z", TP.FLOAT, [4, 2])],
+             inits={"w": np.ones((4, 2), np.float32)}, opset=14)

@@ -1,5 +1,6 @@
 // Host operators whose output sizes depend on the input values: NonZero,
-// Compress, Unique, TopK (with a run-time k) and NonMaxSuppression.
+// Compress, Unique, TopK (with a run-time k), NonMaxSuppression and OneHot
+// (with a run-time depth).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -264,6 +265,53 @@ void non_max_suppression(HostOpContext& ctx) {
   std::copy(selected.begin(), selected.end(), out);
 }
 
+// OneHot(indices, depth, values): out[..., d, ...] (d at `axis`) = values[1]
+// where the index (truncated to an integer, wrapped once if negative) is d,
+// else values[0]; an index outside [-depth, depth) gives a row of
+// off-values, as ONNX specifies and the graph's reference does.
+void one_hot(HostOpContext& ctx) {
+  const HostValue& indices = ctx.required(0);
+  const HostValue& values = ctx.required(2);
+  const double depth_value = ctx.scalar_value(1);
+  if (!(depth_value >= 1) || depth_value > static_cast<double>(int64_t{1} << 53) ||
+      depth_value != std::floor(depth_value))
+    ctx.fail("depth must be a positive integer, not " + std::to_string(depth_value));
+  const int64_t depth = static_cast<int64_t>(depth_value);
+  if (values.numel() != 2)
+    ctx.fail("values must have two elements, not " + host_shape_str(values.shape));
+  const int64_t rank = static_cast<int64_t>(indices.shape.size());
+  const int64_t axis = host_axis(ctx, ctx.attr_int("axis", -1), rank + 1, "axis");
+  Shape out = indices.shape;
+  out.insert(out.begin() + axis, depth);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= indices.shape[d];
+  for (int64_t d = axis; d < rank; ++d) inner *= indices.shape[d];
+  // Each index as the position along the axis it marks, -1 for none.
+  std::vector<int64_t> at(static_cast<size_t>(indices.numel()));
+  dispatch_dtype(ctx, indices.dtype, [&](auto t) {
+    using T = decltype(t);
+    const T* x = indices.as<T>();
+    for (size_t i = 0; i < at.size(); ++i) {
+      const double v = static_cast<double>(x[i]);
+      int64_t k = std::isfinite(v) && std::fabs(v) < 9.2e18 ? static_cast<int64_t>(x[i]) : depth;
+      if (k < 0) k += depth;
+      at[i] = k >= 0 && k < depth ? k : -1;
+    }
+  });
+  const int64_t elem = values.dtype.bytes();
+  const char* off = values.as<char>();
+  const char* on = off + elem;
+  char* dst = static_cast<char*>(ctx.allocate(0, out));
+  // Fill with off-values, then set one element per index.
+  const int64_t total = host_numel(out);
+  for (int64_t i = 0; i < total; ++i) std::memcpy(dst + i * elem, off, elem);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const int64_t k = at[o * inner + i];
+      if (k >= 0) std::memcpy(dst + ((o * depth + k) * inner + i) * elem, on, elem);
+    }
+}
+
 }  // namespace
 
 void register_selection_host_ops(std::map<std::string, HostOpFn>& t) {
@@ -272,6 +320,7 @@ void register_selection_host_ops(std::map<std::string, HostOpFn>& t) {
   t["Unique"] = unique;
   t["TopK"] = top_k;
   t["NonMaxSuppression"] = non_max_suppression;
+  t["OneHot"] = one_hot;
 }
 
 }  // namespace kiln::runtime
