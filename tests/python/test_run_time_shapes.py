@@ -405,3 +405,130 @@ def test_cumsum_axis_computed_by_a_kernel_and_the_refusal_after_it(tmp_path):
                         helper.make_node("MatMul", ["y", "w"], ["z"])],
              [vi("x", TP.FLOAT, [4, 4]), vi("axis", TP.INT64, [])], [vi("z", TP.FLOAT, [4, 2])],
              inits={"w": np.ones((4, 2), np.float32)}, opset=14)
+
+
+# ---- Resize: a port of ONNX's reference (onnx/reference/ops/op_resize.py), point by point --------
+
+
+def resize_cubic_coeffs(ratio, a):
+    r1, q = ratio + 1, 1 - ratio
+    return [((a * r1 - 5 * a) * r1 + 8 * a) * r1 - 4 * a,
+            ((a + 2) * ratio - (a + 3)) * ratio * ratio + 1,
+            ((a + 2) * q - (a + 3)) * q * q + 1,
+            ((a * (q + 1) - 5 * a) * (q + 1) + 8 * a) * (q + 1) - 4 * a]
+
+
+def resize_nearest_coeffs(ratio, mode):
+    if float(ratio).is_integer():
+        return [0, 1]
+    return {"round_prefer_floor": [ratio <= 0.5, ratio > 0.5],
+            "round_prefer_ceil": [ratio < 0.5, ratio >= 0.5],
+            "floor": [1, 0], "ceil": [0, 1]}[mode]
+
+
+def resize_1d(data, scale, out_int, x, coeffs, roi, extrapolation, transform, exclude):
+    in_w = len(data)
+    out_w = scale * in_w
+    if transform == "align_corners":
+        x_ori = 0.0 if out_w == 1 else x * (in_w - 1) / (out_w - 1)
+    elif transform == "asymmetric":
+        x_ori = x / scale
+    elif transform == "tf_crop_and_resize":
+        span = (roi[1] - roi[0]) * (in_w - 1)
+        x_ori = span / 2 if out_int == 1 else x * span / (out_int - 1)
+        x_ori += roi[0] * (in_w - 1)
+        if x_ori < 0 or x_ori > in_w - 1:
+            return extrapolation
+    elif transform == "tf_half_pixel_for_nn":
+        x_ori = (x + 0.5) / scale
+    elif transform == "pytorch_half_pixel":
+        x_ori = -0.5 if out_w == 1 else (x + 0.5) / scale - 0.5
+    else:  # half_pixel
+        x_ori = (x + 0.5) / scale - 0.5
+    ratio = 1 if float(x_ori).is_integer() else x_ori - np.floor(x_ori)
+    c = np.array(coeffs(ratio), np.float64)
+    n = len(c)
+    pad = int(np.ceil(n / 2))
+    padded = np.pad(data, pad, mode="edge")
+    idx = np.array(sorted(sorted(range(len(padded)), key=lambda i: (abs(x_ori + pad - i), i))[:n]))
+    if exclude:
+        c[(idx - pad < 0) | (idx - pad >= in_w)] = 0
+        c /= c.sum()
+    return float(np.dot(c, padded[idx]))
+
+
+def resize_nd(data, coeffs, out_size, scales, roi, x, **kw):
+    r = data.ndim
+    if r == 1:
+        return resize_1d(data, scales[0], out_size[0], x[0], coeffs, roi, **kw)
+    inner_roi = None if roi is None else list(roi[1:r]) + list(roi[r + 1:])
+    rows = np.array([resize_nd(data[i], coeffs, out_size[1:], scales[1:], inner_roi, x[1:], **kw)
+                     for i in range(data.shape[0])])
+    return resize_1d(rows, scales[0], out_size[0], x[0], coeffs,
+                     None if roi is None else [roi[0], roi[r]], **kw)
+
+
+def resize_reference(x, scales=None, sizes=None, roi=None, mode="nearest",
+                     transform="half_pixel", nearest_mode="round_prefer_floor", cubic_a=-0.75,
+                     exclude=False, extrapolation=0.0):
+    if sizes is not None:
+        out_size = list(sizes)
+        scales = np.array(sizes) / np.array(x.shape)
+    else:
+        out_size = list((np.array(scales) * np.array(x.shape)).astype(int))
+    coeffs = {"nearest": lambda r: resize_nearest_coeffs(r, nearest_mode),
+              "linear": lambda r: [1 - r, r],
+              "cubic": lambda r: resize_cubic_coeffs(r, cubic_a)}[mode]
+    out = np.zeros(out_size, np.float64)
+    for point in np.ndindex(*out_size):
+        out[point] = resize_nd(x.astype(np.float64), coeffs, out_size, [float(s) for s in scales],
+                               roi, point, extrapolation=extrapolation, transform=transform,
+                               exclude=exclude)
+    return out.astype(x.dtype)
+
+
+RESIZE_TRANSFORMS = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                     "tf_crop_and_resize", "tf_half_pixel_for_nn"]
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("transform", RESIZE_TRANSFORMS)
+def test_resize_with_run_time_scales_and_sizes(tmp_path, mode, transform):
+    extra = {"nearest": [{"nearest_mode": m} for m in ["round_prefer_floor", "round_prefer_ceil",
+                                                         "floor", "ceil"]],
+             "linear": [{}],
+             "cubic": [{}, {"cubic_coeff_a": -0.5, "exclude_outside": 1}]}[mode]
+    tf = transform == "tf_crop_and_resize"
+    for case, attrs in enumerate(extra):
+        attrs = dict(attrs, mode=mode, coordinate_transformation_mode=transform)
+        if tf:
+            attrs["extrapolation_value"] = 10.0
+        d = tmp_path / str(case)
+        (d / "scales").mkdir(parents=True)
+        (d / "sizes").mkdir()
+        roi_input = [vi("roi", TP.FLOAT, [8])] if tf else []
+        by_scales = load(d / "scales", [helper.make_node(
+            "Resize", ["x", "roi" if tf else "", "scales"], ["y"], **attrs)],
+            [vi("x", TP.FLOAT, [1, 2, 5, 6]), vi("scales", TP.FLOAT, [4])] + roi_input,
+            [vi("y", TP.FLOAT, ["a", "b", "c", "d"])])
+        by_sizes = load(d / "sizes", [helper.make_node(
+            "Resize", ["x", "roi" if tf else "", "", "sizes"], ["y"], **attrs)],
+            [vi("x", TP.FLOAT, [1, 2, 5, 6]), vi("sizes", TP.INT64, [4])] + roi_input,
+            [vi("y", TP.FLOAT, ["a", "b", "c", "d"])])
+        ref_attrs = {"mode": mode, "transform": transform,
+                     "nearest_mode": attrs.get("nearest_mode", "round_prefer_floor"),
+                     "cubic_a": attrs.get("cubic_coeff_a", -0.75),
+                     "exclude": bool(attrs.get("exclude_outside", 0)),
+                     "extrapolation": attrs.get("extrapolation_value", 0.0)}
+        x = RNG.standard_normal((1, 2, 5, 6)).astype(np.float32)
+        roi = np.array([0, 0, 0.2, -0.1, 1, 1, 0.9, 1.2], np.float32)
+        feeds = {"x": x, **({"roi": roi} if tf else {})}
+        roi_ref = [float(r) for r in roi] if tf else None
+        for scales in [[1, 1, 2, 1.5], [1, 1, 0.6, 0.5], [1, 2, 1.7, 0.8]]:
+            s = np.array(scales, np.float32)
+            expect(by_scales.run(scales=s, **feeds),
+                   [resize_reference(x, scales=s, roi=roi_ref, **ref_attrs)])
+        for sizes in [[1, 2, 8, 3], [1, 1, 3, 9], [2, 2, 5, 6], [1, 2, 1, 1]]:
+            s = np.array(sizes, np.int64)
+            expect(by_sizes.run(sizes=s, **feeds),
+                   [resize_reference(x, sizes=sizes, roi=roi_ref, **ref_attrs)])
