@@ -5,7 +5,7 @@
 
 writes DIR/onnx_import/*.onnx (small models covering the operators kiln
 imports), DIR/npz/*.npz (every dtype, compressed or not, odd shapes),
-DIR/package/*.tar (kiln build of two of those models; the first is the seed
+DIR/package/*.tar (kiln build of three of those models, one with a host section; the first is the seed
 package the package fuzzer loads once) and DIR/records_import/*.jsonl (a
 short kiln tune's records, exported, plus hand-made lines).
 """
@@ -127,6 +127,20 @@ def onnx_models():
         [vi("loss", [3]), vi("y", [3, 2]), vi("tv", [3, 2])],
         [init("w", [4, 5]), numpy_helper.from_array(np.array([2], np.int64), "k"),
          numpy_helper.from_array(np.array(1, np.int64), "ax")])
+    # Run-time shapes (the executor's host region): NonZero after a compiled
+    # Relu, a Reshape to a shape fed at run time, NMS and a Gather of its picks.
+    yield "run_time_shapes", model("run_time_shapes", [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("NonZero", ["r"], ["nz"]),
+        helper.make_node("Reshape", ["r", "s"], ["y"]),
+        helper.make_node("NonMaxSuppression", ["boxes", "scores", "max"], ["sel"]),
+        helper.make_node("Gather", ["sel", "two"], ["picked"], axis=1),
+    ], [vi("x", [2, 6]), vi("s", [2], TensorProto.INT64), vi("boxes", [1, 4, 4]),
+        vi("scores", [1, 1, 4])],
+        [vi("nz", [2, "n"], TensorProto.INT64), vi("y", ["a", "b"]),
+         vi("picked", ["m"], TensorProto.INT64)],
+        [numpy_helper.from_array(np.array([2], np.int64), "max"),
+         numpy_helper.from_array(np.array(2, np.int64), "two")])
 
 
 def npz_files():
@@ -167,7 +181,7 @@ def main():
     for name, data in npz_files():
         with open(os.path.join(dirs["npz"], name + ".npz"), "wb") as f:
             f.write(data)
-    for name in ("conv_relu_gemm", "depthwise_pool_bn"):
+    for name in ("conv_relu_gemm", "depthwise_pool_bn", "run_time_shapes"):
         subprocess.run([a.kiln, "build", models[name], "-o",
                         os.path.join(dirs["package"], name + ".tar")],
                        check=True, stdout=subprocess.DEVNULL)

@@ -144,6 +144,9 @@ int kiln_executor_get_output(const kiln_executor* ex, int32_t i, void* dst, size
   return guarded([&] {
     require(ex, "executor");
     const auto& info = info_at(ex->ex.outputs(), i, "output");
+    if (info.dynamic && !ex->ex.output_data(static_cast<size_t>(i)))
+      throw std::invalid_argument("output '" + info.name +
+                                  "' is shaped at run time and has no value before the first run");
     auto need = static_cast<size_t>(info.nbytes());
     if (dst_bytes < need)
       throw std::invalid_argument("output " + info.str() + " needs " + std::to_string(need) +

@@ -46,7 +46,9 @@ int kiln_executor_num_inputs(const kiln_executor* ex, int32_t* out);
 int kiln_executor_num_outputs(const kiln_executor* ex, int32_t* out);
 
 /* Name, dtype ("float32", "int64", "bool", ...), rank and shape of input or
- * output i. Any out pointer may be NULL. */
+ * output i. Any out pointer may be NULL. An output shaped at run time (after
+ * NonZero, TopK with a run-time k, ...) has the last run's shape (rank 0
+ * before the first run; the pointer is valid until the next run). */
 int kiln_executor_input_info(const kiln_executor* ex, int32_t i, const char** name,
                              const char** dtype, int32_t* ndim, const int64_t** shape);
 int kiln_executor_output_info(const kiln_executor* ex, int32_t i, const char** name,
