@@ -5,8 +5,13 @@
 #
 #   scripts/fuzz.sh [SECONDS=600] [TARGET ...]
 #
-# TARGET is onnx_import, npz, package or records_import (default: all four),
-# run side by side, one per core, SECONDS each. The build is build-asan/, the
+# TARGET is onnx_import, npz, package, records_import or python_api (default: all five),
+# run side by side, one per core, SECONDS each. python_api is the Python API's
+# random-call fuzzer (fuzz/python_api_fuzz.py) on the normal build's module (python3
+# cannot load an instrumented one), with a fresh seed: odd and invalid arguments to every
+# public call, each of which must return or raise a clear kiln error, TypeError,
+# ValueError or IndexError; a crash (caught in its worker process), a hang or any
+# other outcome is a finding, listed with the seed and call in build/fuzz_python_api.log. The build is build-asan/, the
 # one `scripts/test.sh --sanitize` uses. The corpora grow across runs in
 # build-asan/fuzz-corpus/TARGET (seeded by fuzz/make_seeds.py); a crash,
 # sanitizer report, leak, timeout or out-of-memory input is saved in
@@ -18,10 +23,30 @@ cd "$(dirname "$0")/.."
 seconds=${1:-600}
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(onnx_import npz package records_import)
+[ ${#targets[@]} -eq 0 ] && targets=(onnx_import npz package records_import python_api)
+native=()
+python_api=0
+for t in "${targets[@]}"; do
+  if [ "$t" = python_api ]; then python_api=1; else native+=("$t"); fi
+done
 
-# kiln itself (the normal build) makes the seed packages and records.
+# kiln itself (the normal build) makes the seed packages and records, and has the Python module.
 [ -x build/kiln ] || bash scripts/build.sh
+py_status=0
+py_pid=
+if [ $python_api -eq 1 ]; then
+  [ -f build/python/kiln/__init__.py ] || { echo "fuzz: no Python module in build/" >&2; exit 2; }
+  echo "fuzz: python_api for ${seconds}s"
+  PYTHONPATH=build/python PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 fuzz/python_api_fuzz.py \
+    --seconds "$seconds" --work build/fuzz-python-api-long >build/fuzz_python_api.log 2>&1 &
+  py_pid=$!
+fi
+if [ ${#native[@]} -eq 0 ]; then
+  wait "$py_pid" || py_status=1
+  tail -n 40 build/fuzz_python_api.log
+  exit $py_status
+fi
+targets=("${native[@]}")
 command -v clang++-14 >/dev/null || bash scripts/install-deps.sh
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DKILN_FUZZ=ON -DKILN_BUILD_BENCH=OFF -DKILN_BUILD_PYTHON=OFF >/dev/null
@@ -47,9 +72,11 @@ run_target() {
 
 pids=()
 running=0
+slots=$(($(nproc) - python_api))  # python_api has a core of its own
+[ $slots -ge 1 ] || slots=1
 for t in "${targets[@]}"; do
   [ -x $out/fuzz/fuzz_$t ] || { echo "fuzz: no target '$t'" >&2; exit 2; }
-  if [ $running -ge "$(nproc)" ]; then
+  if [ $running -ge "$slots" ]; then
     wait -n || true
     running=$((running - 1))
   fi
@@ -81,4 +108,10 @@ for t in "${targets[@]}"; do
     grep -E 'ERROR: |SUMMARY: |fuzz: ' "$log" | head -5 | sed 's/^/    /'
   fi
 done
+if [ -n "$py_pid" ]; then
+  wait "$py_pid" || py_status=1
+  echo
+  grep -E '^python api fuzz: [0-9]|^findings|^  seed' build/fuzz_python_api.log | head -40
+  [ $py_status -eq 0 ] || { status=1; echo "  python_api findings (log: build/fuzz_python_api.log)"; }
+fi
 exit $status

@@ -8,6 +8,7 @@ import tempfile
 from typing import Dict, List, Optional, Tuple
 
 from . import _kiln
+from ._args import flag, text
 from ._model import input_shapes_text, model_paths
 
 
@@ -102,7 +103,7 @@ class Package:
         format="so" one self-contained library) atomically: a failure leaves no
         file. Returns the path."""
         path = os.fspath(path)
-        self._native.export(path, format or "")
+        self._native.export(path, text("format", format))
         return path
 
     def load(self):
@@ -157,6 +158,9 @@ def build(model, input_shapes=None, target=None, tuning_log=None, require_tuned=
                                 or keep_float is not None or reduce_range):
         raise _kiln.InvalidInputError(
             'calibration=, calibrate=, keep_float= and reduce_range= need precision="int8"')
+    if configs is not None and not isinstance(configs, dict):
+        raise TypeError("configs must be a dict {workload key: config dict or JSON}, "
+                        f"not {type(configs).__name__}")
     if isinstance(keep_float, str):
         keep_float = [keep_float]
     quant = _kiln.PrecisionArgs()
@@ -169,11 +173,15 @@ def build(model, input_shapes=None, target=None, tuning_log=None, require_tuned=
     records.tuning_log = os.fspath(tuning_log) if tuning_log is not None else ""
     records.shipped_logs = bool(shipped_logs)
     records.borrow = bool(borrow)
-    records.require_tuned = bool(require_tuned)
+    records.require_tuned = flag("require_tuned", require_tuned)
+    for k in configs or {}:
+        if not isinstance(k, str):
+            raise TypeError(f"configs: a workload key is a string, not {type(k).__name__}")
     explicit = {k: v if isinstance(v, str) else json.dumps(v) for k, v in (configs or {}).items()}
     with model_paths([model]) as paths:
-        native, report = _kiln.build(paths[0], input_shapes_text(input_shapes), target or "",
-                                     records, output_format, explicit, quant)
+        native, report = _kiln.build(paths[0], input_shapes_text(input_shapes),
+                                     text("target", target), records,
+                                     text("output_format", output_format) or "tar", explicit, quant)
     if not isinstance(model, (str, os.PathLike)):
         report["model"] = "<model bytes>"
     report["workloads"] = [WorkloadReport(**w) for w in report["workloads"]]

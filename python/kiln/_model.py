@@ -4,6 +4,7 @@ import contextlib
 import os
 import tempfile
 
+from ._args import integer
 from ._kiln import KilnError
 
 
@@ -54,5 +55,15 @@ def input_shapes_text(shapes):
         return ""
     if isinstance(shapes, str):
         return shapes
-    return ",".join(f"{name}:[{','.join(str(int(d)) for d in dims)}]"
-                    for name, dims in shapes.items())
+    if not isinstance(shapes, dict):
+        raise TypeError("input_shapes must be a dict {name: shape} or a string like "
+                        f"'input:[1,3,224,224]', not {type(shapes).__name__}")
+    parts = []
+    for name, dims in shapes.items():
+        if not isinstance(name, str):
+            raise TypeError(f"input_shapes: an input is named by a string, not {type(name).__name__}")
+        if isinstance(dims, (str, bytes)) or not hasattr(dims, "__iter__"):
+            raise TypeError(f"input_shapes['{name}'] must be a sequence of dimensions, "
+                            f"not {type(dims).__name__}")
+        parts.append(f"{name}:[{','.join(str(integer(f'input_shapes[{name!r}]', d, -2**63, 2**63 - 1)) for d in dims)}]")
+    return ",".join(parts)

@@ -9,6 +9,7 @@ import threading
 from typing import Callable, List, Optional
 
 from . import _kiln
+from ._args import integer, text
 from ._model import input_shapes_text, model_paths
 
 
@@ -123,7 +124,7 @@ def tasks(models, input_shapes=None, target=None, tuning_log=None) -> List[Task]
     from . import records
     with model_paths(_as_list(models)) as paths:
         found = [Task(*t) for t in _kiln.tasks(paths, input_shapes_text(input_shapes),
-                                               target or "")]
+                                               text("target", target))]
     if tuning_log is None:
         return found
     db, key = records.open(tuning_log), records.target_key(target)
@@ -187,20 +188,20 @@ def tune(models, tuning_log, trials=64, time_budget=None, tuner="xgb", callbacks
     models = _as_list(models)
     a = _kiln.TuneArgs()
     a.tuning_log = os.fspath(tuning_log)
-    a.trials = int(trials)
-    a.tuner = tuner
+    a.trials = integer("trials", trials)
+    a.tuner = text("tuner", tuner, False)
     a.time_budget = float(time_budget or 0)
-    a.early_stopping = int(early_stopping)
-    a.batch = int(batch)
+    a.early_stopping = integer("early_stopping", early_stopping)
+    a.batch = integer("batch", batch)
     a.input_shapes = input_shapes_text(input_shapes)
-    a.target = target or ""
+    a.target = text("target", target)
     a.free_layout = bool(free_layout)
-    a.number, a.repeat = int(number), int(repeat)
+    a.number, a.repeat = integer("number", number), integer("repeat", repeat)
     a.min_repeat_ms, a.timeout = float(min_repeat_ms), float(timeout)
     a.compile_budget = float(compile_budget)
-    a.runner = runner or ""
-    a.weights = weights
-    a.in_graph = int(in_graph)
+    a.runner = text("runner", runner)
+    a.weights = text("weights", weights, False)
+    a.in_graph = integer("in_graph", in_graph)
     if report is not None:
         inputs = [("the tuning log", os.fspath(tuning_log))]
         inputs += [("the model", os.fspath(m)) for m in models if isinstance(m, (str, os.PathLike))]

@@ -1,13 +1,13 @@
 """kiln.records: query a tuning records database (kiln tune's sqlite file),
 like `kiln records` and `kiln tasks`."""
 
-import builtins
 import dataclasses
 import json
 import os
 from typing import List, Optional
 
 from . import _kiln
+from ._args import flag, text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,14 +32,14 @@ class Record:
 def target_key(target: Optional[str] = None) -> str:
     """The key records are stored and looked up by for `target` (default: this
     machine) with the runtime's thread count, as kiln build and tune use it."""
-    return _kiln.target_key(target or "")
+    return _kiln.target_key(text("target", target))
 
 
 class Database:
     """A records database; open() it. Methods default to this machine's target key."""
 
     def __init__(self, path, create: bool = False):
-        self._db = _kiln.RecordDB(os.fspath(path), create)
+        self._db = _kiln.RecordDB(os.fspath(path), flag("create", create))
 
     @property
     def path(self) -> str:
@@ -54,15 +54,16 @@ class Database:
 
     def workloads(self, target: Optional[str] = None) -> List[str]:
         """Workload keys with records on `target` (a target key; default: this machine's)."""
-        return self._db.workloads(target or target_key())
+        return self._db.workloads(text("target", target) or target_key())
 
     def records(self, workload: str, target: Optional[str] = None) -> List[Record]:
         """Every record of a workload on a target, oldest first."""
-        return [Record._of(r) for r in self._db.records(workload, target or target_key())]
+        return [Record._of(r) for r in self._db.records(text("workload", workload, False),
+                                                        text("target", target) or target_key())]
 
     def best(self, workload: str, target: Optional[str] = None) -> Optional[Record]:
         """The fastest verified record of a workload on a target, or None."""
-        r = self._db.best(workload, target or target_key())
+        r = self._db.best(text("workload", workload, False), text("target", target) or target_key())
         return Record._of(r) if r is not None else None
 
     def best_records(self) -> List[Record]:
@@ -74,20 +75,10 @@ class Database:
         """Writes records as JSON lines (kiln records export [--best]), whole
         or not at all; returns how many."""
         path = os.fspath(path)
-        if not best:
-            return self._db.export_jsonl(path, workload or "")
-        _kiln.check_output(path, [("the database", self.path)])
-        text = self._db.best_jsonl(workload or "")
-        tmp = f"{path}.tmp{os.getpid()}"
-        try:
-            with builtins.open(tmp, "w") as f:
-                f.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        return text.count("\n")
+        workload = text("workload", workload)
+        if not flag("best", best):
+            return self._db.export_jsonl(path, workload)
+        return self._db.export_best_jsonl(path, workload)
 
     def import_(self, path) -> int:
         """Adds the records of a JSON-lines file, skipping those held already;

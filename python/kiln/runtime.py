@@ -7,6 +7,7 @@ from typing import List, NamedTuple, Tuple, Union
 import numpy as np
 
 from . import _kiln
+from ._args import flag, integer
 
 
 class TensorInfo(NamedTuple):
@@ -109,12 +110,17 @@ class GraphModule:
         out of range is an IndexError naming the valid ones."""
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
             raise TypeError(f"an output is named by its index, not {type(index).__name__}")
-        return self._m.get_output(int(index), copy)
+        n = len(self._outputs)
+        if not 0 <= index < n:  # here too: an index past int64 never reaches pybind11
+            raise IndexError(f"output index {index} is out of range ({n} output"
+                             f"{'' if n == 1 else 's'}" + (f": valid 0 to {n - 1})" if n else ")"))
+        return self._m.get_output(int(index), flag("copy", copy))
 
     def benchmark(self, repeat: int = 10, warmup: int = 1) -> BenchmarkResult:
         """Times `repeat` runs after `warmup` untimed ones, on the inputs set
         (`kiln run --repeat N --print-time`)."""
-        return BenchmarkResult(**self._m.benchmark(int(repeat), int(warmup)))
+        return BenchmarkResult(**self._m.benchmark(integer("repeat", repeat),
+                                                   integer("warmup", warmup, lo=0)))
 
     def profile(self) -> List[dict]:
         """Per-kernel times of one run, in kernel order (`kiln run --profile`)."""
@@ -148,5 +154,5 @@ def num_threads() -> int:
 def set_num_threads(n: int) -> None:
     """Sets the kernels' thread count (n <= 0: back to the default). Tuning
     records are keyed by it: build with the count you will run with."""
-    _kiln.set_num_threads(int(n))
+    _kiln.set_num_threads(integer("n", n))
 

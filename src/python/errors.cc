@@ -8,7 +8,8 @@
 //     CorruptPackageError               runtime::CorruptPackage
 //     IncompatiblePackageError          runtime::IncompatiblePackage (CPU features)
 //     RecordDBBusyError                 tuner::RecordDBBusy (retrying may succeed)
-// std::out_of_range stays IndexError and std::bad_alloc MemoryError (pybind11's own).
+// std::out_of_range is IndexError; std::bad_alloc stays MemoryError (pybind11's own).
+#include <cstring>
 #include <new>
 #include <stdexcept>
 
@@ -32,6 +33,21 @@ PyObject* new_error(py::module_& m, const char* name, PyObject* bases, const cha
 // Set once at import; the interpreter owns them for its lifetime.
 PyObject *g_kiln, *g_model, *g_invalid, *g_corrupt, *g_incompatible, *g_busy;
 
+// kiln's messages quote what they read (a JSON parser's "last read: '...'", a file name), which
+// need not be UTF-8: PyErr_SetString would then raise an exception with an empty message.
+// Invalid bytes are kept as \xNN escapes.
+void set_error(PyObject* type, const char* what) {
+  PyObject* msg = PyUnicode_DecodeUTF8(what, static_cast<Py_ssize_t>(std::strlen(what)),
+                                       "backslashreplace");
+  if (!msg) {
+    PyErr_Clear();
+    PyErr_SetString(type, "(a message that is not text)");
+    return;
+  }
+  PyErr_SetObject(type, msg);
+  Py_DECREF(msg);
+}
+
 void translate(std::exception_ptr p) {
   try {
     std::rethrow_exception(p);
@@ -39,24 +55,24 @@ void translate(std::exception_ptr p) {
     throw;  // a Python exception raised inside a callback: keep it as it is
   } catch (const py::builtin_exception&) {
     throw;  // pybind11's own (cast errors, ...): its translator handles them
-  } catch (const std::out_of_range&) {
-    throw;  // IndexError
+  } catch (const std::out_of_range& e) {
+    set_error(PyExc_IndexError, e.what());
   } catch (const frontend::ImportError& e) {
-    PyErr_SetString(g_model, e.what());
+    set_error(g_model, e.what());
   } catch (const graph::OpError& e) {
-    PyErr_SetString(g_model, e.what());
+    set_error(g_model, e.what());
   } catch (const runtime::CorruptPackage& e) {
-    PyErr_SetString(g_corrupt, e.what());
+    set_error(g_corrupt, e.what());
   } catch (const runtime::IncompatiblePackage& e) {
-    PyErr_SetString(g_incompatible, e.what());
+    set_error(g_incompatible, e.what());
   } catch (const tuner::RecordDBBusy& e) {
-    PyErr_SetString(g_busy, e.what());
+    set_error(g_busy, e.what());
   } catch (const std::invalid_argument& e) {
-    PyErr_SetString(g_invalid, e.what());
+    set_error(g_invalid, e.what());
   } catch (const std::bad_alloc&) {
     throw;  // MemoryError
   } catch (const std::exception& e) {
-    PyErr_SetString(g_kiln, e.what());
+    set_error(g_kiln, e.what());
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,6 +90,17 @@ void bind_records(py::module_& m) {
            })
       .def("best_records", [](const RecordDB& db) { return to_list(tuner::best_records(db)); })
       .def("best_jsonl", &best_jsonl, py::arg("workload"))
+      // kiln records export --best: written the way every output file is (support/output_file.h:
+      // a symlink followed, a device or FIFO written through, never replaced by a file).
+      .def(
+          "export_best_jsonl",
+          [](const RecordDB& db, const std::string& path, const std::string& workload) {
+            check_output(path, {{"the database", db.path()}}, {});
+            std::string text = best_jsonl(db, workload);
+            support::write_output_file(path, text);
+            return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+          },
+          py::arg("path"), py::arg("workload"))
       .def("export_jsonl",
            [](const RecordDB& db, const std::string& path, const std::string& workload) {
              check_output(path, {{"the database", db.path()}}, {});

@@ -633,6 +633,21 @@ std::unique_ptr<RecordBackend> open_sqlite_backend(const std::string& path, Reco
   std::error_code ec;
   if (mode == RecordDB::Mode::kMustExist && !std::filesystem::exists(path, ec))
     throw std::runtime_error(impl->where() + " does not exist");
+  // A database is a regular file (a symlink is followed to one). sqlite would open a device or
+  // FIFO as an empty database and write "<path>-journal" beside it (/dev/null-journal in /dev),
+  // then fail with "disk I/O error"; a directory gave "unable to open database file".
+  if (auto st = std::filesystem::status(path, ec);
+      !ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) {
+    using std::filesystem::file_type;
+    const char* what = st.type() == file_type::directory ? "a directory"
+                       : st.type() == file_type::character ? "a character device"
+                       : st.type() == file_type::block ? "a block device"
+                       : st.type() == file_type::fifo ? "a FIFO"
+                       : st.type() == file_type::socket ? "a socket"
+                                                        : "not a regular file";
+    throw std::runtime_error(impl->where() + " is " + what +
+                             ", not a records database (a sqlite file)");
+  }
   // A zero-length file is no database (a truncated copy, `touch`, an editor):
   // refused, not initialised. A fresh one may be another kiln tune's that
   // sqlite has created but not yet written, so only kMustExist and files

@@ -1,6 +1,7 @@
 """kiln.records: query, export and import a tuning database."""
 
 import json
+import os
 
 import pytest
 
@@ -69,3 +70,49 @@ def test_errors(tuned_db, tmp_path):
     garbage.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(kiln.KilnError, match="garbage.db"):
         kiln.records.open(garbage)
+
+
+# ---- found by fuzz/python_api_fuzz.py --------------------------------------------------------
+
+def test_a_database_is_a_regular_file(tmp_path):
+    """A directory or FIFO is refused by name; sqlite used to open a device as an empty
+    database, write PATH-journal beside it (/dev/null-journal) and fail with "disk I/O error"."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, what in ((tmp_path, "a directory"), (fifo, "a FIFO")):
+        for create in (False, True):
+            with pytest.raises(kiln.KilnError, match=f"is {what}, not a records database"):
+                kiln.records.open(path, create=create)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo"]
+
+
+def test_export_best_follows_a_symlink(tuned_db, tmp_path):
+    """export(best=True) wrote a temporary file and renamed it over the path: a symlink
+    became a regular file. Now it is written like every output (support/output_file.h)."""
+    target, link = tmp_path / "target.jsonl", tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    n = kiln.records.open(tuned_db).export(link, best=True)
+    assert link.is_symlink() and n > 0 and len(target.read_text().splitlines()) == n
+
+
+def test_a_message_that_is_not_utf8_is_kept(tmp_path):
+    """The JSON parser quotes the bytes it read ("last read: '\\xc3'"): the message used
+    to become an empty string."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes("\u00e9t\u00e9\n".encode())
+    db = kiln.records.open(tmp_path / "a.db", create=True)
+    with pytest.raises(kiln.KilnError, match="bad.jsonl:1: not JSON") as e:
+        db.import_(bad)
+    assert "\\xc3" in str(e.value)
+
+
+def test_wrong_argument_types_name_the_argument(tuned_db):
+    db = kiln.records.open(tuned_db)
+    with pytest.raises(TypeError, match="target must be a string or None, not int"):
+        db.workloads(5)
+    with pytest.raises(TypeError, match="workload must be a string, not NoneType"):
+        db.records(None)
+    with pytest.raises(TypeError, match="create must be True or False, not str"):
+        kiln.records.open(tuned_db, create="yes")
+    with pytest.raises(TypeError, match="target must be a string"):
+        kiln.records.target_key(5)

@@ -263,3 +263,30 @@ def test_gil_released_while_kernels_run(module, tiny):
         pytest.skip(f"the benchmark took only {total:.2f} s")
     assert first is not None and last - first > 0.5 * total, (first, last, total)
     assert longest < 0.5 * total, (longest, total)
+
+
+def test_argument_errors_name_the_argument(module):
+    """Found by fuzz/python_api_fuzz.py: numbers out of the C++ range and wrong types gave
+    pybind11's "incompatible function arguments" with C++ signatures."""
+    for repeat in (2 ** 31, 2 ** 64, -2 ** 40):
+        with pytest.raises(kiln.InvalidInputError, match="repeat must be from"):
+            module.benchmark(repeat=repeat)
+    with pytest.raises(kiln.InvalidInputError, match="warmup must be from 0"):
+        module.benchmark(repeat=1, warmup=-1)
+    with pytest.raises(kiln.InvalidInputError, match="n must be from"):
+        kiln.runtime.set_num_threads(2 ** 64)
+    with pytest.raises(IndexError, match="output index 9223372036854775808 is out of range"):
+        module.get_output(np.uint64(2 ** 63))
+    with pytest.raises(TypeError, match="copy must be True or False, not str"):
+        module.get_output(0, copy="no")
+
+
+def test_build_argument_types(tiny):
+    with pytest.raises(TypeError, match="input_shapes must be a dict"):
+        kiln.build(tiny[0], input_shapes=["input", 1])
+    with pytest.raises(TypeError, match="configs must be a dict"):
+        kiln.build(tiny[0], configs=[1])
+    with pytest.raises(TypeError, match="target must be a string or None, not int"):
+        kiln.build(tiny[0], target=5)
+    with pytest.raises(TypeError, match="format must be a string or None, not int"):
+        kiln.build(tiny[0]).export("x.tar", format=5)
