@@ -41,9 +41,9 @@ TEST(HostSteps, TheCApiGivesEachRunsShape) {
   EXPECT_NE(std::string(kiln_last_error()).find("before the first run"), std::string::npos)
       << kiln_last_error();
   const int64_t shape[2] = {2, 3};
-  for (const std::vector<float>& x : {std::vector<float>{1, -1, 0, 0, 2, 3},
-                                      std::vector<float>{-1, -1, -1, -1, -1, 5},
-                                      std::vector<float>{-1, -1, -1, -1, -1, -1}}) {
+  for (const std::vector<float>& x :
+       {std::vector<float>{1, -1, 0, 0, 2, 3}, std::vector<float>{-1, -1, -1, -1, -1, 5},
+        std::vector<float>{-1, -1, -1, -1, -1, -1}}) {
     ASSERT_EQ(KILN_OK, kiln_executor_set_input(ex, "x", x.data(), "float32", 2, shape));
     ASSERT_EQ(KILN_OK, kiln_executor_run(ex)) << kiln_last_error();
     std::vector<int64_t> want_rows, want_cols;
