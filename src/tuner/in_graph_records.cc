@@ -162,7 +162,11 @@ std::map<std::string, std::vector<std::string>> InGraphClaims::claim(
     const std::string& in_graph_key) {
   std::map<std::string, std::vector<std::string>> out;
   const std::string key = in_graph_claim_key(in_graph_key);
-  for (const auto& [workload, configs] : candidates) {
+  for (const auto& entry : candidates) {
+    // Named copies, not a structured binding: clang 14 (the sanitizer
+    // build) cannot capture a binding in the lambdas below.
+    const std::string& workload = entry.first;
+    const std::vector<std::string>& configs = entry.second;
     std::string& owner = owners_[workload];
     if (owner.empty()) owner = make_claim_owner();
     auto held = held_.find(workload);
