@@ -532,3 +532,16 @@ def test_resize_with_run_time_scales_and_sizes(tmp_path, mode, transform):
             s = np.array(sizes, np.int64)
             expect(by_sizes.run(sizes=s, **feeds),
                    [resize_reference(x, sizes=sizes, roi=roi_ref, **ref_attrs)])
+
+
+@pytest.mark.parametrize("step", [1, -1, -3])
+def test_slice_of_an_empty_axis_is_empty(tmp_path, step):
+    m = load(tmp_path, [helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])],
+             [vi("x", TP.FLOAT, [0, 4]), vi("starts", TP.INT64, [1]), vi("ends", TP.INT64, [1]),
+              vi("axes", TP.INT64, [1]), vi("steps", TP.INT64, [1])],
+             [vi("y", TP.FLOAT, ["a", "b"])])
+    for start, end in [(0, 5), (-1, -10), (3, 0)]:
+        got = m.run(x=np.zeros((0, 4), np.float32), starts=np.array([start], np.int64),
+                    ends=np.array([end], np.int64), axes=np.array([0], np.int64),
+                    steps=np.array([step], np.int64))
+        expect(got, [np.zeros((0, 4), np.float32)])

@@ -219,7 +219,9 @@ void slice(HostOpContext& ctx) {
     int64_t start = starts[i], end = ends[i];
     if (start < 0) start += dim;
     if (end < 0) end += dim;
-    if (step > 0) {
+    if (dim == 0) {
+      start = end = 0;  // an empty axis stays empty, whatever the step
+    } else if (step > 0) {
       start = std::clamp<int64_t>(start, 0, dim);
       end = std::clamp<int64_t>(end, 0, dim);
     } else {
