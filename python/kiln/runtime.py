@@ -14,6 +14,10 @@ class TensorInfo(NamedTuple):
     name: str
     shape: Tuple[int, ...]
     dtype: str  # numpy's name: "float32", "int64", ...
+    # "sequence" for a sequence of tensors of `dtype` (given and returned as a
+    # list of arrays); `optional` values may be None.
+    kind: str = "tensor"
+    optional: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +70,30 @@ class GraphModule:
             return int(key)
         raise IndexError(f"input index {key} is out of range ({len(self._inputs)} inputs)")
 
+    def _array(self, i: int, value):
+        if not isinstance(value, np.ndarray):
+            value = np.asarray(value, dtype=self._inputs[i].dtype)
+        if not value.dtype.isnative:
+            value = value.astype(value.dtype.newbyteorder("="))
+        return np.require(value, requirements="C")
+
+    def _set_host_input(self, i: int, value) -> None:
+        """A sequence input (a list of arrays) or an optional one (None: empty)."""
+        info = self._inputs[i]
+        if value is None:
+            self._m.set_input_none(i)  # kiln's message when the input is not optional
+        elif info.kind == "sequence":
+            if isinstance(value, np.ndarray) or not hasattr(value, "__iter__"):
+                raise _kiln.InvalidInputError(
+                    f"input '{info.name}' is a sequence of {info.dtype} tensors: give a list "
+                    f"of arrays, not {type(value).__name__}")
+            self._m.set_input_sequence(i, [self._array(i, e) for e in value])
+        else:
+            self._m.set_input(i, self._array(i, value))
+
+    def _is_host_input(self, i: int) -> bool:
+        return self._inputs[i].kind == "sequence" or self._inputs[i].optional
+
     def _prepared(self, key: Union[str, int], value):
         """(index, a native, C-contiguous array) for input `key`."""
         i = self._index(key)
@@ -81,7 +109,12 @@ class GraphModule:
 
     def set_input(self, key: Union[str, int], value) -> None:
         """Sets the input named `key` (or number `key`); a wrong name, shape
-        or dtype raises InvalidInputError listing the model's inputs."""
+        or dtype raises InvalidInputError listing the model's inputs. A
+        sequence input takes a list of arrays; an optional one also None."""
+        i = self._index(key)
+        if self._is_host_input(i):
+            self._set_host_input(i, value)
+            return
         self._m.set_input(*self._prepared(key, value))
 
     def input_view(self, key: Union[str, int]) -> np.ndarray:
@@ -102,7 +135,17 @@ class GraphModule:
         if not inputs:
             self._m.run()
             return None
-        return self._m.run_with([self._prepared(name, value) for name, value in inputs.items()])
+        # Sequence and optional inputs are set first (outside the one
+        # serialized call); sequence outputs come back as lists of arrays,
+        # empty optionals as None.
+        tensors = []
+        for name, value in inputs.items():
+            i = self._index(name)
+            if self._is_host_input(i):
+                self._set_host_input(i, value)
+            else:
+                tensors.append(self._prepared(name, value))
+        return self._m.run_with(tensors)
 
     def get_output(self, index: int, copy: bool = True) -> np.ndarray:
         """Output `index` of the last run. copy=False returns a read-only view

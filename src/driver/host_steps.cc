@@ -68,22 +68,41 @@ HostDescription describe_host(const graph::Graph& g,
     if (g.host.constants.count(v)) return {{"tensor", tensor_index(host_constant_tensor(v))}};
     return {{"tensor", tensor_index(v)}};
   };
-  json steps = json::array();
-  for (const graph::Node& n : g.host.nodes) {
-    const std::string what = "node '" + n.name + "' (" + n.op_type + ")";
-    if (!runtime::find_host_op(n.op_type))
-      throw std::runtime_error(what + ": the executor has no host operator for it");
-    json step = {{"name", n.name}, {"op", n.op_type}};
-    step["inputs"] = json::array();
-    for (const std::string& in : n.inputs) step["inputs"].push_back(ref(in));
-    step["outputs"] = json::array();
-    for (const std::string& out : n.outputs) step["outputs"].push_back(ref(out));
-    step["attrs"] = json::object();
-    for (const auto& [key, a] : n.attrs)
-      step["attrs"][key] = attribute_json(a, what + " attribute '" + key + "'");
-    steps.push_back(std::move(step));
-  }
+  std::function<json(const std::vector<graph::Node>&)> steps_of =
+      [&](const std::vector<graph::Node>& nodes) {
+        json steps = json::array();
+        for (const graph::Node& n : nodes) {
+          const std::string what = "node '" + n.name + "' (" + n.op_type + ")";
+          if (!runtime::find_host_op(n.op_type))
+            throw std::runtime_error(what + ": the executor has no host operator for it");
+          json step = {{"name", n.name}, {"op", n.op_type}};
+          step["inputs"] = json::array();
+          for (const std::string& in : n.inputs) step["inputs"].push_back(ref(in));
+          step["outputs"] = json::array();
+          for (const std::string& out : n.outputs) step["outputs"].push_back(ref(out));
+          step["attrs"] = json::object();
+          for (const auto& [key, a] : n.attrs)
+            step["attrs"][key] = attribute_json(a, what + " attribute '" + key + "'");
+          if (!n.subgraphs.empty()) {
+            step["graphs"] = json::object();
+            for (const auto& [key, sub] : n.subgraphs) {
+              json gj = {{"inputs", json::array()}, {"outputs", json::array()}};
+              for (const std::string& in : sub->inputs) gj["inputs"].push_back(ref(in));
+              for (const std::string& out : sub->outputs) gj["outputs"].push_back(ref(out));
+              gj["steps"] = steps_of(sub->nodes);
+              step["graphs"][key] = std::move(gj);
+            }
+          }
+          steps.push_back(std::move(step));
+        }
+        return steps;
+      };
+  json steps = steps_of(g.host.nodes);
   d.host = {{"values", values}, {"steps", steps}};
+  if (!g.host.inputs.empty()) {
+    d.host["inputs"] = json::array();
+    for (const std::string& in : g.host.inputs) d.host["inputs"].push_back(ref(in));
+  }
   d.outputs = json::array();
   for (const std::string& out : g.host.outputs) {
     json o = ref(out);

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "frontend/host_subgraphs.h"
 #include "frontend/onnx_convert.h"
 #include "frontend/onnx_import.h"
 #include "frontend/shape_folding.h"
@@ -27,21 +28,36 @@ const std::set<std::string>& host_operators() {
       "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
       "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
       // constant-only inputs (OpDef::constant_inputs) fed at run time
-      "CumSum", "OneHot", "Resize"};
+      "CumSum", "OneHot", "Resize",
+      // control flow: their subgraphs run on the host too (host_subgraphs.h)
+      "If", "Loop", "Scan", "SequenceMap",
+      // sequences and optionals, which only the executor holds
+      "SequenceEmpty", "SequenceConstruct", "SequenceAt", "SequenceInsert", "SequenceErase",
+      "SequenceLength", "SplitToSequence", "ConcatFromSequence", "Optional", "OptionalHasElement",
+      "OptionalGetElement"};
   return ops;
 }
 
 namespace {
 
-// Element types ONNX inference gave, shapes or not.
-std::map<std::string, int> element_types(const onnx::GraphProto& g) {
-  std::map<std::string, int> types;
+// The host region's type names (host_type_name) of the values ONNX inference
+// typed, shapes or not.
+std::map<std::string, std::string> value_types(const onnx::GraphProto& g) {
+  std::map<std::string, std::string> types;
   for (const auto* list : {&g.input(), &g.value_info(), &g.output()})
     for (const auto& vi : *list)
-      if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
-        types[vi.name()] = vi.type().tensor_type().elem_type();
-  for (const auto& t : g.initializer()) types[t.name()] = t.data_type();
+      if (std::string t = host_type_name(vi.type(), "value '" + vi.name() + "'"); !t.empty())
+        types[vi.name()] = t;
+  for (const auto& t : g.initializer())
+    types[t.name()] = dtype_name(t.data_type(), "initializer '" + t.name() + "'");
   return types;
+}
+
+// What `n` reads: its inputs and what its subgraphs read of the scopes around them.
+std::vector<std::string> node_reads(const onnx::NodeProto& n) {
+  std::vector<std::string> reads(n.input().begin(), n.input().end());
+  for (const std::string& v : subgraph_reads(n)) reads.push_back(v);
+  return reads;
 }
 
 // The first input of `n` that the compiled operator needs as a build-time
@@ -70,10 +86,10 @@ void split_host_region(onnx::ModelProto* model, std::vector<std::string>* names,
   for (const std::string& v : untyped_outputs(*model)) untyped.insert(v);
   std::set<std::string> used;
   for (const auto& n : g->node())
-    for (const auto& in : n.input()) used.insert(in);
+    for (const std::string& in : node_reads(n)) used.insert(in);
   for (const auto& o : g->output()) used.insert(o.name());
 
-  std::map<std::string, int> elem = element_types(*g);
+  std::map<std::string, std::string> types = value_types(*g);
   // Values that depend on a graph input's data (not only on its shape): a
   // graph input, and what a node computes from one outside its type-only
   // inputs (Shape, Size). Everything else the graph's constant folder can
@@ -87,6 +103,19 @@ void split_host_region(onnx::ModelProto* model, std::vector<std::string>* names,
   std::map<std::string, std::string> made_by;  // host value -> its node
   // host value -> why it is one, where not for a run-time shape
   std::map<std::string, std::string> why;
+  // Sequence and optional graph inputs go to the host region directly.
+  for (const auto& in : g->input()) {
+    if (!is_host_only_type(in.type())) continue;
+    auto t = types.find(in.name());
+    if (t == types.end())
+      throw ImportError("input '" + in.name() +
+                        "' has a sequence or optional type without an element type");
+    host->inputs.push_back(in.name());
+    host->dtypes[in.name()] = t->second;
+    made_by[in.name()] = "input '" + in.name() + "'";
+    why[in.name()] =
+        "which is a " + t->second + " (the executor holds sequences and optionals, kernels do not)";
+  }
   std::vector<bool> to_host(g->node_size(), false);
   for (int i = 0; i < g->node_size(); ++i) {
     const onnx::NodeProto& n = g->node(i);
@@ -103,11 +132,16 @@ void split_host_region(onnx::ModelProto* model, std::vector<std::string>* names,
           if (!o.empty()) varying.insert(o);
     }
     std::string read;  // a run-time shaped input, if any
-    for (const auto& in : n.input())
+    for (const std::string& in : node_reads(n))
       if (made_by.count(in)) read = in;
-    bool shapeless = false;
-    for (const auto& o : n.output())
+    // Control flow, and what makes sequences or optionals, run on the host
+    // whatever their shapes.
+    bool shapeless = has_subgraphs(n);
+    for (const auto& o : n.output()) {
       if (!o.empty() && used.count(o) && untyped.count(o)) shapeless = true;
+      if (auto t = types.find(o); t != types.end() && t->second.find('<') != std::string::npos)
+        shapeless = true;
+    }
     const bool host_op = onnx_domain && host_operators().count(n.op_type());
     // A compiled operator reads some inputs only at build time (Reshape's
     // shape, CumSum's axis, OneHot's depth): fed from a graph input, the
@@ -128,8 +162,8 @@ void split_host_region(onnx::ModelProto* model, std::vector<std::string>* names,
     to_host[i] = true;
     for (const auto& o : n.output()) {
       if (o.empty()) continue;
-      auto t = elem.find(o);
-      if (t == elem.end())
+      auto t = types.find(o);
+      if (t == types.end())
         throw ImportError("node '" + name + "' (" + n.op_type() + "): ONNX gave output '" + o +
                           "' no element type");
       made_by[o] = name;
@@ -140,7 +174,7 @@ void split_host_region(onnx::ModelProto* model, std::vector<std::string>* names,
         why[o] = "which the executor computes after the kernels (node '" + name + "' (" +
                  n.op_type() + ") takes '" + varying_input +
                  "', which must otherwise be a build-time constant, at run time)";
-      host->dtypes[o] = dtype_name(t->second, "value '" + o + "'");
+      host->dtypes[o] = t->second;
     }
   }
   if (made_by.empty()) return;
@@ -161,8 +195,10 @@ void split_host_region(onnx::ModelProto* model, std::vector<std::string>* names,
       kept_names.push_back((*names)[i]);
       continue;
     }
-    host->nodes.push_back(convert_node(n, (*names)[i]));
-    for (const auto& in : n.input()) {
+    graph::Node node = convert_node(n, (*names)[i]);
+    convert_subgraphs(n, (*names)[i], host_operators(), &node, host);
+    host->nodes.push_back(std::move(node));
+    for (const std::string& in : node_reads(n)) {
       if (in.empty() || made_by.count(in)) continue;
       if (auto it = inits.find(in); it != inits.end()) {
         if (!host->constants.count(in))
@@ -174,6 +210,10 @@ void split_host_region(onnx::ModelProto* model, std::vector<std::string>* names,
   }
   g->mutable_node()->Swap(&kept);
   *names = std::move(kept_names);
+  google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> tensor_inputs;
+  for (const auto& in : g->input())
+    if (!is_host_only_type(in.type())) *tensor_inputs.Add() = in;
+  g->mutable_input()->Swap(&tensor_inputs);
 
   for (const auto& o : g->output()) host->outputs.push_back(o.name());
   google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> static_outputs;

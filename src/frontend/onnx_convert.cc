@@ -132,6 +132,31 @@ graph::Attribute convert_attribute(const onnx::AttributeProto& a, const std::str
 
 }  // namespace
 
+// A Constant node's value as a tensor named after its output.
+onnx::TensorProto constant_tensor(const onnx::NodeProto& n, const std::string& what) {
+  using TP = onnx::TensorProto;
+  onnx::TensorProto t;
+  for (const auto& a : n.attribute()) {
+    if (a.name() == "value") {
+      t = a.t();
+    } else if (a.name() == "value_float" || a.name() == "value_floats") {
+      t.set_data_type(TP::FLOAT);
+      if (a.name() == "value_floats") t.add_dims(a.floats_size());
+      if (a.name() == "value_float") t.add_float_data(a.f());
+      for (float f : a.floats()) t.add_float_data(f);
+    } else if (a.name() == "value_int" || a.name() == "value_ints") {
+      t.set_data_type(TP::INT64);
+      if (a.name() == "value_ints") t.add_dims(a.ints_size());
+      if (a.name() == "value_int") t.add_int64_data(a.i());
+      for (int64_t i : a.ints()) t.add_int64_data(i);
+    } else {
+      throw ImportError(what + ": attribute '" + a.name() + "' is not supported");
+    }
+  }
+  t.set_name(n.output(0));
+  return t;
+}
+
 graph::Node convert_node(const onnx::NodeProto& n, const std::string& name) {
   graph::Node node;
   node.op_type = n.op_type();
@@ -140,6 +165,11 @@ graph::Node convert_node(const onnx::NodeProto& n, const std::string& name) {
   node.inputs.assign(n.input().begin(), n.input().end());
   node.outputs.assign(n.output().begin(), n.output().end());
   for (const auto& a : n.attribute()) {
+    // Graph-valued attributes are the host region's (host_subgraphs.h).
+    if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS)
+      continue;
+    // Optional's `type`: inference has typed the output from it.
+    if (a.type() == onnx::AttributeProto::TYPE_PROTO) continue;
     const std::string what =
         "node '" + name + "' (" + n.op_type() + ") attribute '" + a.name() + "'";
     node.attrs[a.name()] = convert_attribute(a, what);

@@ -29,7 +29,12 @@ graph::Initializer convert_tensor(const onnx::TensorProto& t, const std::string&
 // whose size in bytes overflows int64 is an ImportError naming the value.
 bool convert_type(const onnx::TypeProto& t, const std::string& what, graph::TensorType* out);
 
-// A node with its attributes; `name` is the (unique) name kiln gives it.
+// A Constant node's value as a tensor named after its output; an ImportError
+// naming `what` for an attribute kind kiln does not read.
+onnx::TensorProto constant_tensor(const onnx::NodeProto& n, const std::string& what);
+
+// A node with its attributes (graph-valued ones left out); `name` is the (unique) name kiln gives
+// it.
 graph::Node convert_node(const onnx::NodeProto& n, const std::string& name);
 
 }  // namespace kiln::frontend

@@ -14,8 +14,10 @@
 #include <set>
 #include <sstream>
 
+#include "frontend/constant_branches.h"
 #include "frontend/einsum_shapes.h"
 #include "frontend/host_region.h"
+#include "frontend/host_subgraphs.h"
 #include "frontend/inline_functions.h"
 #include "frontend/legacy_ops.h"
 #include "frontend/onnx_convert.h"
@@ -223,8 +225,10 @@ void bind_input_shapes(onnx::GraphProto* g, const InputShapes& shapes) {
   }
   std::vector<std::string> problems;
   for (auto* in : inputs) {
+    // Sequences and optionals go to the host region, shapes unbound.
+    if (is_host_only_type(in->type())) continue;
     if (!in->type().has_tensor_type())
-      throw ImportError("input '" + in->name() + "' is not a tensor");
+      throw ImportError("input '" + in->name() + "' is not a tensor, a sequence or an optional");
     auto* tt = in->mutable_type()->mutable_tensor_type();
     auto it = shapes.find(in->name());
     if (it == shapes.end()) {
@@ -300,31 +304,6 @@ void infer_shapes(onnx::ModelProto* model, const std::vector<std::string>& names
       *back = inferred.at(o.name());
     }
   }
-}
-
-// A Constant node's value as a tensor named after its output.
-onnx::TensorProto constant_tensor(const onnx::NodeProto& n, const std::string& what) {
-  using TP = onnx::TensorProto;
-  onnx::TensorProto t;
-  for (const auto& a : n.attribute()) {
-    if (a.name() == "value") {
-      t = a.t();
-    } else if (a.name() == "value_float" || a.name() == "value_floats") {
-      t.set_data_type(TP::FLOAT);
-      if (a.name() == "value_floats") t.add_dims(a.floats_size());
-      if (a.name() == "value_float") t.add_float_data(a.f());
-      for (float f : a.floats()) t.add_float_data(f);
-    } else if (a.name() == "value_int" || a.name() == "value_ints") {
-      t.set_data_type(TP::INT64);
-      if (a.name() == "value_ints") t.add_dims(a.ints_size());
-      if (a.name() == "value_int") t.add_int64_data(a.i());
-      for (int64_t i : a.ints()) t.add_int64_data(i);
-    } else {
-      throw ImportError(what + ": attribute '" + a.name() + "' is not supported");
-    }
-  }
-  t.set_name(n.output(0));
-  return t;
 }
 
 // untyped_outputs() restricted to values some node or the graph reads.
@@ -518,6 +497,12 @@ graph::Graph import_model(const std::string& path, const InputShapes& input_shap
   // folded; each round folds at least one node, so this ends.
   while (!untyped_outputs(model).empty() && fold_small_constants(&model, &names) > 0)
     infer_shapes(&model, names);
+  // An If whose condition is now a constant becomes the branch it takes.
+  while (inline_constant_branches(&model, &names) > 0) {
+    infer_shapes(&model, names);
+    while (!untyped_outputs(model).empty() && fold_small_constants(&model, &names) > 0)
+      infer_shapes(&model, names);
+  }
   if (drop_pool_windows_starting_in_padding(&model)) infer_shapes(&model, names);
   // Values whose shapes depend on data, and the nodes that read them, run in
   // the executor on run-time shaped tensors (host_region.h).

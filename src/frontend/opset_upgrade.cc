@@ -54,28 +54,31 @@ void reshape_channel_slopes(onnx::ModelProto* typed) {
 // output no node writes, or an input read before any node defines it, makes
 // it dereference a null value (found by fuzz/onnx_import_fuzzer.cc), and the
 // checker of ONNX 1.12 lets both through. Named here instead.
-void check_wiring(const onnx::GraphProto& g) {
-  std::set<std::string> defined;
+void check_wiring(const onnx::GraphProto& g, std::set<std::string> defined = {},
+                  const std::string& where = "") {
   for (const auto& in : g.input()) defined.insert(in.name());
   for (const auto& t : g.initializer()) defined.insert(t.name());
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& n = g.node(i);
     // Named as node_names() in onnx_import.cc names a nameless node.
     const std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name();
-    for (const auto& a : n.attribute())
-      if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS)
-        throw ImportError("node '" + name + "' (" + n.op_type() +
-                          ") has a subgraph; control flow is not supported");
     for (const std::string& in : n.input())
       if (!in.empty() && !defined.count(in))
-        throw ImportError("node '" + name + "' (" + n.op_type() + ") reads '" + in +
+        throw ImportError(where + "node '" + name + "' (" + n.op_type() + ") reads '" + in +
                           "', which no input, initializer or earlier node defines");
+    // A subgraph sees every value defined before its node.
+    for (const auto& a : n.attribute()) {
+      if (a.type() == onnx::AttributeProto::GRAPH)
+        check_wiring(a.g(), defined, where + "node '" + name + "' subgraph '" + a.name() + "': ");
+      for (const auto& sub : a.graphs())
+        check_wiring(sub, defined, where + "node '" + name + "' subgraph '" + a.name() + "': ");
+    }
     for (const std::string& out : n.output())
       if (!out.empty()) defined.insert(out);
   }
   for (const auto& out : g.output())
     if (!defined.count(out.name()))
-      throw ImportError("graph output '" + out.name() +
+      throw ImportError(where + "graph output '" + out.name() +
                         "' is not defined by any node, input or "
                         "initializer");
 }
@@ -90,6 +93,15 @@ int64_t upgrade_opset(onnx::ModelProto* model, int64_t target) {
   // caller names the file).
   onnx::checker::check_model(*model);
   check_wiring(model->graph());
+  // Scan before opset 9 scans a batch axis with per-batch lengths; ONNX's
+  // converter drops that axis from the model's inputs instead of keeping it.
+  if (from < 9)
+    for (int i = 0; i < model->graph().node_size(); ++i)
+      if (const auto& n = model->graph().node(i); n.op_type() == "Scan" && n.domain().empty())
+        throw ImportError("node '" + (n.name().empty() ? "Scan_" + std::to_string(i) : n.name()) +
+                          "' (Scan): Scan of opset " + std::to_string(from) +
+                          " (a batch axis and sequence_lens) is not supported; re-export the "
+                          "model at opset 9 or newer");
   try {
     // Some adapters (Add/Mul's broadcast attribute before opset 7, Gemm's
     // before 11) need their inputs' shapes: a lenient shape inference first.

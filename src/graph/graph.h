@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -46,10 +47,12 @@ struct Initializer {
 
 // A node attribute: ONNX's INT, FLOAT, STRING, INTS, FLOATS, TENSOR and
 // STRINGS kinds (ConstantOfShape's `value` is a TENSOR, LSTM's `activations`
-// STRINGS). Graph-valued attributes (If, Loop) have no counterpart: the
-// frontend rejects those operators.
+// STRINGS). Graph-valued attributes (If's branches, Loop's and Scan's
+// bodies) are Node::subgraphs instead.
 using Attribute = std::variant<int64_t, float, std::string, std::vector<int64_t>,
                                std::vector<float>, Initializer, std::vector<std::string>>;
+
+struct Subgraph;
 
 struct Node {
   std::string op_type;
@@ -58,6 +61,8 @@ struct Node {
   std::vector<std::string> inputs;  // "" marks an omitted optional input
   std::vector<std::string> outputs;
   std::map<std::string, Attribute> attrs;
+  // Graph-valued attributes, by name: only nodes of the host region have them.
+  std::map<std::string, std::shared_ptr<const Subgraph>> subgraphs;
 
   // Typed attribute access; nullopt when absent, std::logic_error when the
   // attribute has another type (a malformed model, not a missing default).
@@ -71,10 +76,27 @@ struct Node {
 // reads what they produce (frontend/host_region.h). The graph passes never
 // see these nodes; the executor runs them after the kernels, on buffers sized
 // per run (runtime/host_op.h). Empty for a model whose shapes are all static.
+// A graph-valued attribute of a host node (If's then_branch, Loop's body):
+// its formal inputs and outputs and its nodes in execution order. Its values'
+// types and constants live in the enclosing HostRegion (ONNX names are unique
+// across a graph and its subgraphs); a node may read any value of the
+// enclosing scopes.
+struct Subgraph {
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  std::vector<Node> nodes;
+};
+
 struct HostRegion {
-  std::vector<Node> nodes;                       // in execution order
-  std::map<std::string, std::string> dtypes;     // every value the nodes produce
+  std::vector<Node> nodes;  // in execution order
+  // Every value the nodes (and their subgraphs) produce, with its type: a
+  // dtype name for a tensor, "sequence<float32>" for a sequence of tensors,
+  // "optional<float32>" or "optional<sequence<float32>>" for an optional.
+  std::map<std::string, std::string> dtypes;
   std::map<std::string, Initializer> constants;  // initializers the nodes read
+  // Graph inputs that only the host region holds (sequences, optionals), in
+  // the model's order; their types are in `dtypes`.
+  std::vector<std::string> inputs;
   // The model's outputs in order: values of the nodes above, or of the graph
   // (whose `outputs` then also lists what the nodes read from it).
   std::vector<std::string> outputs;

@@ -59,6 +59,27 @@ class GraphModule {
     ex_->set_input(index, value.data(), dtype, shape);
   }
 
+  // A sequence input's elements (C-contiguous arrays of its dtype), copied in.
+  void set_input_sequence(size_t index, const std::vector<py::array>& elements) {
+    std::vector<runtime::NDArray> arrays;
+    const runtime::TensorInfo& info = info_of(index);
+    for (const py::array& e : elements) {
+      check_input(index, e);
+      std::vector<int64_t> shape(e.shape(), e.shape() + e.ndim());
+      runtime::NDArray a = runtime::NDArray::empty(shape, dtype_of(e, info));
+      if (a.nbytes() > 0) std::memcpy(a.data(), e.data(), static_cast<size_t>(a.nbytes()));
+      arrays.push_back(std::move(a));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    ex_->set_input_sequence(info.name, arrays);
+  }
+
+  void set_input_none(size_t index) {
+    const runtime::TensorInfo& info = info_of(index);
+    std::lock_guard<std::mutex> lock(mu_);
+    ex_->set_input_none(info.name);
+  }
+
   // Input `index`'s storage as a writable array whose base is the module:
   // what the caller writes there is the input, without any copy.
   py::array input_view(size_t index, py::object self) {
@@ -100,6 +121,9 @@ class GraphModule {
       dst.push_back(info.dynamic ? nullptr : outs.back().mutable_data());
     }
     std::vector<runtime::NDArray> shaped_at_run(dst.size());
+    // Sequence outputs and empty optionals (lists and None in Python).
+    std::vector<std::vector<runtime::NDArray>> sequences(dst.size());
+    std::vector<bool> none(dst.size(), false);
     {
       py::gil_scoped_release unlocked;  // `inputs` keeps the arrays alive
       std::lock_guard<std::mutex> lock(mu_);
@@ -107,7 +131,12 @@ class GraphModule {
       ex_->run();
       for (size_t k = 0; k < dst.size(); ++k) {
         if (!dst[k]) {
-          shaped_at_run[k] = ex_->output(k);
+          if (ex_->output_is_none(k))
+            none[k] = true;
+          else if (ex_->outputs()[k].sequence)
+            sequences[k] = ex_->output_sequence(k);
+          else
+            shaped_at_run[k] = ex_->output(k);
           continue;
         }
         std::memcpy(dst[k], ex_->output_data(k), static_cast<size_t>(ex_->outputs()[k].nbytes()));
@@ -115,6 +144,14 @@ class GraphModule {
     }
     py::list result;
     for (size_t k = 0; k < outs.size(); ++k) {
+      if (none[k]) {
+        result.append(py::none());
+        continue;
+      }
+      if (ex_->outputs()[k].sequence) {
+        result.append(to_list(outs[k].dtype(), sequences[k]));
+        continue;
+      }
       if (!dst[k]) {
         const runtime::NDArray& a = shaped_at_run[k];
         outs[k] = py::array(outs[k].dtype(), a.shape());
@@ -126,9 +163,18 @@ class GraphModule {
     return result;
   }
 
-  py::array get_output(size_t index, bool copy, py::object self) {
+  py::object get_output(size_t index, bool copy, py::object self) {
     const void* data = ex_->output_data(index);  // range-checked: IndexError
     const runtime::TensorInfo& info = ex_->outputs()[index];
+    if (info.dynamic && ex_->output_is_none(index)) return py::none();
+    if (info.sequence) {
+      std::vector<runtime::NDArray> elements;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        elements = ex_->output_sequence(index);
+      }
+      return to_list(numpy_dtype(info), elements);
+    }
     if (info.dynamic && !data)
       throw std::runtime_error("output '" + info.name +
                                "' is shaped at run time and has no value before the first run");
@@ -184,8 +230,26 @@ class GraphModule {
   static py::list infos(const std::vector<runtime::TensorInfo>& v) {
     py::list out;
     for (const auto& t : v)
-      out.append(py::make_tuple(t.name, py::tuple(py::cast(t.shape)), t.dtype.str()));
+      out.append(py::make_tuple(t.name, py::tuple(py::cast(t.shape)), t.dtype.str(),
+                                t.sequence ? "sequence" : "tensor", t.optional));
     return out;
+  }
+
+  static py::list to_list(const py::dtype& dtype, const std::vector<runtime::NDArray>& elements) {
+    py::list out;
+    for (const runtime::NDArray& a : elements) {
+      py::array e(dtype, a.shape());
+      if (a.nbytes() > 0) std::memcpy(e.mutable_data(), a.data(), static_cast<size_t>(a.nbytes()));
+      out.append(e);
+    }
+    return out;
+  }
+
+  const runtime::TensorInfo& info_of(size_t index) const {
+    if (index >= ex_->inputs().size())
+      throw std::out_of_range("input index " + std::to_string(index) + " is out of range (" +
+                              std::to_string(ex_->inputs().size()) + " inputs)");
+    return ex_->inputs()[index];
   }
 
   // numpy's name for a kiln dtype ("float32", "int64", "bool", ...); bfloat16
@@ -229,6 +293,9 @@ void bind_runtime(py::module_& m) {
       .def_property_readonly("num_inputs", &GraphModule::num_inputs)
       .def_property_readonly("num_outputs", &GraphModule::num_outputs)
       .def("set_input", &GraphModule::set_input, py::arg("index"), py::arg("value"))
+      .def("set_input_sequence", &GraphModule::set_input_sequence, py::arg("index"),
+           py::arg("elements"))
+      .def("set_input_none", &GraphModule::set_input_none, py::arg("index"))
       .def("run", &GraphModule::run)
       .def("run_with", &GraphModule::run_with, py::arg("inputs"))
       .def(

@@ -136,7 +136,9 @@ int64_t TensorInfo::nbytes() const {
 }
 
 std::string TensorInfo::str() const {
-  return "'" + name + "' " + dtype.str() + " " + shape_str(shape);
+  std::string type = sequence ? "sequence<" + dtype.str() + ">" : dtype.str();
+  if (optional) type = "optional<" + type + ">";
+  return "'" + name + "' " + type + (sequence ? "" : " " + shape_str(shape));
 }
 
 struct GraphExecutor::Impl {
@@ -161,6 +163,9 @@ struct GraphExecutor::Impl {
   // output_values[i] where that is >= 0 (output_tensors[i] is then -1).
   HostRegion host;
   std::vector<int64_t> output_values;
+  // Input i is the host region's value input_values[i] where that is >= 0
+  // (a sequence or an optional; input_tensors[i] is then -1).
+  std::vector<int64_t> input_values;
 
   explicit Impl(Package pkg);
   void read_tensors(const GraphReader& r, const json& g);
@@ -246,7 +251,19 @@ GraphExecutor::Impl::Impl(Package pkg)
     inputs.push_back(tensors[input_tensors[i]].info);
     inputs.back().name = names[i];
   }
+  input_values.assign(input_tensors.size(), -1);
   read_host(r, g);
+  for (size_t v : host.inputs()) {
+    TensorInfo info;
+    info.name = host.value_name(v);
+    info.dtype = host.value(v).dtype;
+    info.dynamic = true;
+    info.sequence = host.value(v).is_sequence();
+    info.optional = host.optional(v);
+    inputs.push_back(info);
+    input_tensors.push_back(-1);
+    input_values.push_back(static_cast<int64_t>(v));
+  }
   read_outputs(r, g);
   load_params(r, g, pkg);
   read_kernels(r, g);
@@ -279,6 +296,8 @@ void GraphExecutor::Impl::read_outputs(const GraphReader& r, const json& g) {
       output_values.push_back(v);
       info.dtype = host.value(v).dtype;
       info.dynamic = true;
+      info.sequence = host.value(v).is_sequence();
+      info.optional = host.optional(v);
     } else {
       int64_t t = r.integer(list[i], "tensor", where, 0, static_cast<int64_t>(tensors.size()) - 1);
       output_tensors.push_back(t);
@@ -500,6 +519,18 @@ void GraphExecutor::set_input(size_t index, const void* data, DType dtype,
     throw std::invalid_argument("input index " + std::to_string(index) + " is out of range (" +
                                 std::to_string(impl_->inputs.size()) + " inputs)");
   const TensorInfo& want = impl_->inputs[index];
+  if (impl_->input_values[index] >= 0) {
+    if (want.sequence)
+      throw std::invalid_argument("input '" + want.name + "' is a sequence of " + want.dtype.str() +
+                                  " tensors; give it one with set_input_sequence");
+    if (dtype != want.dtype)
+      throw std::invalid_argument("input '" + want.name + "' is " + dtype.str() +
+                                  " but the model expects " + want.dtype.str());
+    HostValue v;
+    v.dtype = dtype, v.shape = shape, v.data = const_cast<void*>(data);
+    impl_->host.set_input(static_cast<size_t>(impl_->input_values[index]), v);
+    return;
+  }
   if (dtype != want.dtype || shape != want.shape)
     throw std::invalid_argument("input '" + want.name + "' is " + dtype.str() + " " +
                                 shape_str(shape) + " but the model expects " + want.dtype.str() +
@@ -557,6 +588,11 @@ NDArray GraphExecutor::output(size_t i) const {
     throw std::out_of_range("output index " + std::to_string(i) + " is out of range (" +
                             std::to_string(impl_->outputs.size()) + " outputs)");
   const TensorInfo& info = impl_->outputs[i];
+  if (info.sequence)
+    throw std::runtime_error("output '" + info.name +
+                             "' is a sequence: read it with output_sequence");
+  if (output_is_none(i))
+    throw std::runtime_error("output '" + info.name + "' is an empty optional");
   if (info.dynamic && !output_data(i))
     throw std::runtime_error("output '" + info.name +
                              "' is shaped at run time and has no value before the first run");
@@ -565,10 +601,70 @@ NDArray GraphExecutor::output(size_t i) const {
   return a;
 }
 
+void GraphExecutor::set_input_sequence(const std::string& name,
+                                       const std::vector<NDArray>& elements) {
+  const size_t index = checked_input_index(name);
+  const TensorInfo& want = impl_->inputs[index];
+  if (!want.sequence)
+    throw std::invalid_argument(
+        "input '" + name + "' is not a sequence; its inputs are: " + list_infos(impl_->inputs));
+  HostValue v;
+  v.kind = HostValue::Kind::kSequence;
+  v.dtype = want.dtype;
+  for (size_t j = 0; j < elements.size(); ++j) {
+    const NDArray& e = elements[j];
+    if (!e.defined() || e.dtype() != want.dtype)
+      throw std::invalid_argument("input '" + name + "' element " + std::to_string(j) + " is " +
+                                  (e.defined() ? e.dtype().str() : std::string("undefined")) +
+                                  "; the sequence holds " + want.dtype.str());
+    HostValue t;
+    t.dtype = e.dtype(), t.shape = e.shape(), t.data = const_cast<void*>(e.data());
+    v.elements.push_back(t);
+  }
+  impl_->host.set_input(static_cast<size_t>(impl_->input_values[index]), v);
+}
+
+void GraphExecutor::set_input_none(const std::string& name) {
+  const size_t index = checked_input_index(name);
+  const TensorInfo& want = impl_->inputs[index];
+  if (!want.optional)
+    throw std::invalid_argument("input '" + name +
+                                "' is not optional; its inputs are: " + list_infos(impl_->inputs));
+  HostValue v;
+  v.none = true;
+  v.dtype = want.dtype;
+  if (want.sequence) v.kind = HostValue::Kind::kSequence;
+  impl_->host.set_input(static_cast<size_t>(impl_->input_values[index]), v);
+}
+
+std::vector<NDArray> GraphExecutor::output_sequence(size_t i) const {
+  if (i >= impl_->outputs.size() || !impl_->outputs[i].sequence)
+    throw std::invalid_argument("output " + std::to_string(i) + " is not a sequence");
+  if (output_is_none(i))
+    throw std::runtime_error("output '" + impl_->outputs[i].name + "' is an empty optional");
+  std::vector<NDArray> out;
+  for (const HostValue& e : impl_->host.value(impl_->output_values[i]).elements) {
+    NDArray a = NDArray::empty(e.shape, e.dtype);
+    if (e.nbytes() > 0) std::memcpy(a.data(), e.data, static_cast<size_t>(e.nbytes()));
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+bool GraphExecutor::output_is_none(size_t i) const {
+  if (i >= impl_->outputs.size())
+    throw std::out_of_range("output index " + std::to_string(i) + " is out of range (" +
+                            std::to_string(impl_->outputs.size()) + " outputs)");
+  return impl_->output_values[i] >= 0 && impl_->host.value(impl_->output_values[i]).none;
+}
+
 void* GraphExecutor::input_data(size_t i) {
   if (i >= impl_->inputs.size())
     throw std::out_of_range("input index " + std::to_string(i) + " is out of range (" +
                             std::to_string(impl_->inputs.size()) + " inputs)");
+  if (impl_->input_values[i] >= 0)
+    throw std::invalid_argument("input '" + impl_->inputs[i].name +
+                                "' is a sequence or an optional and has no tensor storage");
   return impl_->tensors[impl_->input_tensors[i]].ptr;
 }
 

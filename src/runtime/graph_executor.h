@@ -26,6 +26,11 @@ struct TensorInfo {
   // (empty before the first).
   std::vector<int64_t> shape;
   bool dynamic = false;
+  // A sequence of tensors of `dtype` (an input or output of a model that
+  // takes or gives one: set_input_sequence, output_sequence), and whether the
+  // value is an optional (set_input_none, output_is_none).
+  bool sequence = false;
+  bool optional = false;
   int64_t nbytes() const;
   // "input float32 [1, 3, 224, 224]"
   std::string str() const;
@@ -72,6 +77,13 @@ class GraphExecutor {
   void set_input(const std::string& name, const void* data, DType dtype,
                  const std::vector<int64_t>& shape);
   void set_input(size_t index, const void* data, DType dtype, const std::vector<int64_t>& shape);
+  // A sequence input: copies every element in (each of the input's dtype).
+  // An optional input: set_input_none leaves it without a value; set_input
+  // (or set_input_sequence) gives it one. Wrong kinds throw
+  // std::invalid_argument naming the input.
+  void set_input_sequence(const std::string& name, const std::vector<NDArray>& elements);
+  void set_input_none(const std::string& name);
+
   // Input i's own storage (64-byte aligned, inputs(i).nbytes() bytes; the
   // memory plan never shares it): a caller may write an input there in place
   // instead of set_input's copy. Valid for the executor's lifetime.
@@ -88,6 +100,10 @@ class GraphExecutor {
   // the last run (outputs()[i].shape).
   NDArray output(size_t i) const;
   const void* output_data(size_t i) const;
+  // A sequence output's elements, copied; an optional output without a value
+  // (output_is_none) has none to give: output() and output_sequence() throw.
+  std::vector<NDArray> output_sequence(size_t i) const;
+  bool output_is_none(size_t i) const;
 
   const std::string& package_path() const;
   const std::string& target() const;

@@ -1,5 +1,7 @@
 #include "runtime/host_op.h"
 
+#include <algorithm>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -44,6 +46,48 @@ void* HostBuffer::reserve(int64_t bytes) {
   return array_.data();
 }
 
+void* HostBuffer::grow(int64_t keep, int64_t bytes) {
+  if (array_.defined() && array_.nbytes() >= bytes) return array_.data();
+  int64_t want = std::max<int64_t>({bytes, 64, array_.defined() ? 2 * array_.nbytes() : 0});
+  NDArray bigger = NDArray::empty({want}, DType::u8());
+  if (keep > 0) std::memcpy(bigger.data(), array_.data(), static_cast<size_t>(keep));
+  array_ = std::move(bigger);
+  return array_.data();
+}
+
+HostBuffer& HostBuffer::element(size_t j) {
+  if (elements_.size() <= j) elements_.resize(j + 1);
+  return elements_[j];
+}
+
+namespace {
+
+void copy_tensor(const HostValue& src, HostValue* dst, HostBuffer* buffer) {
+  dst->dtype = src.dtype;
+  dst->shape = src.shape;
+  const int64_t bytes = src.nbytes();
+  dst->data = buffer->reserve(bytes);
+  if (bytes > 0) std::memcpy(dst->data, src.data, static_cast<size_t>(bytes));
+}
+
+}  // namespace
+
+void copy_host_value(const HostValue& src, HostValue* dst, HostBuffer* buffer) {
+  dst->none = src.none;
+  dst->elements.clear();
+  if (src.none) return;
+  if (!src.is_sequence()) {
+    if (dst->is_sequence()) throw std::runtime_error("a tensor where a sequence was expected");
+    copy_tensor(src, dst, buffer);
+    return;
+  }
+  if (!dst->is_sequence()) throw std::runtime_error("a sequence where a tensor was expected");
+  dst->dtype = src.dtype;
+  dst->elements.resize(src.elements.size());
+  for (size_t j = 0; j < src.elements.size(); ++j)
+    copy_tensor(src.elements[j], &dst->elements[j], &buffer->element(j));
+}
+
 const HostValue& HostOpContext::required(size_t i) const {
   if (!input(i)) fail("input " + std::to_string(i) + " is required");
   return *input(i);
@@ -64,9 +108,63 @@ void* HostOpContext::allocate(size_t i, std::vector<int64_t> shape) {
   } catch (const std::exception& e) {
     fail("output " + std::to_string(i) + ": " + e.what());
   }
+  out->none = false;
+  out->elements.clear();
   out->shape = std::move(shape);
   out->data = buffer->reserve(n * out->dtype.bytes());
   return out->data;
+}
+
+void* HostOpContext::output_data(size_t i) const {
+  return has_output(i) ? outputs_[i]->data : scratch_.data;
+}
+
+void HostOpContext::set_sequence(size_t i, size_t n) {
+  if (!has_output(i)) return;
+  HostValue* out = outputs_[i];
+  if (!out->is_sequence()) fail("output " + std::to_string(i) + " is not a sequence");
+  out->none = false;
+  out->shape.clear();
+  out->data = nullptr;
+  out->elements.assign(n, HostValue{});
+  for (HostValue& e : out->elements) e.dtype = out->dtype;
+}
+
+void* HostOpContext::allocate_element(size_t i, size_t j, std::vector<int64_t> shape) {
+  if (!has_output(i)) return scratch_buffer_.reserve(host_numel(shape) * 8);
+  HostValue& e = outputs_[i]->elements.at(j);
+  e.shape = std::move(shape);
+  e.data = buffers_[i]->element(j).reserve(e.numel() * e.dtype.bytes());
+  return e.data;
+}
+
+void HostOpContext::set_none(size_t i) {
+  if (!has_output(i)) return;
+  outputs_[i]->none = true;
+  outputs_[i]->elements.clear();
+  outputs_[i]->shape.clear();
+  outputs_[i]->data = nullptr;
+}
+
+void HostOpContext::copy_to_output(size_t i, const HostValue& v) {
+  if (!has_output(i)) return;
+  try {
+    copy_host_value(v, outputs_[i], buffers_[i]);
+  } catch (const std::exception& e) {
+    fail("output " + std::to_string(i) + ": " + e.what());
+  }
+}
+
+HostBuffer& HostOpContext::scratch(size_t k) const {
+  if (!scratch_buffers_) fail("has no scratch memory");
+  if (scratch_buffers_->size() <= k) scratch_buffers_->resize(k + 1);
+  return (*scratch_buffers_)[k];
+}
+
+HostSubgraph& HostOpContext::subgraph(const std::string& name) const {
+  if (subgraphs_)
+    if (auto it = subgraphs_->find(name); it != subgraphs_->end()) return *it->second;
+  fail("has no subgraph '" + name + "'");
 }
 
 int64_t HostOpContext::attr_int(const std::string& name, int64_t fallback) const {
@@ -124,6 +222,8 @@ const std::map<std::string, HostOpFn>& table() {
     register_elementwise_host_ops(m);
     register_reduce_host_ops(m);
     register_resize_host_ops(m);
+    register_control_flow_host_ops(m);
+    register_sequence_host_ops(m);
     return m;
   }();
   return t;

@@ -22,11 +22,19 @@
 
 namespace kiln::runtime {
 
-// A tensor as a host operator sees it: dtype, this run's shape, data.
+// A value as a host operator sees it: a tensor (dtype, this run's shape,
+// data), or a sequence of tensors (`elements`, each of `dtype`); either may be
+// an optional's, which `none` marks empty.
 struct HostValue {
+  enum class Kind { kTensor, kSequence };
+  Kind kind = Kind::kTensor;
+  bool none = false;
   DType dtype;
   std::vector<int64_t> shape;
   void* data = nullptr;
+  std::vector<HostValue> elements;
+
+  bool is_sequence() const { return kind == Kind::kSequence; }
 
   int64_t numel() const;
   int64_t nbytes() const { return numel() * dtype.bytes(); }
@@ -36,13 +44,41 @@ struct HostValue {
   }
 };
 
-// A host value's memory: grows to the largest size any run asked for and keeps it.
+// A host value's memory: grows to the largest size any run asked for and
+// keeps it; a sequence's elements each have their own.
 class HostBuffer {
  public:
   void* reserve(int64_t bytes);
+  // Grows to at least `bytes`, keeping the first `keep` bytes (amortized doubling).
+  void* grow(int64_t keep, int64_t bytes);
+  HostBuffer& element(size_t j);
 
  private:
   NDArray array_;
+  std::vector<HostBuffer> elements_;
+};
+
+// Copies `src` (a tensor, a sequence or an empty optional) into `dst`, whose
+// memory is `buffer`; `dst` keeps its declared kind.
+void copy_host_value(const HostValue& src, HostValue* dst, HostBuffer* buffer);
+
+// A subgraph of a node (If's branches, Loop's and Scan's bodies), which the
+// host region runs on the operator's request.
+class HostSubgraph {
+ public:
+  virtual ~HostSubgraph() = default;
+  virtual size_t num_inputs() const = 0;
+  virtual size_t num_outputs() const = 0;
+  // Makes formal input i a view of `v` (no copy: `v` must outlive the next run()).
+  virtual void bind_input(size_t i, const HostValue& v) = 0;
+  virtual void run() = 0;
+  virtual const HostValue& output(size_t i) const = 0;
+  // Formal input i as bound, or as the last carry() left it.
+  virtual const HostValue& input(size_t i) const = 0;
+  // Loop-carried values: input `pairs[k].second` becomes what output
+  // `pairs[k].first` holds now, for the next run(). Outputs that a node of the
+  // subgraph wrote hand their memory over without a copy.
+  virtual void carry(const std::vector<std::pair<size_t, size_t>>& pairs) = 0;
 };
 
 // One attribute of the node, as the frontend wrote it into mod.json.
@@ -59,8 +95,14 @@ class HostOpContext {
  public:
   HostOpContext(const std::string& op, const std::vector<const HostValue*>& inputs,
                 const std::vector<HostValue*>& outputs, const std::vector<HostBuffer*>& buffers,
-                const std::map<std::string, HostAttr>& attrs)
-      : op_(op), inputs_(inputs), outputs_(outputs), buffers_(buffers), attrs_(attrs) {}
+                const std::map<std::string, HostAttr>& attrs,
+                const std::map<std::string, HostSubgraph*>* subgraphs = nullptr)
+      : op_(op),
+        inputs_(inputs),
+        outputs_(outputs),
+        buffers_(buffers),
+        attrs_(attrs),
+        subgraphs_(subgraphs) {}
 
   const std::string& op() const { return op_; }
   size_t num_inputs() const { return inputs_.size(); }
@@ -81,6 +123,21 @@ class HostOpContext {
   T* allocate_as(size_t i, std::vector<int64_t> shape) {
     return static_cast<T*>(allocate(i, std::move(shape)));
   }
+  // Output i's data as the last allocate() left it.
+  void* output_data(size_t i) const;
+  // Output i as a sequence of `n` elements, each then sized with
+  // allocate_element (dtype: the sequence's element type).
+  void set_sequence(size_t i, size_t n);
+  void* allocate_element(size_t i, size_t j, std::vector<int64_t> shape);
+  // Output i as an optional without a value.
+  void set_none(size_t i);
+  // Output i as a copy of `v` (a tensor, a sequence or an empty optional).
+  void copy_to_output(size_t i, const HostValue& v);
+  // The node's graph-valued attribute `name`; fails when it has none.
+  HostSubgraph& subgraph(const std::string& name) const;
+  // Memory of this node kept from run to run (Loop's scan outputs grow in it).
+  HostBuffer& scratch(size_t k) const;
+  void set_scratch(std::vector<HostBuffer>* scratch) { scratch_buffers_ = scratch; }
 
   bool has_attr(const std::string& name) const { return attrs_.count(name) != 0; }
   int64_t attr_int(const std::string& name, int64_t fallback) const;
@@ -101,6 +158,8 @@ class HostOpContext {
   const std::vector<HostValue*>& outputs_;
   const std::vector<HostBuffer*>& buffers_;
   const std::map<std::string, HostAttr>& attrs_;
+  const std::map<std::string, HostSubgraph*>* subgraphs_;
+  std::vector<HostBuffer>* scratch_buffers_ = nullptr;
   HostValue scratch_;
   HostBuffer scratch_buffer_;
 };
@@ -118,6 +177,8 @@ void register_selection_host_ops(std::map<std::string, HostOpFn>& table);
 void register_elementwise_host_ops(std::map<std::string, HostOpFn>& table);
 void register_reduce_host_ops(std::map<std::string, HostOpFn>& table);
 void register_resize_host_ops(std::map<std::string, HostOpFn>& table);
+void register_control_flow_host_ops(std::map<std::string, HostOpFn>& table);
+void register_sequence_host_ops(std::map<std::string, HostOpFn>& table);
 
 // Helpers shared by the operator files.
 int64_t host_numel(const std::vector<int64_t>& shape);

@@ -49,9 +49,19 @@ OUT_OF_SCOPE_DOMAINS = ("ai.onnx.preview.training",)
 # ---- the worker: one case at a time --------------------------------------------------------
 
 
+class NoValue:
+    """An optional without a value (None means an input left out)."""
+
+    def __repr__(self):
+        return "NoValue"
+
+
+NO_VALUE = NoValue()
+
+
 def load_proto_value(path, kind):
-    """A TensorProto (or a SequenceProto / OptionalProto, which kiln cannot
-    take today) from an input_K.pb / output_K.pb file."""
+    """A TensorProto (an array), a SequenceProto (a list of arrays) or an
+    OptionalProto (its value, or NO_VALUE) from an input_K.pb / output_K.pb."""
     import onnx
     from onnx import numpy_helper
     data = open(path, "rb").read()
@@ -59,6 +69,17 @@ def load_proto_value(path, kind):
         t = onnx.TensorProto()
         t.ParseFromString(data)
         return numpy_helper.to_array(t)
+    if kind == "sequence":
+        t = onnx.SequenceProto()
+        t.ParseFromString(data)
+        return list(numpy_helper.to_list(t))
+    if kind == "optional":
+        t = onnx.OptionalProto()
+        t.ParseFromString(data)
+        value = numpy_helper.to_optional(t)
+        if value is None:
+            return NO_VALUE
+        return list(value) if isinstance(value, (list, tuple)) else value
     raise CaseFailure(f"{kind} values are not supported")
 
 
@@ -107,12 +128,23 @@ def static_shape(info):
     return dims
 
 
-def compare(outputs, refs, rtol, atol):
-    """Raises CaseFailure as ONNX's runner would fail (assert_similar_outputs)."""
+def compare(outputs, refs, rtol, atol, what="output"):
+    """Raises CaseFailure as ONNX's runner would fail (assert_similar_outputs);
+    a sequence compares element by element, an empty optional only with None."""
     import numpy as np
     if len(outputs) != len(refs):
-        raise CaseFailure(f"{len(outputs)} outputs, expected {len(refs)}")
+        raise CaseFailure(f"{len(outputs)} {what}s, expected {len(refs)}")
     for k, (out, ref) in enumerate(zip(outputs, refs)):
+        if ref is NO_VALUE or out is None:
+            if not (ref is NO_VALUE and out is None):
+                raise CaseFailure(f"{what} {k} is {'empty' if out is None else 'a value'}, "
+                                  f"expected {'an empty optional' if ref is NO_VALUE else 'a value'}")
+            continue
+        if isinstance(ref, list):
+            if not isinstance(out, list):
+                raise CaseFailure(f"{what} {k} is not a sequence")
+            compare(out, ref, rtol, atol, what=f"{what} {k} element")
+            continue
         out = np.asarray(out)
         if out.dtype != ref.dtype:
             raise CaseFailure(f"output {k} is {out.dtype}, expected {ref.dtype}")
@@ -139,6 +171,8 @@ class KilnEngine:
     def prepare(self, case_dir, model, inputs, first_set):
         shapes = {}
         for info, value in zip(inputs, first_set):
+            if value_kind(info.type) != "tensor":
+                continue  # sequences and optionals keep their shapes open
             if value is not None and static_shape(info) != list(value.shape):
                 shapes[info.name] = tuple(value.shape)
         try:
@@ -148,7 +182,8 @@ class KilnEngine:
             raise CaseFailure(short_reason(str(e), case_dir)) from None
 
     def run(self, module, inputs, values):
-        feeds = {i.name: v for i, v in zip(inputs, values) if v is not None}
+        feeds = {i.name: (None if v is NO_VALUE else v)
+                 for i, v in zip(inputs, values) if v is not None}
         try:
             return module.run(**feeds) if feeds else (module.run(), [
                 module.get_output(k) for k in range(module.num_outputs)])[1]
@@ -171,7 +206,8 @@ class OrtEngine:
             raise CaseFailure(short_reason(str(e), case_dir)) from None
 
     def run(self, session, inputs, values):
-        feeds = {i.name: v for i, v in zip(inputs, values) if v is not None}
+        feeds = {i.name: (None if v is NO_VALUE else v)
+                 for i, v in zip(inputs, values) if v is not None}
         try:
             return session.run(None, feeds)
         except Exception as e:  # noqa: BLE001
@@ -199,14 +235,15 @@ def run_case(engine, case_dir):
         return "skip"
     for io in inputs + outputs:
         kind = value_kind(io.type)
-        if kind != "tensor":
+        if kind not in ("tensor", "sequence", "optional"):
             raise CaseFailure(f"{kind} {'input' if io in inputs else 'output'} '{io.name}'")
     if not sets:
         raise CaseFailure("no test data")
     values = [read_set(case_dir, s, inputs, "input") for s in sets]
     prepared = {}
     for s, vals in zip(sets, values):
-        key = tuple(None if v is None else v.shape for v in vals)
+        key = tuple(None if v is None or v is NO_VALUE else
+                    tuple(e.shape for e in v) if isinstance(v, list) else v.shape for v in vals)
         if key not in prepared:
             prepared[key] = engine.prepare(case_dir, model, inputs, vals)
         refs = read_set(case_dir, s, outputs, "output")

@@ -167,7 +167,8 @@ void flatten(HostOpContext& ctx) {
   copy_all(ctx, in, {outer, outer == 0 ? 0 : in.numel() / std::max<int64_t>(outer, 1)});
 }
 
-void identity(HostOpContext& ctx) { copy_all(ctx, ctx.required(0), ctx.required(0).shape); }
+// Any value: a tensor, a sequence or an optional (copied: the output owns its memory).
+void identity(HostOpContext& ctx) { ctx.copy_to_output(0, ctx.required(0)); }
 
 void expand(HostOpContext& ctx) {
   const HostValue& in = ctx.required(0);
