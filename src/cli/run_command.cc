@@ -93,22 +93,51 @@ std::string list_inputs(const runtime::GraphExecutor& ex) {
   return s.empty() ? "(none)" : s;
 }
 
-// Feeds every input from the npz, requiring exactly the model's input names.
+// A sequence input `x` comes as the arrays `x[0]`, `x[1]`, ... (an empty one
+// as a single array `x[]`); returns the input's name and the element's
+// position (-1 for `x[]`), or an empty name for an array of another kind.
+std::pair<std::string, int64_t> sequence_key(const std::string& key) {
+  const size_t open = key.rfind('[');
+  if (open == std::string::npos || open == 0 || key.back() != ']') return {"", 0};
+  const std::string digits = key.substr(open + 1, key.size() - open - 2);
+  if (digits.empty()) return {key.substr(0, open), -1};
+  if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+    return {"", 0};
+  return {key.substr(0, open), std::stoll(digits)};
+}
+
+// Feeds every input from the npz, requiring exactly the model's input names
+// (sequences as `name[0]`, `name[1]`, ...; an optional input left out is empty).
 void set_inputs(runtime::GraphExecutor& ex, const Options& o) {
   if (o.inputs.empty()) {
-    if (ex.inputs().empty()) return;
+    bool all_optional = true;
+    for (const auto& in : ex.inputs()) all_optional &= in.optional;
+    if (all_optional) return;
     throw std::runtime_error("--inputs INPUT.npz is required: the model's inputs are " +
                              list_inputs(ex));
   }
   std::vector<runtime::NamedArray> arrays = runtime::read_npz(o.inputs);
   std::set<std::string> given;
-  for (const auto& a : arrays) {
+  std::map<std::string, std::map<int64_t, runtime::NDArray>> sequences;
+  for (auto& a : arrays) {
     int i = ex.input_index(a.name);
-    if (i < 0)
+    if (i < 0) {
+      auto [name, at] = sequence_key(a.name);
+      int s = name.empty() ? -1 : ex.input_index(name);
+      if (s >= 0 && ex.inputs()[s].sequence) {
+        auto& elements = sequences[name];
+        if (at >= 0) elements[at] = std::move(a.array);
+        continue;
+      }
       throw std::runtime_error(o.inputs + ": array '" + a.name + "' is not an input of '" +
                                o.package + "'; its inputs are " + list_inputs(ex));
+    }
     const runtime::TensorInfo& want = ex.inputs()[i];
-    if (a.array.dtype() != want.dtype || a.array.shape() != want.shape)
+    if (want.sequence)
+      throw std::runtime_error(o.inputs + ": input '" + a.name +
+                               "' is a sequence: give its elements as '" + a.name + "[0]', '" +
+                               a.name + "[1]', ... (an empty sequence as '" + a.name + "[]')");
+    if (a.array.dtype() != want.dtype || (!want.dynamic && a.array.shape() != want.shape))
       throw std::runtime_error(
           o.inputs + ": array '" + a.name + "' is " + a.array.dtype().str() + " " +
           runtime::shape_str(a.array.shape()) + " but the model's input is " + want.dtype.str() +
@@ -116,10 +145,27 @@ void set_inputs(runtime::GraphExecutor& ex, const Options& o) {
     ex.set_input(a.name, a.array);
     given.insert(a.name);
   }
-  for (const auto& in : ex.inputs())
-    if (!given.count(in.name))
-      throw std::runtime_error(o.inputs + ": no array for the input '" + in.name +
-                               "'; the model's inputs are " + list_inputs(ex));
+  for (auto& [name, elements] : sequences) {
+    std::vector<runtime::NDArray> list;
+    for (auto& [at, array] : elements) {
+      if (at != static_cast<int64_t>(list.size()))
+        throw std::runtime_error(o.inputs + ": sequence input '" + name + "' has no element " +
+                                 std::to_string(list.size()) + " ('" + name + "[" +
+                                 std::to_string(list.size()) + "]')");
+      list.push_back(std::move(array));
+    }
+    ex.set_input_sequence(name, list);
+    given.insert(name);
+  }
+  for (const auto& in : ex.inputs()) {
+    if (given.count(in.name)) continue;
+    if (in.optional) {
+      ex.set_input_none(in.name);
+      continue;
+    }
+    throw std::runtime_error(o.inputs + ": no array for the input '" + in.name +
+                             "'; the model's inputs are " + list_inputs(ex));
+  }
 }
 
 void print_times(const runtime::TimeSummary& t) {
@@ -175,9 +221,22 @@ void print_profile(runtime::GraphExecutor& ex, int repeat) {
 }
 
 void write_outputs(const runtime::GraphExecutor& ex, const std::string& path) {
+  // A sequence output k is `output_k[0]`, `output_k[1]`, ... (`output_k[]`
+  // with no elements when empty); an empty optional output has no array.
   std::vector<runtime::NamedArray> outputs;
-  for (size_t i = 0; i < ex.outputs().size(); ++i)
-    outputs.push_back({"output_" + std::to_string(i), ex.output(i)});
+  for (size_t i = 0; i < ex.outputs().size(); ++i) {
+    const std::string key = "output_" + std::to_string(i);
+    if (ex.output_is_none(i)) continue;
+    if (!ex.outputs()[i].sequence) {
+      outputs.push_back({key, ex.output(i)});
+      continue;
+    }
+    std::vector<runtime::NDArray> elements = ex.output_sequence(i);
+    if (elements.empty())
+      outputs.push_back({key + "[]", runtime::NDArray::empty({0}, ex.outputs()[i].dtype)});
+    for (size_t j = 0; j < elements.size(); ++j)
+      outputs.push_back({key + "[" + std::to_string(j) + "]", std::move(elements[j])});
+  }
   // Whole or not at all, a device, FIFO or stdout written through, a symlink's
   // target replaced (support/output_file.h).
   std::vector<runtime::NamedArrayRef> refs;
@@ -190,8 +249,15 @@ void write_outputs(const runtime::GraphExecutor& ex, const std::string& path) {
 void print_outputs(const runtime::GraphExecutor& ex) {
   for (size_t i = 0; i < ex.outputs().size(); ++i) {
     const auto& info = ex.outputs()[i];
-    std::printf("output_%zu (%s): %s %s\n", i, info.name.c_str(), info.dtype.str().c_str(),
-                runtime::shape_str(info.shape).c_str());
+    if (ex.output_is_none(i)) {
+      std::printf("output_%zu (%s): an empty optional\n", i, info.name.c_str());
+    } else if (info.sequence) {
+      std::printf("output_%zu (%s): a sequence of %zu %s tensors\n", i, info.name.c_str(),
+                  ex.output_sequence(i).size(), info.dtype.str().c_str());
+    } else {
+      std::printf("output_%zu (%s): %s %s\n", i, info.name.c_str(), info.dtype.str().c_str(),
+                  runtime::shape_str(info.shape).c_str());
+    }
   }
 }
 

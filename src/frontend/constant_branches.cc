@@ -29,7 +29,17 @@ const onnx::GraphProto* branch(const onnx::NodeProto& n, bool cond) {
   return nullptr;
 }
 
+bool is_if(const onnx::NodeProto& n) {
+  return (n.domain().empty() || n.domain() == "ai.onnx") && n.op_type() == "If";
+}
+
 }  // namespace
+
+bool has_if(const onnx::ModelProto& model) {
+  for (const auto& n : model.graph().node())
+    if (is_if(n)) return true;
+  return false;
+}
 
 int inline_constant_branches(onnx::ModelProto* model, std::vector<std::string>* names) {
   onnx::GraphProto* g = model->mutable_graph();
@@ -42,9 +52,8 @@ int inline_constant_branches(onnx::ModelProto* model, std::vector<std::string>* 
   for (int i = 0; i < g->node_size(); ++i) {
     const onnx::NodeProto& n = g->node(i);
     const std::string& name = (*names)[i];
-    const bool is_if = (n.domain().empty() || n.domain() == "ai.onnx") && n.op_type() == "If";
     bool cond = false;
-    auto c = is_if && n.input_size() == 1 ? inits.find(n.input(0)) : inits.end();
+    auto c = is_if(n) && n.input_size() == 1 ? inits.find(n.input(0)) : inits.end();
     const onnx::GraphProto* taken = nullptr;
     if (c != inits.end() &&
         constant_condition(*c->second, "node '" + name + "' (If) condition", &cond))

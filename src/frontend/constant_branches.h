@@ -17,6 +17,9 @@ class ModelProto;
 
 namespace kiln::frontend {
 
+// Whether the graph has a top-level If node.
+bool has_if(const onnx::ModelProto& model);
+
 // Replaces every top-level If whose condition is a one-element initializer by
 // its taken branch (its initializers and Constant nodes become initializers,
 // its outputs reach the If's outputs through Identity nodes). `names` stays

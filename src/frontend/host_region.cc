@@ -21,9 +21,9 @@ const std::set<std::string>& host_operators() {
       "NonZero", "Compress", "Unique", "TopK", "NonMaxSuppression",
       // what may read them
       "Concat", "Gather", "Transpose", "Flatten", "Identity", "Shape", "Size", "Cast", "Add", "Sub",
-      "Mul", "Div", "Max", "Min", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
-      "And", "Or", "Xor", "Where", "Neg", "Abs", "Not", "Relu", "Sigmoid", "Exp", "Sqrt", "Floor",
-      "Ceil", "Sin", "Cos", "Tanh", "Log", "Reciprocal",
+      "Mul", "Div", "Mod", "Pow", "Max", "Min", "Equal", "Less", "Greater", "LessOrEqual",
+      "GreaterOrEqual", "And", "Or", "Xor", "Where", "Neg", "Abs", "Not", "Relu", "Sigmoid", "Exp",
+      "Sqrt", "Floor", "Ceil", "Sin", "Cos", "Tanh", "Log", "Reciprocal",
       // reductions (axes at run time, or over run-time shaped tensors)
       "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
       "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",

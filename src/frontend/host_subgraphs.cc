@@ -51,9 +51,14 @@ std::string join(const std::set<std::string>& items) {
   return s;
 }
 
+// `prefix` names the body's nodes and values ("<node>/<attribute>/"), so
+// that a name the body defines never meets one of another scope in the host
+// region's single table of values, even where a model reuses names across
+// scopes; `scope` renames the values of the scopes around it. `where` is the
+// body in messages.
 std::shared_ptr<graph::Subgraph> convert_body(const onnx::GraphProto& body,
-                                              const std::string& where,
-                                              const std::set<std::string>& host_ops,
+                                              const std::string& prefix, const std::string& where,
+                                              const std::set<std::string>& host_ops, Renames scope,
                                               graph::HostRegion* host) {
   std::map<std::string, const onnx::TypeProto*> types;
   for (const auto* list : {&body.input(), &body.value_info(), &body.output()})
@@ -64,31 +69,44 @@ std::shared_ptr<graph::Subgraph> convert_body(const onnx::GraphProto& body,
     if (t.empty()) throw ImportError(where + ": ONNX gave " + what + " no element type");
     return t;
   };
+  for (const auto& in : body.input()) scope[in.name()] = prefix + in.name();
+  for (const auto& t : body.initializer()) scope[t.name()] = prefix + t.name();
+  for (const auto& n : body.node())
+    for (const auto& o : n.output())
+      if (!o.empty()) scope[o] = prefix + o;
+  auto renamed = [&](const std::string& v) {
+    auto it = scope.find(v);
+    return v.empty() || it == scope.end() ? v : it->second;
+  };
+
   auto sub = std::make_shared<graph::Subgraph>();
   for (const auto& in : body.input()) {
-    sub->inputs.push_back(in.name());
-    host->dtypes[in.name()] = type_of(in.name(), "input '" + in.name() + "'");
+    sub->inputs.push_back(renamed(in.name()));
+    host->dtypes[renamed(in.name())] = type_of(in.name(), "input '" + in.name() + "'");
   }
   for (const auto& t : body.initializer())
-    host->constants[t.name()] = convert_tensor(t, where + " initializer '" + t.name() + "'");
+    host->constants[renamed(t.name())] =
+        convert_tensor(t, where + " initializer '" + t.name() + "'");
   for (int i = 0; i < body.node_size(); ++i) {
     const onnx::NodeProto& n = body.node(i);
-    const std::string name = where + "/" + node_name(n, i);
+    const std::string name = prefix + node_name(n, i);
     const std::string what = "node '" + name + "' (" + n.op_type() + ")";
     if (onnx_domain(n) && n.op_type() == "Constant" && n.output_size() == 1) {
-      host->constants[n.output(0)] = convert_tensor(constant_tensor(n, what), what);
+      host->constants[renamed(n.output(0))] = convert_tensor(constant_tensor(n, what), what);
       continue;
     }
     if (!onnx_domain(n) || !host_ops.count(n.op_type()))
-      throw ImportError(what +
+      throw ImportError(where + ": " + what +
                         ": inside a subgraph kiln runs only these operators: " + join(host_ops));
     graph::Node node = convert_node(n, name);
-    convert_subgraphs(n, name, host_ops, &node, host);
+    for (std::string& in : node.inputs) in = renamed(in);
+    for (std::string& out : node.outputs) out = renamed(out);
+    convert_subgraphs(n, name, host_ops, &node, host, scope);
     for (const auto& o : n.output())
-      if (!o.empty()) host->dtypes[o] = type_of(o, "output '" + o + "' of " + what);
+      if (!o.empty()) host->dtypes[renamed(o)] = type_of(o, "output '" + o + "' of " + what);
     sub->nodes.push_back(std::move(node));
   }
-  for (const auto& o : body.output()) sub->outputs.push_back(o.name());
+  for (const auto& o : body.output()) sub->outputs.push_back(renamed(o.name()));
   return sub;
 }
 
@@ -137,13 +155,14 @@ std::set<std::string> subgraph_reads(const onnx::NodeProto& n) {
 
 void convert_subgraphs(const onnx::NodeProto& n, const std::string& name,
                        const std::set<std::string>& host_ops, graph::Node* node,
-                       graph::HostRegion* host) {
+                       graph::HostRegion* host, const Renames& scope) {
   for (const auto& a : n.attribute()) {
     const std::string where =
         "node '" + name + "' (" + n.op_type() + ") subgraph '" + a.name() + "'";
     if (a.type() == AP::GRAPHS) throw ImportError(where + ": a list of graphs is not supported");
     if (a.type() == AP::GRAPH)
-      node->subgraphs[a.name()] = convert_body(a.g(), where, host_ops, host);
+      node->subgraphs[a.name()] =
+          convert_body(a.g(), name + "/" + a.name() + "/", where, host_ops, scope, host);
   }
 }
 

@@ -10,6 +10,7 @@
 // value of the scopes around it.
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -37,14 +38,20 @@ bool has_subgraphs(const onnx::NodeProto& n);
 // which the node therefore depends on besides its inputs.
 std::set<std::string> subgraph_reads(const onnx::NodeProto& n);
 
+// Value names of enclosing subgraphs as the host region knows them.
+using Renames = std::map<std::string, std::string>;
+
 // Converts each subgraph of `n` (named `name` in messages) into
 // `node->subgraphs`, adding its values' types to host->dtypes and its
-// initializers and Constant nodes to host->constants. Every node inside must
+// initializers and Constant nodes to host->constants, under names prefixed
+// "<name>/<attribute>/" (ONNX names need not be unique across scopes; the
+// region's are). `scope` renames what enclosing subgraphs define (empty at
+// the top level). Every node inside must
 // be one the executor runs (`host_ops`); otherwise, or for a value without an
 // element type, an ImportError names the node, the subgraph and the inner
 // node.
 void convert_subgraphs(const onnx::NodeProto& n, const std::string& name,
                        const std::set<std::string>& host_ops, graph::Node* node,
-                       graph::HostRegion* host);
+                       graph::HostRegion* host, const Renames& scope = {});
 
 }  // namespace kiln::frontend

@@ -497,8 +497,10 @@ graph::Graph import_model(const std::string& path, const InputShapes& input_shap
   // folded; each round folds at least one node, so this ends.
   while (!untyped_outputs(model).empty() && fold_small_constants(&model, &names) > 0)
     infer_shapes(&model, names);
-  // An If whose condition is now a constant becomes the branch it takes.
-  while (inline_constant_branches(&model, &names) > 0) {
+  // An If whose condition folds to a constant becomes the branch it takes.
+  while (has_if(model)) {
+    const int folded = fold_small_constants(&model, &names);
+    if (folded + inline_constant_branches(&model, &names) == 0) break;
     infer_shapes(&model, names);
     while (!untyped_outputs(model).empty() && fold_small_constants(&model, &names) > 0)
       infer_shapes(&model, names);

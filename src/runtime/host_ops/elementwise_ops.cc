@@ -98,6 +98,25 @@ void where(HostOpContext& ctx) {
   }
 }
 
+// ONNX's Mod: C's fmod where `fmod` (the sign of a), else the sign of b
+// (integers only); x mod 0 is 0 like Div's x / 0.
+template <typename T>
+T modulo(T a, T b, bool fmod) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(std::fmod(a, b));
+  } else {
+    if (b == 0) return 0;
+    if constexpr (std::is_signed_v<T>) {
+      if (b == T(-1)) return 0;
+      T r = static_cast<T>(a % b);
+      if (!fmod && r != 0 && ((r < 0) != (b < 0))) r = static_cast<T>(r + b);
+      return r;
+    } else {
+      return static_cast<T>(a % b);
+    }
+  }
+}
+
 // Integer division truncates toward zero as kiln's kernels do; x / 0 is 0
 // and INT_MIN / -1 wraps (README, "integer division").
 template <typename T>
@@ -117,6 +136,15 @@ void register_elementwise_host_ops(std::map<std::string, HostOpFn>& t) {
   t["Sub"] = [](HostOpContext& c) { binary<void>(c, [](auto a, auto b) { return a - b; }); };
   t["Mul"] = [](HostOpContext& c) { binary<void>(c, [](auto a, auto b) { return a * b; }); };
   t["Div"] = [](HostOpContext& c) { binary<void>(c, [](auto a, auto b) { return divide(a, b); }); };
+  t["Mod"] = [](HostOpContext& c) {
+    const bool fmod = c.attr_int("fmod", 0) != 0;
+    binary<void>(c, [fmod](auto a, auto b) { return modulo(a, b, fmod); });
+  };
+  t["Pow"] = [](HostOpContext& c) {
+    binary<void>(c, [](auto a, auto b) {
+      return static_cast<decltype(a)>(std::pow(static_cast<double>(a), static_cast<double>(b)));
+    });
+  };
   t["Max"] = [](HostOpContext& c) {
     binary<void>(c, [](auto a, auto b) { return a < b ? b : a; });
   };
