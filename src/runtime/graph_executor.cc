@@ -651,6 +651,26 @@ std::vector<NDArray> GraphExecutor::output_sequence(size_t i) const {
   return out;
 }
 
+size_t GraphExecutor::output_sequence_length(size_t i) const {
+  if (i >= impl_->outputs.size() || !impl_->outputs[i].sequence)
+    throw std::invalid_argument("output " + std::to_string(i) + " is not a sequence");
+  if (output_is_none(i))
+    throw std::runtime_error("output '" + impl_->outputs[i].name + "' is an empty optional");
+  return impl_->host.value(impl_->output_values[i]).elements.size();
+}
+
+const void* GraphExecutor::output_element(size_t i, size_t j,
+                                          const std::vector<int64_t>** shape) const {
+  const size_t n = output_sequence_length(i);
+  if (j >= n)
+    throw std::out_of_range("element " + std::to_string(j) + " of output '" +
+                            impl_->outputs[i].name + "' is out of range (" + std::to_string(n) +
+                            " elements)");
+  const HostValue& e = impl_->host.value(impl_->output_values[i]).elements[j];
+  if (shape) *shape = &e.shape;
+  return e.data;
+}
+
 bool GraphExecutor::output_is_none(size_t i) const {
   if (i >= impl_->outputs.size())
     throw std::out_of_range("output index " + std::to_string(i) + " is out of range (" +

@@ -104,6 +104,10 @@ class GraphExecutor {
   // (output_is_none) has none to give: output() and output_sequence() throw.
   std::vector<NDArray> output_sequence(size_t i) const;
   bool output_is_none(size_t i) const;
+  // Without a copy: a sequence output's length and element j (its data,
+  // valid until the next run, and its shape).
+  size_t output_sequence_length(size_t i) const;
+  const void* output_element(size_t i, size_t j, const std::vector<int64_t>** shape) const;
 
   const std::string& package_path() const;
   const std::string& target() const;

@@ -66,6 +66,23 @@ void fill_info(const kiln::runtime::TensorInfo& t, const std::string& dtype, con
   if (shape) *shape = t.shape.data();
 }
 
+// get_output and output_data read tensors; sequences have their own calls.
+void require_tensor_output(const kiln_executor* ex, const kiln::runtime::TensorInfo& info,
+                           int32_t i) {
+  if (info.sequence)
+    throw std::invalid_argument("output '" + info.name +
+                                "' is a sequence: read it with "
+                                "kiln_executor_output_sequence_length and "
+                                "kiln_executor_output_element");
+  if (ex->ex.output_is_none(static_cast<size_t>(i)))
+    throw std::invalid_argument("output '" + info.name + "' is an empty optional");
+}
+
+void fill_kind(const kiln::runtime::TensorInfo& t, int32_t* is_sequence, int32_t* is_optional) {
+  if (is_sequence) *is_sequence = t.sequence ? 1 : 0;
+  if (is_optional) *is_optional = t.optional ? 1 : 0;
+}
+
 }  // namespace
 
 extern "C" {
@@ -144,6 +161,7 @@ int kiln_executor_get_output(const kiln_executor* ex, int32_t i, void* dst, size
   return guarded([&] {
     require(ex, "executor");
     const auto& info = info_at(ex->ex.outputs(), i, "output");
+    require_tensor_output(ex, info, i);
     if (info.dynamic && !ex->ex.output_data(static_cast<size_t>(i)))
       throw std::invalid_argument("output '" + info.name +
                                   "' is shaped at run time and has no value before the first run");
@@ -162,8 +180,99 @@ int kiln_executor_output_data(const kiln_executor* ex, int32_t i, const void** d
     require(ex, "executor");
     require(data, "data");
     const auto& info = info_at(ex->ex.outputs(), i, "output");
+    require_tensor_output(ex, info, i);
     *data = ex->ex.output_data(static_cast<size_t>(i));
     if (nbytes) *nbytes = static_cast<size_t>(info.nbytes());
+  });
+}
+
+}  // extern "C"
+
+extern "C" {
+
+int kiln_executor_input_kind(const kiln_executor* ex, int32_t i, int32_t* is_sequence,
+                             int32_t* is_optional) {
+  return guarded([&] {
+    require(ex, "executor");
+    fill_kind(info_at(ex->ex.inputs(), i, "input"), is_sequence, is_optional);
+  });
+}
+
+int kiln_executor_output_kind(const kiln_executor* ex, int32_t i, int32_t* is_sequence,
+                              int32_t* is_optional) {
+  return guarded([&] {
+    require(ex, "executor");
+    fill_kind(info_at(ex->ex.outputs(), i, "output"), is_sequence, is_optional);
+  });
+}
+
+int kiln_executor_set_input_sequence(kiln_executor* ex, const char* name, int32_t count,
+                                     const void* const* data, const int32_t* ndims,
+                                     const int64_t* const* shapes) {
+  return guarded([&] {
+    require(ex, "executor");
+    require(name, "name");
+    if (count < 0) throw std::invalid_argument("count is negative");
+    if (count > 0) require(data, "data"), require(ndims, "ndims"), require(shapes, "shapes");
+    const auto& info = ex->ex.inputs()[ex->ex.checked_input_index(name)];
+    std::vector<kiln::runtime::NDArray> elements;
+    for (int32_t k = 0; k < count; ++k) {
+      if (ndims[k] < 0) throw std::invalid_argument("ndims[" + std::to_string(k) + "] is negative");
+      if (ndims[k] > 0) require(shapes[k], "shapes[k]");
+      std::vector<int64_t> shape(shapes[k], shapes[k] + ndims[k]);
+      kiln::runtime::NDArray a = kiln::runtime::NDArray::empty(shape, info.dtype);
+      if (a.nbytes() > 0) {
+        require(data[k], "data[k]");
+        std::memcpy(a.data(), data[k], static_cast<size_t>(a.nbytes()));
+      }
+      elements.push_back(std::move(a));
+    }
+    ex->ex.set_input_sequence(name, elements);
+  });
+}
+
+int kiln_executor_set_input_none(kiln_executor* ex, const char* name) {
+  return guarded([&] {
+    require(ex, "executor");
+    require(name, "name");
+    ex->ex.set_input_none(name);
+  });
+}
+
+int kiln_executor_output_is_none(const kiln_executor* ex, int32_t i, int32_t* none) {
+  return guarded([&] {
+    require(ex, "executor");
+    require(none, "none");
+    info_at(ex->ex.outputs(), i, "output");
+    *none = ex->ex.output_is_none(static_cast<size_t>(i)) ? 1 : 0;
+  });
+}
+
+int kiln_executor_output_sequence_length(const kiln_executor* ex, int32_t i, int32_t* length) {
+  return guarded([&] {
+    require(ex, "executor");
+    require(length, "length");
+    info_at(ex->ex.outputs(), i, "output");
+    *length = static_cast<int32_t>(ex->ex.output_sequence_length(static_cast<size_t>(i)));
+  });
+}
+
+int kiln_executor_output_element(const kiln_executor* ex, int32_t i, int32_t j, const void** data,
+                                 int32_t* ndim, const int64_t** shape, size_t* nbytes) {
+  return guarded([&] {
+    require(ex, "executor");
+    const auto& info = info_at(ex->ex.outputs(), i, "output");
+    if (j < 0) throw std::out_of_range("element index " + std::to_string(j) + " is negative");
+    const std::vector<int64_t>* s = nullptr;
+    const void* p = ex->ex.output_element(static_cast<size_t>(i), static_cast<size_t>(j), &s);
+    if (data) *data = p;
+    if (ndim) *ndim = static_cast<int32_t>(s->size());
+    if (shape) *shape = s->data();
+    if (nbytes) {
+      int64_t n = info.dtype.bytes();
+      for (int64_t d : *s) n *= d;
+      *nbytes = static_cast<size_t>(n);
+    }
   });
 }
 

@@ -68,6 +68,30 @@ int kiln_executor_get_output(const kiln_executor* ex, int32_t i, void* dst, size
 int kiln_executor_output_data(const kiln_executor* ex, int32_t i, const void** data,
                               size_t* nbytes);
 
+/* Sequences and optionals (ONNX's non-tensor values: a model with If/Loop
+ * post-processing may take or give them). kind: whether input or output i
+ * is a sequence of tensors of its dtype, and whether it is optional (may be
+ * empty); either pointer may be NULL. */
+int kiln_executor_input_kind(const kiln_executor* ex, int32_t i, int32_t* is_sequence,
+                             int32_t* is_optional);
+int kiln_executor_output_kind(const kiln_executor* ex, int32_t i, int32_t* is_sequence,
+                              int32_t* is_optional);
+/* Copies `count` tensors (element k: data[k], ndims[k] axes of shapes[k],
+ * the input's dtype) into the sequence input `name`. */
+int kiln_executor_set_input_sequence(kiln_executor* ex, const char* name, int32_t count,
+                                     const void* const* data, const int32_t* ndims,
+                                     const int64_t* const* shapes);
+/* Leaves the optional input `name` empty (set_input gives it a value). */
+int kiln_executor_set_input_none(kiln_executor* ex, const char* name);
+/* Whether output i is an empty optional after the last run. */
+int kiln_executor_output_is_none(const kiln_executor* ex, int32_t i, int32_t* none);
+/* A sequence output's length after the last run, and its element j (data,
+ * rank, shape and bytes; valid until the next run). get_output and
+ * output_data refuse a sequence output or an empty optional. */
+int kiln_executor_output_sequence_length(const kiln_executor* ex, int32_t i, int32_t* length);
+int kiln_executor_output_element(const kiln_executor* ex, int32_t i, int32_t j, const void** data,
+                                 int32_t* ndim, const int64_t** shape, size_t* nbytes);
+
 #ifdef __cplusplus
 }
 #endif
