@@ -124,6 +124,7 @@ const std::map<std::string, HostOpFn>& table() {
     register_elementwise_host_ops(m);
     register_reduce_host_ops(m);
     register_resize_host_ops(m);
+    register_pool_host_ops(m);
     return m;
   }();
   return t;

@@ -118,6 +118,7 @@ void register_selection_host_ops(std::map<std::string, HostOpFn>& table);
 void register_elementwise_host_ops(std::map<std::string, HostOpFn>& table);
 void register_reduce_host_ops(std::map<std::string, HostOpFn>& table);
 void register_resize_host_ops(std::map<std::string, HostOpFn>& table);
+void register_pool_host_ops(std::map<std::string, HostOpFn>& table);
 
 // Helpers shared by the operator files.
 int64_t host_numel(const std::vector<int64_t>& shape);
