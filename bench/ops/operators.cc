@@ -2,7 +2,8 @@
 // the shapes of the encoder (d 256, 4 heads, seq 128, ffn 1024) and of
 // ResNet-18 / SqueezeNet, and the indexing, ordering and trigonometric
 // operators at the shapes of a LLaMA-style decoder's rotary tables and
-// sampling and of a classifier's top 5, each built by the whole kiln build
+// sampling and of a classifier's top 5, GridSample and RoiAlign at a spatial
+// transformer's and a detector box head's shapes, each built by the whole kiln build
 // as a one-op (or one-pattern) graph, run by the runtime's executor, checked
 // against the reference interpreter (integer outputs exactly), and timed
 // (median of runs, the executor's default threads). Each line prints ms,
@@ -479,6 +480,74 @@ Case argmax(const Ints& s) {
           {{"x", b.sample(x)}}};
 }
 
+// A spatial transformer's sampling (bilinear, zeros padding): each of the
+// C planes of x read at the grid's out_h x out_w positions (grid in [-1, 1]
+// and a little past it). 4 taps an output, a weight product, multiply and
+// add each.
+Case grid_sample(const Ints& x_shape, int64_t out_h, int64_t out_w) {
+  Builder b(19);
+  std::string x = b.input("x", x_shape, -2, 2);
+  std::string grid = b.input("grid", {x_shape[0], out_h, out_w, 2}, -1.1f, 1.1f);
+  std::string y = b.node("GridSample", {x, grid},
+                         {{"mode", std::string("bilinear")},
+                          {"padding_mode", std::string("zeros")},
+                          {"align_corners", int64_t{0}}});
+  const double outputs = static_cast<double>(x_shape[0] * x_shape[1] * out_h * out_w);
+  return {"GridSample bilinear X " + kiln::graph::shape_str(x_shape) + " at " +
+              std::to_string(out_h) + "x" + std::to_string(out_w),
+          "12/out",
+          12.0 * outputs,
+          b.finish(y),
+          {{"x", b.sample(x)}, {"grid", b.sample(grid)}}};
+}
+
+// A detector's box head: `boxes` random boxes within the image over a
+// feature map at 1/16 of it, out x out bins per box and channel (avg).
+// sampling_ratio > 0: that many samples per bin and axis (torchvision's
+// Mask R-CNN: 2); 0: ceil(bin size) per box (detectron2), where kiln's
+// kernel sizes its sample loops for a box as large as the map. Counted: the
+// samples ONNX takes (the boxes' own grids), 4 corners with a weight
+// product, multiply and add each, plus the coordinates.
+Case roi_align(const Ints& x_shape, int64_t boxes, int64_t out, int64_t ratio) {
+  Builder b(20);
+  std::mt19937_64 rng(21);
+  const float scale = 1.0f / 16;
+  const double img_h = static_cast<double>(x_shape[2]) / scale;
+  const double img_w = static_cast<double>(x_shape[3]) / scale;
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<float> box;
+  double samples = 0;
+  for (int64_t r = 0; r < boxes; ++r) {
+    double x0 = u(rng) * img_w, x1 = u(rng) * img_w, y0 = u(rng) * img_h, y1 = u(rng) * img_h;
+    for (double v : {std::min(x0, x1), std::min(y0, y1), std::max(x0, x1), std::max(y0, y1)})
+      box.push_back(static_cast<float>(v));
+    auto grid = [&](double a, double c) {
+      return ratio > 0 ? static_cast<double>(ratio) : std::ceil(std::fabs(c - a) * scale / out);
+    };
+    samples += grid(y0, y1) * grid(x0, x1);
+  }
+  Initializer rois;
+  rois.type = {"float32", {boxes, 4}};
+  rois.data.resize(box.size() * sizeof(float));
+  std::memcpy(rois.data.data(), box.data(), rois.data.size());
+  std::string x = b.input("x", x_shape, -2, 2);
+  std::string r = b.input("rois", rois);
+  std::vector<int64_t> zeros(static_cast<size_t>(boxes), 0);
+  std::string bi = b.input("batch_indices", int64_tensor({boxes}, zeros));
+  std::string y = b.node("RoiAlign", {x, r, bi},
+                         {{"output_height", out},
+                          {"output_width", out},
+                          {"sampling_ratio", ratio},
+                          {"spatial_scale", scale}});
+  return {"RoiAlign " + std::to_string(boxes) + " boxes " + std::to_string(out) + "x" +
+              std::to_string(out) + (ratio ? " ratio " + std::to_string(ratio) : " adaptive") +
+              " X " + kiln::graph::shape_str(x_shape),
+          "16/sample",
+          16.0 * samples * static_cast<double>(out * out * x_shape[1]),
+          b.finish(y),
+          {{"x", b.sample(x)}, {"rois", b.sample(r)}, {"batch_indices", b.sample(bi)}}};
+}
+
 size_t bytes_of(const TensorType& t) {
   return static_cast<size_t>(elements(t.shape)) * kiln::graph::dtype_size(t.dtype);
 }
@@ -629,7 +698,10 @@ int main(int argc, char** argv) {
              sin({1, 7, 9}),
              topk({2, 37}, 5),
              topk({2, 70}, 1),
-             argmax({2, 70})};
+             argmax({2, 70}),
+             grid_sample({1, 3, 5, 7}, 4, 9),
+             roi_align({1, 3, 6, 7}, 5, 2, 2),
+             roi_align({1, 3, 6, 7}, 5, 2, 0)};
   } else {
     cases = {softmax({1, 4, 128, 128}),
              softmax({1, 12, 197, 197}),
@@ -660,7 +732,10 @@ int main(int argc, char** argv) {
              topk({1, 32000}, 1),
              topk({16, 32000}, 1),
              argmax({1, 32000}),
-             argmax({16, 32000})};
+             argmax({16, 32000}),
+             grid_sample({1, 32, 64, 64}, 64, 64),
+             roi_align({1, 256, 50, 68}, 100, 7, 2),
+             roi_align({1, 256, 50, 68}, 100, 7, 0)};
   }
   std::printf("kiln_bench_ops: %d threads, fp32 FMA peak measured now %.0f GFLOP/s%s\n", threads,
               fma_peak, smoke ? " (smoke: timings meaningless)" : "");

@@ -79,6 +79,13 @@ void upgrade_softmax(graph::Graph* g, graph::Node n, std::vector<graph::Node>* o
 }  // namespace
 
 void upgrade_legacy_ops(graph::Graph* g, int64_t opset) {
+  // RoiAlign before opset 16 has no coordinate_transformation_mode and means
+  // output_half_pixel (opset 16's default is half_pixel).
+  if (opset < 16)
+    for (graph::Node& n : g->nodes)
+      if (n.op_type == "RoiAlign" && n.domain.empty() &&
+          !n.attrs.count("coordinate_transformation_mode"))
+        n.attrs["coordinate_transformation_mode"] = std::string("output_half_pixel");
   if (opset >= 13) return;
   std::vector<graph::Node> nodes;
   nodes.reserve(g->nodes.size());

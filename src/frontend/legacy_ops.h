@@ -16,6 +16,9 @@ namespace kiln::frontend {
 // an explicit axis, and where the two meanings differ (the axis is not the last one) it becomes
 // Reshape -> Softmax(axis=-1) (or LogSoftmax, Hardmax) -> Reshape. Needs the input's inferred type;
 // throws ImportError naming the node without it.
+//
+// RoiAlign before opset 16 always used output_half_pixel coordinates: such a node gets that
+// coordinate_transformation_mode explicitly (opset 16's default is half_pixel).
 void upgrade_legacy_ops(graph::Graph* g, int64_t opset);
 
 }  // namespace kiln::frontend

@@ -288,7 +288,7 @@ void infer_shapes(onnx::ModelProto* model, const std::vector<std::string>& names
   infer_shapes(model);
   onnx::ShapeInferenceOptions options(/*check_type=*/true, /*strict_mode=*/1,
                                       /*data_prop=*/true);
-  while (complete_one_hot_types(model, names) > 0)
+  while (complete_constant_shaped_types(model, names) > 0)
     onnx::shape_inference::InferShapes(*model, onnx::OpSchemaRegistry::Instance(), options);
 
   if (!passthrough) return;

@@ -175,6 +175,25 @@ std::optional<graph::TensorType> one_hot_type(
   return out;
 }
 
+// MaxUnpool's output type with output_shape an initializer: that shape, X's
+// dtype (ONNX 1.12 gives it only a rank); nullopt otherwise.
+std::optional<graph::TensorType> max_unpool_type(
+    const onnx::NodeProto& np, const std::string& name,
+    const std::map<std::string, graph::TensorType>& types,
+    const std::map<std::string, const onnx::TensorProto*>& protos) {
+  if (np.input_size() != 3 || np.input(2).empty()) return std::nullopt;
+  auto x = types.find(np.input(0));
+  auto shape = protos.find(np.input(2));
+  if (x == types.end() || shape == protos.end()) return std::nullopt;
+  const graph::Node node = convert_node(np, name);
+  const std::string what = "node '" + name + "' (MaxUnpool)";
+  std::vector<int64_t> dims =
+      graph::op_util::to_ints(node, convert_tensor(*shape->second, what + " output_shape"));
+  for (int64_t d : dims)
+    if (d < 0) throw ImportError(what + ": output_shape has a negative dim");
+  return graph::TensorType{x->second.dtype, dims};
+}
+
 void set_tensor_type(onnx::ValueInfoProto* vi, const std::string& name,
                      const graph::TensorType& t) {
   vi->set_name(name);
@@ -187,7 +206,7 @@ void set_tensor_type(onnx::ValueInfoProto* vi, const std::string& name,
 
 }  // namespace
 
-int complete_one_hot_types(onnx::ModelProto* model, const std::vector<std::string>& names) {
+int complete_constant_shaped_types(onnx::ModelProto* model, const std::vector<std::string>& names) {
   auto* g = model->mutable_graph();
   std::map<std::string, graph::TensorType> types = static_types(*g);
   std::map<std::string, const onnx::TensorProto*> protos;
@@ -196,12 +215,15 @@ int complete_one_hot_types(onnx::ModelProto* model, const std::vector<std::strin
   for (int i = 0; i < g->node_size(); ++i) {
     const onnx::NodeProto& np = g->node(i);
     const bool onnx_domain = np.domain().empty() || np.domain() == "ai.onnx";
-    if (!onnx_domain || np.op_type() != "OneHot" || np.output_size() < 1) continue;
+    const bool one_hot = np.op_type() == "OneHot", unpool = np.op_type() == "MaxUnpool";
+    if (!onnx_domain || !(one_hot || unpool) || np.output_size() < 1) continue;
     const std::string& out = np.output(0);
     if (out.empty() || types.count(out)) continue;
     std::optional<graph::TensorType> t;
     try {
-      t = one_hot_type(np, names[static_cast<size_t>(i)], types, protos);
+      const std::string& name = names[static_cast<size_t>(i)];
+      t = one_hot ? one_hot_type(np, name, types, protos)
+                  : max_unpool_type(np, name, types, protos);
     } catch (const graph::OpError& e) {
       throw ImportError(e.what());
     }

@@ -29,11 +29,13 @@ std::vector<std::string> untyped_outputs(const onnx::ModelProto& model);
 int fold_small_constants(onnx::ModelProto* model, std::vector<std::string>* names);
 
 // ONNX 1.12 leaves OneHot's depth axis symbolic even when depth is an
-// initializer; kiln needs it static. Gives every such OneHot output whose
-// indices have a static shape its full type (a value_info, or the graph
-// output's type), for the next inference round to propagate. Returns how
-// many outputs it typed. Errors name the node.
-int complete_one_hot_types(onnx::ModelProto* model, const std::vector<std::string>& names);
+// initializer, and gives MaxUnpool with an initializer output_shape only a
+// rank; kiln needs them static. Gives every such OneHot output whose indices
+// have a static shape, and every such MaxUnpool output whose X has one, its
+// full type (a value_info, or the graph output's type), for the next
+// inference round to propagate. Returns how many outputs it typed. Errors
+// name the node.
+int complete_constant_shaped_types(onnx::ModelProto* model, const std::vector<std::string>& names);
 
 inline constexpr int64_t kMaxFoldElements = 4096;
 

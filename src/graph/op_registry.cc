@@ -29,6 +29,8 @@ void ensure_registered() {
     register_indexing_ops();
     register_ordering_ops();
     register_normalize_ops();
+    register_sampling_ops();
+    register_unpool_ops();
   });
 }
 

@@ -108,5 +108,7 @@ void register_einsum_ops();
 void register_indexing_ops();
 void register_ordering_ops();
 void register_normalize_ops();
+void register_sampling_ops();
+void register_unpool_ops();
 
 }  // namespace kiln::graph

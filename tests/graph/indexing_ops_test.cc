@@ -427,6 +427,24 @@ TEST(IndexingErrors, RuntimeIndexOnAnAxisOfFive) {
   check_node(make_node("ScatterND", 3), {&x, &t, &un});
 }
 
+// An axis of one: the clamp of the read into [0, 0] is a constant, and the
+// check must survive it (1 and -2 fail the kernel; 0 and -1 read element 0).
+TEST(IndexingErrors, RuntimeIndexOnAnAxisOfOne) {
+  std::mt19937_64 rng(69);
+  Initializer x = random_tensor("float32", {1, 3}, rng);
+  for (int64_t bad : {int64_t{1}, int64_t{-2}}) {
+    SCOPED_TRACE("index " + std::to_string(bad));
+    Initializer i = ints({1, 3}, {0, bad, -1});
+    test::run_compiled_as(make_node("Gather", 2), {&x, &i}, {{"float32", {1, 3, 3}}},
+                          KILN_STATUS_INDEX_OUT_OF_RANGE);
+    test::run_compiled_as(make_node("GatherElements", 2), {&x, &i}, {{"float32", {1, 3}}},
+                          KILN_STATUS_INDEX_OUT_OF_RANGE);
+  }
+  Initializer i = ints({1, 3}, {0, -1, 0});
+  check_node(make_node("Gather", 2), {&x, &i});
+  check_node(make_node("GatherElements", 2), {&x, &i});
+}
+
 // Vectorized gathers along the contiguous axis: the lanes of a partial
 // vector (19 = 2 x 8 + 3, or 16 + 3) that lie past the end never report an
 // index, and a bad index in the tail is found.

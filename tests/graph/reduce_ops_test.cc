@@ -288,7 +288,15 @@ TEST(MaxPoolOp, CeilModeDropsWindowsStartingInRightPadding) {
 
 TEST(MaxPoolOp, IndicesOutputAndBadAttributesAreErrors) {
   Initializer x = tensor_of<float>({1, 1, 4, 4}, iota(16));
-  Node two = make_node("MaxPool", 1, {{"kernel_shape", Ints{2, 2}}}, 2);
+  // The Indices output: each window's maximum is its last element, row-major
+  // (storage_order 0) or with W before H (1). tests/graph/sampling_ops_test.cc sweeps it.
+  Node two = make_node("MaxPool", 1, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}, 2);
+  std::vector<Initializer> out = evaluate(two, {&x});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].as<int64_t>(), (std::vector<int64_t>{5, 7, 13, 15}));
+  two.attrs["storage_order"] = int64_t{1};
+  EXPECT_EQ(evaluate(two, {&x})[1].as<int64_t>(), (std::vector<int64_t>{5, 13, 7, 15}));
+  two.attrs["storage_order"] = int64_t{2};
   EXPECT_THROW(evaluate(two, {&x}), graph::OpError);
   EXPECT_THROW(evaluate(make_node("MaxPool", 1), {&x}), graph::OpError);  // no kernel_shape
   Node big = make_node("MaxPool", 1, {{"kernel_shape", Ints{5, 5}}});

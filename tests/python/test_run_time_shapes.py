@@ -545,3 +545,30 @@ def test_slice_of_an_empty_axis_is_empty(tmp_path, step):
                     ends=np.array([end], np.int64), axes=np.array([0], np.int64),
                     steps=np.array([step], np.int64))
         expect(got, [np.zeros((0, 4), np.float32)])
+
+
+def test_max_unpool_with_run_time_output_shape(tmp_path):
+    # MaxPool (compiled, with its Indices) -> MaxUnpool to the pool's input
+    # size, which comes at run time: the executor's scatter, each index in
+    # the output's shape; an index past the output is a clear error.
+    m = load(tmp_path, [
+        helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("MaxUnpool", ["p", "i", "shape"], ["y"], kernel_shape=[2, 2],
+                         strides=[2, 2]),
+    ], [vi("x", TP.FLOAT, [2, 3, 5, 7]), vi("shape", TP.INT64, [4])],
+        [vi("y", TP.FLOAT, ["n", "c", "h", "w"])], opset=11)
+    x = RNG.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    for shape in ([2, 3, 5, 7], [2, 3, 6, 8]):
+        # The indices address x (5 x 7); a larger output keeps those flat positions.
+        flat = x[:, :, :4, :6].reshape(2, 3, 2, 2, 3, 2).transpose(0, 1, 2, 4, 3, 5)
+        flat = flat.reshape(2, 3, 2, 3, 4)
+        rows, cols = np.divmod(flat.argmax(-1), 2)
+        h = np.arange(2)[:, None] * 2 + rows
+        w = np.arange(3)[None, :] * 2 + cols
+        plane = np.arange(6).reshape(2, 3, 1, 1)
+        idx = plane * 35 + h * 7 + w
+        want = np.zeros(int(np.prod(shape)), np.float32)
+        want[idx.ravel()] = flat.max(-1).ravel()
+        expect(m.run(x=x, shape=np.array(shape, np.int64)), [want.reshape(shape)])
+    with pytest.raises(kiln.KilnError, match="MaxUnpool.*out of range"):
+        m.run(x=x, shape=np.array([2, 3, 2, 2], np.int64))

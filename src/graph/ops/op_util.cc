@@ -270,6 +270,9 @@ ir::Expr checked_run_time_index(const ir::Expr& raw, int64_t dim) {
   ir::Expr k = ir::cast(ir::DataType::i64(), raw);
   k = ir::select(k < ir::Expr(int64_t{0}), k + ir::Expr(dim), k);
   ir::Expr in_range = ir::logical_and(k >= ir::Expr(int64_t{0}), k < ir::Expr(dim));
+  // An axis of one: the simplifier folds a clamp into [0, 0] to the constant,
+  // and the check inside it would go with it.
+  if (dim == 1) return ir::check_index(in_range, ir::Expr(int64_t{0}));
   return clamp_index(ir::check_index(in_range, k), 0, dim - 1);
 }
 

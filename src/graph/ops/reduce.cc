@@ -762,6 +762,10 @@ struct PoolShapes {
   int64_t block;       // 0: NCHW
   Window win;
   bool count_include_pad;
+  // MaxPool's Indices output: each maximum's flat position in X (NCHW only),
+  // row-major (storage_order 0) or with W before H (1).
+  bool indices;
+  bool column_major;
   std::vector<int64_t> out_shape() const {
     if (block) return {n, c, win.out[0], win.out[1], block};
     return {n, c, win.out[0], win.out[1]};
@@ -777,19 +781,34 @@ int64_t pool_block(const Node& node, const std::vector<int64_t>& x) {
   return block;
 }
 
+// Whether a MaxPool node uses its second output, Indices.
+bool wants_indices(const Node& node, PoolKind kind) {
+  return kind == PoolKind::kMax && node.outputs.size() > 1 && !node.outputs[1].empty();
+}
+
+// The flat position in X of element (plane, ih, iw), plane = n * C + c, as
+// MaxPool's Indices output holds it.
+int64_t flat_position(const PoolShapes& s, int64_t plane, int64_t ih, int64_t iw) {
+  return plane * s.h * s.w + (s.column_major ? iw * s.h + ih : ih * s.w + iw);
+}
+
 PoolShapes pool_shapes(const Node& node, PoolKind kind, const std::vector<int64_t>& x) {
   const int64_t block = pool_block(node, x);
   if (!block && x.size() != 4)
     fail(node, "only 2-D pooling over NCHW input is supported; got input " + shape_str(x));
-  if (kind == PoolKind::kMax && node.outputs.size() > 1 && !node.outputs[1].empty())
-    fail(node, "the Indices output is not supported");
+  const bool indices = wants_indices(node, kind);
+  if (indices && block) fail(node, "the Indices output needs NCHW input, not NCHW[b]c");
+  const int64_t order = attr_int(node, "storage_order", 0);
+  if (order != 0 && order != 1) fail(node, "storage_order must be 0 or 1");
   PoolShapes s{x[0],
                x[1],
                x[2],
                x[3],
                block,
                pool_window(node, {x[2], x[3]}),
-               attr_int(node, "count_include_pad", 0) != 0};
+               attr_int(node, "count_include_pad", 0) != 0,
+               indices,
+               order == 1};
   return s;
 }
 
@@ -855,6 +874,7 @@ EvaluateFn pool_evaluate(PoolKind kind) {
     PoolShapes s = pool_shapes(node, kind, x.type.shape);
     const Window& win = s.win;
     Initializer y = make_tensor(x.type.dtype, s.out_shape());
+    Initializer index = make_tensor("int64", s.indices ? s.out_shape() : Shape{});
     auto [lo_h, hi_h] = counted_range(s, 0);
     auto [lo_w, hi_w] = counted_range(s, 1);
     // Element (ih, iw) of plane (nc, lane) is at (nc * H * W + ih * W + iw) * B + lane.
@@ -864,6 +884,7 @@ EvaluateFn pool_evaluate(PoolKind kind) {
         for (int64_t oh = 0; oh < win.out[0]; ++oh)
           for (int64_t ow = 0; ow < win.out[1]; ++ow) {
             double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+            int64_t best = -1;  // the first maximum in window order (ONNX's reference)
             for (int64_t ky = 0; ky < win.kernel[0]; ++ky) {
               int64_t ih = win.start(0, oh) + ky * win.dilation[0];
               if (ih < 0 || ih >= s.h) continue;
@@ -871,14 +892,19 @@ EvaluateFn pool_evaluate(PoolKind kind) {
                 int64_t iw = win.start(1, ow) + kx * win.dilation[1];
                 if (iw < 0 || iw >= s.w) continue;
                 double v = element(x, ((nc * s.h + ih) * s.w + iw) * lanes + lane);
+                if (kind == PoolKind::kMax && (best < 0 || v > acc))
+                  best = flat_position(s, nc, ih, iw);
                 acc = kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
               }
             }
             if (kind == PoolKind::kAverage)
               acc /= static_cast<double>(taps_inside(win, 0, oh, lo_h, hi_h) *
                                          taps_inside(win, 1, ow, lo_w, hi_w));
-            set_element(y, ((nc * win.out[0] + oh) * win.out[1] + ow) * lanes + lane, acc);
+            const int64_t at = ((nc * win.out[0] + oh) * win.out[1] + ow) * lanes + lane;
+            set_element(y, at, acc);
+            if (s.indices) data_of<int64_t>(index)[at] = best;
           }
+    if (s.indices) return std::vector<Initializer>{std::move(y), std::move(index)};
     return std::vector<Initializer>{std::move(y)};
   };
 }
@@ -889,8 +915,7 @@ EvaluateFn pool_evaluate(PoolKind kind) {
 // of the per-dim counts, as the 2-D one.
 std::vector<Initializer> pool3d_evaluate(PoolKind kind, const Node& node, const Initializer& x) {
   check_pool_dtype(node, kind, x.type.dtype);
-  if (kind == PoolKind::kMax && node.outputs.size() > 1 && !node.outputs[1].empty())
-    fail(node, "the Indices output is not supported");
+  if (wants_indices(node, kind)) fail(node, "the Indices output of a 3-D MaxPool is not supported");
   const std::vector<int64_t>& xs = x.type.shape;
   const Window win = pool_window(node, {xs[2], xs[3], xs[4]});
   const bool include_pad = attr_int(node, "count_include_pad", 0) != 0;
@@ -941,6 +966,46 @@ EvaluateFn pool_evaluate_any(PoolKind kind) {
   };
 }
 
+// MaxPool's Indices: the first tap (in window order) of a real pixel that
+// equals the maximum, then its flat position in X. Padded taps never match.
+Tensor max_pool_indices(const Node& node, const PoolShapes& s, const Tensor& x, const Tensor& max,
+                        const std::vector<int64_t>& bound) {
+  const Window& win = s.win;
+  const int64_t taps = win.kernel[0] * win.kernel[1];
+  IterVar ry = ir::reduce_axis(win.kernel[0], "ry");
+  IterVar rx = ir::reduce_axis(win.kernel[1], "rx");
+  auto position = [&](const std::vector<Var>& i, const Expr& ky, const Expr& kx) {
+    return std::pair{i[2] * win.stride[0] - win.pad_begin[0] + ky * win.dilation[0],
+                     i[3] * win.stride[1] - win.pad_begin[1] + kx * win.dilation[1]};
+  };
+  Tensor first = ir::compute(
+      shape_exprs(s.out_shape()),
+      [&](const std::vector<Var>& i) {
+        auto [h, w] = position(i, ry->var, rx->var);
+        Expr real = ir::logical_and(ir::logical_and(h >= Expr(int64_t{0}), h < Expr(s.h)),
+                                    ir::logical_and(w >= Expr(int64_t{0}), w < Expr(s.w)));
+        Expr v = guarded_read(x, {i[0], i[1], h, w}, bound,
+                              ir::reduce_identity(ir::ReduceOp::Max, x->dtype));
+        Expr hit = ir::logical_and(real, ir::eq(v, ir::read(max, vars_to_exprs(i))));
+        Expr tap = ry->var * win.kernel[1] + rx->var;
+        return ir::reduce_min(ir::select(hit, tap, Expr(taps)), {ry, rx});
+      },
+      node.name + ".argmax");
+  return ir::compute(
+      shape_exprs(s.out_shape()),
+      [&](const std::vector<Var>& i) {
+        // A window always holds a real pixel; with a NaN nothing may match.
+        Expr tap = clamp_index(ir::read(first, vars_to_exprs(i)), 0, taps - 1);
+        auto [h, w] = position(i, ir::floordiv(tap, Expr(win.kernel[1])),
+                               ir::floormod(tap, Expr(win.kernel[1])));
+        h = clamp_index(h, 0, s.h - 1);
+        w = clamp_index(w, 0, s.w - 1);
+        Expr plane = i[0] * s.c + i[1];
+        return plane * Expr(s.h * s.w) + (s.column_major ? w * Expr(s.h) + h : h * Expr(s.w) + w);
+      },
+      node.name + ".indices");
+}
+
 ComputeFn pool_compute(PoolKind kind) {
   return [kind](const Node& node, const ComputeInputs& in,
                 const std::vector<TensorType>& out_types) {
@@ -974,6 +1039,10 @@ ComputeFn pool_compute(PoolKind kind) {
           return kind == PoolKind::kMax ? ir::reduce_max(v, {ry, rx}) : ir::sum(v, {ry, rx});
         },
         node.name + (kind == PoolKind::kMax ? ".maxpool" : ".sumpool"));
+    if (kind == PoolKind::kMax && s.indices) {
+      check_out_type(node, out_types, 1, s.out_shape(), "int64");
+      return std::vector<Tensor>{r, max_pool_indices(node, s, x, r, bound)};
+    }
     if (kind == PoolKind::kMax) return std::vector<Tensor>{r};
     // Pairs, not structured bindings: the lambda captures them (clang 14 cannot capture bindings).
     const auto range_h = counted_range(s, 0), range_w = counted_range(s, 1);
