@@ -17,8 +17,9 @@ def module(tiny_package):
 
 
 def test_info(module):
-    assert module.input_info() == [("input", (1, 3, 16, 16), "float32")]
-    assert module.output_info() == [("output_0", (1, 10), "float32")]
+    assert module.input_info() == [("input", (1, 3, 16, 16), "float32", "tensor", False)]
+    assert module.output_info() == [("output_0", (1, 10), "float32", "tensor", False)]
+    assert module.input_info()[0].kind == "tensor" and not module.input_info()[0].optional
     assert module.num_outputs == 1 and module.num_kernels > 0
 
 
