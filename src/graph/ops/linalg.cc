@@ -113,6 +113,10 @@ std::pair<Tensor, Tensor> eliminate(const Tensor& a, const Tensor& det, int64_t 
   // Clamped: with a NaN in the column no row may equal the maximum.
   auto pivot_row = [&](const Var& b) { return clamp_index(ir::at(first, b), 0, n - 1); };
   auto pivot = [&](const Var& b) { return ir::read(a, {b, pivot_row(b), Expr(int64_t{0})}); };
+  // A sum over one element: a reduction, which the generic schedule
+  // materializes; an injective stage would be inlined into the next step,
+  // which reads it three times, so the chain of steps would grow as 3^M.
+  IterVar once = ir::reduce_axis(Expr(int64_t{1}), "once");
   Tensor next = ir::compute(
       {Expr(batch), Expr(n - 1), Expr(n - 1)},
       [&](const std::vector<Var>& i) {
@@ -125,7 +129,7 @@ std::pair<Tensor, Tensor> eliminate(const Tensor& a, const Tensor& det, int64_t 
         const Expr f =
             ir::select(ir::eq(piv, zero), zero, ir::read(a, {i[0], src, Expr(int64_t{0})}) / piv);
         const Expr col = Expr(i[2]) + Expr(int64_t{1});
-        return ir::read(a, {i[0], src, col}) - f * ir::read(a, {i[0], p, col});
+        return ir::sum(ir::read(a, {i[0], src, col}) - f * ir::read(a, {i[0], p, col}), {once});
       },
       name + ".trailing");
   Tensor det_next = ir::compute(

@@ -56,6 +56,8 @@ DftSpec dft_spec(const Node& node, const Shape& x, const std::string& dtype,
   if (s.n < 1) fail(node, "dft_length must be positive, got " + std::to_string(s.n));
   s.channels = x.back();
   s.inverse = attr_int(node, "inverse", 0) != 0;
+  if (s.inverse && attr_int(node, "onesided", 0) != 0)
+    fail(node, "onesided and inverse cannot both be set (opset 17)");
   // onesided keeps bins [0, n / 2]; kept for complex input too (as ONNX's
   // reference does: the full transform, then the slice).
   s.bins = attr_int(node, "onesided", 0) != 0 ? s.n / 2 + 1 : s.n;

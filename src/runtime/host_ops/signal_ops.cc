@@ -84,6 +84,8 @@ void dft(HostOpContext& ctx) {
   out[static_cast<size_t>(axis)] = bins;
   out.back() = 2;
   const bool inverse = ctx.attr_int("inverse", 0) != 0;
+  if (inverse && ctx.attr_int("onesided", 0) != 0)
+    ctx.fail("onesided and inverse cannot both be set (opset 17)");
   if (x.dtype.bits == 64)
     dft_lines(x.as<double>(), ctx.allocate_as<double>(0, out), outer, length, inner, channels, n,
               bins, inverse, nullptr, length * inner * channels);
