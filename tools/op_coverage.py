@@ -59,6 +59,14 @@ def schemas():
     return by_name
 
 
+# How a supported operator compiles where that is not a kernel of its own
+# (shown before the run-time note).
+HOW = {
+    "DFT": "a MatMul by a constant twiddle matrix (dense, O(n^2) a line; no FFT)",
+    "STFT": "a Gather of the frames and a MatMul by a constant twiddle matrix (dense; no FFT)",
+    "MelWeightMatrix": "no kernel: folded at build time (its inputs are constants)",
+}
+
 # Operators whose every output shape depends on the data: only the executor's
 # host region runs them (src/runtime/host_op.h).
 DATA_SIZED = {"NonZero", "Unique", "Compress", "NonMaxSuppression"}
@@ -88,7 +96,10 @@ def rows():
         elif name in HOST_VALUES and name in host:
             status, note = "host", "runs in the executor, which holds sequences and optionals"
         elif name in supported:
-            status, note = "kernel", "also on run-time shapes, in the executor" if name in host else ""
+            notes = [HOW[name]] if name in HOW else []
+            if name in host:
+                notes.append("also on run-time shapes, in the executor")
+            status, note = "kernel", "; ".join(notes)
         elif name in CONVERTED:
             status, note = "converted", CONVERTED[name]
         elif name in REFUSED:  # before the bodies: some use what kiln refuses

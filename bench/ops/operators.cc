@@ -3,9 +3,11 @@
 // ResNet-18 / SqueezeNet, and the indexing, ordering and trigonometric
 // operators at the shapes of a LLaMA-style decoder's rotary tables and
 // sampling and of a classifier's top 5, GridSample and RoiAlign at a spatial
-// transformer's and a detector box head's shapes, each built by the whole kiln build
-// as a one-op (or one-pattern) graph, run by the runtime's executor, checked
-// against the reference interpreter (integer outputs exactly), and timed
+// transformer's and a detector box head's shapes, and an audio front end's
+// STFT and DFT (one second at 16 kHz, 400- and 512-sample frames every
+// 10 ms), each built by the whole kiln build as a one-op (or one-pattern)
+// graph, run by the runtime's executor, checked against the reference
+// interpreter (integer outputs exactly), and timed
 // (median of runs, the executor's default threads). Each line prints ms,
 // GB/s (graph inputs + outputs, int64 indices at 8 bytes) and GFLOP/s
 // (a nominal count per element, named in the table), and each against the
@@ -548,6 +550,50 @@ Case roi_align(const Ints& x_shape, int64_t boxes, int64_t out, int64_t ratio) {
           {{"x", b.sample(x)}, {"rois", b.sample(r)}, {"batch_indices", b.sample(bi)}}};
 }
 
+// An audio front end's spectrogram: STFT of `samples` samples (one second
+// at 16 kHz), frames of `frame` samples every `step` under a constant Hann
+// window, onesided: lower_signal's Gather of the frames and one MatMul by
+// the [frame, bins x 2] twiddle matrix (the window folded into it). Counted
+// as that product: 2 x frame x (bins x 2) a frame, where an FFT would do
+// ~5 frame log2(frame) / 2.
+Case stft(int64_t batch, int64_t samples, int64_t frame, int64_t step) {
+  Builder b(22);
+  std::string x = b.input("signal", {batch, samples, 1}, -1, 1);
+  Initializer w;
+  w.type = {"float32", {frame}};
+  std::vector<float> hann(static_cast<size_t>(frame));
+  for (int64_t i = 0; i < frame; ++i)
+    hann[static_cast<size_t>(i)] =
+        static_cast<float>(0.5 - 0.5 * std::cos(2 * M_PI * static_cast<double>(i) / frame));
+  w.data.resize(hann.size() * sizeof(float));
+  std::memcpy(w.data.data(), hann.data(), w.data.size());
+  std::string window = b.constant("window", w);
+  std::string st = b.constant("step", int64_tensor({}, {step}));
+  std::string y = b.node("STFT", {x, st, window});
+  const Ints o = b.sample(y).type.shape;  // [batch, frames, bins, 2]
+  return {"STFT " + std::to_string(samples) + " samples, frame " + std::to_string(frame) +
+              " step " + std::to_string(step) + " (dense DFT) batch " + std::to_string(batch),
+          "2*F*2K/frame",
+          2.0 * static_cast<double>(frame) * static_cast<double>(o[2] * 2) *
+              static_cast<double>(o[0] * o[1]),
+          b.finish(y),
+          {{"signal", b.sample(x)}}};
+}
+
+// DFT of real rows along axis 1 ([batch, n, 1], onesided): the same dense
+// product on lines that are already frames.
+Case dft(int64_t rows, int64_t n) {
+  Builder b(23);
+  std::string x = b.input("x", {rows, n, 1}, -1, 1);
+  std::string y = b.node("DFT", {x}, {{"axis", int64_t{1}}, {"onesided", int64_t{1}}});
+  const int64_t bins = n / 2 + 1;
+  return {"DFT onesided " + std::to_string(rows) + " x " + std::to_string(n) + " (dense)",
+          "2*n*2K/row",
+          2.0 * static_cast<double>(n) * static_cast<double>(bins * 2) * static_cast<double>(rows),
+          b.finish(y),
+          {{"x", b.sample(x)}}};
+}
+
 size_t bytes_of(const TensorType& t) {
   return static_cast<size_t>(elements(t.shape)) * kiln::graph::dtype_size(t.dtype);
 }
@@ -701,7 +747,9 @@ int main(int argc, char** argv) {
              argmax({2, 70}),
              grid_sample({1, 3, 5, 7}, 4, 9),
              roi_align({1, 3, 6, 7}, 5, 2, 2),
-             roi_align({1, 3, 6, 7}, 5, 2, 0)};
+             roi_align({1, 3, 6, 7}, 5, 2, 0),
+             stft(1, 200, 32, 16),
+             dft(5, 24)};
   } else {
     cases = {softmax({1, 4, 128, 128}),
              softmax({1, 12, 197, 197}),
@@ -735,7 +783,10 @@ int main(int argc, char** argv) {
              argmax({16, 32000}),
              grid_sample({1, 32, 64, 64}, 64, 64),
              roi_align({1, 256, 50, 68}, 100, 7, 2),
-             roi_align({1, 256, 50, 68}, 100, 7, 0)};
+             roi_align({1, 256, 50, 68}, 100, 7, 0),
+             stft(1, 16000, 512, 160),
+             stft(1, 16000, 400, 160),
+             dft(98, 512)};
   }
   std::printf("kiln_bench_ops: %d threads, fp32 FMA peak measured now %.0f GFLOP/s%s\n", threads,
               fma_peak, smoke ? " (smoke: timings meaningless)" : "");

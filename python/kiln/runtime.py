@@ -13,7 +13,7 @@ from ._args import flag, integer
 class TensorInfo(NamedTuple):
     name: str
     shape: Tuple[int, ...]
-    dtype: str  # numpy's name: "float32", "int64", ...
+    dtype: str  # numpy's name: "float32", "int64", ...; "bfloat16" (held as uint16 bits)
     # "sequence" for a sequence of tensors of `dtype` (given and returned as a
     # list of arrays); `optional` values may be None.
     kind: str = "tensor"
@@ -41,7 +41,12 @@ class GraphModule:
     """A loaded package. Inputs are numpy arrays (or anything np.asarray
     takes) of exactly the input's dtype and shape; C-contiguous arrays are
     copied once, straight into kiln's storage, other layouts are made
-    contiguous first; input_view() gives that storage to fill without a copy. The GIL is released while kernels run; one module may
+    contiguous first; input_view() gives that storage to fill without a copy.
+    numpy has no bfloat16: a bfloat16 input takes a uint16 array of the values'
+    bits (the upper half of each float32, `(x.view(np.uint32) >> 16)` rounded
+    or not as the caller wants), and a bfloat16 output comes back as uint16
+    bits (`(y.astype(np.uint32) << 16).view(np.float32)` gives the values).
+    The GIL is released while kernels run; one module may
     be shared by threads (each call is serialized; run(name=array) sets, runs
     and copies the outputs as one call), or each thread loads its own.
     """
@@ -101,7 +106,9 @@ class GraphModule:
             raise _kiln.InvalidInputError(f"input '{self._inputs[i].name}' is None, not an array "
                             f"({self._inputs[i].dtype} {list(self._inputs[i].shape)})")
         if not isinstance(value, np.ndarray):
-            value = np.asarray(value, dtype=self._inputs[i].dtype)
+            # bfloat16: numpy has no such dtype; the bits must come as uint16 (checked by kiln).
+            want = self._inputs[i].dtype
+            value = np.asarray(value) if want == "bfloat16" else np.asarray(value, dtype=want)
         if not value.dtype.isnative:
             value = value.astype(value.dtype.newbyteorder("="))
         # np.require copies only a layout that is not C-contiguous (and keeps 0-d arrays 0-d).

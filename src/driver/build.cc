@@ -334,6 +334,40 @@ graph::passes::MemoryPlan plan_storage(const Graph& g, const std::vector<GroupKe
   return graph::passes::plan_memory(req);
 }
 
+// Every tensor index a "tensor" field names anywhere in `j` (the host
+// region's steps, nested subgraph steps included, and the outputs).
+void tensor_refs(const json& j, std::set<int64_t>* out) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (it.key() == "tensor" && it.value().is_number_integer())
+        out->insert(it.value().get<int64_t>());
+      else
+        tensor_refs(it.value(), out);
+    }
+  } else if (j.is_array()) {
+    for (const json& e : j) tensor_refs(e, out);
+  }
+}
+
+// Marks the inputs whose data nothing in the package reads "unread": no
+// kernel argument, host step input or output names their tensor or one
+// sharing its storage (a view). Only their dtype mattered (CastLike's like).
+void mark_unread_inputs(json& j) {
+  std::set<int64_t> read;
+  for (const json& k : j["kernels"])
+    for (const json& a : k["args"]) read.insert(a.get<int64_t>());
+  tensor_refs(j["outputs"], &read);
+  if (j.contains("host")) tensor_refs(j["host"], &read);
+  std::set<int64_t> storages;
+  for (int64_t t : read)
+    storages.insert(j["tensors"][static_cast<size_t>(t)]["storage"].get<int64_t>());
+  for (json& in : j["inputs"]) {
+    const int64_t t = in["tensor"].get<int64_t>();
+    if (!storages.count(j["tensors"][static_cast<size_t>(t)]["storage"].get<int64_t>()))
+      in["unread"] = true;
+  }
+}
+
 // mod.json (docs/package-format.md).
 json describe(const Graph& g, const std::vector<graph::FusedGroup>& groups,
               const std::vector<GroupKernel>& kernels, const TensorTable& table,
@@ -390,6 +424,7 @@ json describe(const Graph& g, const std::vector<graph::FusedGroup>& groups,
                             {"workload", kernels[i].workload},
                             {"flops", kernels[i].flops}});
   }
+  mark_unread_inputs(j);
   return j;
 }
 

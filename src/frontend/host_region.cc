@@ -28,7 +28,7 @@ const std::set<std::string>& host_operators() {
       "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
       "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
       // constant-only inputs (OpDef::constant_inputs) fed at run time
-      "CumSum", "OneHot", "Resize", "MaxUnpool",
+      "CumSum", "OneHot", "Resize", "MaxUnpool", "DFT", "STFT", "MelWeightMatrix",
       // control flow: their subgraphs run on the host too (host_subgraphs.h)
       "If", "Loop", "Scan", "SequenceMap",
       // sequences and optionals, which only the executor holds

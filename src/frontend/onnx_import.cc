@@ -26,6 +26,7 @@
 #include "frontend/pool_ceil_mode.h"
 #include "frontend/quantized_ops.h"
 #include "frontend/shape_folding.h"
+#include "frontend/signal_shapes.h"
 
 namespace kiln::frontend {
 namespace {
@@ -474,6 +475,7 @@ void check_window_attributes(const onnx::GraphProto& g, const std::vector<std::s
 }
 
 graph::Graph import_model(const std::string& path, const InputShapes& input_shapes) {
+  install_signal_shape_inference();  // ONNX 1.12's STFT shapes disagree with STFT
   onnx::ModelProto model = read_model(path);
   check_opset(model, 1);
   // Opsets 1 to 10 (the ONNX model zoo, older exporters) come up to kiln's

@@ -31,6 +31,8 @@ void ensure_registered() {
     register_normalize_ops();
     register_sampling_ops();
     register_unpool_ops();
+    register_linalg_ops();
+    register_signal_ops();
   });
 }
 

@@ -110,5 +110,7 @@ void register_ordering_ops();
 void register_normalize_ops();
 void register_sampling_ops();
 void register_unpool_ops();
+void register_linalg_ops();
+void register_signal_ops();
 
 }  // namespace kiln::graph

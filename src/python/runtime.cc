@@ -252,10 +252,16 @@ class GraphModule {
     return ex_->inputs()[index];
   }
 
-  // numpy's name for a kiln dtype ("float32", "int64", "bool", ...); bfloat16
-  // and vector types have none.
+  static bool is_bf16(const runtime::DType& t) {
+    return t.code == runtime::DTypeCode::BFloat && t.lanes == 1;
+  }
+
+  // numpy's name for a kiln dtype ("float32", "int64", "bool", ...). numpy
+  // has no bfloat16: such a tensor is its bits, uint16 (as ONNX's own test
+  // data stores it). Vector types have none.
   static py::dtype numpy_dtype(const runtime::TensorInfo& info) {
-    if (info.dtype.lanes != 1 || info.dtype.code == runtime::DTypeCode::BFloat)
+    if (is_bf16(info.dtype)) return py::dtype("uint16");
+    if (info.dtype.lanes != 1)
       throw std::invalid_argument("tensor '" + info.name + "' is " + info.dtype.str() +
                                   ", which numpy cannot hold");
     return py::dtype(info.dtype.str());
@@ -263,10 +269,19 @@ class GraphModule {
 
   // The kiln dtype of a numpy array; a dtype kiln lacks (complex, object, a
   // byte order other than the machine's) is named with what the input wants.
+  // A bfloat16 input takes uint16 arrays: the bits of its values.
   static runtime::DType dtype_of(const py::array& a, const runtime::TensorInfo& want) {
     std::string name = py::str(a.dtype()).cast<std::string>();
+    const bool native = a.dtype().attr("isnative").cast<bool>();
+    if (is_bf16(want.dtype)) {
+      if (native && name == "uint16") return want.dtype;
+      throw std::invalid_argument("input '" + want.name +
+                                  "' is bfloat16: pass its bits as a uint16 array, not numpy "
+                                  "dtype " +
+                                  name);
+    }
     try {
-      if (a.dtype().attr("isnative").cast<bool>()) return runtime::DType::parse(name);
+      if (native) return runtime::DType::parse(name);
     } catch (const std::invalid_argument&) {
     }
     throw std::invalid_argument("input '" + want.name + "': numpy dtype " + name +

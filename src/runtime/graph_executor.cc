@@ -157,6 +157,7 @@ struct GraphExecutor::Impl {
   std::vector<NDArray> storages;
   std::vector<Tensor> tensors;
   std::vector<int64_t> input_tensors, output_tensors;
+  std::vector<bool> input_unread;  // per input: mod.json's "unread" (no step reads its data)
   std::vector<TensorInfo> inputs, outputs;
   std::vector<Kernel> kernels;
   // The run-time shaped part (mod.json's "host"); output i is its value
@@ -250,6 +251,10 @@ GraphExecutor::Impl::Impl(Package pkg)
   for (size_t i = 0; i < input_tensors.size(); ++i) {
     inputs.push_back(tensors[input_tensors[i]].info);
     inputs.back().name = names[i];
+    // An input no step reads, only its dtype mattered (older packages lack the field).
+    const json& entry = g["inputs"][i];
+    input_unread.push_back(entry.contains("unread") && entry["unread"].is_boolean() &&
+                           entry["unread"].get<bool>());
   }
   input_values.assign(input_tensors.size(), -1);
   read_host(r, g);
@@ -531,6 +536,8 @@ void GraphExecutor::set_input(size_t index, const void* data, DType dtype,
     impl_->host.set_input(static_cast<size_t>(impl_->input_values[index]), v);
     return;
   }
+  // An input whose data no step reads (CastLike's `like`): any shape of its dtype.
+  if (impl_->input_unread[index] && dtype == want.dtype) return;
   if (dtype != want.dtype || shape != want.shape)
     throw std::invalid_argument("input '" + want.name + "' is " + dtype.str() + " " +
                                 shape_str(shape) + " but the model expects " + want.dtype.str() +

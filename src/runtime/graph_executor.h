@@ -72,7 +72,9 @@ class GraphExecutor {
   size_t checked_input_index(const std::string& name) const;
 
   // Copies `value` into the input `name`. A wrong name, shape or dtype throws
-  // std::invalid_argument listing the expected inputs.
+  // std::invalid_argument listing the expected inputs. An input that no step
+  // reads, whose dtype alone mattered (mod.json's "unread": CastLike's
+  // `like`), takes any shape of its dtype and copies nothing.
   void set_input(const std::string& name, const NDArray& value);
   void set_input(const std::string& name, const void* data, DType dtype,
                  const std::vector<int64_t>& shape);

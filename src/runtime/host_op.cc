@@ -225,6 +225,7 @@ const std::map<std::string, HostOpFn>& table() {
     register_control_flow_host_ops(m);
     register_sequence_host_ops(m);
     register_pool_host_ops(m);
+    register_signal_host_ops(m);
     return m;
   }();
   return t;

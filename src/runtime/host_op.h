@@ -180,6 +180,7 @@ void register_resize_host_ops(std::map<std::string, HostOpFn>& table);
 void register_control_flow_host_ops(std::map<std::string, HostOpFn>& table);
 void register_sequence_host_ops(std::map<std::string, HostOpFn>& table);
 void register_pool_host_ops(std::map<std::string, HostOpFn>& table);
+void register_signal_host_ops(std::map<std::string, HostOpFn>& table);
 
 // Helpers shared by the operator files.
 int64_t host_numel(const std::vector<int64_t>& shape);

@@ -291,3 +291,40 @@ def test_build_argument_types(tiny):
         kiln.build(tiny[0], target=5)
     with pytest.raises(TypeError, match="format must be a string or None, not int"):
         kiln.build(tiny[0]).export("x.tar", format=5)
+
+
+def _cast_model(tmp_path, to_bf16):
+    """x -> Cast -> y, float32 <-> bfloat16, plus a CastLike whose `like`
+    input is declared [3, 4] (only its dtype is read)."""
+    import onnx
+    from onnx import TensorProto, helper
+    src, dst = (TensorProto.FLOAT, TensorProto.BFLOAT16) if to_bf16 else (
+        TensorProto.BFLOAT16, TensorProto.FLOAT)
+    g = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["y"], to=dst),
+         helper.make_node("CastLike", ["x", "like"], ["z"])],
+        "cast",
+        [helper.make_tensor_value_info("x", src, [3, 4]),
+         helper.make_tensor_value_info("like", dst, [3, 4])],
+        [helper.make_tensor_value_info("y", dst, [3, 4]),
+         helper.make_tensor_value_info("z", dst, [3, 4])])
+    path = str(tmp_path / f"cast_{int(to_bf16)}.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)]), path)
+    return path
+
+
+def test_bfloat16_as_uint16_bits(tmp_path):
+    x = np.random.default_rng(7).standard_normal((3, 4)).astype(np.float32)
+    bits = (x.view(np.uint32) >> 16).astype(np.uint16)  # truncated: exact in bfloat16
+    widened = (bits.astype(np.uint32) << 16).view(np.float32)
+    # float32 -> bfloat16: uint16 bits come back (round to nearest even of x).
+    m = kiln.build(_cast_model(tmp_path, True)).load()
+    assert [i.dtype for i in m.input_info()] == ["float32", "bfloat16"]
+    y, z = m.run(x=widened, like=np.zeros((1,), np.uint16))  # `like`: any shape
+    assert y.dtype == np.uint16 and np.array_equal(y, bits) and np.array_equal(z, bits)
+    # bfloat16 -> float32: the input takes the bits.
+    m = kiln.build(_cast_model(tmp_path, False)).load()
+    y, z = m.run(x=bits, like=np.zeros((3, 4), np.float32))
+    assert y.dtype == np.float32 and np.array_equal(y, widened) and np.array_equal(z, widened)
+    with pytest.raises(kiln.InvalidInputError, match="bits as a uint16 array"):
+        m.run(x=widened, like=np.zeros((3, 4), np.float32))

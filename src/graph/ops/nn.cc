@@ -541,22 +541,25 @@ std::vector<int64_t> batch_strides(const MatMulShapes& s, const std::vector<int6
   return out;
 }
 
-std::vector<Initializer> matmul_evaluate(const Node& node,
-                                         const std::vector<const Initializer*>& inputs) {
-  const Initializer& a = required_input(node, inputs, 0);
-  const Initializer& b = required_input(node, inputs, 1);
-  require_f32(node, a, "A");
-  require_f32(node, b, "B");
-  MatMulShapes s = matmul_shapes(node, a.type.shape, b.type.shape);
+// float32 or float64 (Einsum's lowering emits float64 MatMuls), both
+// operands of one dtype; the sums accumulate in double.
+const std::string& matmul_dtype(const Node& node, const std::string& a, const std::string& b) {
+  if (a != "float32" && a != "float64")
+    fail(node, "A is " + a + "; MatMul takes float32 or float64 operands");
+  if (b != a) fail(node, "A is " + a + " but B is " + b);
+  return a;
+}
+
+template <typename T>
+void matmul_eval_typed(const MatMulShapes& s, const Initializer& a, const Initializer& b,
+                       Initializer& y) {
   std::vector<int64_t> as = batch_strides(s, s.a, s.a_vec);
   std::vector<int64_t> bs = batch_strides(s, s.b, s.b_vec);
   int64_t batches = 1;
   for (int64_t d : s.batch) batches *= d;
-
-  const float* ap = data_of<float>(a);
-  const float* bp = data_of<float>(b);
-  Initializer y = make_tensor("float32", s.out_shape());
-  float* yp = data_of<float>(y);
+  const T* ap = data_of<T>(a);
+  const T* bp = data_of<T>(b);
+  T* yp = data_of<T>(y);
   for (int64_t bi = 0; bi < batches; ++bi) {
     // Offsets of this batch entry in A and B (walk the batch index from the right).
     int64_t a_off = 0, b_off = 0;
@@ -571,9 +574,22 @@ std::vector<Initializer> matmul_evaluate(const Node& node,
         double acc = 0;
         for (int64_t k = 0; k < s.k; ++k)
           acc += static_cast<double>(ap[a_off + i * s.k + k]) * bp[b_off + k * s.n + j];
-        yp[(bi * s.m + i) * s.n + j] = static_cast<float>(acc);
+        yp[(bi * s.m + i) * s.n + j] = static_cast<T>(acc);
       }
   }
+}
+
+std::vector<Initializer> matmul_evaluate(const Node& node,
+                                         const std::vector<const Initializer*>& inputs) {
+  const Initializer& a = required_input(node, inputs, 0);
+  const Initializer& b = required_input(node, inputs, 1);
+  const std::string dtype = matmul_dtype(node, a.type.dtype, b.type.dtype);
+  MatMulShapes s = matmul_shapes(node, a.type.shape, b.type.shape);
+  Initializer y = make_tensor(dtype, s.out_shape());
+  if (dtype == "float64")
+    matmul_eval_typed<double>(s, a, b, y);
+  else
+    matmul_eval_typed<float>(s, a, b, y);
   return {std::move(y)};
 }
 
@@ -582,7 +598,8 @@ std::vector<Tensor> matmul_compute(const Node& node, const ComputeInputs& in,
   const Tensor& a = required_tensor(node, in, 0);
   const Tensor& b = required_tensor(node, in, 1);
   MatMulShapes s = matmul_shapes(node, static_shape(a), static_shape(b));
-  check_out_type(node, out_types, 0, s.out_shape(), "float32");
+  check_out_type(node, out_types, 0, s.out_shape(),
+                 matmul_dtype(node, a->dtype.str(), b->dtype.str()));
   size_t nb = s.batch.size();
   // Index of one operand: its own (right-aligned) batch dims, 0 where broadcast.
   auto batch_index = [&](const std::vector<int64_t>& shape, bool vec, const std::vector<Var>& i) {

@@ -20,6 +20,7 @@
 #include "graph/passes/lower_3d_windows.h"
 #include "graph/passes/lower_conv_transpose.h"
 #include "graph/passes/lower_einsum.h"
+#include "graph/passes/lower_signal.h"
 #include "graph/passes/simplify.h"
 #include "graph/passes/strategy.h"
 #include "graph/passes/trim_conv_taps.h"
@@ -70,6 +71,8 @@ void run_default_passes(Graph& g) {
   trace(g, "depth_to_space", std::to_string(ds) + " rewritten");
   int es = lower_einsum(g);
   trace(g, "lower_einsum", std::to_string(es) + " rewritten");
+  int sg = lower_signal(g);
+  trace(g, "lower_signal", std::to_string(sg) + " rewritten");
   int dr = decompose_reductions(g);
   trace(g, "decompose_reductions", std::to_string(dr) + " rewritten");
   int in = instance_norm_as_layer_norm(g);
