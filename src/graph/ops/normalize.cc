@@ -251,31 +251,18 @@ std::vector<Tensor> lp_pool_compute(const Node& node, const ComputeInputs& in,
   std::vector<IterVar> axes;
   for (size_t d = 2; d < s.size(); ++d)
     axes.push_back(ir::reduce_axis(s[d], "r" + std::to_string(d)));
-  // |x|^p by multiplication for p <= 3 (exact, and |x| = 0 stays 0), else by
-  // exp and log of |x| (0 gives exp(-inf) = 0).
-  auto power = [p](const Expr& v) {
-    Expr a = ir::fabs(v), r = a;
-    Expr zero = konst(a, 0);
-    if (p > 3) return ir::select(ir::eq(a, zero), zero, pow_positive(a, double(p)));
-    for (int64_t e = 1; e < p; ++e) r = r * a;
-    return r;
-  };
   Tensor sum = ir::compute(
       shape_exprs(out),
       [&](const std::vector<Var>& i) {
         std::vector<Expr> idx = {i[0], i[1]};
         for (const IterVar& r : axes) idx.push_back(r->var);
-        return ir::sum(power(ir::read(x, idx)), axes);
+        return ir::sum(abs_pow(ir::read(x, idx), p), axes);
       },
       node.name + ".sum");
   Tensor y = ir::compute(
       shape_exprs(out),
       [&](const std::vector<Var>& i) {
-        Expr v = ir::read(sum, {i.begin(), i.end()});
-        if (p == 1) return v;
-        if (p == 2) return ir::sqrt(v);
-        Expr zero = konst(v, 0);
-        return ir::select(ir::eq(v, zero), zero, pow_positive(v, 1.0 / double(p)));
+        return root_of(ir::read(sum, {i.begin(), i.end()}), p);
       },
       node.name + ".lppool");
   return {y};

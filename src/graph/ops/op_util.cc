@@ -250,6 +250,30 @@ ir::Expr clamp_index(const ir::Expr& e, int64_t lo, int64_t hi) {
   return ir::min(ir::max(e, ir::Expr(lo)), ir::Expr(hi));
 }
 
+namespace {
+// x^e for x > 0 through the vector exp and log (ir::pow is one libm call per lane).
+ir::Expr pow_positive(const ir::Expr& x, double e) {
+  return ir::exp(ir::make_const(x.dtype(), e) * ir::log(x));
+}
+}  // namespace
+
+ir::Expr abs_pow(const ir::Expr& v, int64_t p) {
+  ir::Expr a = ir::fabs(v), r = a;
+  if (p > 3) {
+    ir::Expr zero = ir::make_const(a.dtype(), 0);
+    return ir::select(ir::eq(a, zero), zero, pow_positive(a, static_cast<double>(p)));
+  }
+  for (int64_t e = 1; e < p; ++e) r = r * a;
+  return r;
+}
+
+ir::Expr root_of(const ir::Expr& s, int64_t p) {
+  if (p == 1) return s;
+  if (p == 2) return ir::sqrt(s);
+  ir::Expr zero = ir::make_const(s.dtype(), 0);
+  return ir::select(ir::eq(s, zero), zero, pow_positive(s, 1.0 / static_cast<double>(p)));
+}
+
 int64_t checked_index(const Node& node, int64_t index, int64_t axis, int64_t dim) {
   if (index < -dim || index >= dim)
     fail(node,

@@ -180,6 +180,13 @@ ir::Expr read_flat(const ir::Tensor& t, const ir::Expr& flat);
 // Clamps integer expression e into [lo, hi] (keeps data-dependent reads in bounds).
 ir::Expr clamp_index(const ir::Expr& e, int64_t lo, int64_t hi);
 
+// The two halves of an Lp norm with a positive integer p (GlobalLpPool,
+// LpPool): |v|^p, by multiplication for p <= 3 (exact, and 0 stays 0), else
+// through the vector exp and log (0 gives 0); and s^(1/p) of a sum s >= 0
+// (s itself for p = 1, sqrt for p = 2; 0 gives 0).
+ir::Expr abs_pow(const ir::Expr& v, int64_t p);
+ir::Expr root_of(const ir::Expr& s, int64_t p);
+
 // Indices of the indexing operators (Gather, GatherElements, GatherND,
 // ScatterElements, ScatterND): ONNX takes an index into an axis of size n
 // in [-n, n), a negative one counting from the end, and makes any other an

@@ -1,6 +1,6 @@
 // Reductions and normalizations: ReduceMean/Sum/Max/Prod/LogSum/LogSumExp
 // (and, evaluate only, ReduceMin/L1/L2/SumSquare), Softmax, LogSoftmax,
-// LayerNormalization, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
+// LayerNormalization, MaxPool, AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool.
 //
 // evaluate is the reference (double accumulation for float32); compute is the
 // plain tensor expression for the generic schedule: each reduction its own
@@ -749,9 +749,11 @@ std::vector<Tensor> layer_norm_compute(const Node& node, const ComputeInputs& in
   return out;
 }
 
-// ---- MaxPool / AveragePool -------------------------------------------------------------
+// ---- MaxPool / AveragePool / LpPool ----------------------------------------------------
 
-enum class PoolKind { kMax, kAverage };
+// LpPool: (sum over the window of |x|^p)^(1/p), p a positive integer; a
+// padded tap adds nothing (ONNX Runtime's kernel skips it, as |0|^p = 0).
+enum class PoolKind { kMax, kAverage, kLp };
 
 // The pools also run on NCHW[b]c data (graph::propagate_layout, between
 // blocked convolutions): the node then carries kiln_block = b, its input is
@@ -766,6 +768,7 @@ struct PoolShapes {
   // row-major (storage_order 0) or with W before H (1).
   bool indices;
   bool column_major;
+  int64_t p;  // LpPool's
   std::vector<int64_t> out_shape() const {
     if (block) return {n, c, win.out[0], win.out[1], block};
     return {n, c, win.out[0], win.out[1]};
@@ -792,6 +795,14 @@ int64_t flat_position(const PoolShapes& s, int64_t plane, int64_t ih, int64_t iw
   return plane * s.h * s.w + (s.column_major ? iw * s.h + ih : ih * s.w + iw);
 }
 
+// LpPool's p (opset 1's float p reaches kiln as opset 11's integer one,
+// through ONNX's version converter).
+int64_t lp_order(const Node& node) {
+  const int64_t p = attr_int(node, "p", 2);
+  if (p < 1) fail(node, "p must be >= 1, got " + std::to_string(p));
+  return p;
+}
+
 PoolShapes pool_shapes(const Node& node, PoolKind kind, const std::vector<int64_t>& x) {
   const int64_t block = pool_block(node, x);
   if (!block && x.size() != 4)
@@ -808,7 +819,8 @@ PoolShapes pool_shapes(const Node& node, PoolKind kind, const std::vector<int64_
                pool_window(node, {x[2], x[3]}),
                attr_int(node, "count_include_pad", 0) != 0,
                indices,
-               order == 1};
+               order == 1,
+               kind == PoolKind::kLp ? lp_order(node) : 0};
   return s;
 }
 
@@ -843,6 +855,20 @@ std::pair<int64_t, int64_t> counted_range(const PoolShapes& s, size_t d) {
 // equal parameters: the max commutes with the monotone dequantization), the
 // output of the same dtype; padded taps are skipped as in float.
 bool is_8bit(const std::string& dtype) { return dtype == "uint8" || dtype == "int8"; }
+
+// The reference's accumulator: its start, one tap, and the result.
+double pool_start(PoolKind kind) {
+  return kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+}
+double pool_add(PoolKind kind, int64_t p, double acc, double v) {
+  switch (kind) {
+    case PoolKind::kMax: return std::max(acc, v);
+    case PoolKind::kLp: return acc + std::pow(std::fabs(v), static_cast<double>(p));
+    case PoolKind::kAverage: break;
+  }
+  return acc + v;
+}
+double lp_finish(double acc, int64_t p) { return std::pow(acc, 1.0 / static_cast<double>(p)); }
 
 void check_pool_dtype(const Node& node, PoolKind kind, const std::string& dtype) {
   if (dtype == "float32" || (kind == PoolKind::kMax && is_8bit(dtype))) return;
@@ -883,7 +909,7 @@ EvaluateFn pool_evaluate(PoolKind kind) {
       for (int64_t lane = 0; lane < lanes; ++lane)
         for (int64_t oh = 0; oh < win.out[0]; ++oh)
           for (int64_t ow = 0; ow < win.out[1]; ++ow) {
-            double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+            double acc = pool_start(kind);
             int64_t best = -1;  // the first maximum in window order (ONNX's reference)
             for (int64_t ky = 0; ky < win.kernel[0]; ++ky) {
               int64_t ih = win.start(0, oh) + ky * win.dilation[0];
@@ -894,12 +920,13 @@ EvaluateFn pool_evaluate(PoolKind kind) {
                 double v = element(x, ((nc * s.h + ih) * s.w + iw) * lanes + lane);
                 if (kind == PoolKind::kMax && (best < 0 || v > acc))
                   best = flat_position(s, nc, ih, iw);
-                acc = kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
+                acc = pool_add(kind, s.p, acc, v);
               }
             }
             if (kind == PoolKind::kAverage)
               acc /= static_cast<double>(taps_inside(win, 0, oh, lo_h, hi_h) *
                                          taps_inside(win, 1, ow, lo_w, hi_w));
+            if (kind == PoolKind::kLp) acc = lp_finish(acc, s.p);
             const int64_t at = ((nc * win.out[0] + oh) * win.out[1] + ow) * lanes + lane;
             set_element(y, at, acc);
             if (s.indices) data_of<int64_t>(index)[at] = best;
@@ -919,6 +946,7 @@ std::vector<Initializer> pool3d_evaluate(PoolKind kind, const Node& node, const 
   const std::vector<int64_t>& xs = x.type.shape;
   const Window win = pool_window(node, {xs[2], xs[3], xs[4]});
   const bool include_pad = attr_int(node, "count_include_pad", 0) != 0;
+  const int64_t p = kind == PoolKind::kLp ? lp_order(node) : 0;
   std::vector<int64_t> lo(3), hi(3);
   for (size_t d = 0; d < 3; ++d) {
     lo[d] = include_pad ? -win.pad_begin[d] : 0;
@@ -930,7 +958,7 @@ std::vector<Initializer> pool3d_evaluate(PoolKind kind, const Node& node, const 
     for (int64_t od = 0; od < win.out[0]; ++od)
       for (int64_t oh = 0; oh < win.out[1]; ++oh)
         for (int64_t ow = 0; ow < win.out[2]; ++ow, ++at) {
-          double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+          double acc = pool_start(kind);
           for (int64_t kd = 0; kd < win.kernel[0]; ++kd) {
             int64_t id = win.start(0, od) + kd * win.dilation[0];
             if (id < 0 || id >= xs[2]) continue;
@@ -941,7 +969,7 @@ std::vector<Initializer> pool3d_evaluate(PoolKind kind, const Node& node, const 
                 int64_t iw = win.start(2, ow) + kx * win.dilation[2];
                 if (iw < 0 || iw >= xs[4]) continue;
                 double v = element(x, ((nc * xs[2] + id) * xs[3] + ih) * xs[4] + iw);
-                acc = kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
+                acc = pool_add(kind, p, acc, v);
               }
             }
           }
@@ -949,6 +977,7 @@ std::vector<Initializer> pool3d_evaluate(PoolKind kind, const Node& node, const 
             acc /= static_cast<double>(taps_inside(win, 0, od, lo[0], hi[0]) *
                                        taps_inside(win, 1, oh, lo[1], hi[1]) *
                                        taps_inside(win, 2, ow, lo[2], hi[2]));
+          if (kind == PoolKind::kLp) acc = lp_finish(acc, p);
           set_element(y, at, acc);
         }
   return {std::move(y)};
@@ -1036,7 +1065,8 @@ ComputeFn pool_compute(PoolKind kind) {
           std::vector<Expr> idx = {i[0], i[1], h, w};
           if (s.block) idx.push_back(i[4]);  // the lane: contiguous, vectorized
           Expr v = guarded_read(x, idx, bound, fill, /*test_per_dim=*/s.block != 0);
-          return kind == PoolKind::kMax ? ir::reduce_max(v, {ry, rx}) : ir::sum(v, {ry, rx});
+          if (kind == PoolKind::kMax) return ir::reduce_max(v, {ry, rx});
+          return ir::sum(kind == PoolKind::kLp ? abs_pow(v, s.p) : v, {ry, rx});
         },
         node.name + (kind == PoolKind::kMax ? ".maxpool" : ".sumpool"));
     if (kind == PoolKind::kMax && s.indices) {
@@ -1044,6 +1074,11 @@ ComputeFn pool_compute(PoolKind kind) {
       return std::vector<Tensor>{r, max_pool_indices(node, s, x, r, bound)};
     }
     if (kind == PoolKind::kMax) return std::vector<Tensor>{r};
+    if (kind == PoolKind::kLp)
+      return std::vector<Tensor>{ir::compute(
+          r->shape,
+          [&](const std::vector<Var>& i) { return root_of(ir::read(r, vars_to_exprs(i)), s.p); },
+          node.name + ".lppool")};
     // Pairs, not structured bindings: the lambda captures them (clang 14 cannot capture bindings).
     const auto range_h = counted_range(s, 0), range_w = counted_range(s, 1);
     Tensor y = ir::compute(
@@ -1190,6 +1225,11 @@ void register_reduce_ops() {
                OpPattern::kReduction,
                pool_evaluate_any(PoolKind::kAverage),
                pool_compute(PoolKind::kAverage),
+               {}});
+  register_op({"LpPool",
+               OpPattern::kReduction,
+               pool_evaluate_any(PoolKind::kLp),
+               pool_compute(PoolKind::kLp),
                {}});
   register_op({"GlobalAveragePool",
                OpPattern::kReduction,

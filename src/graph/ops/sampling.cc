@@ -1,9 +1,9 @@
 // Sampling operators: GridSample (opset 16: 4-D input; bilinear, nearest and
-// bicubic; zeros, border and reflection padding; align_corners) and RoiAlign
+// bicubic; zeros, border and reflection padding; align_corners), RoiAlign
 // (opsets 10 and 16: avg and max, half_pixel and output_half_pixel, a fixed or
-// an adaptive sampling grid).
+// an adaptive sampling grid) and MaxRoiPool (opset 1).
 //
-// Both read their input at positions computed from data (the grid, the
+// All read their input at positions computed from data (the grid, the
 // boxes). The coordinate arithmetic (denormalizing, padding, reflection, the
 // taps and their weights) is written once, as templates over the scalar
 // type: float for the reference evaluate and ir::Expr for the kernel, so that
@@ -62,6 +62,8 @@ bool all_of(bool a, bool b) { return a && b; }
 Expr all_of(const Expr& a, const Expr& b) { return ir::logical_and(a, b); }
 bool equal(float a, float b) { return a == b; }
 Expr equal(const Expr& a, const Expr& b) { return ir::eq(a, b); }
+float abs_of(float x) { return std::fabs(x); }
+Expr abs_of(const Expr& x) { return ir::fabs(x); }
 
 template <typename F>
 F clamp_of(const F& x, float lo, float hi) {
@@ -571,12 +573,238 @@ std::vector<Tensor> compute_roi_align(const Node& node, const ComputeInputs& in,
   return {y};
 }
 
+// ---- MaxRoiPool --------------------------------------------------------------------------
+// Y[r, c, ph, pw]: the maximum of X[b, c] over bin (ph, pw) of box r, rois[r]
+// = (b, x1, y1, x2, y2). ONNX's reference (which ONNX Runtime's kernel
+// follows): the corners scaled by spatial_scale and rounded half away from
+// zero, the box at least one pixel, bin p of `pooled` along an axis from
+// floor(p * size / pooled) to ceil((p + 1) * size / pooled) past the box's
+// first pixel, clamped to the map; an empty bin is 0, and b = int(rois[r, 0])
+// must be in [0, N).
+//
+// The kernel takes the maximum in two separable stages: over each bin's rows
+// for every column of the box (contiguous in X: vectorized along the
+// columns), then over each bin's columns. Their loops have fixed extents:
+// the largest bin (and box width) of constant boxes, the whole map for boxes
+// read at run time (a box may cover it, bins then as large as the map).
+
+struct RoiPoolSpec {
+  float spatial_scale = 1.0f;
+  int64_t n = 0, c = 0, h = 0, w = 0, rois = 0, out_h = 0, out_w = 0;
+  Shape out_shape() const { return {rois, c, out_h, out_w}; }
+};
+
+RoiPoolSpec roi_pool_spec(const Node& node, const Shape& x, const Shape& rois) {
+  RoiPoolSpec s;
+  const Shape pooled = attr_ints(node, "pooled_shape", {});
+  if (pooled.size() != 2 || pooled[0] < 1 || pooled[1] < 1)
+    fail(node, "pooled_shape must be two positive sizes (height, width); got " + shape_str(pooled));
+  s.spatial_scale = attr_float(node, "spatial_scale", 1.0f);
+  if (!(s.spatial_scale > 0.0f)) fail(node, "spatial_scale must be positive");
+  if (x.size() != 4) fail(node, "X must be 4-D [N, C, H, W]; got " + shape_str(x));
+  if (rois.size() != 2 || rois[1] != 5)
+    fail(node, "rois must have shape [num_rois, 5] (batch index, x1, y1, x2, y2); got " +
+                   shape_str(rois));
+  if (x[0] < 1 || x[2] < 1 || x[3] < 1) fail(node, "X has an empty dim: " + shape_str(x));
+  s.n = x[0];
+  s.c = x[1];
+  s.h = x[2];
+  s.w = x[3];
+  s.rois = rois[0];
+  s.out_h = pooled[0];
+  s.out_w = pooled[1];
+  return s;
+}
+
+// Half away from zero, as C's round() (ONNX's reference rounds so too).
+template <typename F>
+F round_away(const F& x) {
+  F a = abs_of(x), f = floor_of(a);
+  F r = pick(a - f >= F(0.5f), f + 1.0f, f);
+  return pick(x < F(0.0f), F(0.0f) - r, r);
+}
+
+// One bin along an axis: its first pixel and its pixel count (0: empty).
+template <typename F>
+struct RoiBin {
+  F start, extent;
+};
+
+// Bin p of `pooled` along an axis of `len` pixels of a box from `begin` to
+// `end` (in the input's scale). A scaled corner is kept within 2^24 (where
+// a float still holds every whole number; ONNX's integer arithmetic
+// overflows on such boxes anyway) and a NaN one taken as 0, so that every
+// step stays a whole number in range.
+template <typename F>
+RoiBin<F> roi_bin(const RoiPoolSpec& s, const F& begin, const F& end, const F& p, int64_t pooled,
+                  int64_t len) {
+  auto corner = [&](const F& c) {
+    F v = c * s.spatial_scale;
+    return round_away(pick(equal(v, v), clamp_of(v, -16777216.0f, 16777216.0f), F(0.0f)));
+  };
+  F lo = corner(begin), hi = corner(end);
+  F bin = max_of(hi - lo + 1.0f, F(1.0f)) / static_cast<float>(pooled);
+  const float n = static_cast<float>(len);
+  F first = clamp_of(floor_of(p * bin) + lo, 0.0f, n);
+  F last = clamp_of(ceil_of((p + 1.0f) * bin) + lo, 0.0f, n);
+  return {first, max_of(last - first, F(0.0f))};
+}
+
+// Bin p of box r (its 5 values at `roi`) along the rows or the columns.
+template <typename F>
+RoiBin<F> roi_pool_bin(const RoiPoolSpec& s, const F* roi, bool rows, const F& p) {
+  return rows ? roi_bin(s, roi[2], roi[4], p, s.out_h, s.h)
+              : roi_bin(s, roi[1], roi[3], p, s.out_w, s.w);
+}
+
+// The batch index of a box, int(rois[r, 0]) in [0, N): an OpError naming it otherwise.
+int64_t roi_image(const Node& node, const RoiPoolSpec& s, const float* roi, int64_t r) {
+  if (!(roi[0] > -1.0f && roi[0] < static_cast<float>(s.n)))
+    fail(node, "roi " + std::to_string(r) + " has batch index " + std::to_string(roi[0]) +
+                   ", outside [0, " + std::to_string(s.n) + ")");
+  return static_cast<int64_t>(roi[0]);
+}
+
+std::vector<Initializer> eval_max_roi_pool(const Node& node, const Inputs& ins) {
+  const Initializer& x = required_input(node, ins, 0);
+  const Initializer& rois = required_input(node, ins, 1);
+  require_f32(node, x, "X");
+  require_f32(node, rois, "rois");
+  const RoiPoolSpec s = roi_pool_spec(node, x.type.shape, rois.type.shape);
+  Initializer y = make_tensor("float32", s.out_shape());
+  float* yp = data_of<float>(y);
+  for (int64_t r = 0; r < s.rois; ++r) {
+    const float* roi = data_of<float>(rois) + r * 5;
+    const int64_t image = roi_image(node, s, roi, r);
+    for (int64_t c = 0; c < s.c; ++c) {
+      const float* plane = data_of<float>(x) + (image * s.c + c) * s.h * s.w;
+      for (int64_t ph = 0; ph < s.out_h; ++ph) {
+        const RoiBin<float> by = roi_pool_bin(s, roi, true, static_cast<float>(ph));
+        for (int64_t pw = 0; pw < s.out_w; ++pw) {
+          const RoiBin<float> bx = roi_pool_bin(s, roi, false, static_cast<float>(pw));
+          float m = 0;  // an empty bin
+          bool first = true;
+          for (auto h = static_cast<int64_t>(by.start); h < by.start + by.extent; ++h)
+            for (auto w = static_cast<int64_t>(bx.start); w < bx.start + bx.extent; ++w) {
+              m = first ? plane[h * s.w + w] : std::max(m, plane[h * s.w + w]);
+              first = false;
+            }
+          yp[((r * s.c + c) * s.out_h + ph) * s.out_w + pw] = m;
+        }
+      }
+    }
+  }
+  return {std::move(y)};
+}
+
+// The kernel's loop extents: the rows of a bin, the columns of a bin, the
+// columns of a box (from its first bin's first column).
+struct RoiPoolBounds {
+  int64_t bin_rows, bin_cols, box_cols;
+};
+
+RoiPoolBounds roi_pool_bounds(const Node& node, const RoiPoolSpec& s, const Initializer* rois) {
+  if (!rois) return {s.h, s.w, s.w};
+  RoiPoolBounds b{1, 1, 1};
+  auto whole = [](float v) { return static_cast<int64_t>(v); };
+  for (int64_t r = 0; r < s.rois; ++r) {
+    const float* roi = data_of<float>(*rois) + r * 5;
+    roi_image(node, s, roi, r);  // a bad constant index fails the build
+    for (int64_t ph = 0; ph < s.out_h; ++ph)
+      b.bin_rows =
+          std::max(b.bin_rows, whole(roi_pool_bin(s, roi, true, static_cast<float>(ph)).extent));
+    for (int64_t pw = 0; pw < s.out_w; ++pw)
+      b.bin_cols =
+          std::max(b.bin_cols, whole(roi_pool_bin(s, roi, false, static_cast<float>(pw)).extent));
+    const RoiBin<float> first = roi_pool_bin(s, roi, false, 0.0f);
+    const RoiBin<float> last = roi_pool_bin(s, roi, false, static_cast<float>(s.out_w - 1));
+    b.box_cols = std::max(b.box_cols, whole(last.start + last.extent - first.start));
+  }
+  return b;
+}
+
+// plan[k, r, p] for bin p of box r along the rows or the columns: k = 0 its
+// first pixel, 1 its pixel count, 2 its first pixel past the box's first
+// (columns: where the row stage holds it).
+Tensor roi_pool_plan(const RoiPoolSpec& s, const Tensor& rois, bool rows) {
+  return materialize(
+      {rows ? 2 : 3, s.rois, rows ? s.out_h : s.out_w},
+      [&](const std::vector<Var>& i) {
+        Expr roi[5];
+        for (int k = 0; k < 5; ++k) roi[k] = ir::read(rois, {Expr(i[1]), Expr(int64_t{k})});
+        RoiBin<Expr> b = roi_pool_bin(s, roi, rows, ir::cast(ir::DataType::f32(), i[2]));
+        if (rows) return select_by(i[0], {b.start, b.extent});
+        RoiBin<Expr> first = roi_pool_bin(s, roi, rows, Expr(0.0f));
+        return select_by(i[0], {b.start, b.extent, b.start - first.start});
+      },
+      rows ? "MaxRoiPool.rows" : "MaxRoiPool.columns");
+}
+
+// The batch index of box r read at run time: outside [0, N) the kernel
+// fails the run (KILN_STATUS_INDEX_OUT_OF_RANGE); the read stays in bounds.
+Expr roi_image_expr(const RoiPoolSpec& s, const Tensor& rois, const Expr& r) {
+  Expr v = ir::read(rois, {r, Expr(int64_t{0})});
+  Expr in_range = ir::logical_and(v > Expr(-1.0f), v < Expr(static_cast<float>(s.n)));
+  // An axis of one: the simplifier folds a clamp into [0, 0], and the check with it.
+  if (s.n == 1) return ir::check_index(in_range, Expr(int64_t{0}));
+  Expr k = ir::cast(ir::DataType::i64(), ir::select(in_range, v, Expr(0.0f)));
+  return clamp_index(ir::check_index(in_range, k), 0, s.n - 1);
+}
+
+std::vector<Tensor> compute_max_roi_pool(const Node& node, const ComputeInputs& in,
+                                         const Outputs& out_types) {
+  const Tensor& x = required_tensor(node, in, 0);
+  const Tensor& rois = required_tensor(node, in, 1);
+  if (!(x->dtype == ir::DataType::f32()) || !(rois->dtype == ir::DataType::f32()))
+    fail(node, "X and rois must be float32");
+  const RoiPoolSpec s = roi_pool_spec(node, static_shape(x), static_shape(rois));
+  check_out_type(node, out_types, 0, s.out_shape(), "float32");
+  const RoiPoolBounds b = roi_pool_bounds(node, s, const_input(in, 1));
+  Tensor py = roi_pool_plan(s, rois, true), px = roi_pool_plan(s, rois, false);
+  const Expr lowest(-std::numeric_limits<float>::infinity());
+  auto plan = [](const Tensor& t, int64_t k, const Expr& r, const Expr& p) {
+    return ir::cast(ir::DataType::i64(), ir::read(t, {Expr(k), r, p}));
+  };
+  // The maximum over bin ph's rows of column k of the box.
+  IterVar ry = ir::reduce_axis(Expr(b.bin_rows), "ry");
+  Tensor by_rows = ir::compute(
+      shape_exprs({s.rois, s.c, s.out_h, b.box_cols}),
+      [&](const std::vector<Var>& i) {
+        Expr h = plan(py, 0, i[0], i[2]) + ry->var;
+        Expr w = plan(px, 0, i[0], Expr(int64_t{0})) + i[3];
+        Expr inside = ir::logical_and(ry->var < plan(py, 1, i[0], i[2]), w < Expr(s.w));
+        Expr v = ir::read(x, {roi_image_expr(s, rois, i[0]), i[1], clamp_index(h, 0, s.h - 1),
+                              clamp_index(w, 0, s.w - 1)});
+        return ir::reduce_max(ir::select(inside, v, lowest), {ry});
+      },
+      "MaxRoiPool.by_rows");
+  IterVar rx = ir::reduce_axis(Expr(b.bin_cols), "rx");
+  Tensor m = ir::compute(
+      shape_exprs(s.out_shape()),
+      [&](const std::vector<Var>& i) {
+        Expr k = clamp_index(plan(px, 2, i[0], i[3]) + rx->var, 0, b.box_cols - 1);
+        Expr v = ir::read(by_rows, {i[0], i[1], i[2], k});
+        return ir::reduce_max(ir::select(rx->var < plan(px, 1, i[0], i[3]), v, lowest), {rx});
+      },
+      "MaxRoiPool.by_columns");
+  Tensor y = ir::compute(
+      shape_exprs(s.out_shape()),
+      [&](const std::vector<Var>& i) {
+        Expr filled = ir::logical_and(plan(py, 1, i[0], i[2]) > Expr(int64_t{0}),
+                                      plan(px, 1, i[0], i[3]) > Expr(int64_t{0}));
+        return ir::select(filled, ir::read(m, vars_to_exprs(i)), Expr(0.0f));
+      },
+      "MaxRoiPool");
+  return {y};
+}
+
 }  // namespace
 
 void register_sampling_ops() {
   // Gathers at computed positions, each a plan stage and a sampling stage: opaque.
   register_op({"GridSample", OpPattern::kOpaque, eval_grid_sample, compute_grid_sample, {}});
   register_op({"RoiAlign", OpPattern::kOpaque, eval_roi_align, compute_roi_align, {}});
+  register_op({"MaxRoiPool", OpPattern::kOpaque, eval_max_roi_pool, compute_max_roi_pool, {}});
 }
 
 }  // namespace kiln::graph

@@ -20,8 +20,9 @@ using Ints = std::vector<int64_t>;
 Ints lifted_shape(const Ints& s) { return {s[0], s[1], 1, s[2]}; }
 
 bool is_window_op(const Node& n) {
-  static const std::vector<std::string> ops = {"Conv",        "ConvTranspose",     "MaxPool",
-                                               "AveragePool", "GlobalAveragePool", "GlobalMaxPool"};
+  static const std::vector<std::string> ops = {"Conv",         "ConvTranspose", "MaxPool",
+                                               "AveragePool",  "LpPool",        "GlobalAveragePool",
+                                               "GlobalMaxPool"};
   return (n.domain.empty() || n.domain == "ai.onnx") &&
          std::find(ops.begin(), ops.end(), n.op_type) != ops.end();
 }

@@ -22,8 +22,9 @@ bool is_onnx(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; 
 // this pass rewrites, else nothing.
 std::optional<op_util::Window> window_of(const Graph& g, const Node& n) {
   const bool conv = n.op_type == "Conv";
-  if (!is_onnx(n) || (!conv && n.op_type != "MaxPool" && n.op_type != "AveragePool") ||
-      n.inputs.empty() || n.outputs.size() != 1 || n.attrs.count("kiln_block"))
+  const bool pool = n.op_type == "MaxPool" || n.op_type == "AveragePool" || n.op_type == "LpPool";
+  if (!is_onnx(n) || (!conv && !pool) || n.inputs.empty() || n.outputs.size() != 1 ||
+      n.attrs.count("kiln_block"))
     return std::nullopt;
   const TensorType* x = g.type_of(n.inputs[0]);
   if (!x || x->dtype != "float32" || x->shape.size() != 5) return std::nullopt;
@@ -265,6 +266,38 @@ void lower_pool(Graph& g, const Node& n, const op_util::Window& w, std::vector<N
   e.reshape(pooled, {shape[0], shape[1], w.out[0], w.out[1], w.out[2]}, /*last=*/true);
 }
 
+// LpPool: (sum of |x|^p over the window)^(1/p). Per (h, w), t = (sum over
+// the depth taps of |x|^p)^(1/p) is >= 0, so an LpPool over H and W of t
+// gives the 3-D result (up to rounding). The depth pool is a 2-D LpPool on
+// [N, C, D, H * W] (kernel, stride, dilation 1 and no pads along H * W) with
+// the node's resolved depth window, which pads, skips padded taps and keeps
+// ceil_mode's size by itself.
+void lower_lp_pool(Graph& g, const Node& n, const op_util::Window& w, std::vector<Node>& out) {
+  Emitter e(g, n, out);
+  const Ints x = g.type_of(n.inputs[0])->shape;
+  const int64_t plane = x[3] * x[4];
+  // ceil_mode is in w.out; auto_pad's sizes are floor-mode ones with its pads.
+  const bool auto_pad = n.attr<std::string>("auto_pad").value_or("NOTSET") != "NOTSET";
+  const int64_t ceil_mode = auto_pad ? 0 : n.attr<int64_t>("ceil_mode").value_or(0);
+  auto lp_pool = [&](const std::string& suffix, const std::string& v, const Ints& shape) -> Node& {
+    Node& p = e.node("LpPool", suffix, {v}, shape);
+    p.attrs["p"] = n.attr<int64_t>("p").value_or(2);
+    if (ceil_mode) p.attrs["ceil_mode"] = ceil_mode;
+    return p;
+  };
+  std::string v = e.reshape(n.inputs[0], {x[0], x[1], x[2], plane});
+  Node& d = lp_pool("pool_depth", v, {x[0], x[1], w.out[0], plane});
+  d.attrs["kernel_shape"] = Ints{w.kernel[0], 1};
+  d.attrs["strides"] = Ints{w.stride[0], 1};
+  d.attrs["dilations"] = Ints{w.dilation[0], 1};
+  d.attrs["pads"] = Ints{w.pad_begin[0], 0, w.pad_end[0], 0};
+  v = e.reshape(d.outputs[0], {x[0], x[1] * w.out[0], x[3], x[4]});
+  Node& p = lp_pool("pool_hw", v, {x[0], x[1] * w.out[0], w.out[1], w.out[2]});
+  set_2d_window(p, w);
+  const std::string pooled = p.outputs[0];  // p dangles once the next node is appended
+  e.reshape(pooled, {x[0], x[1], w.out[0], w.out[1], w.out[2]}, /*last=*/true);
+}
+
 // ---- ConvTranspose ------------------------------------------------------------------
 
 // The 3-D geometry of a rank-5 float32 ConvTranspose, else nothing.
@@ -387,6 +420,8 @@ int lower_3d_windows(Graph& g) {
     if (!w) return false;
     if (n.op_type == "Conv")
       lower_conv(g, n, *w, out);
+    else if (n.op_type == "LpPool")
+      lower_lp_pool(g, n, *w, out);
     else
       lower_pool(g, n, *w, out);
     return true;

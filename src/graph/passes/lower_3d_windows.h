@@ -1,7 +1,8 @@
 // 3-D convolutions and pools (PyTorch's Conv3d, ConvTranspose3d, MaxPool3d,
-// AvgPool3d: ONNX Conv / ConvTranspose / MaxPool / AveragePool on NCDHW) run as 2-D ones, the only
-// rank kiln's templates and kernels take. The depth axis is taken apart tap
-// by tap, each tap a strided Slice of the depth-padded input:
+// AvgPool3d, LPPool3d: ONNX Conv / ConvTranspose / MaxPool / AveragePool /
+// LpPool on NCDHW) run as 2-D ones, the only rank kiln's templates and
+// kernels take. The depth axis is taken apart tap by tap, each tap a strided
+// Slice of the depth-padded input (LpPool: by a pool, below):
 //
 //  - Conv: depth goes to the batch ([N, Dp, C, H, W] after one Transpose),
 //    each depth tap t a 2-D Conv of its slice, reshaped to [N * Dout, C, H,
@@ -20,6 +21,10 @@
 //    AveragePool's divisor is the product of per-axis counts, in ONNX and in
 //    the reference, so the split is exact for every count_include_pad,
 //    ceil_mode, pads and auto_pad.
+//  - LpPool: an LpPool over depth alone (a 2-D one on [N, C, D, H * W]),
+//    then, depth folded into the channels, one over H and W: the first
+//    pool's (sum of |x|^p)^(1/p) raised to p again in the second is the
+//    depth sum, so the split is exact up to rounding.
 //
 // auto_pad is resolved to explicit pads first (op_util's window rules); a
 // depth tap that reads only padding is dropped from a Conv.
