@@ -122,7 +122,7 @@ TEST_F(KilnBuild, UnknownOperatorsAreAllNamed) {
   b.output("y", {"1", "4"});
   b.node("Relu", "fine", {"x"}, {"a"});
   b.node("FrobnicateV2", "mystery", {"a"}, {"b"});
-  b.node("MaxRoiPool", "roi_1", {"b"}, {"c"});
+  b.node("FrobnicateV3", "roi_1", {"b"}, {"c"});
   b.node("Frob", "custom", {"c"}, {"y"})->set_domain("com.example");
   auto* op = b.model().add_opset_import();
   op->set_domain("com.example");
@@ -130,7 +130,7 @@ TEST_F(KilnBuild, UnknownOperatorsAreAllNamed) {
   write_model("unknown.onnx", b);
   expect_build_fails("unknown.onnx", "",
                      {work_.file("unknown.onnx"), "3 node(s)", "'mystery' (FrobnicateV2)",
-                      "'roi_1' (MaxRoiPool)", "'custom' (com.example.Frob)"});
+                      "'roi_1' (FrobnicateV3)", "'custom' (com.example.Frob)"});
   EXPECT_EQ(std::string::npos, run_kiln("build " + quote(work_.file("unknown.onnx")) + " -o " +
                                             quote(work_.file("o.tar")),
                                         tmp_, capture_)
